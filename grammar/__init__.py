@@ -1,0 +1,1 @@
+"""The tile DSL grammar (package data `tilec.grammar`)."""

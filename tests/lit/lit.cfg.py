@@ -1,0 +1,21 @@
+# lit configuration for tilec: RUN lines call `tilec` and `FileCheck` from the environment
+# that runs lit (the project's virtual environment), never from the system.
+import os
+import sys
+
+import lit.formats
+
+config.name = "tilec"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".tir", ".tile", ".py"]
+config.excludes = ["lit.cfg.py", "Output"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.test_source_root, "Output")
+
+bin_dir = os.path.dirname(sys.executable)
+config.environment["PATH"] = os.pathsep.join([bin_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# The Python `filecheck` package implements LLVM's FileCheck.
+config.substitutions.append(("FileCheck", os.path.join(bin_dir, "filecheck")))
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%examples", os.path.join(config.test_source_root, "..", "..", "examples")))

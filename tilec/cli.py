@@ -1,0 +1,226 @@
+"""The `tilec` command line.
+
+    tilec opt FILE.tir -p PIPELINE [-o OUT]    run passes over IR text (tilec's mlir-opt)
+    tilec passes                               every pass with its summary and options
+    tilec --version
+
+User errors print `file:line:col: error: ...` with the source line and a caret and exit 1;
+internal compiler errors name the pass, save the IR, and exit 2. No output file is written
+unless everything succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import tilec
+from tilec.diagnostics import InternalCompilerError, TileError
+
+SPLIT_MARKER = "// -----"
+
+
+def _add_instrumentation_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("instrumentation")
+    g.add_argument(
+        "--print-ir-after-all",
+        action="store_true",
+        help="print the IR after every pass (to stderr)",
+    )
+    g.add_argument(
+        "--print-ir-before",
+        metavar="PASS",
+        action="append",
+        default=[],
+        help="print the IR before PASS (repeatable; comma-separated lists allowed)",
+    )
+    g.add_argument(
+        "--print-ir-after",
+        metavar="PASS",
+        action="append",
+        default=[],
+        help="print the IR after PASS (repeatable)",
+    )
+    g.add_argument("--stop-after", metavar="PASS", help="stop the pipeline after PASS")
+    g.add_argument(
+        "--dump-dir",
+        metavar="DIR",
+        help="write the IR before the first pass and after each pass to DIR/NN-PASS.tir",
+    )
+    g.add_argument(
+        "--verify-each",
+        dest="verify_each",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="verify the IR after each pass (default: on)",
+    )
+    g.add_argument(
+        "--timing", action="store_true", help="report the wall time of each pass (to stderr)"
+    )
+    g.add_argument(
+        "--print-remarks",
+        action="store_true",
+        help="print each pass's remarks (its decisions and reasons) as comments above the ops they concern",
+    )
+    g.add_argument("--print-locations", action="store_true", help="print loc(...) on every op")
+
+
+def _split_names(values: list[str]) -> set[str]:
+    return {name for v in values for name in v.split(",") if name}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilec", description="tilec: a tile compiler for NVIDIA GPUs."
+    )
+    parser.add_argument("--version", action="version", version=f"tilec {tilec.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    opt = sub.add_parser(
+        "opt",
+        help="run a pass pipeline over an IR file (.tir)",
+        description="Parse IR text, verify it, run a pass pipeline, print the result.",
+    )
+    opt.add_argument("file", help="IR file to read ('-' for stdin)")
+    opt.add_argument(
+        "-p",
+        "--pipeline",
+        "--passes",
+        dest="pipeline",
+        default="",
+        help="pass pipeline, e.g. 'canonicalize,cse,dce'",
+    )
+    opt.add_argument("-o", "--output", help="write the result here instead of stdout")
+    opt.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help=f"treat each chunk between '{SPLIT_MARKER}' lines as a separate module",
+    )
+    opt.add_argument("--generic", action="store_true", help="print every op in the generic form")
+    _add_instrumentation_flags(opt)
+
+    sub.add_parser("passes", help="list every pass with its summary and options")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        if args.command == "opt":
+            return _opt(args)
+        if args.command == "passes":
+            return _passes()
+    except TileError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    except InternalCompilerError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except OSError as e:
+        raise TileError(f"cannot read '{path}': {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise TileError(f"'{path}' is not UTF-8 text") from None
+
+
+def _chunks(text: str, split: bool) -> list[tuple[str, int]]:
+    """(chunk text, line offset) pairs."""
+    if not split:
+        return [(text, 0)]
+    chunks: list[tuple[str, int]] = []
+    current: list[str] = []
+    start_line = 0
+    for number, line in enumerate(text.split("\n")):
+        if line.strip() == SPLIT_MARKER:
+            chunks.append(("\n".join(current), start_line))
+            current, start_line = [], number + 1
+        else:
+            current.append(line)
+    chunks.append(("\n".join(current), start_line))
+    return chunks
+
+
+def _opt(args: argparse.Namespace) -> int:
+    from tilec.ir.parser import parse_module
+    from tilec.ir.printer import print_op
+    from tilec.ir.verifier import verify
+    from tilec.passmanager import Instrumentation, PassManager
+
+    text, filename = _read_input(args.file)
+    instrumentation = Instrumentation(
+        print_ir_after_all=args.print_ir_after_all,
+        print_ir_before=_split_names(args.print_ir_before),
+        print_ir_after=_split_names(args.print_ir_after),
+        stop_after=args.stop_after,
+        dump_dir=args.dump_dir,
+        verify_each=args.verify_each,
+        timing=args.timing,
+        print_remarks=args.print_remarks,
+        print_locations=args.print_locations,
+    )
+    outputs: list[str] = []
+    failed = False
+    for chunk, line_offset in _chunks(text, args.split_input_file):
+        try:
+            module = parse_module(chunk, filename, line_offset=line_offset)
+            verify(module)
+            pm = PassManager.from_text(args.pipeline, instrumentation)
+            pm.run(module)
+        except TileError as e:
+            if not args.split_input_file:
+                raise
+            print(e.render(), file=sys.stderr)
+            failed = True
+            continue
+        if args.timing:
+            sys.stderr.write(pm.timing_report())
+        outputs.append(
+            print_op(
+                module,
+                print_locations=args.print_locations,
+                generic=args.generic,
+                remarks=pm.context.remark_lookup() if args.print_remarks else None,
+            )
+        )
+    result = f"{SPLIT_MARKER}\n".join(outputs)
+    if args.output and not failed:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(result)
+        os.replace(tmp, args.output)
+    elif not args.output:
+        sys.stdout.write(result)
+    return 1 if failed else 0
+
+
+def _passes() -> int:
+    from tilec.passmanager import registered_passes
+
+    passes = registered_passes()
+    if not passes:
+        print("no passes are registered")
+    for cls in passes.values():
+        print(cls.describe())
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The `builtin` dialect: the module and kernel functions.
+
+module {
+  func @vector_add(%x: !tile.tensor<Nxf32>, %y: !tile.tensor<Nxf32>) {
+    ...
+    return
+  }
+}
+"""
+
+from __future__ import annotations
+
+from tilec.ir.attributes import StringAttr
+from tilec.ir.core import (
+    Attr,
+    IsolatedFromAbove,
+    Operation,
+    RegionDef,
+    Terminator,
+    register_op,
+)
+
+
+@register_op
+class ModuleOp(Operation):
+    name = "builtin.module"
+    summary = "The top-level container of kernels."
+    body = RegionDef()
+    traits = (IsolatedFromAbove,)
+
+    def print_custom(self, p) -> None:
+        p.attr_dict(self.attributes, keyword=True)
+        p.region(self.body, print_entry_args=False)
+
+    @classmethod
+    def parse_custom(cls, p) -> Operation:
+        attrs = p.parse_attr_dict() if p.optional("attributes") else {}
+        return cls([], [], attrs, [p.parse_region()])
+
+    @property
+    def functions(self) -> list[FuncOp]:
+        return [op for op in self.body.block.ops if isinstance(op, FuncOp)]
+
+    def lookup(self, name: str) -> FuncOp | None:
+        return next((f for f in self.functions if f.sym_name == name), None)
+
+    def verify_(self) -> None:
+        if len(self.body.blocks) != 1 or self.body.block.args:
+            raise self.error("body must be one block without arguments")
+        seen: set[str] = set()
+        for op in self.body.block.ops:
+            if not isinstance(op, FuncOp):
+                raise op.error("is not allowed at module level; only 'func' is")
+            if op.sym_name in seen:
+                raise op.error(f"redefines kernel '@{op.sym_name}'")
+            seen.add(op.sym_name)
+
+
+@register_op
+class FuncOp(Operation):
+    name = "builtin.func"
+    summary = "A kernel: its arguments are tensor views and scalars; it returns nothing."
+    sym_name = Attr(StringAttr)
+    body = RegionDef()
+    traits = (IsolatedFromAbove,)
+
+    @property
+    def arguments(self):
+        return self.body.blocks[0].args
+
+    def print_custom(self, p) -> None:
+        p.token("@" + self.sym_name)
+        p.block_args(self.body.blocks[0])
+        p.attr_dict(self.attributes, elided=("sym_name",), keyword=True)
+        p.region(self.body, print_entry_args=False)
+
+    @classmethod
+    def parse_custom(cls, p) -> Operation:
+        name = p.parse_symbol_name()
+        p.expect("(", "to open the argument list")
+        args = p.comma_list(p.parse_new_value_typed_pair, close=")")
+        p.expect(")")
+        attrs = p.parse_attr_dict() if p.optional("attributes") else {}
+        if "sym_name" in attrs:
+            raise p.error("'sym_name' is written as '@name', not as an attribute")
+        attrs = {"sym_name": StringAttr(name), **attrs}
+        region = p.parse_region([(n, t, at) for (n, t), at in args])
+        return cls([], [], attrs, [region])
+
+    def verify_(self) -> None:
+        if len(self.body.blocks) != 1:
+            raise self.error("body must be a single block")
+        term = self.body.block.terminator
+        if not isinstance(term, ReturnOp):
+            raise self.error("body must end with 'return'")
+
+
+@register_op
+class ReturnOp(Operation):
+    name = "builtin.return"
+    summary = "Ends a kernel."
+    traits = (Terminator,)
+    assembly_format = "attr-dict"
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op, FuncOp):
+            raise self.error("must be inside a 'func'")
