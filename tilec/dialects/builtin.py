@@ -10,7 +10,7 @@ module {
 
 from __future__ import annotations
 
-from tilec.ir.attributes import StringAttr
+from tilec.ir.attributes import StringAttr, SymbolRefAttr
 from tilec.ir.core import (
     Attr,
     IsolatedFromAbove,
@@ -69,7 +69,7 @@ class FuncOp(Operation):
         return self.body.blocks[0].args
 
     def print_custom(self, p) -> None:
-        p.token("@" + self.sym_name)
+        p.attribute(SymbolRefAttr(self.sym_name))
         p.block_args(self.body.blocks[0])
         p.attr_dict(self.attributes, elided=("sym_name",), keyword=True)
         p.region(self.body, print_entry_args=False)

@@ -6,6 +6,7 @@ The format language (a small subset of MLIR's):
     type($name)    the type(s) of an operand or result
     attr-dict      the attributes not printed elsewhere, as `{k = v}` (omitted when none)
     `lit`          a literal keyword or punctuation: `,` `:` `->` `[` `]` `(` `)` `to` ...
+                   (`[` is printed without a space before it, as a subscript)
     ( ... )?       an optional group, printed when its first `$name` is present (an optional
                    operand given, a variadic operand non-empty, an attribute set); parsed when
                    its first element (a literal or an operand) is next in the input
@@ -137,7 +138,10 @@ def _present(op: Operation, anchor: Operand | Attr) -> bool:
 def _print_elements(op: Operation, elements: tuple, p) -> None:
     for e in elements:
         if isinstance(e, Literal):
-            p.token(e.text)
+            if e.text == "[":
+                p.raw("[")  # a subscript attaches to what it indexes: `%view[%i, %j]`
+            else:
+                p.token(e.text)
         elif isinstance(e, FieldRef):
             f = e.field
             if isinstance(f, Operand):

@@ -13,6 +13,7 @@ can read it back.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -118,7 +119,13 @@ class SymbolRefAttr(Attribute):
         return self.name
 
     def __str__(self) -> str:
-        return f"@{self.name}"
+        # Names the parser cannot read bare (spaces, leading digits) are written `@"..."`.
+        return (
+            f"@{self.name}" if _BARE_SYMBOL.fullmatch(self.name) else "@" + quote_string(self.name)
+        )
+
+
+_BARE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
 
 
 @dataclass(frozen=True, slots=True)

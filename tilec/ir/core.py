@@ -593,6 +593,9 @@ class Block:
     __slots__ = ("args", "ops", "parent")
 
     def __init__(self, arg_types: Sequence[Type] = (), ops: Sequence[Operation] = ()):
+        if any(isinstance(t, Operation) for t in arg_types):
+            # `Block([op])` would silently make an argument typed by the op.
+            raise TypeError("Block's first parameter is argument types; pass ops=[...]")
         self.args: list[BlockArgument] = [
             BlockArgument(t, self, i) for i, t in enumerate(arg_types)
         ]

@@ -14,7 +14,7 @@ from tilec.ir.attributes import Attribute, BoolAttr, FloatAttr, IntegerAttr
 from tilec.ir.core import ConstantLike, OpResult, Value
 from tilec.ir.types import FloatType, IndexType, IntegerType, Type, element_type
 
-__all__ = ["constant_value", "numpy_dtype", "to_numpy_scalar", "from_numpy_scalar"]
+__all__ = ["constant_value", "from_numpy_scalar", "numpy_dtype", "to_numpy_scalar"]
 
 
 def constant_value(v: Value) -> Attribute | None:
@@ -38,7 +38,9 @@ def numpy_dtype(t: Type) -> np.dtype | None:
     if isinstance(e, IndexType):
         return np.dtype(np.int64)
     if isinstance(e, IntegerType):
-        return np.dtype({1: np.bool_, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[e.width])
+        return np.dtype(
+            {1: np.bool_, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[e.width]
+        )
     return None
 
 

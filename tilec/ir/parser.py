@@ -26,21 +26,23 @@ from tilec.ir.core import (
     Value,
 )
 
+# Alternatives are ordered by how often they occur in IR text (the lexer is on every
+# compile's path); identifiers cannot start with a digit or '-', so numbers are unambiguous.
 _TOKEN_RE = re.compile(
     r"""
     (?P<skip>(?:[ \t\r\n]+|//[^\n]*)+)
   | (?P<value>%[A-Za-z0-9_$.\-]+)
-  | (?P<block>\^[A-Za-z0-9_$.\-]+)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
+  | (?P<shape><[ \t]*(?:(?:\d+|\?|[A-Z][A-Z0-9_]*)x)+)
+  | (?P<arrow>->)
+  | (?P<float>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)|-inf\b)
+  | (?P<int>-?(?:0x[0-9a-fA-F]+|\d+))
+  | (?P<punct>[(){}\[\]<>,:=?*+\-])
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<symbol>@[A-Za-z_][A-Za-z0-9_$.\-]*|@"(?:[^"\\\n]|\\.)*")
   | (?P<hash>\#[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<bang>![A-Za-z_][A-Za-z0-9_.]*)
-  | (?P<string>"(?:[^"\\\n]|\\.)*")
-  | (?P<shape><[ \t]*(?:(?:\d+|\?|[A-Z][A-Z0-9_]*)x)+)
-  | (?P<arrow>->)
-  | (?P<float>-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)|-?inf\b)
-  | (?P<int>-?(?:0x[0-9a-fA-F]+|\d+))
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
-  | (?P<punct>[(){}\[\]<>,:=?*+\-])
+  | (?P<block>\^[A-Za-z0-9_$.\-]+)
   | (?P<bad>.)
     """,
     re.VERBOSE | re.DOTALL,
@@ -223,9 +225,10 @@ class Parser:
             self.pos += 1
         elif not self.optional("<"):
             raise self.error(f"expected '<' after the type name, found {self._describe_current()}")
+        element_at = self.pos
         element = self.parse_type()
         if not T.is_scalar(element):
-            raise self.error("element type must be a scalar type", at=self.pos - 1)
+            raise self.error("element type must be a scalar type", at=element_at)
         layout = None
         if self.optional(","):
             if not allow_layout:
@@ -422,6 +425,10 @@ class Parser:
                 op = self._with_scope(isolated, lambda: self._parse_generic_after_name(cls))
         else:
             raise self.error(f"expected an operation, found {self._describe_current()}")
+        for d, region in zip(op.region_defs, op.regions):
+            if region.empty and not d.may_be_empty:
+                # `{}` prints a region whose one block is empty; read it back as that.
+                region.add_block(Block())
         op.loc = self.loc_at(self.tokens[start][2])
         if self.peek("loc"):
             op.loc = self._parse_location()

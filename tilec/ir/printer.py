@@ -8,6 +8,7 @@ text again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 from tilec.diagnostics import Location
@@ -23,6 +24,8 @@ from tilec.ir.core import (
 )
 from tilec.ir.types import Type
 
+# Attribute names the parser reads unquoted (its identifier token): `tilec.num_warps` too.
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _NO_SPACE_BEFORE = frozenset({",", ")", "]", ">", "}"})
 _NO_SPACE_AFTER = frozenset({"(", "[", "<", "{"})
 
@@ -150,7 +153,7 @@ class Printer:
         for i, (k, v) in enumerate(items):
             if i:
                 self.token(",")
-            key = k if k.isidentifier() else quote_string(k)
+            key = k if _BARE_KEY.fullmatch(k) else quote_string(k)
             from tilec.ir.attributes import UnitAttr
 
             if isinstance(v, UnitAttr):

@@ -1,0 +1,2563 @@
+"""Semantic analysis: the syntax tree of a tile program → a checked, typed `Program`.
+
+This module owns the meaning of the tile DSL (docs/language.md is its reference):
+
+* names: arguments, dimensions, loop variables, locals (scoped to the loop that assigns them),
+  builtins; unknown or misused names are errors;
+* dtypes and promotion (weak Python literals, strong arguments and tiles), symbolic shapes and
+  numpy-style broadcasting, rank checks, the typing of every builtin;
+* the grid: the kernel's one top-level `tiles()` loop is the launch grid (one axis per
+  dimension); `tiles()` loops nested in it run sequentially inside a block and carry the names
+  they reassign;
+* tensor accesses: per dimension a tile of a loop variable, the whole dimension (':') or a
+  scalar index, and whether lanes can fall outside the tensor (a mask);
+* kernel options that pin decisions: `@kernel(tile={...}, warps=..., stages=...)`,
+  `tiles(..., tile={...})` and the same options passed from `@tilec.jit`.
+
+The checked tree is made for IR generation to walk without re-deriving anything: each
+expression carries its dtype and shape, implicit conversions are explicit `Cast`/`Broadcast`
+nodes (so the operands of a `Binary` have identical types), every loop says whether it is the
+grid or sequential, and reductions and dots say which lanes of the axes they combine are real.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Union
+
+from tilec.diagnostics import Location, TileError
+from tilec.frontend import syntax as ast
+
+__all__ = [
+    "AccessIndex",
+    "Assign",
+    "AxisExtent",
+    "Binary",
+    "Broadcast",
+    "Carried",
+    "Cast",
+    "Constant",
+    "DType",
+    "Dim",
+    "DimSize",
+    "Dimension",
+    "Dot",
+    "ExpandDims",
+    "Expr",
+    "Full",
+    "GridLoop",
+    "IndexKind",
+    "Iota",
+    "Kernel",
+    "KernelOptions",
+    "Load",
+    "LoopIndex",
+    "LoopVar",
+    "Math",
+    "Param",
+    "ParamRef",
+    "Program",
+    "Reduce",
+    "ScalarParam",
+    "Select",
+    "SeqLoop",
+    "Stmt",
+    "Store",
+    "TensorAccess",
+    "TensorParam",
+    "TileType",
+    "Transpose",
+    "Unary",
+    "VarRef",
+    "analyze",
+    "common_dtype",
+]
+
+
+# ---------------------------------------------------------------------------- dtypes
+
+
+class DType(Enum):
+    """Element types. `str(dtype)` is the name used in the DSL and in the IR."""
+
+    I1 = "i1"
+    I8 = "i8"
+    I16 = "i16"
+    I32 = "i32"
+    I64 = "i64"
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+    F64 = "f64"
+
+    @property
+    def kind(self) -> str:
+        """'bool' (i1), 'int' or 'float'."""
+        if self is DType.I1:
+            return "bool"
+        return "float" if self.value[0] in "fb" else "int"
+
+    @property
+    def bits(self) -> int:
+        return int(self.value.lstrip("bfi"))
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind == "int"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DTYPES: dict[str, DType] = {d.value: d for d in DType}
+_KIND_ORDER = {"bool": 0, "int": 1, "float": 2}
+_INT_RANGES = {
+    DType.I8: (-(2**7), 2**7 - 1),
+    DType.I16: (-(2**15), 2**15 - 1),
+    DType.I32: (-(2**31), 2**31 - 1),
+    DType.I64: (-(2**63), 2**63 - 1),
+}
+
+
+def common_dtype(a: DType, b: DType) -> DType:
+    """The dtype two strong operands are converted to: the higher kind wins (bool < int <
+    float); within a kind the wider type wins; f16 with bf16 gives f32 (neither holds the
+    other)."""
+    if a is b:
+        return a
+    if a.kind != b.kind:
+        return a if _KIND_ORDER[a.kind] > _KIND_ORDER[b.kind] else b
+    if {a, b} == {DType.F16, DType.BF16}:
+        return DType.F32
+    return a if a.bits >= b.bits else b
+
+
+# ---------------------------------------------------------------------------- types and names
+
+Dim = Union[str, int]
+"""One tile dimension: a tile-size symbol ('BM') or a constant extent."""
+
+
+@dataclass(frozen=True, slots=True)
+class TileType:
+    """The type of a value held by a block: a dtype and a shape (`()` for a scalar)."""
+
+    dtype: DType
+    shape: tuple[Dim, ...] = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_scalar(self) -> bool:
+        return not self.shape
+
+    def with_dtype(self, dtype: DType) -> TileType:
+        return TileType(dtype, self.shape)
+
+    def with_shape(self, shape: tuple[Dim, ...]) -> TileType:
+        return TileType(self.dtype, shape)
+
+    def __str__(self) -> str:
+        if not self.shape:
+            return str(self.dtype)
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+
+_SYMBOL_RE = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+@dataclass(eq=False, slots=True)
+class Dimension:
+    """A named extent of the kernel's tensors (`M` in `a: f16[M, K]`), known at launch.
+
+    `name` is upper case (IR symbols must be); `spelling` is how the source writes it.
+    """
+
+    name: str
+    spelling: str
+    loc: Location
+    pinned: int | None = None  # a tile size the author fixed (1: iterate element by element)
+    whole: bool = False  # used whole (':' or by name in a shape): its tile covers the extent
+
+    @property
+    def tile_symbol(self) -> str:
+        """The symbol of this dimension's tile size in tile shapes: 'B' + name ('BM')."""
+        return "B" + self.name
+
+    def __str__(self) -> str:
+        return self.spelling
+
+
+@dataclass(eq=False, slots=True)
+class TensorParam:
+    """A tensor argument: global memory with a symbolic shape and runtime strides."""
+
+    name: str
+    dtype: DType
+    dims: tuple[Dimension | int, ...]  # int: a fixed extent written in the signature
+    position: int
+    loc: Location
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(str(d) for d in self.dims)}]"
+
+
+@dataclass(eq=False, slots=True)
+class ScalarParam:
+    """A scalar argument (read-only)."""
+
+    name: str
+    dtype: DType
+    position: int
+    loc: Location
+
+
+Param = Union[TensorParam, ScalarParam]
+
+
+@dataclass(eq=False, slots=True)
+class LoopVar:
+    """The variable of a `tiles()` loop: one tile of `dim`.
+
+    At IR level it is an `index`: the element offset where the tile starts (a multiple of the
+    tile size `dim.tile_symbol`). An `element` variable iterates the dimension one element at a
+    time (its tile size is pinned to 1): indexing a tensor with it drops the dimension.
+    """
+
+    name: str
+    dim: Dimension
+    element: bool
+    grid_axis: int | None  # the launch-grid axis, or None in a sequential loop
+    loc: Location
+
+    @property
+    def size_symbol(self) -> str:
+        return self.dim.tile_symbol
+
+
+@dataclass(frozen=True, slots=True)
+class AxisExtent:
+    """Which lanes of a tile axis of size `dim.tile_symbol` hold real data.
+
+    Lane i is real when `start + i < extent(dim)`, where `start` is the tile offset of `var`
+    (0 when `var` is None: the dimension is used whole). Lanes past the extent are padding:
+    reductions and dot contractions must leave them out.
+    """
+
+    dim: Dimension
+    var: LoopVar | None
+
+
+# ---------------------------------------------------------------------------- checked expressions
+# Every expression has `type` (dtype + shape) and `loc`. Implicit conversions are explicit nodes.
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Expr:
+    type: TileType
+    loc: Location
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Constant(Expr):
+    """A compile-time scalar. `weak`: an untyped Python literal that takes the dtype of the
+    strong operand it meets (and so never appears as the operand of a `Binary`)."""
+
+    value: bool | int | float
+    weak: bool = False
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class VarRef(Expr):
+    """The current value of a local name (loop-carried values included)."""
+
+    name: str
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class ParamRef(Expr):
+    """A scalar argument's value."""
+
+    param: ScalarParam
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class DimSize(Expr):
+    """The runtime extent of a dimension, as an i32 scalar."""
+
+    dim: Dimension
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class LoopIndex(Expr):
+    """The element offset of a loop variable's tile (the element index, for an element
+    variable), as an i32 scalar."""
+
+    var: LoopVar
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Load(Expr):
+    """Read one tile of a tensor (masked where `access` says so; masked lanes are padding)."""
+
+    access: TensorAccess
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Iota(Expr):
+    """0, 1, ..., n-1 along the single axis of `type` (i32)."""
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Full(Expr):
+    """A tile of `type` with every element equal to the scalar `value` (of `type.dtype`)."""
+
+    value: Expr
+
+
+BINARY_OPS = (
+    *("add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum"),
+    *("and", "or", "xor", "shl", "shr"),
+    *("lt", "le", "gt", "ge", "eq", "ne"),
+)
+COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Binary(Expr):
+    """Element-wise `lhs op rhs`; both operands have the same type. Comparisons give i1.
+
+    `div` and `pow` are float-only (integer operands were converted); `floordiv`/`mod` follow
+    Python (floor division, result with the divisor's sign); `and/or/xor` are bitwise (logical
+    on i1); `shr` is arithmetic.
+    """
+
+    op: str  # one of BINARY_OPS
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Unary(Expr):
+    """`neg` (-x) or `not` (~x: bitwise not, logical on i1)."""
+
+    op: str
+    operand: Expr
+
+
+MATH_FUNCTIONS = (
+    *("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf"),
+    *("sigmoid", "gelu", "sin", "cos", "floor", "ceil"),
+)
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Math(Expr):
+    """An element-wise math function of one operand of the result's type.
+
+    All but `abs` take and give floats. `gelu` is the exact form x/2·(1 + erf(x/√2));
+    `sigmoid` is 1/(1 + exp(-x)); `rsqrt` is 1/sqrt(x).
+    """
+
+    fn: str  # one of MATH_FUNCTIONS
+    operand: Expr
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Select(Expr):
+    """`where(cond, on_true, on_false)`; all three already have the result's shape."""
+
+    cond: Expr
+    on_true: Expr
+    on_false: Expr
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Reduce(Expr):
+    """`kind` ∈ sum, max, min, mean over `axes` of `operand`.
+
+    `extents[i]` says which lanes of `axes[i]` are real (None: all of them); padding lanes must
+    not take part (use the identity of the reduction; `mean` divides by the count of real
+    lanes). `sum`/`mean` of f16/bf16 accumulate in f32 and round the result.
+    """
+
+    kind: str
+    operand: Expr
+    axes: tuple[int, ...]
+    keepdims: bool
+    extents: tuple[AxisExtent | None, ...]
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Dot(Expr):
+    """`lhs @ rhs` on 2-D tiles of the same dtype; accumulates (and returns) f32 for f16,
+    bf16 and f32 inputs, f64 for f64, i32 for i8. `contraction` gives the real lanes of the
+    contracted axis (None: all); padding lanes must contribute nothing."""
+
+    lhs: Expr
+    rhs: Expr
+    contraction: AxisExtent | None
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Cast(Expr):
+    """Convert `operand` to `type.dtype` (same shape). Float → int truncates toward zero."""
+
+    operand: Expr
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Broadcast(Expr):
+    """numpy's `broadcast_to(operand, type.shape)`: leading axes may be added; axes of size 1
+    are repeated. A scalar operand becomes a splat."""
+
+    operand: Expr
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class ExpandDims(Expr):
+    """Insert axes of size 1 at positions `axes` of the result (`x[:, None]`)."""
+
+    operand: Expr
+    axes: tuple[int, ...]
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Transpose(Expr):
+    """Permute the axes: result axis i is operand axis `permutation[i]`."""
+
+    operand: Expr
+    permutation: tuple[int, ...]
+
+
+# ---------------------------------------------------------------------------- tensor accesses
+
+
+class IndexKind(Enum):
+    TILE = "tile"  # a loop variable's tile of this dimension
+    WHOLE = "whole"  # ':': the whole dimension
+    SCALAR = "scalar"  # one integer index: the dimension is dropped from the tile
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class AccessIndex:
+    """How one dimension of a tensor is indexed."""
+
+    kind: IndexKind
+    dim: Dimension | int  # the tensor's dimension (int: a fixed extent)
+    var: LoopVar | None = None  # TILE: the loop variable
+    value: Expr | None = None  # SCALAR: an integer scalar (LoopIndex for element variables)
+    size: Dim | None = None  # this dimension's size in the tile; None for SCALAR
+    masked: bool = False  # lanes may fall outside the tensor (offset + lane >= extent)
+    loc: Location
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class TensorAccess:
+    """A region of a tensor, one index per dimension; `type` is the tile read or written."""
+
+    tensor: TensorParam
+    indices: tuple[AccessIndex, ...]
+    type: TileType
+    loc: Location
+
+    @property
+    def masked(self) -> bool:
+        return any(index.masked for index in self.indices)
+
+
+# ---------------------------------------------------------------------------- statements
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Assign:
+    """Bind `name` to `value` (a new binding, or the next value of a loop-carried name)."""
+
+    name: str
+    value: Expr
+    loc: Location
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Store:
+    """Write `value` (already of `access.type`) to a tensor region; masked like the access."""
+
+    access: TensorAccess
+    value: Expr
+    loc: Location
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """A name defined before a sequential loop and reassigned in it (an scf.for iter_arg)."""
+
+    name: str
+    type: TileType
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class SeqLoop:
+    """A `tiles()` loop inside the grid: runs sequentially within the block, one tile of
+    `var.dim` per iteration (offset 0, BK, 2·BK, ... below the extent).
+
+    `carried` lists the names whose values flow from one iteration to the next and out of
+    the loop; every other name assigned in `body` is local to the body.
+    """
+
+    var: LoopVar
+    body: tuple[Stmt, ...]
+    carried: tuple[Carried, ...]
+    loc: Location
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class GridLoop:
+    """The kernel's top-level `tiles()` loop: one block per combination of tiles; `vars[i]`
+    is grid axis i."""
+
+    vars: tuple[LoopVar, ...]
+    body: tuple[Stmt, ...]
+    loc: Location
+
+
+Stmt = Union[Assign, Store, SeqLoop]
+
+
+@dataclass(slots=True)
+class KernelOptions:
+    """Decisions the author pinned. `tile` maps a dimension name ('M') to its tile size."""
+
+    tile: dict[str, int] = field(default_factory=dict)
+    warps: int | None = None
+    stages: int | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Kernel:
+    name: str
+    params: tuple[Param, ...]
+    dims: tuple[Dimension, ...]  # in order of first appearance in the signature
+    grid: GridLoop
+    options: KernelOptions
+    doc: str | None
+    loc: Location
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def dim(self, name: str) -> Dimension:
+        for d in self.dims:
+            if d.name == name or d.spelling == name:
+                return d
+        raise KeyError(name)
+
+
+@dataclass(eq=False, slots=True)
+class Program:
+    kernels: tuple[Kernel, ...]
+    filename: str
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------- analysis entry
+
+
+OPTION_NAMES = ("tile", "warps", "stages")
+_WARP_COUNTS = (1, 2, 4, 8, 16, 32)
+_MAX_STAGES = 8
+_MAX_GRID_AXES = 3
+
+
+def analyze(module: ast.Module, options: Mapping[str, object] | None = None) -> Program:
+    """Check `module` and return the typed `Program`, or raise the first `TileError`.
+
+    `options` (as given to `@tilec.jit(...)`: `tile={"M": 128}`, `warps=4`, `stages=3`) apply
+    to every kernel of the module, over what an `@kernel(...)` decorator in the source says.
+    """
+    kernel_defs: dict[str, ast.FunctionDef] = {}
+    for index, stmt in enumerate(module.body):
+        if isinstance(stmt, ast.FunctionDef):
+            if stmt.name in kernel_defs:
+                first = kernel_defs[stmt.name]
+                raise TileError(
+                    f"kernel '{stmt.name}' is defined twice",
+                    stmt.name_loc,
+                    notes=(("first defined here", first.name_loc),),
+                )
+            kernel_defs[stmt.name] = stmt
+        elif index == 0 and isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.StrLit):
+            continue  # the file's docstring
+        else:
+            raise TileError(
+                "only kernel definitions ('def') can appear at the top level",
+                _stmt_loc(stmt),
+                hint="put computations inside a kernel's tiles() loop",
+            )
+    kernels = []
+    for definition in kernel_defs.values():
+        try:
+            kernels.append(_KernelChecker(definition, kernel_defs, options).check())
+        except RecursionError:
+            raise TileError("expression is too deeply nested", definition.name_loc) from None
+    return Program(tuple(kernels), module.filename)
+
+
+def _stmt_loc(stmt: ast.Stmt) -> Location:
+    return stmt.loc
+
+
+# ---------------------------------------------------------------------------- names
+
+BUILTINS = frozenset(
+    [
+        *MATH_FUNCTIONS,
+        "maximum",
+        "minimum",
+        "where",
+        "sum",
+        "max",
+        "min",
+        "mean",
+        "zeros",
+        "full",
+        "arange",
+        "offsets",
+        "dot",
+        "transpose",
+        "tiles",
+        "kernel",
+        "inf",
+    ]
+)
+_REDUCTIONS = ("sum", "max", "min", "mean")
+_PYTHON_FUNCTIONS = {
+    "range": "loop over a dimension in tiles: 'for t in tiles(N):'",
+    "float": "convert with x.to(f32)",
+    "int": "convert with x.to(i32)",
+    "bool": "compare to make an i1 value, e.g. x != 0",
+    "len": "a dimension's name is its extent: use N",
+    "print": None,
+    "pow": "use the '**' operator",
+    "round": None,
+    "isinstance": None,
+    "type": None,
+    "getattr": None,
+    "setattr": None,
+    "super": None,
+    "open": None,
+    "input": None,
+    "enumerate": "loop over a dimension in tiles: 'for t in tiles(N):'",
+    "zip": "loop over several dimensions at once: 'for tm, tn in tiles(M, N):'",
+    "list": None,
+    "tuple": None,
+    "dict": None,
+}
+_DTYPE_LIST = ", ".join(DTYPES)
+_OPERATORS = {
+    "+": "add",
+    "-": "sub",
+    "*": "mul",
+    "/": "div",
+    "//": "floordiv",
+    "%": "mod",
+    "**": "pow",
+    "&": "and",
+    "|": "or",
+    "^": "xor",
+    "<<": "shl",
+    ">>": "shr",
+    "<": "lt",
+    "<=": "le",
+    ">": "gt",
+    ">=": "ge",
+    "==": "eq",
+    "!=": "ne",
+}
+
+
+@dataclass(slots=True)
+class _Binding:
+    type: TileType
+    loc: Location
+    constant: Constant | None = None  # a weak literal bound once: uses see the literal
+
+
+@dataclass(slots=True)
+class _LoopFrame:
+    loc: Location
+    carried: dict[str, TileType] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Pin:
+    size: int
+    loc: Location
+
+
+# ---------------------------------------------------------------------------- the checker
+
+
+class _KernelChecker:
+    """Checks one kernel definition; `check()` returns the typed `Kernel`."""
+
+    def __init__(
+        self,
+        definition: ast.FunctionDef,
+        kernel_defs: Mapping[str, ast.FunctionDef],
+        jit_options: Mapping[str, object] | None,
+    ):
+        self.definition = definition
+        self.kernel_defs = kernel_defs
+        self.jit_options = jit_options
+        self.dims: dict[str, Dimension] = {}  # by spelling
+        self.dims_by_name: dict[str, Dimension] = {}  # by canonical name
+        self.params: dict[str, Param] = {}
+        self.pins: dict[str, _Pin] = {}  # canonical dim name → pin
+        self.scopes: list[dict[str, _Binding]] = []
+        self.frames: list[_LoopFrame] = []
+        self.loop_vars: dict[str, LoopVar] = {}
+        self.tiled_by: dict[str, LoopVar] = {}  # canonical dim name → the var tiling it now
+        self.tiled_at: dict[str, Location] = {}  # dim → where a tiles() loop first tiled it
+        self.whole_at: dict[str, Location] = {}  # dim → first use of the whole dimension
+        self.left_scope: dict[str, Location] = {}  # name → loop it was local to
+        self.assignment_counts: dict[str, int] = {}
+
+    # ---------------------------------------------------------------- kernel level
+
+    def check(self) -> Kernel:
+        definition = self.definition
+        if definition.name in DTYPES:
+            raise TileError(
+                f"'{definition.name}' is a dtype and cannot name a kernel", definition.name_loc
+            )
+        decorator_options = self._decorator_options()
+        params = self._params()
+        if definition.returns is not None and not isinstance(definition.returns, ast.NoneLit):
+            raise TileError(
+                "a kernel returns nothing",
+                _expr_loc(definition.returns),
+                hint="remove the return annotation, or write '-> None'",
+            )
+        options = self._options(decorator_options)
+        doc, grid_for = self._split_body()
+        _count_assignments(grid_for.body, self.assignment_counts)
+        grid = self._grid_loop(grid_for)
+        for name, pin in self.pins.items():
+            if name in self.whole_at:
+                raise TileError(
+                    f"the tile size of {self.dims_by_name[name]} cannot be pinned: "
+                    "the dimension is used whole",
+                    pin.loc,
+                    hint="a whole dimension's tile always covers its extent; remove the pin",
+                    notes=(("used whole here", self.whole_at[name]),),
+                )
+        for dim in self.dims_by_name.values():
+            dim.whole = dim.name in self.whole_at
+        options.tile = {name: pin.size for name, pin in self.pins.items()}
+        return Kernel(
+            name=definition.name,
+            params=params,
+            dims=tuple(self.dims_by_name.values()),
+            grid=grid,
+            options=options,
+            doc=doc,
+            loc=definition.loc,
+        )
+
+    def _decorator_options(self) -> dict[str, tuple[ast.Expr, Location]]:
+        found: dict[str, tuple[ast.Expr, Location]] = {}
+        seen_kernel: Location | None = None
+        for decorator in self.definition.decorators:
+            callee = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if not (isinstance(callee, ast.Name) and callee.id == "kernel"):
+                raise TileError(
+                    "unknown decorator",
+                    _expr_loc(decorator),
+                    hint="the only decorator in .tile files is @kernel(tile={...}, warps=..., "
+                    "stages=...)",
+                )
+            if seen_kernel is not None:
+                raise TileError(
+                    "@kernel is given twice",
+                    callee.loc,
+                    notes=(("first given here", seen_kernel),),
+                )
+            seen_kernel = callee.loc
+            if not isinstance(decorator, ast.Call):
+                continue
+            if decorator.args:
+                raise TileError(
+                    "@kernel takes keyword arguments only",
+                    _expr_loc(decorator.args[0]),
+                    hint='write @kernel(tile={"M": 128}, warps=4, stages=3)',
+                )
+            for keyword in decorator.keywords:
+                if keyword.name not in OPTION_NAMES:
+                    raise TileError(
+                        f"unknown kernel option '{keyword.name}'",
+                        keyword.loc,
+                        hint="kernel options are: tile, warps, stages",
+                    )
+                found[keyword.name] = (keyword.value, keyword.loc)
+        return found
+
+    def _options(self, from_source: dict[str, tuple[ast.Expr, Location]]) -> KernelOptions:
+        options = KernelOptions()
+        for name, (value, _) in from_source.items():
+            if name == "tile":
+                for dim_name, size, key_loc in self._tile_dict(value, None):
+                    self._pin(dim_name, size, key_loc, None)
+            else:
+                number = _int_literal(value)
+                if number is None:
+                    raise TileError(f"{name} must be an integer constant", _expr_loc(value))
+                setattr(options, name, _check_count_option(name, number, _expr_loc(value)))
+        if self.jit_options:
+            self._apply_jit_options(options)
+        return options
+
+    def _apply_jit_options(self, options: KernelOptions) -> None:
+        loc = self.definition.name_loc
+        assert self.jit_options is not None
+        for name, value in self.jit_options.items():
+            if name not in OPTION_NAMES:
+                raise TileError(
+                    f"unknown kernel option '{name}'",
+                    loc,
+                    hint="kernel options are: tile, warps, stages",
+                )
+            if name == "tile":
+                if not isinstance(value, Mapping):
+                    raise TileError(
+                        "option tile must be a dict from dimension name to tile size", loc
+                    )
+                for key, size in value.items():
+                    if not isinstance(key, str):
+                        raise TileError(f"tile option key {key!r} is not a dimension name", loc)
+                    if isinstance(size, bool) or not isinstance(size, int):
+                        raise TileError(f"tile size of {key} must be an integer", loc)
+                    dim = self._dim_for_option(key, loc)
+                    _check_tile_size(size, loc)
+                    self.pins[dim.name] = _Pin(size, loc)
+                    dim.pinned = size
+            else:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise TileError(f"option {name} must be an integer", loc)
+                setattr(options, name, _check_count_option(name, value, loc))
+
+    def _tile_dict(
+        self, value: ast.Expr, allowed: tuple[Dimension, ...] | None
+    ) -> list[tuple[str, int, Location]]:
+        if not isinstance(value, ast.DictExpr):
+            raise TileError(
+                "tile sizes must be a dict literal",
+                _expr_loc(value),
+                hint='write tile={"M": 128, "N": 64}',
+            )
+        entries = []
+        seen: dict[str, Location] = {}
+        for key, size_expr in zip(value.keys, value.values):
+            if isinstance(key, ast.StrLit):
+                spelling = key.value
+            elif isinstance(key, ast.Name):
+                spelling = key.id
+            else:
+                raise TileError(
+                    "a tile-size key must be a dimension name", _expr_loc(key), hint='e.g. "M"'
+                )
+            dim = self._dim_for_option(spelling, key.loc)
+            if allowed is not None and dim not in allowed:
+                raise TileError(
+                    f"{dim} is not a dimension of this tiles() call",
+                    key.loc,
+                    hint=f"this loop tiles {', '.join(str(d) for d in allowed)}",
+                )
+            if dim.name in seen:
+                raise TileError(f"tile size of {dim} is given twice", key.loc)
+            seen[dim.name] = key.loc
+            size = _int_literal(size_expr)
+            if size is None:
+                raise TileError("a tile size must be an integer constant", _expr_loc(size_expr))
+            _check_tile_size(size, _expr_loc(size_expr))
+            entries.append((dim.name, size, key.loc))
+        return entries
+
+    def _dim_for_option(self, spelling: str, loc: Location) -> Dimension:
+        dim = self.dims.get(spelling) or self.dims_by_name.get(spelling.upper())
+        if dim is None:
+            known = ", ".join(str(d) for d in self.dims_by_name.values()) or "none"
+            raise TileError(
+                f"'{spelling}' is not a dimension of kernel '{self.definition.name}'",
+                loc,
+                hint=f"its dimensions are: {known}",
+            )
+        return dim
+
+    def _pin(self, dim_name: str, size: int, loc: Location, conflict_hint: str | None) -> None:
+        previous = self.pins.get(dim_name)
+        if previous is not None and previous.size != size:
+            raise TileError(
+                f"tile size of {self.dims_by_name[dim_name]} is pinned to {previous.size} "
+                f"elsewhere, and to {size} here",
+                loc,
+                hint=conflict_hint,
+                notes=((f"pinned to {previous.size} here", previous.loc),),
+            )
+        if previous is None:
+            self.pins[dim_name] = _Pin(size, loc)
+        self.dims_by_name[dim_name].pinned = size
+
+    # ---------------------------------------------------------------- signature
+
+    def _params(self) -> tuple[Param, ...]:
+        params: list[Param] = []
+        for position, param in enumerate(self.definition.params):
+            if param.name in self.params:
+                raise TileError(f"argument '{param.name}' is given twice", param.loc)
+            self._check_free_name(param.name, param.loc, "an argument")
+            annotation = param.annotation
+            if annotation is None:
+                raise TileError(
+                    f"argument '{param.name}' needs a type",
+                    param.loc,
+                    hint=f"e.g. '{param.name}: f32[M, N]' for a tensor, "
+                    f"'{param.name}: f32' for a scalar",
+                )
+            checked = self._param_type(param, annotation, position)
+            self.params[param.name] = checked
+            params.append(checked)
+        for name, dim in self.dims.items():
+            if name in self.params:
+                raise TileError(
+                    f"'{name}' is both an argument and a dimension name",
+                    dim.loc,
+                    hint="rename one of them",
+                )
+        return tuple(params)
+
+    def _param_type(self, param: ast.Param, annotation: ast.Expr, position: int) -> Param:
+        if isinstance(annotation, ast.Name):
+            return ScalarParam(param.name, self._dtype(annotation), position, param.loc)
+        if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name):
+            dtype = self._dtype(annotation.value)
+            dims = tuple(self._signature_dim(index) for index in annotation.indices)
+            return TensorParam(param.name, dtype, dims, position, param.loc)
+        raise TileError(
+            "an argument type is a dtype ('f32') or a tensor type ('f32[M, N]')",
+            _expr_loc(annotation),
+        )
+
+    def _dtype(self, node: ast.Expr) -> DType:
+        if isinstance(node, ast.Name) and node.id in DTYPES:
+            return DTYPES[node.id]
+        what = f"'{node.id}'" if isinstance(node, ast.Name) else "this"
+        raise TileError(
+            f"{what} is not a dtype", _expr_loc(node), hint=f"dtypes are: {_DTYPE_LIST}"
+        )
+
+    def _signature_dim(self, node: ast.Expr | ast.Slice) -> Dimension | int:
+        if isinstance(node, ast.IntLit):
+            if node.value <= 0:
+                raise TileError("a fixed dimension must be a positive integer", node.loc)
+            return node.value
+        if not isinstance(node, ast.Name):
+            raise TileError(
+                "a tensor dimension is a name ('N') or a positive integer",
+                _expr_loc(node),
+            )
+        if node.id in self.dims:
+            return self.dims[node.id]
+        self._check_free_name(node.id, node.loc, "a dimension")
+        name = node.id.upper()
+        if not _SYMBOL_RE.fullmatch(name):
+            raise TileError(
+                f"dimension name '{node.id}' must start with a letter and use only ASCII "
+                "letters, digits and '_'",
+                node.loc,
+            )
+        if name in self.dims_by_name:
+            other = self.dims_by_name[name]
+            raise TileError(
+                f"dimension names '{other.spelling}' and '{node.id}' differ only in case",
+                node.loc,
+                hint="dimension names are case-insensitive (they become upper-case symbols)",
+                notes=((f"'{other.spelling}' is named here", other.loc),),
+            )
+        for other in self.dims_by_name.values():
+            if other.tile_symbol == name or "B" + name == other.name:
+                first, second = (other, node.id) if other.tile_symbol == name else (node.id, other)
+                raise TileError(
+                    f"dimension name '{node.id}' clashes with the tile-size symbol "
+                    f"B{str(first).upper()} of dimension {first}",
+                    node.loc,
+                    hint=f"rename {second}",
+                )
+        dim = Dimension(name, node.id, node.loc)
+        self.dims[node.id] = dim
+        self.dims_by_name[name] = dim
+        return dim
+
+    def _check_free_name(self, name: str, loc: Location, what: str) -> None:
+        if name in DTYPES:
+            raise TileError(f"'{name}' is a dtype and cannot name {what}", loc)
+        if name in BUILTINS:
+            raise TileError(f"'{name}' is a builtin and cannot name {what}", loc)
+        if name in self.kernel_defs:
+            raise TileError(f"'{name}' is a kernel and cannot name {what}", loc)
+
+    # ---------------------------------------------------------------- body structure
+
+    def _split_body(self) -> tuple[str | None, ast.For]:
+        body = list(self.definition.body)
+        doc = None
+        if body and isinstance(body[0], ast.ExprStmt) and isinstance(body[0].value, ast.StrLit):
+            doc = body.pop(0).value.value
+        grid: ast.For | None = None
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef):
+                raise _nested_function(stmt)
+            if isinstance(stmt, ast.For) and grid is None:
+                grid = stmt
+                continue
+            if isinstance(stmt, ast.Pass) or _is_ellipsis(stmt):
+                continue
+            raise TileError(
+                "statements outside the grid loop are not supported",
+                _stmt_loc(stmt),
+                hint="a kernel's body is one 'for ... in tiles(...):' loop; put this inside it"
+                if grid is None
+                else "a kernel has one grid loop; nest further tiles() loops inside it",
+            )
+        if grid is None:
+            raise TileError(
+                f"kernel '{self.definition.name}' has no grid loop",
+                self.definition.name_loc,
+                hint="its body must be a loop over tiles, e.g. 'for tm in tiles(M):'",
+            )
+        return doc, grid
+
+    def _grid_loop(self, node: ast.For) -> GridLoop:
+        self.scopes.append({})
+        loop_vars = self._loop_header(node, grid=True)
+        body = self._block(node.body)
+        self._leave_loop(loop_vars, node.loc)
+        return GridLoop(vars=tuple(loop_vars), body=tuple(body), loc=node.loc)
+
+    def _seq_loop(self, node: ast.For) -> SeqLoop:
+        self.scopes.append({})
+        frame = _LoopFrame(node.loc)
+        self.frames.append(frame)
+        loop_vars = self._loop_header(node, grid=False)
+        body: tuple[Stmt, ...] = tuple(self._block(node.body))
+        self.frames.pop()
+        self._leave_loop(loop_vars, node.loc)
+        carried = tuple(Carried(name, t) for name, t in frame.carried.items())
+        # `for tk, tn in tiles(K, N)` is a nest of loops; each level carries the same names.
+        loop: SeqLoop | None = None
+        for var in reversed(loop_vars):
+            loop = SeqLoop(
+                var=var, body=body if loop is None else (loop,), carried=carried, loc=node.loc
+            )
+        assert loop is not None
+        return loop
+
+    def _leave_loop(self, loop_vars: list[LoopVar], loc: Location) -> None:
+        scope = self.scopes.pop()
+        for name in scope:
+            self.left_scope[name] = loc
+        for var in loop_vars:
+            del self.loop_vars[var.name]
+            del self.tiled_by[var.dim.name]
+
+    def _loop_header(self, node: ast.For, grid: bool) -> list[LoopVar]:
+        call = node.iter
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "tiles"
+        ):
+            callee = (
+                call.func.id
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                else None
+            )
+            if callee == "range":
+                raise _unsupported(
+                    "range() loops are",
+                    _expr_loc(call),
+                    "loop over a dimension in tiles: 'for t in tiles(N):'",
+                )
+            raise TileError(
+                "a for-loop must run over tiles(...)",
+                _expr_loc(call),
+                hint="e.g. 'for tm, tn in tiles(M, N):'",
+            )
+        if not call.args:
+            raise TileError(
+                "tiles() needs at least one dimension", call.loc, hint="e.g. tiles(M, N)"
+            )
+        dims: list[Dimension] = []
+        for arg in call.args:
+            dim = self._tiles_argument(arg)
+            if dim in dims:
+                raise TileError(f"dimension {dim} appears twice in tiles()", _expr_loc(arg))
+            dims.append(dim)
+        for keyword in call.keywords:
+            if keyword.name != "tile":
+                raise TileError(
+                    f"tiles() has no argument '{keyword.name}'",
+                    keyword.loc,
+                    hint="tiles(dims..., tile={dim: size}) pins tile sizes",
+                )
+            for dim_name, size, key_loc in self._tile_dict(keyword.value, tuple(dims)):
+                self._pin(
+                    dim_name,
+                    size,
+                    key_loc,
+                    "a dimension has one tile size per kernel",
+                )
+        if grid and len(dims) > _MAX_GRID_AXES:
+            raise TileError(
+                f"the grid has at most {_MAX_GRID_AXES} axes; this tiles() call has {len(dims)}",
+                _expr_loc(call.args[_MAX_GRID_AXES]),
+                hint="loop over the remaining dimensions with a tiles() loop inside the grid",
+            )
+        if len(node.targets) != len(dims):
+            plural = "s" if len(node.targets) != 1 else ""
+            raise TileError(
+                f"tiles({', '.join(str(d) for d in dims)}) gives {len(dims)} tile "
+                f"{'index' if len(dims) == 1 else 'indices'}, but {len(node.targets)} loop "
+                f"variable{plural} {'is' if len(node.targets) == 1 else 'are'} given",
+                node.targets[0].loc,
+                hint="give one loop variable per dimension: "
+                f"'for {', '.join('t' + str(d).lower() for d in dims)} in tiles(...)'",
+            )
+        loop_vars: list[LoopVar] = []
+        for axis, (target, dim) in enumerate(zip(node.targets, dims)):
+            self._check_loop_var_name(target)
+            if dim.name in self.tiled_by:
+                other = self.tiled_by[dim.name]
+                raise TileError(
+                    f"dimension {dim} is already tiled by '{other.name}'",
+                    target.loc,
+                    hint="a dimension is tiled by one loop at a time; tile it in sibling "
+                    "loops, or give the second use its own dimension name",
+                    notes=((f"'{other.name}' is defined here", other.loc),),
+                )
+            var = LoopVar(
+                name=target.id,
+                dim=dim,
+                element=dim.pinned == 1,
+                grid_axis=axis if grid else None,
+                loc=target.loc,
+            )
+            self.loop_vars[var.name] = var
+            self.tiled_by[dim.name] = var
+            self.tiled_at.setdefault(dim.name, target.loc)
+            loop_vars.append(var)
+        return loop_vars
+
+    def _tiles_argument(self, arg: ast.Expr) -> Dimension:
+        if isinstance(arg, ast.Name):
+            dim = self.dims.get(arg.id)
+            if dim is not None:
+                if dim.name in self.whole_at:
+                    raise TileError(
+                        f"dimension {dim} cannot be tiled: it is used whole in this kernel",
+                        arg.loc,
+                        hint="a dimension is either tiled by tiles() or used whole (':')",
+                        notes=(("used whole here", self.whole_at[dim.name]),),
+                    )
+                return dim
+            known = ", ".join(str(d) for d in self.dims_by_name.values()) or "none"
+            if self._is_known_name(arg.id):
+                raise TileError(
+                    f"'{arg.id}' is not a dimension",
+                    arg.loc,
+                    hint=f"tiles() takes dimension names from the argument types: {known}",
+                )
+            raise TileError(
+                f"unknown dimension '{arg.id}'",
+                arg.loc,
+                hint=_did_you_mean(arg.id, self.dims) or f"the dimensions are: {known}",
+            )
+        raise TileError(
+            "tiles() takes dimension names",
+            _expr_loc(arg),
+            hint="name the dimension in an argument's type (x: f32[N]) and write tiles(N)",
+        )
+
+    def _check_loop_var_name(self, target: ast.Name) -> None:
+        name = target.id
+        self._check_free_name(name, target.loc, "a loop variable")
+        if name in self.params:
+            raise TileError(f"loop variable '{name}' hides the argument '{name}'", target.loc)
+        if name in self.dims:
+            raise TileError(f"loop variable '{name}' hides the dimension '{name}'", target.loc)
+        if name in self.loop_vars:
+            other = self.loop_vars[name]
+            raise TileError(
+                f"'{name}' is already a loop variable",
+                target.loc,
+                notes=((f"'{name}' is defined here", other.loc),),
+            )
+        if self._binding(name)[0] is not None:
+            raise TileError(
+                f"loop variable '{name}' hides the local name '{name}'",
+                target.loc,
+                hint="choose another name for the loop variable",
+            )
+
+    # ---------------------------------------------------------------- statements
+
+    def _block(self, stmts: tuple[ast.Stmt, ...]) -> list[Stmt]:
+        out: list[Stmt] = []
+        for stmt in stmts:
+            checked = self._stmt(stmt)
+            if checked is not None:
+                out.append(checked)
+        return out
+
+    def _stmt(self, stmt: ast.Stmt) -> Stmt | None:
+        if isinstance(stmt, ast.Assign):
+            return self._assign(stmt.target, stmt.value, None, stmt.loc)
+        if isinstance(stmt, ast.AugAssign):
+            return self._assign(stmt.target, stmt.value, stmt.op, stmt.loc)
+        if isinstance(stmt, ast.For):
+            return self._seq_loop(stmt)
+        if isinstance(stmt, ast.Pass) or _is_ellipsis(stmt):
+            return None
+        if isinstance(stmt, ast.ExprStmt):
+            value = stmt.value
+            if isinstance(value, ast.StrLit):
+                raise TileError(
+                    "a string here has no effect", stmt.loc, hint="write a '#' comment instead"
+                )
+            self._expr(value)
+            hint = "assign it to a name, or store it: out[t] = value"
+            if isinstance(value, ast.Compare) and value.op == "==":
+                hint = "did you mean '=' (a store or an assignment)?"
+            raise TileError("the value of this expression is unused", stmt.loc, hint=hint)
+        if isinstance(stmt, ast.FunctionDef):
+            raise _nested_function(stmt)
+        raise AssertionError(f"unknown statement {stmt!r}")  # pragma: no cover
+
+    def _assign(
+        self, target: ast.Expr, value_node: ast.Expr, op: str | None, loc: Location
+    ) -> Stmt:
+        if isinstance(target, ast.Name):
+            self._check_assignable(target)
+            value = self._expr(value_node)
+            if op is not None:
+                current = self._name(target)
+                value = self._operator(op, current, value, loc)
+                if value.type != current.type:
+                    raise TileError(
+                        f"'{target.id} {op}= ...' would change '{target.id}' from "
+                        f"{current.type} to {value.type}",
+                        loc,
+                        hint=f"write '{target.id} = {target.id} {op} ...' for a new value of "
+                        f"the new type, or convert the right side with .to({current.type.dtype})",
+                    )
+            return self._bind(target, value)
+        if isinstance(target, ast.Subscript):
+            access = self._store_target(target)
+            value = self._expr(value_node)
+            if op is not None:
+                current = Load(access=access, type=access.type, loc=access.loc)
+                value = self._operator(op, current, value, loc)
+            value = self._convert_for_store(value, access)
+            return Store(access=access, value=value, loc=_expr_loc(target))
+        if isinstance(target, ast.TupleExpr):
+            raise _unsupported(
+                "unpacking assignment (a, b = ...) is",
+                target.loc,
+                "assign one name per statement",
+            )
+        if isinstance(target, ast.Attribute):
+            raise TileError("cannot assign to an attribute", target.loc)
+        raise TileError("cannot assign to this expression", _expr_loc(target))
+
+    def _check_assignable(self, target: ast.Name) -> None:
+        name = target.id
+        param = self.params.get(name)
+        if isinstance(param, ScalarParam):
+            raise TileError(
+                f"cannot assign to scalar argument '{name}'",
+                target.loc,
+                hint="arguments are read-only; assign the new value to another name",
+            )
+        if isinstance(param, TensorParam):
+            raise TileError(
+                f"cannot rebind tensor argument '{name}'",
+                target.loc,
+                hint=f"to write into the tensor, store to a region: {name}[...] = value",
+            )
+        if name in self.dims:
+            raise TileError(f"cannot assign to dimension '{name}'", target.loc)
+        if name in self.loop_vars:
+            raise TileError(f"cannot assign to loop variable '{name}'", target.loc)
+        self._check_free_name(name, target.loc, "a local value")
+
+    def _bind(self, target: ast.Name, value: Expr) -> Assign:
+        name = target.id
+        binding, depth = self._binding(name)
+        current = len(self.scopes) - 1
+        if binding is not None and depth < current:
+            value = self._convert_for_carried(name, binding, value, target.loc)
+            for frame in self.frames[depth:]:
+                frame.carried.setdefault(name, binding.type)
+        else:
+            constant = None
+            if (
+                isinstance(value, Constant)
+                and value.weak
+                and self.assignment_counts.get(name, 0) == 1
+            ):
+                constant = value
+            self.scopes[-1][name] = _Binding(value.type, target.loc, constant)
+        self.left_scope.pop(name, None)
+        return Assign(name=name, value=value, loc=target.loc)
+
+    def _binding(self, name: str) -> tuple[_Binding | None, int]:
+        for depth in range(len(self.scopes) - 1, -1, -1):
+            binding = self.scopes[depth].get(name)
+            if binding is not None:
+                return binding, depth
+        return None, -1
+
+    def _convert_for_carried(
+        self, name: str, binding: _Binding, value: Expr, loc: Location
+    ) -> Expr:
+        wanted = binding.type
+        if value.type == wanted:
+            return value
+        shape_ok = _broadcast_shapes(value.type.shape, wanted.shape) == wanted.shape
+        dtype_ok = value.type.dtype is wanted.dtype or _is_weak(value)
+        if shape_ok and dtype_ok:
+            value = self._convert(value, wanted.dtype, loc)
+            return _broadcast_to(value, wanted.shape)
+        raise TileError(
+            f"'{name}' changes type in the loop: it is {wanted} before the loop, "
+            f"and this assigns {value.type}",
+            loc,
+            hint=f"a value carried around a loop keeps its type; convert with "
+            f".to({wanted.dtype}) or start it with that type",
+            notes=((f"'{name}' is first assigned here", binding.loc),),
+        )
+
+    def _store_target(self, target: ast.Subscript) -> TensorAccess:
+        base = target.value
+        if isinstance(base, ast.Name):
+            param = self.params.get(base.id)
+            if isinstance(param, TensorParam):
+                return self._access(param, target.indices, base.loc)
+            if isinstance(param, ScalarParam):
+                raise TileError(
+                    f"cannot assign to scalar argument '{base.id}'",
+                    base.loc,
+                    hint="arguments are read-only",
+                )
+        raise TileError(
+            "only tensor arguments can be written with [...]",
+            _expr_loc(base),
+            hint="assign a whole value to a name instead: x = value",
+        )
+
+    def _convert_for_store(self, value: Expr, access: TensorAccess) -> Expr:
+        wanted = access.type
+        if _broadcast_shapes(value.type.shape, wanted.shape) != wanted.shape:
+            raise TileError(
+                f"cannot store a value of type {value.type} into "
+                f"{access.tensor.name}[...], a region of shape {_shape_text(wanted.shape)}",
+                value.loc,
+                hint="shapes must be equal, or broadcast to the region's shape",
+            )
+        source, target = value.type.dtype, wanted.dtype
+        if (
+            source is not target
+            and not _is_weak(value)
+            and source.kind != target.kind
+            and source is not DType.I1
+        ):
+            raise TileError(
+                f"cannot store {source} values into '{access.tensor.name}' ({target}) implicitly",
+                value.loc,
+                hint=f"convert explicitly with .to({target})",
+            )
+        value = self._convert(value, target, value.loc)
+        return _broadcast_to(value, wanted.shape)
+
+    # ---------------------------------------------------------------- tensor accesses
+
+    def _access(
+        self, tensor: TensorParam, indices: tuple[ast.Expr | ast.Slice, ...], loc: Location
+    ) -> TensorAccess:
+        if len(indices) != tensor.rank:
+            where = _expr_loc(indices[tensor.rank]) if len(indices) > tensor.rank else loc
+            plural = "s" if tensor.rank != 1 else ""
+            raise TileError(
+                f"'{tensor.name}' has {tensor.rank} dimension{plural} ({tensor}), "
+                f"but {len(indices)} {'index is' if len(indices) == 1 else 'indices are'} given",
+                where,
+                hint="give one index per dimension: a tile variable, ':' or an integer",
+            )
+        checked: list[AccessIndex] = []
+        for position, (index, dim) in enumerate(zip(indices, tensor.dims)):
+            checked.append(self._access_index(tensor, position, index, dim))
+        shape = tuple(i.size for i in checked if i.size is not None)
+        return TensorAccess(
+            tensor=tensor,
+            indices=tuple(checked),
+            type=TileType(tensor.dtype, shape),
+            loc=loc,
+        )
+
+    def _access_index(
+        self,
+        tensor: TensorParam,
+        position: int,
+        index: ast.Expr | ast.Slice,
+        dim: Dimension | int,
+    ) -> AccessIndex:
+        loc = _expr_loc(index)
+        if isinstance(index, ast.Slice):
+            if index.lower is not None or index.upper is not None or index.step is not None:
+                raise _unsupported(
+                    "slices with bounds or steps are",
+                    loc,
+                    "take part of a dimension with a tile variable from tiles(), or the "
+                    "whole dimension with ':'",
+                )
+            if isinstance(dim, int):
+                return AccessIndex(kind=IndexKind.WHOLE, dim=dim, size=dim, loc=loc)
+            self._use_whole(dim, loc)
+            return AccessIndex(
+                kind=IndexKind.WHOLE, dim=dim, size=dim.tile_symbol, masked=True, loc=loc
+            )
+        if isinstance(index, ast.Name) and index.id in self.loop_vars:
+            var = self.loop_vars[index.id]
+            if var.dim is not dim:
+                if isinstance(dim, int):
+                    hint = (
+                        f"this dimension has the fixed size {dim}: index it with ':' or an integer"
+                    )
+                else:
+                    hint = f"index dimension {dim} with a loop variable of tiles({dim}), or ':'"
+                raise TileError(
+                    f"loop variable '{var.name}' runs over {var.dim}, but dimension "
+                    f"{position} of '{tensor.name}' is {dim}",
+                    loc,
+                    hint=hint,
+                )
+            if var.element:
+                value = LoopIndex(var=var, type=TileType(DType.I32), loc=loc)
+                return AccessIndex(kind=IndexKind.SCALAR, dim=dim, var=var, value=value, loc=loc)
+            return AccessIndex(
+                kind=IndexKind.TILE,
+                dim=dim,
+                var=var,
+                size=var.size_symbol,
+                masked=True,
+                loc=loc,
+            )
+        if isinstance(index, ast.NoneLit):
+            raise TileError(
+                "None (a new axis) cannot index a tensor",
+                loc,
+                hint="add the axis to the loaded tile instead: x[t][:, None]",
+            )
+        if isinstance(index, ast.EllipsisLit):
+            raise _unsupported("'...' in an index is", loc, "give one index per dimension")
+        value = self._expr(index)
+        if not value.type.is_scalar or not value.type.dtype.is_int:
+            raise TileError(
+                f"an index must be a loop variable, ':' or an integer scalar, not {value.type}",
+                loc,
+            )
+        if isinstance(value, Constant):
+            if value.value < 0:
+                raise TileError(
+                    "negative indices are not supported",
+                    loc,
+                    hint="index from the start of the dimension",
+                )
+            if isinstance(dim, int) and value.value >= dim:
+                raise TileError(
+                    f"index {value.value} is out of bounds for dimension {position} of "
+                    f"'{tensor.name}', of size {dim}",
+                    loc,
+                )
+            if value.weak:
+                value = Constant(
+                    value=value.value, type=value.type, loc=value.loc
+                )  # strong now: it is an index
+        return AccessIndex(kind=IndexKind.SCALAR, dim=dim, value=value, loc=loc)
+
+    def _use_whole(self, dim: Dimension, loc: Location) -> None:
+        if dim.name in self.tiled_at:
+            raise TileError(
+                f"dimension {dim} cannot be used whole: it is tiled by a tiles() loop",
+                loc,
+                hint=f"index it with the loop variable of tiles({dim}) instead of ':'",
+                notes=(("tiled here", self.tiled_at[dim.name]),),
+            )
+        self.whole_at.setdefault(dim.name, loc)
+
+    # ---------------------------------------------------------------- expressions
+
+    def _expr(self, node: ast.Expr | ast.Slice) -> Expr:
+        method = _EXPRESSIONS.get(type(node))
+        if method is None:
+            raise self._not_a_value(node)
+        return method(self, node)
+
+    def _not_a_value(self, node: ast.Expr | ast.Slice) -> TileError:
+        loc = _expr_loc(node)
+        if isinstance(node, ast.Slice):
+            return TileError("':' can only appear in an index", loc)
+        if isinstance(node, ast.NoneLit):
+            return TileError(
+                "None is not a value", loc, hint="None can add an axis to a tile: x[:, None]"
+            )
+        if isinstance(node, ast.StrLit):
+            return TileError(
+                "strings are not values in tile kernels",
+                loc,
+                hint="strings may only be docstrings and tile-size keys",
+            )
+        if isinstance(node, ast.EllipsisLit):
+            return TileError("'...' is not a value", loc)
+        if isinstance(node, ast.ListExpr):
+            return TileError(
+                "a list is not a value",
+                loc,
+                hint="lists only give the shape of zeros() and full()",
+            )
+        if isinstance(node, ast.TupleExpr):
+            return TileError("tuples are not values in tile kernels", loc)
+        if isinstance(node, ast.DictExpr):
+            return TileError(
+                "a dict is not a value", loc, hint="dicts only give tile sizes: tile={...}"
+            )
+        raise AssertionError(f"unknown expression {node!r}")  # pragma: no cover
+
+    def _int_literal(self, node: ast.IntLit) -> Expr:
+        return _int_constant(node.value, node.loc)
+
+    def _float_literal(self, node: ast.FloatLit) -> Expr:
+        return Constant(value=node.value, type=TileType(DType.F32), weak=True, loc=node.loc)
+
+    def _bool_literal(self, node: ast.BoolLit) -> Expr:
+        return Constant(value=node.value, type=TileType(DType.I1), weak=True, loc=node.loc)
+
+    def _name(self, node: ast.Name) -> Expr:
+        name = node.id
+        binding, _ = self._binding(name)
+        if binding is not None:
+            if binding.constant is not None:
+                c = binding.constant
+                return Constant(value=c.value, type=c.type, weak=True, loc=node.loc)
+            return VarRef(name=name, type=binding.type, loc=node.loc)
+        var = self.loop_vars.get(name)
+        if var is not None:
+            if var.element:
+                return LoopIndex(var=var, type=TileType(DType.I32), loc=node.loc)
+            raise TileError(
+                f"'{name}' is a tile of {var.dim}, not a value",
+                node.loc,
+                hint=f"offsets({name}) gives the indices of the elements it covers",
+            )
+        param = self.params.get(name)
+        if isinstance(param, ScalarParam):
+            return ParamRef(param=param, type=TileType(param.dtype), loc=node.loc)
+        if isinstance(param, TensorParam):
+            example = ", ".join(":" for _ in param.dims)
+            raise TileError(
+                f"tensor '{name}' must be indexed to read from it",
+                node.loc,
+                hint=f"read a tile, e.g. {name}[{example}]",
+            )
+        dim = self.dims.get(name)
+        if dim is not None:
+            return DimSize(dim=dim, type=TileType(DType.I32), loc=node.loc)
+        if name == "inf":
+            return Constant(value=math.inf, type=TileType(DType.F32), weak=True, loc=node.loc)
+        if name in DTYPES:
+            raise TileError(
+                f"'{name}' is a dtype, not a value",
+                node.loc,
+                hint=f"convert a value with x.to({name})",
+            )
+        if name in BUILTINS:
+            raise TileError(f"'{name}' is a function, not a value", node.loc, hint="call it")
+        if name in self.kernel_defs:
+            raise TileError(f"'{name}' is a kernel, not a value", node.loc)
+        if name in self.left_scope:
+            loop_line = self.left_scope[name].line
+            raise TileError(
+                f"'{name}' is only defined inside the loop on line {loop_line}",
+                node.loc,
+                hint="names assigned in a loop are local to it; assign it before the loop "
+                "to carry its value out",
+            )
+        raise TileError(
+            f"unknown name '{name}'", node.loc, hint=_did_you_mean(name, self._visible_names())
+        )
+
+    def _is_known_name(self, name: str) -> bool:
+        return (
+            name in self.params
+            or name in self.loop_vars
+            or self._binding(name)[0] is not None
+            or name in DTYPES
+            or name in BUILTINS
+        )
+
+    def _visible_names(self) -> list[str]:
+        names = [*self.params, *self.dims, *self.loop_vars, "inf"]
+        for scope in self.scopes:
+            names.extend(scope)
+        return names
+
+    def _bin_op(self, node: ast.BinOp) -> Expr:
+        if node.op == "@":
+            return self._dot(self._expr(node.left), self._expr(node.right), node.loc)
+        return self._operator(node.op, self._expr(node.left), self._expr(node.right), node.loc)
+
+    def _compare(self, node: ast.Compare) -> Expr:
+        return self._operator(node.op, self._expr(node.left), self._expr(node.right), node.loc)
+
+    def _operator(self, op_text: str, lhs: Expr, rhs: Expr, loc: Location) -> Expr:
+        """The binary operator `op_text` ('+', '<', '@', ...) on checked operands."""
+        if op_text == "@":
+            return self._dot(lhs, rhs, loc)
+        return self._binary(_OPERATORS[op_text], lhs, rhs, loc, f"'{op_text}'")
+
+    def _binary(self, op: str, lhs: Expr, rhs: Expr, loc: Location, what: str) -> Expr:
+        dtype = _promote(lhs, rhs)
+        if op in ("div", "pow") and not dtype.is_float:
+            dtype = DType.F32
+        elif op in ("add", "sub", "mul", "floordiv", "mod", "maximum", "minimum"):
+            if dtype is DType.I1:
+                raise TileError(
+                    f"{what} needs numbers, not i1 values",
+                    loc,
+                    hint="convert with .to(i32), or use '|', '&', '^' for logic",
+                )
+        elif op in ("and", "or", "xor") and dtype.is_float:
+            raise TileError(
+                f"{what} needs integer or i1 operands, not {dtype}",
+                loc,
+                hint="compare first to make i1 values: (a > 0) & (b > 0)",
+            )
+        elif op in ("shl", "shr") and not dtype.is_int:
+            raise TileError(f"{what} needs integer operands, not {dtype}", loc)
+        shape = _broadcast_shapes(lhs.type.shape, rhs.type.shape)
+        if shape is None:
+            raise TileError(
+                f"cannot broadcast {lhs.type} and {rhs.type} in {what}",
+                loc,
+                hint="sizes must match or be 1, comparing shapes from the right",
+            )
+        result_dtype = DType.I1 if op in COMPARISONS else dtype
+        if isinstance(lhs, Constant) and isinstance(rhs, Constant) and lhs.weak and rhs.weak:
+            return _fold_binary(op, lhs, rhs, result_dtype, loc)
+        lhs = _broadcast_to(self._convert(lhs, dtype, loc), shape)
+        rhs = _broadcast_to(self._convert(rhs, dtype, loc), shape)
+        return Binary(op=op, lhs=lhs, rhs=rhs, type=TileType(result_dtype, shape), loc=loc)
+
+    def _convert(self, value: Expr, dtype: DType, loc: Location) -> Expr:
+        """`value` as `dtype`: a constant is converted in place; anything else gets a Cast."""
+        if isinstance(value, Constant) and (value.weak or value.type.dtype is not dtype):
+            # Once it meets a typed operand, a literal is a constant of that type.
+            return Constant(
+                value=_convert_constant(value.value, dtype, value.loc, explicit=False),
+                type=value.type.with_dtype(dtype),
+                loc=value.loc,
+            )
+        if value.type.dtype is dtype:
+            return value
+        return Cast(operand=value, type=value.type.with_dtype(dtype), loc=loc)
+
+    def _unary_op(self, node: ast.UnaryOp) -> Expr:
+        operand = self._expr(node.operand)
+        dtype = operand.type.dtype
+        if node.op == "+":
+            if dtype is DType.I1:
+                raise TileError("unary '+' needs a number, not an i1 value", node.loc)
+            return operand
+        if node.op == "-":
+            if dtype is DType.I1:
+                raise TileError(
+                    "unary '-' needs a number, not an i1 value",
+                    node.loc,
+                    hint="use '~' for logical not",
+                )
+            if isinstance(operand, Constant):
+                return _checked_constant(-operand.value, operand, node.loc)
+            return Unary(op="neg", operand=operand, type=operand.type, loc=node.loc)
+        if dtype.is_float:
+            raise TileError(f"'~' needs an integer or i1 operand, not {dtype}", node.loc)
+        if isinstance(operand, Constant):
+            folded = (not operand.value) if dtype is DType.I1 else ~int(operand.value)
+            return _checked_constant(folded, operand, node.loc)
+        return Unary(op="not", operand=operand, type=operand.type, loc=node.loc)
+
+    def _attribute(self, node: ast.Attribute) -> Expr:
+        if node.attr == "T":
+            return self._transpose(self._expr(node.value), node.loc)
+        if node.attr == "to":
+            raise TileError("'.to' must be called", node.loc, hint="e.g. x.to(f32)")
+        self._expr(node.value)
+        hint = "tile values have: .to(dtype) and .T"
+        if node.attr in ("shape", "dtype"):
+            hint = "dimension names (M, N) are values; shapes and dtypes are fixed at compile time"
+        raise TileError(f"tile values have no attribute '{node.attr}'", node.loc, hint=hint)
+
+    def _transpose(self, operand: Expr, loc: Location) -> Expr:
+        if operand.type.rank != 2:
+            raise TileError(f"transpose needs a 2-D tile, not {operand.type}", loc)
+        a, b = operand.type.shape
+        return Transpose(
+            operand=operand, permutation=(1, 0), type=operand.type.with_shape((b, a)), loc=loc
+        )
+
+    def _subscript(self, node: ast.Subscript) -> Expr:
+        base = node.value
+        if isinstance(base, ast.Name):
+            param = self.params.get(base.id)
+            if isinstance(param, TensorParam):
+                access = self._access(param, node.indices, base.loc)
+                return Load(access=access, type=access.type, loc=base.loc)
+            if isinstance(param, ScalarParam):
+                raise TileError(f"scalar argument '{base.id}' cannot be indexed", base.loc)
+        value = self._expr(base)
+        new_axes: list[int] = []
+        kept = 0
+        for position, index in enumerate(node.indices):
+            if isinstance(index, ast.NoneLit):
+                new_axes.append(position)
+            elif isinstance(index, ast.Slice) and (
+                index.lower is None and index.upper is None and index.step is None
+            ):
+                kept += 1
+            else:
+                raise TileError(
+                    "a tile value can only be indexed with ':' and None",
+                    _expr_loc(index),
+                    hint="read parts of a tensor by indexing the tensor argument; "
+                    "None adds an axis of size 1: x[:, None]",
+                )
+        if kept != value.type.rank:
+            raise TileError(
+                f"indexing a {value.type} value needs one ':' per axis ({value.type.rank}), "
+                f"plus None for each new axis",
+                node.loc,
+            )
+        if not new_axes:
+            return value
+        shape = list(value.type.shape)
+        for axis in new_axes:
+            shape.insert(axis, 1)
+        return ExpandDims(
+            operand=value,
+            axes=tuple(new_axes),
+            type=value.type.with_shape(tuple(shape)),
+            loc=node.loc,
+        )
+
+    # ---------------------------------------------------------------- calls
+
+    def _call(self, node: ast.Call) -> Expr:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if func.attr == "to":
+                return self._to_call(node, func)
+            if func.attr in BUILTINS:
+                raise TileError(
+                    f"method '.{func.attr}()' is not supported",
+                    func.loc,
+                    hint=f"call the builtin: {func.attr}(x, ...)",
+                )
+            self._expr(func.value)
+            raise TileError(
+                f"tile values have no method '{func.attr}'",
+                func.loc,
+                hint="tile values have: .to(dtype) and .T",
+            )
+        if not isinstance(func, ast.Name):
+            raise TileError("only builtin functions can be called", _expr_loc(func))
+        name = func.id
+        handler = _BUILTIN_CALLS.get(name)
+        if handler is not None:
+            return handler(self, node)
+        if name == "tiles":
+            raise TileError(
+                "tiles() can only be the iterable of a for-loop",
+                func.loc,
+                hint="e.g. 'for tm in tiles(M):'",
+            )
+        if name == self.definition.name:
+            raise _unsupported(
+                "recursion is", func.loc, "tile kernels cannot call themselves or each other"
+            )
+        if name in self.kernel_defs:
+            raise _unsupported(
+                f"calling kernel '{name}' from a kernel is",
+                func.loc,
+                "tile kernels cannot call each other; write the computation inline",
+            )
+        if name in DTYPES:
+            raise TileError(
+                f"'{name}(...)' is not a conversion", func.loc, hint=f"convert with x.to({name})"
+            )
+        if self._is_known_name(name) or name in self.dims or name == "inf":
+            raise TileError(f"'{name}' is not a function", func.loc)
+        if name in _PYTHON_FUNCTIONS:
+            raise _unsupported(f"the Python builtin '{name}' is", func.loc, _PYTHON_FUNCTIONS[name])
+        raise TileError(
+            f"unknown function '{name}'",
+            func.loc,
+            hint=_did_you_mean(name, sorted(BUILTINS - {"inf", "kernel"})),
+        )
+
+    def _arguments(
+        self,
+        node: ast.Call,
+        name: str,
+        positional: tuple[str, ...],
+        keyword_only: tuple[str, ...] = (),
+        required: int | None = None,
+        extra_hint: str | None = None,
+    ) -> dict[str, ast.Expr]:
+        """Match the call's arguments to parameter names, with errors located on arguments."""
+        required = len(positional) if required is None else required
+        signature = ", ".join([*positional, *(f"{k}=..." for k in keyword_only)])
+        bound: dict[str, ast.Expr] = {}
+        if len(node.args) > len(positional):
+            extra = node.args[len(positional)]
+            count = len(positional)
+            raise TileError(
+                f"{name}() takes {count} positional argument{'s' if count != 1 else ''}, "
+                f"but {len(node.args)} were given",
+                _expr_loc(extra),
+                hint=extra_hint or f"{name}({signature})",
+            )
+        for param_name, arg in zip(positional, node.args):
+            bound[param_name] = arg
+        for keyword in node.keywords:
+            if keyword.name not in positional and keyword.name not in keyword_only:
+                raise TileError(
+                    f"{name}() has no argument '{keyword.name}'",
+                    keyword.loc,
+                    hint=f"{name}({signature})",
+                )
+            if keyword.name in bound:
+                raise TileError(f"{name}() got two values for '{keyword.name}'", keyword.loc)
+            bound[keyword.name] = keyword.value
+        for param_name in positional[:required]:
+            if param_name not in bound:
+                raise TileError(
+                    f"{name}() needs the argument '{param_name}'",
+                    node.loc,
+                    hint=f"{name}({signature})",
+                )
+        return bound
+
+    def _to_call(self, node: ast.Call, func: ast.Attribute) -> Expr:
+        args = self._arguments(node, "to", ("dtype",))
+        dtype = self._dtype_argument(args["dtype"])
+        operand = self._expr(func.value)
+        if operand.type.dtype is dtype:
+            return operand
+        if isinstance(operand, Constant):
+            return Constant(
+                value=_convert_constant(operand.value, dtype, func.loc, explicit=True),
+                type=operand.type.with_dtype(dtype),
+                loc=func.loc,
+            )
+        return Cast(operand=operand, type=operand.type.with_dtype(dtype), loc=func.loc)
+
+    def _dtype_argument(self, node: ast.Expr) -> DType:
+        if isinstance(node, ast.Name) and node.id in DTYPES:
+            return DTYPES[node.id]
+        raise TileError("expected a dtype", _expr_loc(node), hint=f"dtypes are: {_DTYPE_LIST}")
+
+    def _math_call(self, node: ast.Call) -> Expr:
+        name = node.func.id  # type: ignore[union-attr]
+        args = self._arguments(node, name, ("x",))
+        operand = self._expr(args["x"])
+        dtype = operand.type.dtype
+        if name == "abs" and dtype is DType.I1:
+            raise TileError("abs() needs a number, not an i1 value", node.loc)
+        if _is_weak(operand):
+            assert isinstance(operand, Constant)
+            if name == "abs":
+                return _checked_constant(abs(operand.value), operand, node.loc)
+            value = _fold_math(name, operand.value)
+            return Constant(value=value, type=TileType(DType.F32), weak=True, loc=node.loc)
+        if name != "abs" and not dtype.is_float:
+            operand = self._convert(operand, DType.F32, node.loc)
+        return Math(fn=name, operand=operand, type=operand.type, loc=node.loc)
+
+    def _min_max_call(self, node: ast.Call) -> Expr:
+        name = node.func.id  # type: ignore[union-attr]
+        args = self._arguments(node, name, ("a", "b"))
+        return self._binary(
+            name, self._expr(args["a"]), self._expr(args["b"]), node.loc, f"{name}()"
+        )
+
+    def _where_call(self, node: ast.Call) -> Expr:
+        args = self._arguments(node, "where", ("cond", "x", "y"))
+        cond = self._expr(args["cond"])
+        on_true = self._expr(args["x"])
+        on_false = self._expr(args["y"])
+        if cond.type.dtype is not DType.I1:
+            raise TileError(
+                f"where() needs an i1 condition, not {cond.type.dtype}",
+                cond.loc,
+                hint="compare to make a condition, e.g. where(x > 0, x, 0.0)",
+            )
+        dtype = _promote(on_true, on_false)
+        shape = _broadcast_shapes(cond.type.shape, on_true.type.shape)
+        shape = _broadcast_shapes(shape, on_false.type.shape) if shape is not None else None
+        if shape is None:
+            raise TileError(
+                f"cannot broadcast {cond.type}, {on_true.type} and {on_false.type} in where()",
+                node.loc,
+                hint="sizes must match or be 1, comparing shapes from the right",
+            )
+        return Select(
+            cond=_broadcast_to(cond, shape),
+            on_true=_broadcast_to(self._convert(on_true, dtype, node.loc), shape),
+            on_false=_broadcast_to(self._convert(on_false, dtype, node.loc), shape),
+            type=TileType(dtype, shape),
+            loc=node.loc,
+        )
+
+    def _reduce_call(self, node: ast.Call) -> Expr:
+        kind = node.func.id  # type: ignore[union-attr]
+        hint = None
+        if kind in ("max", "min") and len(node.args) == 2:
+            hint = (
+                f"{kind}() reduces one tile; for the element-wise {kind}imum of two values "
+                f"use {kind}imum(a, b)"
+            )
+        elif len(node.args) > 1:
+            hint = f"pass the axis by name: {kind}(x, axis=...)"
+        args = self._arguments(node, kind, ("x",), ("axis", "keepdims"), extra_hint=hint)
+        operand = self._expr(args["x"])
+        rank = operand.type.rank
+        if rank == 0:
+            raise TileError(f"{kind}() needs a tile, not the scalar {operand.type}", operand.loc)
+        axis_node = args.get("axis")
+        if axis_node is None or isinstance(axis_node, ast.NoneLit):
+            axes = tuple(range(rank))
+        else:
+            axis = _int_literal(axis_node)
+            if axis is None:
+                raise TileError("axis must be an integer constant (or None)", _expr_loc(axis_node))
+            if not -rank <= axis < rank:
+                raise TileError(
+                    f"axis {axis} is out of range for the {rank}-D tile {operand.type}",
+                    _expr_loc(axis_node),
+                    hint="axes count from 0; -1 is the last",
+                )
+            axes = (axis % rank,)
+        keepdims = False
+        keep_node = args.get("keepdims")
+        if keep_node is not None:
+            if not isinstance(keep_node, ast.BoolLit):
+                raise TileError("keepdims must be True or False", _expr_loc(keep_node))
+            keepdims = keep_node.value
+        dtype = operand.type.dtype
+        if kind == "sum" and not dtype.is_float and dtype.bits < 32:
+            dtype = DType.I32  # summing narrow integers (or i1 flags) would overflow
+        elif kind == "mean" and not dtype.is_float:
+            dtype = DType.F32
+        operand = self._convert(operand, dtype, node.loc)
+        if keepdims:
+            shape = tuple(1 if i in axes else d for i, d in enumerate(operand.type.shape))
+        else:
+            shape = tuple(d for i, d in enumerate(operand.type.shape) if i not in axes)
+        extents = tuple(self._extent(operand.type.shape[a]) for a in axes)
+        return Reduce(
+            kind=kind,
+            operand=operand,
+            axes=axes,
+            keepdims=keepdims,
+            extents=extents,
+            type=TileType(dtype, shape),
+            loc=node.loc,
+        )
+
+    def _extent(self, size: Dim) -> AxisExtent | None:
+        if isinstance(size, int):
+            return None
+        dim = self.dims_by_name[size[1:]]
+        return AxisExtent(dim=dim, var=self.tiled_by.get(dim.name))
+
+    def _dot_call(self, node: ast.Call) -> Expr:
+        args = self._arguments(node, "dot", ("a", "b"))
+        return self._dot(self._expr(args["a"]), self._expr(args["b"]), node.loc)
+
+    def _dot(self, lhs: Expr, rhs: Expr, loc: Location) -> Expr:
+        for side, operand in (("left", lhs), ("right", rhs)):
+            if operand.type.rank != 2:
+                hint = (
+                    "add an axis with x[None, :] or x[:, None]" if operand.type.rank == 1 else None
+                )
+                raise TileError(
+                    f"'@' needs 2-D tiles; the {side} operand is {operand.type}", loc, hint=hint
+                )
+        if lhs.type.dtype is not rhs.type.dtype:
+            raise TileError(
+                f"'@' operands must have the same dtype, not {lhs.type.dtype} and {rhs.type.dtype}",
+                loc,
+                hint=f"convert one side, e.g. .to({lhs.type.dtype})",
+            )
+        dtype = lhs.type.dtype
+        result = _DOT_RESULTS.get(dtype)
+        if result is None:
+            raise TileError(
+                f"'@' does not support {dtype} tiles",
+                loc,
+                hint="'@' takes f16, bf16, f32, f64 or i8 tiles",
+            )
+        (m, k), (k2, n) = lhs.type.shape, rhs.type.shape
+        if k != k2:
+            raise TileError(
+                f"'@' inner sizes do not match: {lhs.type} @ {rhs.type}",
+                loc,
+                hint="the left tile's columns must match the right tile's rows; "
+                "transpose with .T if needed",
+            )
+        return Dot(
+            lhs=lhs,
+            rhs=rhs,
+            contraction=self._extent(k),
+            type=TileType(result, (m, n)),
+            loc=loc,
+        )
+
+    def _shape_argument(self, node: ast.Expr) -> tuple[Dim, ...]:
+        if not isinstance(node, (ast.ListExpr, ast.TupleExpr)):
+            raise TileError(
+                "a shape is a list of sizes", _expr_loc(node), hint="e.g. [tm, tn] or [tm, 1]"
+            )
+        shape: list[Dim] = []
+        for entry in node.elts:
+            if isinstance(entry, ast.IntLit):
+                if entry.value <= 0:
+                    raise TileError("a tile size must be positive", entry.loc)
+                shape.append(entry.value)
+                continue
+            if isinstance(entry, ast.Name):
+                var = self.loop_vars.get(entry.id)
+                if var is not None:
+                    if var.element:
+                        raise TileError(
+                            f"'{entry.id}' runs over {var.dim} one element at a time; "
+                            "it has no size in a tile",
+                            entry.loc,
+                            hint="use 1 for an axis of one element",
+                        )
+                    shape.append(var.size_symbol)
+                    continue
+                dim = self.dims.get(entry.id)
+                if dim is not None:
+                    shape.append(self._whole_dim_size(dim, entry.loc))
+                    continue
+            raise TileError(
+                "a shape entry is a loop variable, a dimension name or a positive integer",
+                _expr_loc(entry),
+            )
+        return tuple(shape)
+
+    def _whole_dim_size(self, dim: Dimension, loc: Location) -> Dim:
+        """The tile size of a whole dimension named in a shape (marks the dimension whole)."""
+        self._use_whole(dim, loc)
+        return dim.tile_symbol
+
+    def _zeros_call(self, node: ast.Call) -> Expr:
+        args = self._arguments(node, "zeros", ("shape", "dtype"), required=1)
+        shape = self._shape_argument(args["shape"])
+        dtype = self._dtype_argument(args["dtype"]) if "dtype" in args else DType.F32
+        zero = Constant(
+            value=_convert_constant(0, dtype, node.loc, False), type=TileType(dtype), loc=node.loc
+        )
+        return _full(zero, shape, node.loc)
+
+    def _full_call(self, node: ast.Call) -> Expr:
+        args = self._arguments(node, "full", ("shape", "value", "dtype"), required=2)
+        shape = self._shape_argument(args["shape"])
+        value = self._expr(args["value"])
+        if not value.type.is_scalar:
+            raise TileError(
+                f"full() fills with a scalar, not a tile ({value.type})",
+                value.loc,
+                hint="broadcast a tile with arithmetic instead, e.g. zeros([...]) + x",
+            )
+        dtype = self._dtype_argument(args["dtype"]) if "dtype" in args else value.type.dtype
+        if _is_weak(value) and _KIND_ORDER[value.type.dtype.kind] > _KIND_ORDER[dtype.kind]:
+            raise TileError(
+                f"cannot fill a tile of {dtype} with {value.value}",  # type: ignore[union-attr]
+                value.loc,
+            )
+        if isinstance(value, Constant):
+            value = Constant(
+                value=_convert_constant(value.value, dtype, value.loc, explicit=True),
+                type=TileType(dtype),
+                loc=value.loc,
+            )
+        elif value.type.dtype is not dtype:
+            value = Cast(operand=value, type=TileType(dtype), loc=value.loc)
+        return _full(value, shape, node.loc)
+
+    def _arange_call(self, node: ast.Call) -> Expr:
+        args = self._arguments(node, "arange", ("n",))
+        n = args["n"]
+        if not isinstance(n, ast.IntLit) or n.value <= 0:
+            raise TileError(
+                "arange() needs a positive integer constant",
+                _expr_loc(n),
+                hint="for the indices of a tile's elements, use offsets(t)",
+            )
+        return Iota(type=TileType(DType.I32, (n.value,)), loc=node.loc)
+
+    def _offsets_call(self, node: ast.Call) -> Expr:
+        args = self._arguments(node, "offsets", ("t",))
+        arg = args["t"]
+        if isinstance(arg, ast.Name):
+            var = self.loop_vars.get(arg.id)
+            if var is not None:
+                if var.element:
+                    raise TileError(
+                        f"'{arg.id}' is a single index: use it directly",
+                        arg.loc,
+                        hint=f"offsets() is for tiles; '{arg.id}' itself is the index",
+                    )
+                shape = (var.size_symbol,)
+                start = LoopIndex(var=var, type=TileType(DType.I32), loc=arg.loc)
+                iota = Iota(type=TileType(DType.I32, shape), loc=node.loc)
+                return Binary(
+                    op="add",
+                    lhs=_broadcast_to(start, shape),
+                    rhs=iota,
+                    type=TileType(DType.I32, shape),
+                    loc=node.loc,
+                )
+            dim = self.dims.get(arg.id)
+            if dim is not None:
+                shape = (self._whole_dim_size(dim, arg.loc),)
+                return Iota(type=TileType(DType.I32, shape), loc=node.loc)
+        raise TileError(
+            "offsets() takes a loop variable or a dimension name",
+            _expr_loc(arg),
+            hint="e.g. offsets(tm)",
+        )
+
+    def _transpose_call(self, node: ast.Call) -> Expr:
+        args = self._arguments(node, "transpose", ("x",))
+        return self._transpose(self._expr(args["x"]), node.loc)
+
+
+_EXPRESSIONS: dict[type, Callable[[_KernelChecker, object], Expr]] = {
+    ast.IntLit: _KernelChecker._int_literal,
+    ast.FloatLit: _KernelChecker._float_literal,
+    ast.BoolLit: _KernelChecker._bool_literal,
+    ast.Name: _KernelChecker._name,
+    ast.BinOp: _KernelChecker._bin_op,
+    ast.Compare: _KernelChecker._compare,
+    ast.UnaryOp: _KernelChecker._unary_op,
+    ast.Call: _KernelChecker._call,
+    ast.Attribute: _KernelChecker._attribute,
+    ast.Subscript: _KernelChecker._subscript,
+}
+
+_BUILTIN_CALLS: dict[str, Callable[[_KernelChecker, ast.Call], Expr]] = {
+    **{name: _KernelChecker._math_call for name in MATH_FUNCTIONS},
+    "maximum": _KernelChecker._min_max_call,
+    "minimum": _KernelChecker._min_max_call,
+    "where": _KernelChecker._where_call,
+    **{name: _KernelChecker._reduce_call for name in _REDUCTIONS},
+    "dot": _KernelChecker._dot_call,
+    "zeros": _KernelChecker._zeros_call,
+    "full": _KernelChecker._full_call,
+    "arange": _KernelChecker._arange_call,
+    "offsets": _KernelChecker._offsets_call,
+    "transpose": _KernelChecker._transpose_call,
+}
+
+_DOT_RESULTS = {
+    DType.F16: DType.F32,
+    DType.BF16: DType.F32,
+    DType.F32: DType.F32,
+    DType.F64: DType.F64,
+    DType.I8: DType.I32,
+}
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _expr_loc(node: object) -> Location:
+    return node.loc  # type: ignore[attr-defined]
+
+
+def _is_ellipsis(stmt: ast.Stmt) -> bool:
+    return isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.EllipsisLit)
+
+
+def _is_weak(value: Expr) -> bool:
+    return isinstance(value, Constant) and value.weak
+
+
+def _unsupported(what: str, loc: Location, hint: str | None = None) -> TileError:
+    return TileError(f"{what} not supported in tile kernels", loc, hint=hint)
+
+
+def _nested_function(stmt: ast.FunctionDef) -> TileError:
+    return _unsupported(
+        "nested functions are", stmt.loc, "define kernels at the top level of the file"
+    )
+
+
+def _did_you_mean(name: str, candidates) -> str | None:
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean '{matches[0]}'?" if matches else None
+
+
+def _shape_text(shape: tuple[Dim, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _int_literal(node: ast.Expr) -> int | None:
+    """The value of an integer literal, possibly negated; None for anything else."""
+    if isinstance(node, ast.IntLit):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and node.op == "-" and isinstance(node.operand, ast.IntLit):
+        return -node.operand.value
+    return None
+
+
+def _check_tile_size(size: int, loc: Location) -> None:
+    if size < 1 or size & (size - 1):
+        raise TileError(
+            f"a tile size must be a power of two, not {size}",
+            loc,
+            hint="e.g. 16, 32, 64, 128; 1 iterates the dimension one element at a time",
+        )
+
+
+def _check_count_option(name: str, value: int, loc: Location) -> int:
+    if name == "warps" and value not in _WARP_COUNTS:
+        raise TileError(
+            f"warps must be one of {', '.join(map(str, _WARP_COUNTS))}, not {value}", loc
+        )
+    if name == "stages" and not 1 <= value <= _MAX_STAGES:
+        raise TileError(f"stages must be between 1 and {_MAX_STAGES}, not {value}", loc)
+    return value
+
+
+def _count_assignments(stmts: tuple[ast.Stmt, ...], counts: dict[str, int]) -> None:
+    for stmt in stmts:
+        if isinstance(stmt, (ast.Assign, ast.AugAssign)) and isinstance(stmt.target, ast.Name):
+            counts[stmt.target.id] = counts.get(stmt.target.id, 0) + 1
+        elif isinstance(stmt, ast.For):
+            _count_assignments(stmt.body, counts)
+
+
+def _promote(a: Expr, b: Expr) -> DType:
+    """The dtype of a binary operation's operands (see docs/language.md, "Promotion")."""
+    a_weak, b_weak = _is_weak(a), _is_weak(b)
+    if a_weak != b_weak:
+        weak, strong = (a, b) if a_weak else (b, a)
+        weak_kind, strong_kind = weak.type.dtype.kind, strong.type.dtype.kind
+        if _KIND_ORDER[weak_kind] <= _KIND_ORDER[strong_kind]:
+            return strong.type.dtype
+        return weak.type.dtype
+    return common_dtype(a.type.dtype, b.type.dtype)
+
+
+def _broadcast_shapes(a: tuple[Dim, ...] | None, b: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
+    if a is None:
+        return None
+    if a == b:
+        return a
+    result: list[Dim] = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x == y or y == 1:
+            result.append(x)
+        elif x == 1:
+            result.append(y)
+        else:
+            return None
+    return tuple(reversed(result))
+
+
+def _broadcast_to(value: Expr, shape: tuple[Dim, ...]) -> Expr:
+    if value.type.shape == shape:
+        return value
+    return Broadcast(operand=value, type=value.type.with_shape(shape), loc=value.loc)
+
+
+def _full(value: Expr, shape: tuple[Dim, ...], loc: Location) -> Expr:
+    if not shape:
+        return value
+    return Full(value=value, type=TileType(value.type.dtype, shape), loc=loc)
+
+
+def _int_constant(value: int, loc: Location) -> Constant:
+    low, high = _INT_RANGES[DType.I64]
+    if not low <= value <= high:
+        raise TileError("integer constant does not fit in 64 bits", loc)
+    low32, high32 = _INT_RANGES[DType.I32]
+    dtype = DType.I32 if low32 <= value <= high32 else DType.I64
+    return Constant(value=value, type=TileType(dtype), weak=True, loc=loc)
+
+
+def _checked_constant(value: bool | int | float, like: Constant, loc: Location) -> Constant:
+    """A folded constant of `like`'s dtype and weakness, range-checked."""
+    dtype = like.type.dtype
+    if like.weak and dtype.is_int:
+        return _int_constant(int(value), loc)
+    if dtype.is_int:
+        value = _convert_constant(value, dtype, loc, explicit=False)
+    return Constant(value=value, type=like.type, weak=like.weak, loc=loc)
+
+
+def _convert_constant(
+    value: bool | int | float, dtype: DType, loc: Location, explicit: bool
+) -> bool | int | float:
+    if dtype is DType.I1:
+        return bool(value)
+    if dtype.is_float:
+        return float(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TileError(f"cannot convert {value} to {dtype}", loc)
+        if not explicit and value != int(value):
+            raise TileError(f"the constant {value} is not an integer ({dtype})", loc)
+        value = int(value)
+    value = int(value)
+    low, high = _INT_RANGES[dtype]
+    if not low <= value <= high:
+        raise TileError(f"the constant {value} does not fit in {dtype}", loc)
+    return value
+
+
+_MAX_SHIFT = 64
+
+
+def _fold_binary(op: str, lhs: Constant, rhs: Constant, dtype: DType, loc: Location) -> Constant:
+    """Evaluate an operator on two weak literals, with Python semantics and range checks."""
+    a, b = lhs.value, rhs.value
+    operand_dtype = _promote(lhs, rhs)
+    if op in ("div", "pow") or operand_dtype.is_float:
+        a, b = float(a), float(b)
+    else:
+        a, b = int(a), int(b)
+    try:
+        if op in ("shl", "shr") and (b < 0 or b >= _MAX_SHIFT):
+            raise TileError(f"shift count {b} is out of range", loc)
+        if op == "pow" and isinstance(a, float):
+            result: bool | int | float = math.pow(a, b) if a or b >= 0 else math.inf
+        else:
+            result = _PYTHON_OPERATORS[op](a, b)
+    except ZeroDivisionError:
+        raise TileError("division by zero in a constant expression", loc) from None
+    except OverflowError:
+        result = math.inf
+    except ValueError:  # e.g. a negative number to a fractional power
+        result = math.nan
+    if dtype is DType.I1:
+        result = bool(result)
+        return Constant(value=result, type=TileType(DType.I1), weak=True, loc=loc)
+    if isinstance(result, float):
+        return Constant(value=result, type=TileType(DType.F32), weak=True, loc=loc)
+    return _int_constant(int(result), loc)
+
+
+_PYTHON_OPERATORS: dict[str, Callable] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "floordiv": lambda a, b: a // b,
+    "mod": lambda a, b: a % b,
+    "pow": lambda a, b: a**b,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+    "shl": lambda a, b: a << b,
+    "shr": lambda a, b: a >> b,
+    "maximum": max,
+    "minimum": min,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+}
+
+
+def _fold_math(fn: str, x: bool | int | float) -> float | int:
+    x = float(x)
+    try:
+        if fn == "abs":
+            return abs(x)
+        if fn == "rsqrt":
+            return 1.0 / math.sqrt(x) if x else math.inf
+        if fn == "sigmoid":
+            return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
+        if fn == "gelu":
+            return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+        if fn == "exp2":
+            return 2.0**x
+        if fn == "log" and x == 0:
+            return -math.inf
+        if fn == "log2" and x == 0:
+            return -math.inf
+        return float(getattr(math, fn)(x))
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        return math.nan
+
+
+# ---------------------------------------------------------------------------- a readable dump
+
+
+def format_program(program: Program) -> str:
+    """The checked program as indented text (for tests, debugging and `--emit` dumps)."""
+    return "\n".join(format_kernel(k) for k in program.kernels)
+
+
+def format_kernel(kernel: Kernel) -> str:
+    params = []
+    for p in kernel.params:
+        params.append(f"{p.name}: {p}" if isinstance(p, TensorParam) else f"{p.name}: {p.dtype}")
+    lines = [f"kernel {kernel.name}({', '.join(params)})"]
+    dims = []
+    for d in kernel.dims:
+        notes = [d.tile_symbol]
+        if d.pinned is not None:
+            notes.append(f"={d.pinned}")
+        if d.whole:
+            notes.append(" whole")
+        dims.append(f"{d.name} ({''.join(notes)})")
+    lines.append(f"  dims {', '.join(dims)}")
+    options = kernel.options
+    if options.warps is not None or options.stages is not None:
+        lines.append(f"  options warps={options.warps} stages={options.stages}")
+    grid = ", ".join(_format_var(v) for v in kernel.grid.vars)
+    lines.append(f"  grid {grid}")
+    _format_body(kernel.grid.body, 2, lines)
+    return "\n".join(lines)
+
+
+def _format_var(var: LoopVar) -> str:
+    kind = "element" if var.element else var.size_symbol
+    axis = f" axis {var.grid_axis}" if var.grid_axis is not None else ""
+    return f"{var.name} in {var.dim.name}[{kind}]{axis}"
+
+
+def _format_body(body: tuple[Stmt, ...], depth: int, lines: list[str]) -> None:
+    pad = "  " * depth
+    for stmt in body:
+        if isinstance(stmt, Assign):
+            lines.append(f"{pad}{stmt.name} = {format_expr(stmt.value)}")
+        elif isinstance(stmt, Store):
+            lines.append(f"{pad}store {_format_access(stmt.access)} = {format_expr(stmt.value)}")
+        else:
+            carried = ", ".join(f"{c.name}: {c.type}" for c in stmt.carried)
+            lines.append(
+                f"{pad}for {_format_var(stmt.var)}" + (f" carry {carried}" if carried else "")
+            )
+            _format_body(stmt.body, depth + 1, lines)
+
+
+def _format_access(access: TensorAccess) -> str:
+    parts = []
+    for index in access.indices:
+        if index.kind is IndexKind.TILE:
+            parts.append(index.var.name)  # type: ignore[union-attr]
+        elif index.kind is IndexKind.WHOLE:
+            parts.append(":")
+        else:
+            parts.append(format_expr(index.value))  # type: ignore[arg-type]
+    mask = " masked" if access.masked else ""
+    return f"{access.tensor.name}[{', '.join(parts)}]{mask}"
+
+
+def format_expr(expr: Expr) -> str:
+    """`op:type(operands)`; leaves: `%name`, `$argument`, constants, `load a[...]`."""
+    t = expr.type
+    if isinstance(expr, Constant):
+        return f"{expr.value!r}:{t}" + ("~" if expr.weak else "")
+    if isinstance(expr, VarRef):
+        return f"%{expr.name}:{t}"
+    if isinstance(expr, ParamRef):
+        return f"${expr.param.name}:{t}"
+    if isinstance(expr, DimSize):
+        return f"dim({expr.dim.name}):{t}"
+    if isinstance(expr, LoopIndex):
+        return f"index({expr.var.name}):{t}"
+    if isinstance(expr, Load):
+        return f"load:{t} {_format_access(expr.access)}"
+    if isinstance(expr, Iota):
+        return f"iota:{t}"
+    if isinstance(expr, Binary):
+        return f"{expr.op}:{t}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})"
+    if isinstance(expr, Unary):
+        return f"{expr.op}:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Math):
+        return f"{expr.fn}:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Select):
+        operands = (expr.cond, expr.on_true, expr.on_false)
+        return f"where:{t}({', '.join(format_expr(e) for e in operands)})"
+    if isinstance(expr, Reduce):
+        keep = ", keepdims" if expr.keepdims else ""
+        axes = ", ".join(map(str, expr.axes))
+        return f"{expr.kind}[{axes}{keep}]:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Dot):
+        return f"dot:{t}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})"
+    if isinstance(expr, Full):
+        return f"full:{t}({format_expr(expr.value)})"
+    if isinstance(expr, Cast):
+        return f"cast:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Broadcast):
+        return f"broadcast:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, ExpandDims):
+        return f"expand_dims{list(expr.axes)}:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Transpose):
+        return f"transpose:{t}({format_expr(expr.operand)})"
+    raise AssertionError(f"unknown checked expression {expr!r}")  # pragma: no cover
