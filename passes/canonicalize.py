@@ -35,7 +35,7 @@ class Canonicalize(Pass):
     def run(self, module: Operation, ctx: PassContext) -> None:
         if self.options.max_iterations < 1:
             raise TileError(
-                f"canonicalize: option 'max_iterations' must be at least 1, "
+                "canonicalize: option 'max_iterations' must be at least 1, "
                 f"got {self.options.max_iterations}"
             )
         apply_patterns_greedily(

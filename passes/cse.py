@@ -16,8 +16,9 @@ class CSE(Pass):
     order), attributes and result types. A value defined in a block may replace one in the same
     block or in a region nested in it (a loop body may reuse a value computed before the loop),
     never one in a sibling region (the `then` and `else` of an `scf.if` see different values).
-    Ops with regions and ops with side effects (loads, stores) are never merged. Does not
-    reorder operands of commutative ops: `canonicalize` first puts constants on the right.
+    Ops with regions and ops with side effects (loads, stores) are never merged. Assumes a
+    `Pure` op's results depend only on its operands and attributes. Does not reorder operands
+    of commutative ops: `canonicalize` first puts constants on the right.
     Remarks: each op that others were merged into says how many.
     """
 

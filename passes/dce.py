@@ -13,14 +13,15 @@ from tilec.passmanager import Pass, PassContext, register_pass
 class DCE(Pass):
     """Removes pure ops whose results are never used, and loop-carried values nobody reads.
 
-    Liveness starts from the ops with effects (stores, terminators, loops and branches) and
+    Liveness starts from the ops with effects (stores, loops, branches, `return`) and
     flows back through operands. A value yielded by `scf.for` or `scf.if` is live only if the
     matching result is, or (for a loop) the iteration argument that receives it is read by
     something live; otherwise that slot is removed from the loop or branch, with the chain of
     pure ops that only fed it. Everything nested is handled, in one analysis (no repeated
-    sweeps). Loops and branches themselves are kept, even when nothing they compute is used.
-    Remarks: per kernel, how many ops were removed; per loop or branch,
-    which results were dropped.
+    sweeps). Assumes every op without the `Pure` trait has an effect; loops and branches are
+    therefore kept, even when nothing they compute is used.
+    Remarks: per kernel, how many ops were removed; per loop or branch, which results were
+    dropped.
     """
 
     name = "dce"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tilec import grammar
 from tilec.diagnostics import TileError
 from tilec.frontend import parse_file, parse_function, parse_source, syntax
 from tilec.frontend.source import function_source
-from tilec.grammar import grammar_text
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -32,7 +32,7 @@ def error_of(text: str) -> TileError:
 
 
 def test_grammar_ships_as_package_data():
-    text = grammar_text()
+    text = grammar.grammar_text()
     assert text.startswith("// The tile DSL")
     assert "start:" in text
 
@@ -252,6 +252,12 @@ def test_parse_errors_render_the_line_and_a_caret():
             ("variable annotations are not supported in tile kernels"),
         ),
         ("async def k(x: f32[N]):\n    pass\n", 1, 1, "'async' is not supported in tile kernels"),
+        (
+            "def k(x: f32[N], *, y: f32[N]):\n    pass\n",
+            1,
+            18,
+            "keyword-only markers ('*') are not supported in tile kernels",
+        ),
         (
             "def k(x: f32[N], /):\n    pass\n",
             1,

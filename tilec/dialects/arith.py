@@ -72,6 +72,11 @@ class ConstantOp(Operation):
         if isinstance(t, FloatType):
             if not isinstance(attr, (FloatAttr, IntegerAttr)) or isinstance(attr, BoolAttr):
                 raise self.error(f"value {attr} does not fit type {t}")
+            if _overflows_to_inf(float(attr.value), t):
+                raise self.error(
+                    f"value {attr} is too large for {t} (it would become inf)",
+                    hint="write inf explicitly if that is what you mean",
+                )
         elif isinstance(attr, FloatAttr):
             raise self.error(f"float value {attr} for integer type {t}")
         elif isinstance(t, IntegerType):
@@ -83,6 +88,20 @@ class ConstantOp(Operation):
 
     def fold(self):
         return [self.attributes["value"]]
+
+
+def _overflows_to_inf(value: float, t: FloatType) -> bool:
+    import math
+
+    import numpy as np
+
+    from tilec.ir.folding import numpy_dtype
+
+    dtype = numpy_dtype(t)
+    if dtype is None or not math.isfinite(value):
+        return False
+    with np.errstate(over="ignore"):
+        return bool(np.isinf(dtype.type(value)))
 
 
 class _Binary(Operation):
@@ -818,6 +837,8 @@ class MoveConstantToRight(RewritePattern):
     `1 + x` and `x + 1` equal and the identities above need only look at the right."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
+        if not op.has_trait(Commutative) or len(op.operands) != 2:
+            return False
         lhs, rhs = op.operands
         if constant_value(lhs) is None or constant_value(rhs) is not None:
             return False
@@ -839,15 +860,18 @@ _MIRRORED_PREDICATES = {
 class MoveCompareConstantToRight(RewritePattern):
     """`cmp pred, c, x` -> `cmp mirrored(pred), x, c` (e.g. `slt c, x` -> `sgt x, c`)."""
 
+    op_kind = (CmpIOp, CmpFOp)
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
         lhs, rhs = op.operands
         if constant_value(lhs) is None or constant_value(rhs) is not None:
             return False
         op.predicate = _MIRRORED_PREDICATES[op.predicate]
-        rewriter.set_operands(op, [rhs, lhs])
+        rewriter.set_operands(op, [rhs, lhs])  # also tells the driver that `op` changed
         return True
 
 
+# The commutative ops of this dialect.
 for _kind in (
     AddFOp,
     MulFOp,

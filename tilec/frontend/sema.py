@@ -613,7 +613,7 @@ def analyze(module: ast.Module, options: Mapping[str, object] | None = None) -> 
         else:
             raise TileError(
                 "only kernel definitions ('def') can appear at the top level",
-                _stmt_loc(stmt),
+                stmt.loc,
                 hint="put computations inside a kernel's tiles() loop",
             )
     kernels = []
@@ -623,10 +623,6 @@ def analyze(module: ast.Module, options: Mapping[str, object] | None = None) -> 
         except RecursionError:
             raise TileError("expression is too deeply nested", definition.name_loc) from None
     return Program(tuple(kernels), module.filename)
-
-
-def _stmt_loc(stmt: ast.Stmt) -> Location:
-    return stmt.loc
 
 
 # ---------------------------------------------------------------------------- names
@@ -707,8 +703,7 @@ class _Binding:
 
 @dataclass(slots=True)
 class _LoopFrame:
-    loc: Location
-    carried: dict[str, TileType] = field(default_factory=dict)
+    carried: dict[str, TileType] = field(default_factory=dict)  # in order of first assignment
 
 
 @dataclass(slots=True)
@@ -831,7 +826,7 @@ class _KernelChecker:
                 for dim_name, size, key_loc in self._tile_dict(value, None):
                     self._pin(dim_name, size, key_loc, None)
             else:
-                number = _int_literal(value)
+                number = _literal_int(value)
                 if number is None:
                     raise TileError(f"{name} must be an integer constant", _expr_loc(value))
                 setattr(options, name, _check_count_option(name, number, _expr_loc(value)))
@@ -843,6 +838,8 @@ class _KernelChecker:
         loc = self.definition.name_loc
         assert self.jit_options is not None
         for name, value in self.jit_options.items():
+            if value is None:
+                continue  # not pinned
             if name not in OPTION_NAMES:
                 raise TileError(
                     f"unknown kernel option '{name}'",
@@ -898,7 +895,7 @@ class _KernelChecker:
             if dim.name in seen:
                 raise TileError(f"tile size of {dim} is given twice", key.loc)
             seen[dim.name] = key.loc
-            size = _int_literal(size_expr)
+            size = _literal_int(size_expr)
             if size is None:
                 raise TileError("a tile size must be an integer constant", _expr_loc(size_expr))
             _check_tile_size(size, _expr_loc(size_expr))
@@ -1046,7 +1043,7 @@ class _KernelChecker:
                 continue
             raise TileError(
                 "statements outside the grid loop are not supported",
-                _stmt_loc(stmt),
+                stmt.loc,
                 hint="a kernel's body is one 'for ... in tiles(...):' loop; put this inside it"
                 if grid is None
                 else "a kernel has one grid loop; nest further tiles() loops inside it",
@@ -1068,7 +1065,7 @@ class _KernelChecker:
 
     def _seq_loop(self, node: ast.For) -> SeqLoop:
         self.scopes.append({})
-        frame = _LoopFrame(node.loc)
+        frame = _LoopFrame()
         self.frames.append(frame)
         loop_vars = self._loop_header(node, grid=False)
         body: tuple[Stmt, ...] = tuple(self._block(node.body))
@@ -1091,6 +1088,7 @@ class _KernelChecker:
         for var in loop_vars:
             del self.loop_vars[var.name]
             del self.tiled_by[var.dim.name]
+            self.left_scope[var.name] = loc
 
     def _loop_header(self, node: ast.For, grid: bool) -> list[LoopVar]:
         call = node.iter
@@ -1978,7 +1976,7 @@ class _KernelChecker:
         if axis_node is None or isinstance(axis_node, ast.NoneLit):
             axes = tuple(range(rank))
         else:
-            axis = _int_literal(axis_node)
+            axis = _literal_int(axis_node)
             if axis is None:
                 raise TileError("axis must be an integer constant (or None)", _expr_loc(axis_node))
             if not -rank <= axis < rank:
@@ -2256,7 +2254,7 @@ def _shape_text(shape: tuple[Dim, ...]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def _int_literal(node: ast.Expr) -> int | None:
+def _literal_int(node: ast.Expr) -> int | None:
     """The value of an integer literal, possibly negated; None for anything else."""
     if isinstance(node, ast.IntLit):
         return node.value

@@ -550,6 +550,12 @@ class _AstBuilder(Transformer):
         return Param(name.value, annotation, self._loc(name))
 
     def star_param(self, children: list) -> None:
+        if len(children) < 2 or children[1] is None:
+            raise _unsupported(
+                "keyword-only markers ('*') are",
+                self._loc(children[0]),
+                "list every kernel argument by name, with its type",
+            )
         raise _unsupported(
             "'*args' parameters are",
             self._loc(children[0]),

@@ -58,7 +58,8 @@ def to_numpy_scalar(attr: Attribute, t: Type):
         if not info.min <= v <= info.max:
             v = (v - info.min) % (1 << info.bits) + info.min  # wrap, as the hardware does
         return dtype.type(v)
-    return dtype.type(value)
+    with np.errstate(over="ignore"):  # a value beyond the type's range is inf, as in the IR
+        return dtype.type(value)
 
 
 def from_numpy_scalar(x, t: Type) -> Attribute:
