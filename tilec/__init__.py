@@ -1,3 +1,15 @@
-"""tilec: a tile compiler for NVIDIA GPUs."""
+"""tilec: a tile compiler for NVIDIA GPUs that shows and explains every decision it makes.
+
+import tilec
+program = tilec.compile("examples/matmul.tile")    # tile IR of every kernel
+@tilec.jit
+def kernel(...): ...                                 # a kernel written in Python
+"""
 
 __version__ = "0.1.0"
+
+from tilec.compiler import CompiledProgram, Stage, compile
+from tilec.diagnostics import TileError
+from tilec.jit import JitFunction, jit
+
+__all__ = ["CompiledProgram", "JitFunction", "Stage", "TileError", "__version__", "compile", "jit"]

@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 
 import tilec
 from tilec.diagnostics import InternalCompilerError, TileError
+from tilec.passmanager import Instrumentation
 
 SPLIT_MARKER = "// -----"
 
@@ -101,6 +103,37 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--generic", action="store_true", help="print every op in the generic form")
     _add_instrumentation_flags(opt)
 
+    comp = sub.add_parser(
+        "compile",
+        help="compile a .tile file",
+        description="Compile the kernels of a .tile file and print the chosen stage.",
+    )
+    comp.add_argument("file", help=".tile file to compile ('-' for stdin)")
+    comp.add_argument(
+        "--emit",
+        choices=["tir"],
+        default="tir",
+        help="what to print: tir = tile IR (the only stage so far; llvm/ptx/cubin come with lowering)",
+    )
+    comp.add_argument(
+        "-k", "--kernel", action="append", default=[], help="compile only this kernel (repeatable)"
+    )
+    comp.add_argument("-o", "--output", help="write the result here instead of stdout")
+    comp.add_argument(
+        "-p",
+        "--pipeline",
+        default="",
+        help="passes to run on the tile IR, e.g. 'canonicalize,cse,dce' (default: none)",
+    )
+    comp.add_argument(
+        "--tile",
+        metavar="DIM=SIZE,...",
+        help="pin tile sizes, e.g. --tile M=128,N=64 (as @kernel(tile={...}) does)",
+    )
+    comp.add_argument("--warps", type=int, help="pin the number of warps per block")
+    comp.add_argument("--stages", type=int, help="pin the number of pipeline stages")
+    _add_instrumentation_flags(comp)
+
     sub.add_parser("passes", help="list every pass with its summary and options")
     return parser
 
@@ -114,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "opt":
             return _opt(args)
+        if args.command == "compile":
+            return _compile(args)
         if args.command == "passes":
             return _passes()
     except TileError as e:
@@ -161,20 +196,10 @@ def _opt(args: argparse.Namespace) -> int:
     from tilec.ir.parser import parse_module
     from tilec.ir.printer import print_op
     from tilec.ir.verifier import verify
-    from tilec.passmanager import Instrumentation, PassManager
+    from tilec.passmanager import PassManager
 
     text, filename = _read_input(args.file)
-    instrumentation = Instrumentation(
-        print_ir_after_all=args.print_ir_after_all,
-        print_ir_before=_split_names(args.print_ir_before),
-        print_ir_after=_split_names(args.print_ir_after),
-        stop_after=args.stop_after,
-        dump_dir=args.dump_dir,
-        verify_each=args.verify_each,
-        timing=args.timing,
-        print_remarks=args.print_remarks,
-        print_locations=args.print_locations,
-    )
+    instrumentation = _instrumentation(args)
     outputs: list[str] = []
     failed = False
     for chunk, line_offset in _chunks(text, args.split_input_file):
@@ -200,14 +225,84 @@ def _opt(args: argparse.Namespace) -> int:
             )
         )
     result = f"{SPLIT_MARKER}\n".join(outputs)
-    if args.output and not failed:
-        tmp = args.output + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(result)
-        os.replace(tmp, args.output)
-    elif not args.output:
-        sys.stdout.write(result)
+    if not (failed and args.output):
+        _write_output(result, args.output)
     return 1 if failed else 0
+
+
+def _instrumentation(args: argparse.Namespace) -> Instrumentation:
+    return Instrumentation(
+        print_ir_after_all=args.print_ir_after_all,
+        print_ir_before=_split_names(args.print_ir_before),
+        print_ir_after=_split_names(args.print_ir_after),
+        stop_after=args.stop_after,
+        dump_dir=args.dump_dir,
+        verify_each=args.verify_each,
+        timing=args.timing,
+        print_remarks=args.print_remarks,
+        print_locations=args.print_locations,
+    )
+
+
+def _pinned_options(args: argparse.Namespace) -> dict[str, object]:
+    options: dict[str, object] = {}
+    if args.tile:
+        tile: dict[str, int] = {}
+        for item in args.tile.split(","):
+            name, eq, size = item.partition("=")
+            if not eq or not size.strip().isdigit():
+                raise TileError(
+                    f"--tile: expected DIM=SIZE, got '{item}'", hint="e.g. --tile M=128,N=64"
+                )
+            tile[name.strip()] = int(size)
+        options["tile"] = tile
+    if args.warps is not None:
+        options["warps"] = args.warps
+    if args.stages is not None:
+        options["stages"] = args.stages
+    return options
+
+
+def _compile(args: argparse.Namespace) -> int:
+    import tilec
+    from tilec.frontend import analyze, parse_source
+    from tilec.ir.printer import print_op
+
+    text, filename = _read_input(args.file)
+    program = analyze(parse_source(text, filename), _pinned_options(args) or None)
+    compiled = tilec.compiler.compile_program(
+        program,
+        kernels=args.kernel or None,
+        pipeline=args.pipeline,
+        instrumentation=_instrumentation(args),
+    )
+    if args.timing and compiled.pass_manager is not None:
+        sys.stderr.write(compiled.pass_manager.timing_report())
+    result = print_op(
+        compiled.module,
+        print_locations=args.print_locations,
+        remarks=compiled.pass_manager.context.remark_lookup()
+        if args.print_remarks and compiled.pass_manager is not None
+        else None,
+    )
+    _write_output(result, args.output)
+    return 0
+
+
+def _write_output(text: str, path: str | None) -> None:
+    """Write `text` to `path` atomically (never a half-written file), or to stdout."""
+    if not path:
+        sys.stdout.write(text)
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tilec-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def _passes() -> int:

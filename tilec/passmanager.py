@@ -361,8 +361,11 @@ class PassManager:
         with open(path, "w", encoding="utf-8") as f:
             f.write(self._text(module))
 
-    def run(self, module: Operation) -> Operation:
-        """Run the pipeline; returns the module (passes rewrite it in place)."""
+    def run(
+        self, module: Operation, after_each: Callable[[Pass, Operation], None] | None = None
+    ) -> Operation:
+        """Run the pipeline; returns the module (passes rewrite it in place). `after_each`
+        is called with each pass and the module once the pass has run and verified."""
         instr = self.instr
         self._dump("input", module)
         for p in self.passes:
@@ -377,14 +380,14 @@ class PassManager:
                 raise
             except Exception as e:
                 raise InternalCompilerError(
-                    p.name, e, _save_crash_ir(p.name, before_text, instr.dump_dir)
+                    p.name, e, save_crash_ir(p.name, before_text, instr.dump_dir)
                 ) from e
             self.timings.append((p.name, time.perf_counter() - start))
             if instr.verify_each:
                 try:
                     verify(module)
                 except VerifyError as e:
-                    path = _save_crash_ir(
+                    path = save_crash_ir(
                         p.name, print_op(module, print_locations=True), instr.dump_dir
                     )
                     raise InternalCompilerError(
@@ -393,6 +396,8 @@ class PassManager:
             if instr.print_ir_after_all or p.name in instr.print_ir_after:
                 self._print(f"IR Dump After {p.name}", module)
             self._dump(p.name, module)
+            if after_each is not None:
+                after_each(p, module)
             if instr.stop_after == p.name:
                 break
         return module
@@ -414,7 +419,7 @@ class PassManager:
         return iter(self.passes)
 
 
-def _save_crash_ir(pass_name: str, text: str | None, dump_dir: str | None) -> str | None:
+def save_crash_ir(pass_name: str, text: str | None, dump_dir: str | None) -> str | None:
     if text is None:
         return None
     directory = dump_dir or tempfile.gettempdir()

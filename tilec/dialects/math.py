@@ -43,6 +43,7 @@ __all__ = [
     "FmaOp",
     "Log2Op",
     "LogOp",
+    "PowFOp",
     "RsqrtOp",
     "SinOp",
     "SqrtOp",
@@ -233,3 +234,25 @@ class FmaOp(Operation):
             else:
                 y = round_exact(exact, dtype)
         return [from_numpy_scalar(y, t)]
+
+
+@register_op
+class PowFOp(Operation):
+    """`lhs` to the power `rhs` (C `pow` semantics: a negative base needs an integral exponent)."""
+
+    name = "math.powf"
+    summary = "lhs raised to the power rhs."
+    lhs = Operand(FLOAT_LIKE)
+    rhs = Operand(FLOAT_LIKE)
+    result = Result(FLOAT_LIKE)
+    traits = (Pure, SameOperandsAndResultType)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($result)"
+
+    def fold(self):
+        attrs = [constant_value(v) for v in (self.lhs, self.rhs)]
+        t = self.result.type
+        if any(a is None for a in attrs) or numpy_dtype(t) is None:
+            return None
+        x, y = (np.float64(to_numpy_scalar(a, t)) for a in attrs)
+        with np.errstate(all="ignore"):  # pow(-1, 0.5) = nan is the answer, not a warning
+            return [from_numpy_scalar(numpy_dtype(t).type(np.power(x, y)), t)]
