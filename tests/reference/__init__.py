@@ -1,0 +1,1 @@
+"""Reference implementations that tilec's results are checked against (Triton kernels)."""
