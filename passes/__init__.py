@@ -1,3 +1,9 @@
 """Passes over tilec IR (imported as `tilec.passes`): each module is one pass."""
 
-from tilec.passes import canonicalize, cse, dce  # noqa: F401  (registers the passes)
+from tilec.passes import (  # noqa: F401  (registers the passes)
+    assign_layouts,
+    canonicalize,
+    cse,
+    dce,
+    specialize,
+)

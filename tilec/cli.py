@@ -1,6 +1,10 @@
 """The `tilec` command line.
 
     tilec opt FILE.tir -p PIPELINE [-o OUT]    run passes over IR text (tilec's mlir-opt)
+    tilec compile FILE.tile [-k KERNEL]        the tile IR of a .tile file
+    tilec run FILE.tile -k KERNEL --sizes M=1000,N=777
+                                               the kernel in the interpreter, on random
+                                               inputs, checked against its numpy reference
     tilec passes                               every pass with its summary and options
     tilec --version
 
@@ -134,6 +138,40 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--stages", type=int, help="pin the number of pipeline stages")
     _add_instrumentation_flags(comp)
 
+    run = sub.add_parser(
+        "run",
+        help="run a kernel in the interpreter on random inputs, checked against its reference",
+        description=(
+            "Run a kernel of a .tile file in the reference interpreter on random inputs and "
+            "compare what it writes with the example's numpy reference (foo_reference.py "
+            "beside foo.tile, or --reference). Exit 0 when it matches or there is no "
+            "reference, 1 when it does not or the input is wrong."
+        ),
+    )
+    run.add_argument("file", help=".tile file")
+    run.add_argument("-k", "--kernel", help="the kernel to run (needed when the file has several)")
+    run.add_argument(
+        "--sizes",
+        metavar="DIM=N,...",
+        default="",
+        help="the extent of every dimension, e.g. --sizes M=1000,N=777,K=333",
+    )
+    run.add_argument(
+        "--tile",
+        metavar="DIM=SIZE,...",
+        help="tile sizes, e.g. --tile M=64,N=64 (default: pinned ones, else 16; whole "
+        "dimensions are covered)",
+    )
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument(
+        "--scalar",
+        metavar="NAME=VALUE,...",
+        help="values of scalar parameters, e.g. --scalar eps=1e-5 (default: the reference's "
+        "SCALARS, else random)",
+    )
+    run.add_argument("--reference", metavar="FILE.py", help="the numpy reference to check against")
+    run.add_argument("--rtol", type=float, help="relative tolerance for float outputs")
+
     sub.add_parser("passes", help="list every pass with its summary and options")
     return parser
 
@@ -149,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _opt(args)
         if args.command == "compile":
             return _compile(args)
+        if args.command == "run":
+            return _run(args)
         if args.command == "passes":
             return _passes()
     except TileError as e:
@@ -264,15 +304,15 @@ def _pinned_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    import tilec
-    from tilec.frontend import analyze, parse_source
+    from tilec.compiler import compile_module
+    from tilec.frontend import parse_source
     from tilec.ir.printer import print_op
 
     text, filename = _read_input(args.file)
-    program = analyze(parse_source(text, filename), _pinned_options(args) or None)
-    compiled = tilec.compiler.compile_program(
-        program,
+    compiled = compile_module(
+        parse_source(text, filename),
         kernels=args.kernel or None,
+        options=_pinned_options(args) or None,
         pipeline=args.pipeline,
         instrumentation=_instrumentation(args),
     )
@@ -287,6 +327,81 @@ def _compile(args: argparse.Namespace) -> int:
     )
     _write_output(result, args.output)
     return 0
+
+
+def _assignments(text: str | None, option: str, example: str) -> dict[str, str]:
+    """`A=1,B=2` as {"A": "1", "B": "2"}."""
+    result: dict[str, str] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip() or not value.strip():
+            raise TileError(f"{option}: expected NAME=VALUE, got '{item}'", hint=f"e.g. {example}")
+        result[name.strip()] = value.strip()
+    return result
+
+
+def _integers(text: str | None, option: str, example: str) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for name, value in _assignments(text, option, example).items():
+        try:
+            result[name] = int(value, 0)
+        except ValueError:
+            raise TileError(
+                f"{option}: {name}={value} is not an integer", hint=f"e.g. {example}"
+            ) from None
+    return result
+
+
+def _scalar_values(text: str | None) -> dict[str, int | float]:
+    values: dict[str, int | float] = {}
+    for name, value in _assignments(text, "--scalar", "--scalar eps=1e-5").items():
+        try:
+            values[name] = int(value, 0)
+        except ValueError:
+            try:
+                values[name] = float(value)
+            except ValueError:
+                raise TileError(f"--scalar: {name}={value} is not a number") from None
+    return values
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tilec.compiler import compile_program
+    from tilec.frontend import analyze, parse_source
+    from tilec.interp.runner import check_kernel, load_reference, reference_path
+
+    text, filename = _read_input(args.file)
+    program = analyze(parse_source(text, filename))
+    compiled = compile_program(program, kernels=[args.kernel] if args.kernel else None)
+    if args.kernel is None and len(compiled.kernels) != 1:
+        raise TileError(
+            f"{filename} has {len(compiled.kernels)} kernels; choose one with -k",
+            hint="kernels: " + ", ".join(compiled.kernels),
+        )
+    sizes = _integers(args.sizes, "--sizes", "--sizes M=1000,N=777")
+    tiles = _integers(args.tile, "--tile", "--tile M=64,N=64")
+    if args.reference is not None:
+        reference = load_reference(args.reference)
+    elif os.path.isfile(reference_path(filename)):
+        reference = load_reference(reference_path(filename))
+    else:
+        reference = None
+    report = check_kernel(
+        compiled,
+        compiled.kernels[0],
+        sizes,
+        tile_sizes=tiles or None,
+        seed=args.seed,
+        scalars=_scalar_values(args.scalar),
+        reference=reference,
+        rtol=args.rtol,
+    )
+    if reference is None:
+        report.note = f"no reference ({reference_path(filename)} does not exist)"
+    print(report.render())
+    return 0 if report.passed else 1
 
 
 def _write_output(text: str, path: str | None) -> None:

@@ -21,11 +21,12 @@ from tilec.dialects.builtin import ModuleOp
 from tilec.frontend import analyze, parse_file, parse_source
 from tilec.frontend.irgen import generate_ir
 from tilec.frontend.sema import Program
+from tilec.frontend.syntax import FunctionDef, Module
 from tilec.ir.printer import print_op
 from tilec.ir.verifier import VerifyError, verify
 from tilec.passmanager import Instrumentation, PassManager, Remark, save_crash_ir
 
-__all__ = ["CompiledProgram", "Stage", "compile", "compile_program"]
+__all__ = ["CompiledProgram", "Stage", "compile", "compile_module", "compile_program"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def compile(
 ) -> CompiledProgram:
     """Compile a `.tile` file (a path) or tile source text (a string holding a `def`).
 
-    `kernels` picks kernels by name (default: all); `options` pins decisions for every kernel
+    `kernels` picks kernels by name (default: all; the IR lists them in that order); only
+    those are analysed and compiled. `options` pins decisions for each of them
     (`{"tile": {"M": 128}, "warps": 4, "stages": 3}`), over what `@kernel(...)` in the source
     says. Raises `TileError` for any mistake in the input.
     """
@@ -78,10 +80,49 @@ def compile(
         module_ast = parse_file(source_or_path)
     else:
         module_ast = parse_source(str(source_or_path), "<string>")
-    program = analyze(module_ast, options)
+    return compile_module(
+        module_ast,
+        kernels=kernels,
+        options=options,
+        pipeline=pipeline,
+        instrumentation=instrumentation,
+    )
+
+
+def compile_module(
+    module: Module,
+    *,
+    kernels: Sequence[str] | None = None,
+    options: Mapping[str, object] | None = None,
+    pipeline: str = "",
+    instrumentation: Instrumentation | None = None,
+) -> CompiledProgram:
+    """Analysis, IR generation and passes for a parsed module (what `compile` and
+    `tilec compile` share).
+
+    With `kernels`, the other kernels are left out before analysis: `options` pin the chosen
+    kernels only, so `-k attention --tile M=64` works in a file whose other kernels have no M.
+    """
+    if kernels:
+        module = _select_kernels(module, kernels)
+    program = analyze(module, options)
     return compile_program(
         program, kernels=kernels, pipeline=pipeline, instrumentation=instrumentation
     )
+
+
+def _select_kernels(module: Module, kernels: Sequence[str]) -> Module:
+    defined = [s.name for s in module.body if isinstance(s, FunctionDef)]
+    for name in kernels:
+        if name not in defined:
+            raise TileError(
+                f"no kernel named '{name}'",
+                Location(module.filename, 0, 0),
+                hint="the kernels in this file are: " + (", ".join(defined) or "none"),
+            )
+    # Top-level statements other than kernels stay, so that they are still reported.
+    body = tuple(s for s in module.body if not isinstance(s, FunctionDef) or s.name in kernels)
+    return Module(body, module.filename)
 
 
 def compile_program(
@@ -93,12 +134,14 @@ def compile_program(
 ) -> CompiledProgram:
     """IR generation and passes for an analysed program (the part `compile` shares with jit)."""
     names = [k.name for k in program.kernels]
+    if kernels:
+        kernels = list(dict.fromkeys(kernels))  # `-k k -k k` asks for one kernel, once
     for name in kernels or ():
         if name not in names:
             raise TileError(
-                f"no kernel named '{name}' in {program.filename}",
+                f"no kernel named '{name}'",
                 Location(program.filename, 0, 0),
-                hint="kernels in this file: " + (", ".join(names) or "none"),
+                hint="the kernels in this file are: " + (", ".join(names) or "none"),
             )
     try:
         module = generate_ir(program, list(kernels) if kernels else None)
@@ -109,7 +152,8 @@ def compile_program(
     try:
         verify(module)
     except VerifyError as e:
-        path = save_crash_ir("irgen", print_op(module, print_locations=True), None)
+        dump_dir = instrumentation.dump_dir if instrumentation is not None else None
+        path = save_crash_ir("irgen", print_op(module, print_locations=True), dump_dir)
         raise InternalCompilerError(
             "irgen", RuntimeError(f"IR generation produced invalid IR: {e.render()}"), path
         ) from e

@@ -19,7 +19,8 @@ A pass is a small class:
             ctx.remark(op, "3 stages: 96 KiB of shared memory fits 2 blocks per SM")
 
 A pipeline is written `canonicalize,cse,pipeline{stages=3}`; options inside braces are
-separated by spaces or commas. `PassManager` runs one with the instrumentation that
+separated by spaces or commas, and a value that holds either is quoted
+(`specialize{tiles="BM=64,BN=32"}`). `PassManager` runs one with the instrumentation that
 `tilec opt` exposes: IR printed before/after passes, numbered dumps, verification after each
 pass, per-pass timing, and stopping after a pass.
 """
@@ -157,7 +158,9 @@ class Pass:
 def _format_option(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
-    return str(v)
+    text = str(v)
+    # A value with separators in it is quoted, as the pipeline parser reads it back.
+    return f'"{text}"' if isinstance(v, str) and any(c in text for c in " ,{}") else text
 
 
 def _option_type(cls: type[Pass], f: dataclasses.Field) -> Any:
@@ -228,7 +231,7 @@ def parse_pipeline(text: str) -> list[Pass]:
             raise err(f"unknown pass '{name}'", start, hint)
         values: dict[str, Any] = {}
         if pos < n and text[pos] == "{":
-            close_at = text.find("}", pos)
+            close_at = _find_closing_brace(text, pos)
             if close_at == -1:
                 raise err(f"'{{' after '{name}' is never closed", pos)
             values = _parse_options(cls, text, pos + 1, close_at, err)
@@ -237,6 +240,22 @@ def parse_pipeline(text: str) -> list[Pass]:
             raise err(f"expected ',' between passes, found '{text[pos]}'", pos)
         result.append(cls(cls.Options(**values)))
     return result
+
+
+def _find_closing_brace(text: str, open_at: int) -> int:
+    """The index of the `}` that closes the options opened at `open_at` (-1: none), skipping
+    quoted values."""
+    pos = open_at + 1
+    while pos < len(text):
+        if text[pos] == '"':
+            closing = text.find('"', pos + 1)
+            if closing == -1:
+                return -1
+            pos = closing
+        elif text[pos] == "}":
+            return pos
+        pos += 1
+    return -1
 
 
 def _parse_options(cls: type[Pass], text: str, start: int, end: int, err) -> dict[str, Any]:
@@ -250,9 +269,16 @@ def _parse_options(cls: type[Pass], text: str, start: int, end: int, err) -> dic
             break
         item_end = pos
         while item_end < end and text[item_end] not in " ,":
+            if text[item_end] == '"':  # a quoted value may hold separators: tiles="BM=64,BN=64"
+                closing = text.find('"', item_end + 1, end)
+                if closing == -1:
+                    raise err("'\"' in an option value is never closed", item_end)
+                item_end = closing
             item_end += 1
         item = text[pos:item_end]
         key, eq, raw = item.partition("=")
+        if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+            raw = raw[1:-1]
         f = fields_by_name.get(key)
         if f is None:
             valid = (

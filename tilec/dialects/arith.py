@@ -278,7 +278,8 @@ class NegFOp(Operation):
 
 
 def _bool_like(t: Type) -> Type:
-    return TileType(t.shape, i1) if isinstance(t, TileType) else i1
+    # A comparison's i1 tile is held like its operands (same layout).
+    return TileType(t.shape, i1, t.layout) if isinstance(t, TileType) else i1
 
 
 CMPF_PREDICATES = (

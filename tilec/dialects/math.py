@@ -77,8 +77,41 @@ class _Unary(Operation):
         return [from_numpy_scalar(y, t)]
 
 
+# erf, vectorised (numpy has none, and the interpreter must not call math.erf per element):
+# a Taylor expansion around the nearest of the points 0, 1/32, ..., 6, where erf is tabulated
+# with math.erf. The derivatives of erf are 2/sqrt(pi) * (-1)^(k-1) H_(k-1)(x) e^(-x^2)
+# (Hermite polynomials), and |h| <= 1/64 makes 14 terms more than enough: the result is within
+# 2 ulps of math.erf in f64 and rounds to the same f32 and f16. Past 6, erf is 1 in f64.
+_ERF_STEPS_PER_UNIT = 32
+_ERF_TERMS = 14
+
+
+def _erf_table() -> tuple[np.ndarray, np.ndarray]:
+    """erf at the table points, and the Taylor coefficients there (highest power first)."""
+    points = np.arange(6 * _ERF_STEPS_PER_UNIT + 1) / _ERF_STEPS_PER_UNIT
+    values = np.array([math.erf(float(p)) for p in points])
+    scale = 2 / math.sqrt(math.pi) * np.exp(-points * points)
+    hermite_previous, hermite = np.zeros_like(points), np.ones_like(points)  # H_-1, H_0
+    coefficients = []
+    for k in range(1, _ERF_TERMS + 1):  # the coefficient of h^k uses H_(k-1)
+        coefficients.append(scale * (-1) ** (k - 1) * hermite / math.factorial(k))
+        hermite_previous, hermite = hermite, 2 * points * hermite - 2 * (k - 1) * hermite_previous
+    return values, np.stack(coefficients[::-1])
+
+
+_ERF_VALUES, _ERF_COEFFICIENTS = _erf_table()
+
+
 def _erf(x: Any) -> Any:
-    return np.float64(math.erf(float(x)))  # numpy has no erf
+    x = np.asarray(x, dtype=np.float64)
+    magnitude = np.minimum(np.nan_to_num(np.abs(x), nan=0.0), 6.0)
+    nearest = np.rint(magnitude * _ERF_STEPS_PER_UNIT).astype(np.intp)
+    h = magnitude - nearest / _ERF_STEPS_PER_UNIT  # exact
+    correction = np.zeros_like(h)
+    for row in _ERF_COEFFICIENTS:
+        correction = (correction + row[nearest]) * h
+    y = np.where(magnitude >= 6.0, 1.0, _ERF_VALUES[nearest] + correction)
+    return np.copysign(np.where(np.isnan(x), x, y), x)
 
 
 def _rsqrt(x: Any) -> Any:

@@ -393,6 +393,7 @@ _DOT_ACCUMULATORS: dict[Type, Type] = {
     FloatType("f16"): f32,
     FloatType("bf16"): f32,
     f32: f32,
+    FloatType("f64"): FloatType("f64"),
     IntegerType(8): i32,
 }
 
@@ -401,8 +402,9 @@ _DOT_ACCUMULATORS: dict[Type, Type] = {
 class DotOp(Operation):
     """`a @ b + acc`: a matrix product of an MxK and a KxN tile, accumulated into MxN `acc`.
 
-    `a` and `b` have the same element type (f16, bf16, f32 or i8); the accumulator is f32, or
-    i32 for i8. The result has the accumulator's type.
+    `a` and `b` have the same element type (f16, bf16, f32, f64 or i8); the accumulator is f32,
+    or f64 for f64 and i32 for i8. The result has the accumulator's type. The products are
+    summed in the accumulator's type, in an unspecified order.
     """
 
     name = "tile.dot"
@@ -431,7 +433,7 @@ class DotOp(Operation):
             )
         expected_acc = _DOT_ACCUMULATORS.get(a.element)
         if expected_acc is None:
-            raise self.error(f"element type {a.element} is not supported (f16, bf16, f32, i8)")
+            raise self.error(f"element type {a.element} is not supported (f16, bf16, f32, f64, i8)")
         if acc.element != expected_acc:
             raise self.error(
                 f"accumulator must be {expected_acc} for {a.element} operands, got {acc.element}"

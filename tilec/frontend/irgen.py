@@ -25,7 +25,10 @@ Every op carries the source location of the construct it came from.
 
 from __future__ import annotations
 
+import math as math_module
 from collections.abc import Callable
+
+import numpy as np
 
 from tilec.diagnostics import Location
 from tilec.dialects import arith, math, scf
@@ -35,6 +38,7 @@ from tilec.frontend import sema
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Region, Value
+from tilec.ir.folding import numpy_dtype
 from tilec.ir.types import (
     SCALAR_TYPES,
     FloatType,
@@ -68,6 +72,7 @@ def ir_type(t: sema.TileType) -> Type:
 
 _CMPF = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _CMPI = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+_CMPI_BOOL = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
 _FLOAT_BINARY = {
     "add": arith.AddFOp,
     "sub": arith.SubFOp,
@@ -207,7 +212,7 @@ class _KernelGenerator:
         if e == i1:
             attr = BoolAttr(bool(value))
         elif isinstance(e, FloatType):
-            attr = FloatAttr(float(value))
+            attr = FloatAttr(_in_float_range(float(value), t))
         else:
             attr = IntegerAttr(int(value))
         if isinstance(t, TileType):
@@ -286,6 +291,13 @@ class _KernelGenerator:
             elif idx.kind is sema.IndexKind.WHOLE:
                 offsets.append(self.index_constant(0))
                 shape.append(idx.size)
+            elif isinstance(idx.value, sema.LoopIndex):
+                # An element variable is already an index: no round trip through i32.
+                offsets.append(self.offsets[id(idx.value.var)])
+                shape.append(1)
+            elif isinstance(idx.value, sema.Constant):
+                offsets.append(self.index_constant(int(idx.value.value)))
+                shape.append(1)
             else:
                 assert idx.value is not None
                 offsets.append(self.as_index(self.expr(idx.value, env)))
@@ -319,6 +331,8 @@ class _KernelGenerator:
                 offsets=offsets,
                 result_types=[TileType(full_shape, element_type(t))],
             ).result
+            if not e.type.shape:
+                return self.extract_scalar(loaded)
             if full_shape != tuple(e.type.shape):
                 loaded = b.create(T.ReshapeOp, input=loaded, result_types=[t]).result
             return loaded
@@ -353,6 +367,8 @@ class _KernelGenerator:
         if isinstance(e, sema.Cast):
             return self.cast(self.expr(e.operand, env), t)
         if isinstance(e, sema.Broadcast):
+            if isinstance(e.operand, sema.Constant):  # a literal met a tile: a constant tile
+                return self.constant(e.operand.value, t)
             return self.broadcast(self.expr(e.operand, env), t)
         if isinstance(e, sema.ExpandDims):
             x = self.expr(e.operand, env)
@@ -377,7 +393,9 @@ class _KernelGenerator:
         if e.op in sema.COMPARISONS:
             if is_float:
                 return b.create(arith.CmpFOp, predicate=_CMPF[e.op], lhs=lhs, rhs=rhs).result
-            return b.create(arith.CmpIOp, predicate=_CMPI[e.op], lhs=lhs, rhs=rhs).result
+            # The IR reads i1 as signed (true is -1); the language orders False < True.
+            predicates = _CMPI_BOOL if element_type(lhs.type) == i1 else _CMPI
+            return b.create(arith.CmpIOp, predicate=predicates[e.op], lhs=lhs, rhs=rhs).result
         table = _FLOAT_BINARY if is_float else _INT_BINARY
         op = table.get(e.op)
         if op is not None:
@@ -454,6 +472,19 @@ class _KernelGenerator:
             return x
         return self.b.create(T.CastOp, input=x, result_types=[t]).result
 
+    def extract_scalar(self, x: Value) -> Value:
+        """The one element of a tile whose dimensions are all 1, as a scalar.
+
+        The tile dialect has no extract op; reducing a one-element tile along its only axis
+        gives exactly that element (max: no identity enters, -0.0 and NaN come through).
+        """
+        t = x.type
+        assert isinstance(t, TileType) and all(d == 1 for d in t.shape)
+        if t.rank != 1:
+            x = self.b.create(T.ReshapeOp, input=x, result_types=[TileType((1,), t.element)])
+            x = x.result
+        return self.b.create(T.ReduceOp, kind="max", input=x, axis=0).result
+
     def as_index(self, x: Value) -> Value:
         if x.type == index:
             return x
@@ -513,15 +544,20 @@ class _KernelGenerator:
         narrow_float = isinstance(result_elem, FloatType) and result_elem.width < 32
         if e.kind in ("sum", "mean") and narrow_float:
             acc_elem = SCALAR_TYPES["f32"]
+        booleans = result_elem == i1
+        if booleans:
+            # max/min of i1 values are any/all (False < True); the IR orders i1 as signed
+            # (true is -1), so reduce them as the integers 0 and 1.
+            acc_elem = i32
         if element_type(x.type) != acc_elem:
             x = self.cast(x, TileType(x.type.shape, acc_elem))
         kind = "sum" if e.kind == "mean" else e.kind
-        is_float = isinstance(acc_elem, FloatType)
-        identity = {
-            "sum": 0,
-            "max": float("-inf") if is_float else _int_min(acc_elem),
-            "min": float("inf") if is_float else _int_max(acc_elem),
-        }[kind]
+        if isinstance(acc_elem, FloatType):
+            identity: int | float = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[kind]
+        elif booleans:  # any of nothing is False, all of nothing is True
+            identity = {"max": 0, "min": 1}[kind]
+        else:
+            identity = {"sum": 0, "max": _int_min(acc_elem), "min": _int_max(acc_elem)}[kind]
         for axis, extent in zip(e.axes, e.extents):
             if extent is not None:
                 x = self.mask_padding(x, axis, extent, identity)
@@ -537,7 +573,11 @@ class _KernelGenerator:
             assert count is not None
             as_float = b.create(arith.SIToFPOp, input=count, result_types=[acc_elem]).result
             x = b.create(arith.DivFOp, lhs=x, rhs=self.broadcast(as_float, x.type)).result
-        if e.keepdims:
+        if e.keepdims and not isinstance(x.type, TileType):
+            # Every axis was reduced: the scalar becomes a tile of ones (expand_dims takes tiles).
+            kept = TileType(tuple(1 for _ in e.operand.type.shape), element_type(x.type))
+            x = b.create(T.SplatOp, input=x, result_types=[kept]).result
+        elif e.keepdims:
             for axis in sorted(e.axes):
                 x = b.create(T.ExpandDimsOp, input=x, axis=axis).result
         return self.cast(x, result_t)
@@ -572,9 +612,22 @@ def _zero_padded(e: sema.Expr) -> bool:
     """Whether the lanes of `e` outside its tensor read as 0 (loads, and what keeps zeros)."""
     if isinstance(e, sema.Load):
         return True
-    if isinstance(e, (sema.Transpose, sema.Cast, sema.ExpandDims, sema.Broadcast)):
+    # Not Broadcast: stretching an axis of size 1 repeats a real value into padding lanes.
+    if isinstance(e, (sema.Transpose, sema.Cast, sema.ExpandDims)):
         return _zero_padded(e.operand)
     return False
+
+
+def _in_float_range(value: float, t: Type) -> float:
+    """`value` as a constant of float type `t`: a finite value beyond the type's range is
+    ±inf, as converting it at run time would give (`x_f16 * 1e5` multiplies by inf). The IR
+    refuses a finite constant that would overflow, so the frontend writes the inf itself."""
+    dtype = numpy_dtype(t)
+    if dtype is None or not math_module.isfinite(value):
+        return value
+    with np.errstate(over="ignore"):
+        rounded = float(dtype.type(value))
+    return rounded if math_module.isinf(rounded) else value
 
 
 def _int_min(t: Type) -> int:

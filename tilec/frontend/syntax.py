@@ -12,17 +12,22 @@ The tree is purely syntactic: names are not resolved and nothing is typed; `sema
 from __future__ import annotations
 
 import ast as python_ast
+import hashlib
 import keyword
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Union
 
 from lark import Lark, Token, Transformer
+from lark import __version__ as lark_version
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lark import PostLex
 
+from tilec.cache import cache_dir, write_atomically
 from tilec.diagnostics import Location, TileError, register_source
 from tilec.grammar import grammar_text
 
@@ -824,15 +829,7 @@ class _Parser:
     def __init__(self) -> None:
         self.indenter = _Indenter()
         self.builder = _AstBuilder()
-        self.lark = Lark(
-            grammar_text(),
-            parser="lalr",
-            lexer="contextual",
-            postlex=self.indenter,
-            transformer=self.builder,
-            maybe_placeholders=True,
-            lexer_callbacks={"NAME": self._check_name},
-        )
+        self.lark = self._build()
         self.literals = {
             t.name: t.pattern.value
             for t in self.lark.terminals
@@ -840,6 +837,46 @@ class _Parser:
         }
         # The parser, its post-lexer and its builder keep per-parse state.
         self.lock = threading.Lock()
+
+    def _build(self) -> Lark:
+        """The LALR parser, from its tables in tilec's cache directory when they are there.
+
+        Analysing the grammar takes about 0.35 s, loading the tables about 20 ms: this is most
+        of the start-up time of every `tilec compile`. The file name holds a hash of the
+        grammar and the parser options, and the lark and Python versions, so a file is only
+        ever read by the tilec it was made for; one that cannot be loaded is rebuilt and
+        replaced.
+        """
+        grammar = grammar_text()
+        analysis = {"parser": "lalr", "lexer": "contextual", "maybe_placeholders": True}
+        # What cannot be pickled is given again on every load (as lark's own cache= does).
+        runtime = {
+            "postlex": self.indenter,
+            "transformer": self.builder,
+            "lexer_callbacks": {"NAME": self._check_name},
+        }
+        directory = cache_dir()
+        path = None
+        if directory is not None:
+            key = hashlib.sha256((grammar + repr(analysis)).encode()).hexdigest()[:16]
+            python = "".join(map(str, sys.version_info[:2]))
+            path = directory / f"tile-parser-{key}-lark{lark_version}-py{python}.pickle"
+            try:
+                with open(path, "rb") as tables:
+                    # Lark.load takes no options; _load is the loader behind lark's cache=.
+                    return Lark.__new__(Lark)._load(tables, **runtime)
+            except Exception:  # missing, damaged, or from another lark: build it (again)
+                pass
+        parser = Lark(grammar, **analysis, **runtime)
+        if path is not None:
+
+            def save(fresh: Path) -> None:
+                with open(fresh, "wb") as tables:
+                    parser.save(tables, exclude_options=tuple(runtime))
+
+            # Written under another name, then renamed: concurrent readers see a whole file.
+            write_atomically(path, save)
+        return parser
 
     def _check_name(self, token: Token) -> Token:
         # The contextual lexer reads a keyword as NAME where the keyword cannot appear.

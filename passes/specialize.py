@@ -1,0 +1,301 @@
+"""The `specialize` pass: binds every tile-size symbol to a concrete power-of-two size.
+
+After it, a kernel has static tile shapes: `tile.symbol "BM"` is an `arith.constant`, and every
+`tile<BMx...>` type (op results, loop-carried values, block arguments, shared buffers) has
+integer dimensions. Tensor views keep their symbolic extents: those are runtime values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError
+from tilec.dialects import arith
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
+from tilec.ir.core import Operation
+from tilec.ir.types import SYMBOL_RE, SharedType, TensorType, TileType, Type, index
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["Specialize", "parse_assignments"]
+
+
+@register_pass
+class Specialize(Pass):
+    """Chooses a power-of-two size for every tile-size symbol and rewrites the kernel to static
+    tile shapes.
+
+    Sizes come from, in order: the kernel's pins (`tilec.pinned_tiles`); the option `tiles`
+    (`tiles="BM=64,BN=32"`, symbol names); for a dimension used whole (`tilec.whole_dims`),
+    the next power of two at least its extent, given by the option `extents` (`extents="N=777"`)
+    or else the default maximum `max_extent`; otherwise a heuristic. The heuristic starts tiled
+    dimensions at 64 and contracted dimensions (K of a `tile.dot`) at 32, doubles tiled sizes
+    while every tile holds fewer than `min_tile_elements` elements (so a 1-D kernel gets work for
+    every thread), then halves the largest free size of any tile holding more than
+    `max_tile_elements` (32 values per thread at 4 warps: registers stay sane); a free size is
+    never 1 and never more than the next power of two over a known extent. Stage E's tiling
+    pass replaces the heuristic, not this mechanism.
+    Writes `tilec.tile_sizes = [["BM", 64], ...]` on each kernel, and for whole dimensions
+    `tilec.max_extent = [["N", 1024], ...]`: the largest extent the kernel handles, which a
+    launch must check. Assumes the frontend's conventions: symbol `B<D>` tiles dimension `D`.
+    Remarks: per kernel, each size chosen and why.
+    """
+
+    name = "specialize"
+    summary = "Bind tile-size symbols to power-of-two sizes (static tile shapes)"
+
+    @dataclass
+    class Options:
+        tiles: str = option("", 'tile sizes by symbol, e.g. "BM=64,BN=32" (pins win)')
+        extents: str = option("", 'known extents by dimension, e.g. "N=777"')
+        max_extent: int = option(1024, "extent assumed for a whole dimension of unknown extent")
+        min_tile_elements: int = option(1024, "grow free sizes until some tile has this many")
+        max_tile_elements: int = option(4096, "shrink free sizes of tiles larger than this")
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        opts = self.options
+        tiles = parse_assignments(opts.tiles, "tiles")
+        extents = parse_assignments(opts.extents, "extents")
+        for name, size in tiles.items():
+            if not _is_power_of_two(size):
+                raise TileError(f"specialize: tile size {name}={size} is not a power of two")
+        for name, value in (("max_extent", opts.max_extent),):
+            if value < 1:
+                raise TileError(f"specialize: option '{name}' must be at least 1, got {value}")
+        kernels = [op for op in module.walk() if isinstance(op, FuncOp)]
+        used = {s for k in kernels for s in _symbols(k)}
+        unknown = sorted(set(tiles) - used)
+        if unknown:
+            raise TileError(
+                f"specialize: option tiles names {', '.join(unknown)}, which no kernel uses",
+                hint="symbols in this module: " + (", ".join(sorted(used)) or "none"),
+            )
+        for kernel in kernels:
+            if _symbols(kernel):
+                _specialize_kernel(kernel, tiles, extents, opts, ctx)
+
+
+def parse_assignments(text: str, option_name: str) -> dict[str, int]:
+    """`"BM=64,BN=32"` -> {"BM": 64, "BN": 32} (also `;` or spaces between entries)."""
+    result: dict[str, int] = {}
+    for item in text.replace(";", ",").replace(" ", ",").split(","):
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        if not eq or not SYMBOL_RE.fullmatch(key) or not value.isdigit():
+            raise TileError(
+                f"specialize: option {option_name} entry '{item}' is not NAME=SIZE",
+                hint=f'write e.g. {option_name}="{"BM=64,BN=32" if option_name == "tiles" else "N=777"}"',
+            )
+        result[key] = int(value)
+    return result
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _symbols(kernel: FuncOp) -> set[str]:
+    """The tile-size symbols a kernel still uses: in tile and shared types and `tile.symbol`."""
+    found: set[str] = set()
+    for op in kernel.walk():
+        if isinstance(op, T.SymbolOp):
+            found.add(op.symbol)
+        for v in _defined_values(op):
+            if isinstance(v.type, (TileType, SharedType)):
+                found.update(d for d in v.type.shape if isinstance(d, str))
+    return found
+
+
+def _defined_values(op: Operation):
+    yield from op.results
+    for region in op.regions:
+        for block in region.blocks:
+            yield from block.args
+
+
+def _pairs(kernel: FuncOp, attr: str) -> list[tuple[str, object]]:
+    a = kernel.attributes.get(attr)
+    return [tuple(p) for p in a.value] if a is not None else []  # type: ignore[misc]
+
+
+@dataclass
+class _Symbol:
+    """What is known about one symbol while choosing its size."""
+
+    name: str
+    size: int
+    reason: str
+    free: bool  # chosen by the heuristic: may grow or shrink
+    contracted: bool = False
+    cap: int | None = None  # a free size never exceeds this (a known extent, rounded up)
+    adjusted: str = ""  # how the heuristic moved a free size from its start, and why
+
+    def explain(self) -> str:
+        return self.reason + (f", {self.adjusted}" if self.adjusted else "")
+
+
+def _specialize_kernel(
+    kernel: FuncOp,
+    tiles: dict[str, int],
+    extents: dict[str, int],
+    opts: Specialize.Options,
+    ctx: PassContext,
+) -> None:
+    names = _symbols(kernel)
+    grid = [str(symbol) for _, symbol in _pairs(kernel, "tilec.grid")]
+    names.update(s for s in grid if SYMBOL_RE.fullmatch(s))
+    pinned = {str(s): int(n) for s, n in _pairs(kernel, "tilec.pinned_tiles")}  # type: ignore[call-overload]
+    whole_attr = kernel.attributes.get("tilec.whole_dims")
+    whole = {"B" + d: d for d in (whole_attr.value if whole_attr is not None else ())}
+    contracted = {
+        op.a.type.shape[1]
+        for op in kernel.walk()
+        if isinstance(op, T.DotOp) and isinstance(op.a.type.shape[1], str)
+    }
+    tensor_dims = {
+        d for a in kernel.arguments if isinstance(a.type, TensorType) for d in a.type.shape
+    }
+    symbols: dict[str, _Symbol] = {}
+    max_extents: dict[str, int] = {}
+    for name in sorted(names):
+        dim = name[1:]
+        if name in pinned:
+            symbols[name] = _Symbol(name, pinned[name], "pinned by the kernel", free=False)
+            if name in tiles and tiles[name] != pinned[name]:
+                symbols[name].reason += f" (option tiles {name}={tiles[name]} ignored)"
+        elif name in tiles:
+            symbols[name] = _Symbol(name, tiles[name], "option tiles", free=False)
+        elif name in whole:
+            if dim in extents:
+                size = _next_power_of_two(extents[dim])
+                reason = f"whole dim {dim} of extent {extents[dim]}"
+            else:
+                size = _next_power_of_two(opts.max_extent)
+                reason = (
+                    f"whole dim {dim} of unknown extent: default maximum {size} (option "
+                    f"max_extent), larger {dim} is rejected at launch"
+                )
+            symbols[name] = _Symbol(name, size, reason, free=False)
+            max_extents[dim] = size
+        else:
+            is_contracted = name in contracted
+            start = 32 if is_contracted else 64
+            cap = _next_power_of_two(extents[dim]) if dim in extents else None
+            if dim not in tensor_dims and name not in grid:
+                what = "symbol"
+            else:
+                what = "contracted dim" if is_contracted else "tiled dim"
+            symbols[name] = _Symbol(
+                name,
+                max(2, min(start, cap)) if cap else start,
+                f"{what} {dim}: heuristic start {start}",
+                free=True,
+                contracted=is_contracted,
+                cap=cap,
+            )
+    shapes = _tile_shapes(kernel)
+    _grow(symbols, shapes, opts.min_tile_elements)
+    _shrink(symbols, shapes, opts.max_tile_elements)
+    _rewrite(kernel, {s.name: s.size for s in symbols.values()})
+    ordered = [s for s in grid if s in symbols] + sorted(set(symbols) - set(grid))
+    kernel.attributes["tilec.tile_sizes"] = ArrayAttr(
+        tuple(ArrayAttr((StringAttr(s), IntegerAttr(symbols[s].size))) for s in ordered)
+    )
+    if max_extents:
+        kernel.attributes["tilec.max_extent"] = ArrayAttr(
+            tuple(
+                ArrayAttr((StringAttr(d), IntegerAttr(n))) for d, n in sorted(max_extents.items())
+            )
+        )
+    ctx.remark(
+        kernel,
+        "tile sizes: "
+        + "; ".join(f"{s}={symbols[s].size} ({symbols[s].explain()})" for s in ordered),
+    )
+
+
+def _tile_shapes(kernel: FuncOp) -> list[tuple]:
+    """The distinct shapes of the kernel's tiles (as written, with symbols)."""
+    shapes: set[tuple] = set()
+    for op in kernel.walk():
+        for v in _defined_values(op):
+            if isinstance(v.type, TileType):
+                shapes.add(v.type.shape)
+    return sorted(shapes, key=str)
+
+
+def _elements(shape: tuple, symbols: dict[str, _Symbol]) -> int:
+    n = 1
+    for d in shape:
+        n *= symbols[d].size if isinstance(d, str) else (d if isinstance(d, int) else 1)
+    return n
+
+
+def _grow(symbols: dict[str, _Symbol], shapes: list[tuple], minimum: int) -> None:
+    """Double the smallest free, uncontracted size of the largest tile while every tile holds
+    fewer than `minimum` elements (a 64-element vector tile would idle most of a block)."""
+    while shapes:
+        largest = max(shapes, key=lambda s: _elements(s, symbols))
+        if _elements(largest, symbols) >= minimum:
+            return
+        growable = [
+            symbols[d]
+            for d in largest
+            if isinstance(d, str)
+            and symbols[d].free
+            and not symbols[d].contracted
+            and (symbols[d].cap is None or symbols[d].size < symbols[d].cap)
+        ]
+        if not growable:
+            return
+        s = min(growable, key=lambda s: (s.size, s.name))
+        s.size *= 2
+        s.adjusted = f"grown to {s.size} so that a tile holds ≥ {minimum} elements"
+
+
+def _shrink(symbols: dict[str, _Symbol], shapes: list[tuple], maximum: int) -> None:
+    """Halve the largest free size of the largest tile over `maximum` elements, repeatedly."""
+    while True:
+        over = [
+            s
+            for s in shapes
+            if _elements(s, symbols) > maximum
+            and any(isinstance(d, str) and symbols[d].free and symbols[d].size > 2 for d in s)
+        ]
+        if not over:
+            return
+        largest = max(over, key=lambda s: _elements(s, symbols))
+        s = max(
+            (symbols[d] for d in largest if isinstance(d, str) and symbols[d].free),
+            key=lambda s: (s.size, s.name),
+        )
+        s.size //= 2
+        shape = "x".join(str(d) for d in largest)
+        s.adjusted = f"halved to {s.size} so that tile {shape} holds ≤ {maximum} elements"
+
+
+def _static(t: Type, sizes: dict[str, int]) -> Type:
+    if isinstance(t, TileType):
+        return TileType(tuple(sizes.get(d, d) for d in t.shape), t.element, t.layout)  # type: ignore[arg-type]
+    if isinstance(t, SharedType):
+        return SharedType(tuple(sizes.get(d, d) for d in t.shape), t.element, t.layout)  # type: ignore[arg-type]
+    return t
+
+
+def _rewrite(kernel: FuncOp, sizes: dict[str, int]) -> None:
+    for op in list(kernel.walk()):
+        for v in _defined_values(op):
+            v.type = _static(v.type, sizes)
+        if isinstance(op, T.SymbolOp) and op.symbol in sizes:
+            constant = arith.ConstantOp.make(
+                value=sizes[op.symbol], result_types=[index], loc=op.loc
+            )
+            constant.results[0].name_hint = op.result.name_hint
+            op.parent.insert(op.parent.ops.index(op), constant)
+            op.replace_with([constant.result])

@@ -1,0 +1,236 @@
+"""`tilec compile` as a user runs it (a subprocess): errors with carets and exit codes, no
+traceback, output files written whole or not at all, dumps and printing around passes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import tilec
+
+TILEC = os.path.join(os.path.dirname(sys.executable), "tilec")
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+def scale(x: f32[N], y: f32[N], alpha: f32):
+    for tn in tiles(N):
+        y[tn] = x[tn] * alpha
+"""
+
+BAD = """\
+def scale(x: f32[N], y: f32[N], alpha: f32):
+    for tn in tiles(N):
+        y[tn] = x[tn] * alpah
+"""
+
+SYNTAX = """\
+def scale(x: f32[N], y: f32[N], alpha: f32)
+    for tn in tiles(N):
+        y[tn] = x[tn] * alpha
+"""
+
+
+def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [TILEC, *args], input=stdin, capture_output=True, text=True, check=False, cwd=cwd
+    )
+
+
+def test_compile_prints_the_tile_ir(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "--emit", "tir", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout == tilec.compile(GOOD).tir
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile"]
+
+
+def test_emit_defaults_to_tile_ir(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    assert run("compile", "k.tile", cwd=tmp_path).stdout == tilec.compile(GOOD).tir
+
+
+def test_a_wrong_program_is_located_with_a_caret_and_writes_nothing(tmp_path):
+    (tmp_path / "bad.tile").write_text(BAD)
+    result = run("compile", "bad.tile", "-o", "out.tir", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.split("\n") == [
+        "bad.tile:3:25: error: unknown name 'alpah'",
+        "        y[tn] = x[tn] * alpah",
+        "                        ^",
+        "hint: did you mean 'alpha'?",
+        "",
+    ]
+    assert result.stdout == ""
+    # Neither the output file nor a temporary file next to it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tile"]
+
+
+def test_a_syntax_error_is_worded_for_people(tmp_path):
+    (tmp_path / "syntax.tile").write_text(SYNTAX)
+    result = run("compile", "syntax.tile", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.split("\n")[:3] == [
+        "syntax.tile:1:44: error: expected ':' after function signature",
+        "def scale(x: f32[N], y: f32[N], alpha: f32)",
+        " " * 43 + "^",
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_failed_compile_keeps_an_existing_output_file(tmp_path):
+    (tmp_path / "bad.tile").write_text(BAD)
+    (tmp_path / "out.tir").write_text("previous result\n")
+    result = run("compile", "bad.tile", "-o", "out.tir", cwd=tmp_path)
+    assert result.returncode == 1
+    assert (tmp_path / "out.tir").read_text() == "previous result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tile", "out.tir"]
+
+
+def test_output_file_is_written_whole_on_success(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    (tmp_path / "out.tir").write_text("previous result\n")
+    result = run("compile", "k.tile", "-o", "out.tir", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert (tmp_path / "out.tir").read_text() == tilec.compile(GOOD).tir
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile", "out.tir"]
+
+
+def test_missing_and_undecodable_files_are_user_errors(tmp_path):
+    result = run("compile", "absent.tile", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: cannot read 'absent.tile'")
+    (tmp_path / "latin1.tile").write_bytes(b"# caf\xe9\n" + GOOD.encode())
+    result = run("compile", "latin1.tile", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "is not UTF-8 text" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_stdin_is_read_for_dash(tmp_path):
+    result = run("compile", "-", cwd=tmp_path, stdin=GOOD)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == tilec.compile(GOOD).tir
+    result = run("compile", "-", cwd=tmp_path, stdin=BAD)
+    assert result.returncode == 1
+    assert result.stderr.startswith("<stdin>:3:25: error: unknown name 'alpah'\n")
+
+
+def test_dump_dir_holds_the_frontend_ir_and_each_pass(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "-p", "canonicalize,cse", "--dump-dir", "dumps", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    dumps = tmp_path / "dumps"
+    assert sorted(p.name for p in dumps.iterdir()) == [
+        "00-input.tir",
+        "01-canonicalize.tir",
+        "02-cse.tir",
+    ]
+    assert (dumps / "00-input.tir").read_text() == tilec.compile(GOOD).tir
+    assert (dumps / "02-cse.tir").read_text() == result.stdout
+
+
+def test_print_ir_after_all_shows_each_pass_on_stderr(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run(
+        "compile", "k.tile", "-p", "canonicalize,cse,dce", "--print-ir-after-all", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    headers = [line for line in result.stderr.split("\n") if line.startswith("// -----//")]
+    assert headers == [
+        "// -----// IR Dump After canonicalize //----- //",
+        "// -----// IR Dump After cse //----- //",
+        "// -----// IR Dump After dce //----- //",
+    ]
+    # The last dump is the result printed on stdout.
+    assert result.stderr.endswith(result.stdout)
+
+
+def test_stop_after_and_timing(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run(
+        "compile",
+        "k.tile",
+        "-p",
+        "canonicalize,cse",
+        "--stop-after",
+        "canonicalize",
+        "--timing",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Pass execution timing report" in result.stderr
+    assert "canonicalize" in result.stderr and "  cse" not in result.stderr
+
+
+def test_a_bad_pipeline_is_a_user_error(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "-p", "canonicalise", "-o", "out.tir", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("<pipeline>:1:1: error: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile"]
+
+
+def test_print_locations_name_the_source_file(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "--print-locations", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert 'tile.store %y[%tn], %3 : !tile.tensor<Nxf32>, tile<BNxf32> loc("k.tile":3:9)' in (
+        result.stdout
+    )
+
+
+CRASHING_PASS = textwrap.dedent(
+    """
+    import sys
+
+    from tilec.cli import main
+    from tilec.passmanager import Pass, register_pass
+
+
+    @register_pass
+    class Crash(Pass):
+        '''Fails with a Python exception (a stand-in for a compiler bug).'''
+
+        name = "crash"
+        summary = "Raise an exception"
+
+        def run(self, module, ctx):
+            raise KeyError("no layout for %x")
+
+
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_a_crash_in_a_pass_is_an_internal_compiler_error(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    (tmp_path / "crash.py").write_text(CRASHING_PASS)
+    command = [sys.executable, "crash.py", "compile", "k.tile", "-p", "canonicalize,crash"]
+    result = subprocess.run(
+        [*command, "-o", "out.tir", "--dump-dir", "dumps"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("internal compiler error in pass 'crash': KeyError: ")
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out.tir").exists()
+    (saved,) = (tmp_path / "dumps").glob("tilec-crash-crash-*.tir")
+    assert saved.name in result.stderr
+    assert "func @scale" in saved.read_text()
+
+
+def test_examples_compile_from_the_command_line(tmp_path):
+    for path in sorted((ROOT / "examples").glob("*.tile")):
+        result = run("compile", str(path), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == tilec.compile(path).tir
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,227 @@
+"""Every example kernel, compiled with `tilec.compile` and run in the interpreter, against its
+numpy reference (`examples/*_reference.py`): at awkward shapes (1, primes, not multiples of
+the tile size, larger than one tile in every dimension) and at shapes hypothesis picks.
+Also the hand-written IR of `examples/ir/` and `@tilec.jit` kernels in interpret mode."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilec
+from tilec.frontend import analyze, parse_file
+from tilec.interp import run_kernel
+from tilec.interp.runner import check_kernel, load_reference, reference_path
+from tilec.ir import parse_module, verify
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+_compiled: dict[str, tilec.CompiledProgram] = {}
+
+
+def program(name: str) -> tilec.CompiledProgram:
+    if name not in _compiled:
+        _compiled[name] = tilec.compile(os.path.join(EXAMPLES, f"{name}.tile"))
+    return _compiled[name]
+
+
+def check(example: str, kernel: str, sizes: dict[str, int], **options) -> None:
+    path = os.path.join(EXAMPLES, f"{example}.tile")
+    report = check_kernel(
+        program(example), kernel, sizes, reference=load_reference(reference_path(path)), **options
+    )
+    assert report.reference is not None, report.note
+    assert report.checks and report.passed, report.render()
+
+
+# (example file, kernel, sizes): with the default tile size 16, the last of each is larger
+# than one tile in every tiled dimension, and no size is a multiple of 16.
+AWKWARD = [
+    ("vector_add", "vector_add", [{"N": 1}, {"N": 17}, {"N": 1009}]),
+    ("vector_add", "saxpy", [{"N": 1}, {"N": 1009}]),
+    ("row_sum", "row_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("row_sum", "row_sum_whole", [{"M": 1, "N": 1}, {"M": 67, "N": 131}]),
+    ("softmax", "softmax", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("layernorm", "layernorm", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("transpose", "transpose", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    (
+        "matmul",
+        "matmul",
+        [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
+    ),
+    # Pinned to 128 x 128 x 32: 131 x 257 x 67 spans two tiles of M, three of N and K.
+    ("matmul", "matmul_pinned", [{"M": 1, "N": 1, "K": 1}, {"M": 131, "N": 257, "K": 67}]),
+    (
+        "matmul_bias_gelu",
+        "matmul_bias_gelu",
+        [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}],
+    ),
+    (
+        "attention",
+        "attention",
+        [
+            {"B": 1, "H": 1, "M": 1, "N": 1, "D": 1},
+            {"B": 2, "H": 3, "M": 37, "N": 53, "D": 13},
+        ],
+    ),
+    (
+        "attention",
+        "attention_causal",
+        [
+            {"B": 1, "H": 1, "S": 1, "T": 1, "D": 1},
+            {"B": 2, "H": 1, "S": 53, "T": 37, "D": 64},
+            {"B": 1, "H": 2, "S": 19, "T": 61, "D": 7},
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("example", "kernel", "sizes"),
+    [(e, k, s) for e, k, all_sizes in AWKWARD for s in all_sizes],
+    ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={n}" for k, n in v.items()),
+)
+def test_example_matches_its_reference(example, kernel, sizes):
+    check(example, kernel, sizes)
+
+
+def test_every_example_kernel_has_a_reference_and_a_case():
+    covered = {(e, k) for e, k, _ in AWKWARD}
+    for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.tile"))):
+        example = os.path.splitext(os.path.basename(path))[0]
+        reference = load_reference(reference_path(path))
+        for kernel in analyze(parse_file(path)).kernels:
+            assert callable(getattr(reference, kernel.name, None)), (example, kernel.name)
+            assert (example, kernel.name) in covered, (example, kernel.name)
+
+
+def test_a_wrong_reference_fails_with_a_report():
+    class Wrong:
+        __file__ = "wrong_reference.py"
+
+        @staticmethod
+        def softmax(x, y):
+            wide = x.astype(np.float64)
+            e = np.exp(wide)  # forgot to normalise
+            return e.astype(np.float32)
+
+    report = check_kernel(program("softmax"), "softmax", {"M": 5, "N": 9}, reference=Wrong)
+    assert not report.passed
+    text = report.render()
+    assert "FAILED" in text and "FAIL: y differ(s) from wrong_reference.py" in text
+    assert "out of tolerance" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes hypothesis chooses: 1 to 300, tile sizes 16 to 64
+
+
+SIZES = st.integers(min_value=1, max_value=300)
+TILES = st.sampled_from([16, 32, 64])
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=SIZES, n=SIZES, k=SIZES, bm=TILES, bn=TILES, bk=TILES)
+def test_matmul_at_any_shape(m, n, k, bm, bn, bk):
+    check("matmul", "matmul", {"M": m, "N": n, "K": k}, tile_sizes={"M": bm, "N": bn, "K": bk})
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=SIZES, n=SIZES, bm=TILES, bn=TILES)
+def test_transpose_and_row_sum_at_any_shape(m, n, bm, bn):
+    tiles = {"M": bm, "N": bn}
+    check("transpose", "transpose", {"M": m, "N": n}, tile_sizes=tiles)
+    check("row_sum", "row_sum", {"M": m, "N": n}, tile_sizes=tiles)
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=SIZES, n=SIZES, bm=TILES, seed=st.integers(0, 2**16))
+def test_softmax_and_layernorm_at_any_shape(m, n, bm, seed):
+    check("softmax", "softmax", {"M": m, "N": n}, tile_sizes={"M": bm}, seed=seed)
+    check("layernorm", "layernorm", {"M": m, "N": n}, tile_sizes={"M": bm}, seed=seed)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    s=st.integers(1, 150),
+    t=st.integers(1, 150),
+    d=st.integers(1, 80),
+    bs=TILES,
+    bt=TILES,
+)
+def test_causal_attention_at_any_shape(s, t, d, bs, bt):
+    sizes = {"B": 1, "H": 1, "S": s, "T": t, "D": d}
+    check("attention", "attention_causal", sizes, tile_sizes={"S": bs, "T": bt})
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-written IR and @tilec.jit
+
+
+def test_the_hand_written_ir_examples_run():
+    rng = np.random.default_rng(0)
+    modules = {}
+    for name in ("matmul", "softmax", "vector_add"):
+        with open(os.path.join(EXAMPLES, "ir", f"{name}.tir")) as f:
+            modules[name] = parse_module(f.read(), f"{name}.tir")
+        verify(modules[name])
+    a = rng.uniform(-1, 1, (37, 29)).astype(np.float16)
+    b = rng.uniform(-1, 1, (29, 45)).astype(np.float16)
+    c = np.zeros((37, 45), np.float32)
+    run_kernel(modules["matmul"], None, [a, b, c], grid=(3, 2), tile_sizes={"BM": 16, "BN": 32})
+    assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+    x = rng.uniform(-1, 1, (7, 50)).astype(np.float32)
+    y = np.zeros_like(x)
+    run_kernel(modules["softmax"], None, [x, y], grid=(7,), tile_sizes={"BN": 64})
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    assert np.allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-6)
+
+    u, v = rng.uniform(-1, 1, (2, 100)).astype(np.float32)
+    w = np.zeros(100, np.float32)
+    run_kernel(modules["vector_add"], None, [u, v, w], grid=(4,), tile_sizes={"BLOCK": 32})
+    assert np.array_equal(w, u + v)
+
+
+def test_jit_kernels_run_in_interpret_mode(monkeypatch, tmp_path):
+    source = tmp_path / "jit_kernels.py"
+    source.write_text(
+        "from __future__ import annotations\n"
+        "import tilec\n\n\n"
+        '@tilec.jit(tile={"M": 32})\n'
+        "def scaled_add(x: f32[M, N], y: f32[M, N], out: f32[M, N], alpha: f32):\n"
+        "    for tm, tn in tiles(M, N):\n"
+        "        out[tm, tn] = alpha * x[tm, tn] + y[tm, tn]\n\n\n"
+        "@tilec.jit(interpret=True)\n"
+        "def row_max(x: f16[M, N], out: f16[M]):\n"
+        "    for tm in tiles(M):\n"
+        "        out[tm] = max(x[tm, :], axis=1)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import jit_kernels
+
+    rng = np.random.default_rng(1)
+    x, y = rng.uniform(-1, 1, (2, 45, 70)).astype(np.float32)
+    out = np.zeros_like(x)
+    monkeypatch.delenv("TILEC_INTERPRET", raising=False)
+    with pytest.raises(NotImplementedError, match="GPU execution arrives with Stage D"):
+        jit_kernels.scaled_add(x, y, out, 2.0)
+    monkeypatch.setenv("TILEC_INTERPRET", "1")
+    jit_kernels.scaled_add(x, y, out, 2.0)
+    assert np.array_equal(out, np.float32(2.0) * x + y)
+    jit_kernels.scaled_add(x, y, out=out, alpha=-1.0)
+    assert np.array_equal(out, y - x)
+
+    monkeypatch.delenv("TILEC_INTERPRET")
+    h = rng.uniform(-1, 1, (33, 17)).astype(np.float16)
+    best = np.zeros(33, np.float16)
+    jit_kernels.row_max(h, best)  # interpret=True in its decorator
+    assert np.array_equal(best, h.max(axis=1))
+    with pytest.raises(tilec.TileError, match="expected dtype f16, got float32"):
+        jit_kernels.row_max(h.astype(np.float32), best)

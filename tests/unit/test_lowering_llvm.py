@@ -1,0 +1,236 @@
+"""The lowering to LLVM IR and PTX: kernel signatures and the ABI, the structure of the code
+for loads, reductions and dots, constants, and clear errors for what is not lowered yet."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilec
+from tilec.diagnostics import InternalCompilerError, TileError
+from tilec.ir import parse_module, verify
+from tilec.lowering import compile_to_ptx, kernel_abi, lower_to_llvm, module_abi
+from tilec.lowering.llvm import bfloat16_bits
+from tilec.passmanager import PassManager
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PIPELINE = "canonicalize,cse,specialize,assign-layouts,canonicalize,cse,dce"
+
+
+def _compiled(example: str, pipeline: str = PIPELINE):
+    return tilec.compile(str(EXAMPLES / example), pipeline=pipeline).module
+
+
+def _lowered_text(module, arch: str = "sm_90a") -> str:
+    return str(lower_to_llvm(module, arch))
+
+
+def _laid_out(text: str, pipeline: str = "specialize,assign-layouts"):
+    module = parse_module(text)
+    verify(module)
+    return PassManager.from_text(pipeline).run(module)
+
+
+# -- signature and ABI ---------------------------------------------------------------------------
+
+
+def test_kernel_signature_follows_the_abi():
+    module = _compiled("vector_add.tile")
+    text = _lowered_text(module)
+    assert (
+        'define ptx_kernel void @"saxpy"(float %"alpha", ptr addrspace(1) %"x", '
+        'i64 %"x.extent.0", i64 %"x.stride.0", ptr addrspace(1) %"y"' in text
+    )
+    assert '!"reqntidx", i32 128' in text
+    abi = module_abi(module)["saxpy"]
+    assert [p.name for p in abi.parameters] == [
+        "alpha",
+        "x",
+        "x.extent.0",
+        "x.stride.0",
+        "y",
+        "y.extent.0",
+        "y.stride.0",
+        "out",
+        "out.extent.0",
+        "out.stride.0",
+    ]
+    assert [(p.kind, p.dtype) for p in abi.parameters[:4]] == [
+        ("scalar", "f32"),
+        ("pointer", "f32"),
+        ("extent", "i64"),
+        ("stride", "i64"),
+    ]
+    assert abi.block == (128, 1, 1)
+    assert [(g.dim, g.tile) for g in abi.grid] == [("N", 1024)]
+    assert abi.shared_bytes == 0
+
+
+def test_abi_of_attention_grid_and_extents():
+    abi = module_abi(_compiled("attention.tile"))["attention"]
+    assert [(g.dim, g.tile) for g in abi.grid] == [("B", 1), ("H", 1), ("M", 4)]
+    assert abi.max_extents == {"D": 1024}
+    assert abi.parameters[-1].name == "scale" and abi.parameters[-1].dtype == "f32"
+    q = [p for p in abi.parameters if p.argument == "q"]
+    assert [p.kind for p in q] == ["pointer"] + ["extent"] * 4 + ["stride"] * 4
+
+
+def test_abi_needs_a_laid_out_kernel():
+    module = tilec.compile(str(EXAMPLES / "softmax.tile"), pipeline="specialize").module
+    with pytest.raises(ValueError, match=r"tilec\.num_warps"):
+        kernel_abi(module.functions[0])
+
+
+# -- code structure ------------------------------------------------------------------------------
+
+
+def test_loads_and_stores_are_predicated_per_element():
+    text = _lowered_text(_compiled("vector_add.tile"))
+    # 1024 elements over 128 threads: 8 per thread, per tensor.
+    body = text.split('@"vector_add"')[1].split("\n}\n")[0]
+    assert body.count("ld.global.b32") == 16
+    assert body.count("st.global.b32") == 8
+    assert "icmp ult i64" in body  # bounds: one unsigned compare per index
+    assert "tilec_shared" not in body
+
+
+def test_softmax_reduces_with_shuffles_and_shared_memory():
+    text = _lowered_text(_compiled("softmax.tile"))
+    assert text.count("llvm.nvvm.shfl.sync.bfly.f32") >= 10  # 5 xor steps per reduction
+    assert 'call float @"llvm.maximum.f32"' in text
+    assert "llvm.nvvm.barrier0" in text
+    assert '@"tilec_shared" = external addrspace(3) global [0 x i8], align 16' in text
+
+
+def test_matmul_dot_is_a_loop_of_fmas_over_shared_operands():
+    module = _compiled("matmul.tile")
+    text = _lowered_text(module)
+    kernel = text.split('@"matmul"(')[1].split("\n}\n")[0]
+    assert "dot.k:" in kernel
+    # 64x64 accumulator over 128 threads: 32 accumulators per thread, one FMA each per k.
+    assert kernel.count('call float @"llvm.fma.f32"') == 32
+    assert kernel.count("load half, ptr addrspace(3)") == 16 + 2
+    ptx = compile_to_ptx(module, "sm_80")
+    assert ".extern .shared .align 16 .b8 tilec_shared[];" in ptx
+    assert re.search(r"\.reqntid 256", ptx)  # matmul_pinned: 8 warps
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"])
+def test_every_architecture_gets_ptx(arch):
+    ptx = compile_to_ptx(_compiled("softmax.tile"), arch)
+    assert f".target {arch}" in ptx
+    assert ".visible .entry softmax(" in ptx
+
+
+def test_f16_cast_and_math_round_once_from_f32():
+    module = _laid_out(
+        """
+func @k(%x: !tile.tensor<Nxf16>, %o: index) {
+  %v = tile.load %x[%o] : !tile.tensor<Nxf16> -> tile<128xf16>
+  %e = math.exp %v : tile<128xf16>
+  %w = tile.cast %e : tile<128xf16> -> tile<128xbf16>
+  %h = tile.cast %w : tile<128xbf16> -> tile<128xf16>
+  tile.store %x[%o], %h : !tile.tensor<Nxf16>, tile<128xf16>
+  return
+}
+""",
+        "assign-layouts",
+    )
+    text = _lowered_text(module)
+    assert "fpext half" in text and "fptrunc float" in text and "to bfloat" in text
+    ptx = compile_to_ptx(module, "sm_80")
+    assert "cvt.rn.f16.f32" in ptx and "cvt.rn.bf16.f32" in ptx and "ex2.approx" in ptx
+
+
+def test_scf_if_merges_with_phis():
+    module = _laid_out(
+        """
+func @k(%x: !tile.tensor<Nxf32>, %o: index, %c: i1) {
+  %v = tile.load %x[%o] : !tile.tensor<Nxf32> -> tile<128xf32>
+  %r = scf.if %c -> (tile<128xf32>) {
+    %a = arith.addf %v, %v : tile<128xf32>
+    scf.yield %a : tile<128xf32>
+  } else {
+    scf.yield %v : tile<128xf32>
+  }
+  tile.store %x[%o], %r : !tile.tensor<Nxf32>, tile<128xf32>
+  return
+}
+""",
+        "assign-layouts",
+    )
+    text = _lowered_text(module)
+    assert "if.then:" in text and "if.else:" in text and "if.end:" in text
+    assert text.count("phi  float") == 1  # 128 elements over 128 threads: one slot
+    assert '%"c" to' not in text and 'i8 %"c"' in text  # an i1 scalar is passed as a byte
+
+
+# -- constants -----------------------------------------------------------------------------------
+
+
+def test_bfloat16_constants_round_to_nearest_even():
+    rng = np.random.default_rng(1)
+    values = np.concatenate(
+        [
+            rng.standard_normal(2000) * 10.0 ** rng.integers(-40, 39, 2000),
+            [0.0, -0.0, 1.0, 1.00390625, 1.01171875, 3.3895313892515355e38, 1e39, -1e-45, 1e-40],
+        ]
+    )
+    for v in values:
+        with np.errstate(over="ignore"):
+            expected = np.asarray(v, dtype=np.float64).astype(ml_dtypes.bfloat16).view(np.uint16)
+        assert bfloat16_bits(float(v)) == int(expected), v
+    assert bfloat16_bits(math.inf) == 0x7F80 and bfloat16_bits(-math.inf) == 0xFF80
+    assert bfloat16_bits(math.nan) == 0x7FC0
+
+
+# -- what is not lowered -------------------------------------------------------------------------
+
+
+def test_unlowered_op_is_an_internal_error_naming_it():
+    module = _laid_out(
+        """
+func @k(%x: !tile.tensor<Nxf32>, %o: index) {
+  %v = tile.load %x[%o] : !tile.tensor<Nxf32> -> tile<128xf32>
+  %r = arith.remf %v, %v : tile<128xf32>
+  tile.store %x[%o], %r : !tile.tensor<Nxf32>, tile<128xf32>
+  return
+}
+""",
+        "assign-layouts",
+    )
+    with pytest.raises(InternalCompilerError, match=r"'arith.remf'.* is not lowered to LLVM yet"):
+        lower_to_llvm(module, "sm_90a")
+
+
+def test_f64_transcendentals_are_not_lowered_yet():
+    module = _laid_out(
+        """
+func @k(%x: !tile.tensor<Nxf64>, %o: index) {
+  %v = tile.load %x[%o] : !tile.tensor<Nxf64> -> tile<128xf64>
+  %s = math.sqrt %v : tile<128xf64>
+  %r = math.exp %s : tile<128xf64>
+  tile.store %x[%o], %r : !tile.tensor<Nxf64>, tile<128xf64>
+  return
+}
+""",
+        "assign-layouts",
+    )
+    with pytest.raises(InternalCompilerError, match=r"'math.exp'.* on f64 is not lowered yet"):
+        lower_to_llvm(module, "sm_90a")
+
+
+def test_unspecialized_kernels_are_rejected():
+    module = tilec.compile(str(EXAMPLES / "vector_add.tile")).module
+    with pytest.raises(InternalCompilerError, match="run specialize"):
+        lower_to_llvm(module, "sm_90a")
+
+
+def test_unknown_architecture_is_a_user_error():
+    with pytest.raises(TileError, match="unknown architecture 'sm_70'"):
+        lower_to_llvm(_compiled("vector_add.tile"), "sm_70")

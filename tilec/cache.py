@@ -1,0 +1,73 @@
+"""Where tilec keeps files worth reusing between runs: the user's cache directory.
+
+Today that is the tile grammar's parser tables (building them takes a third of a second,
+loading them a few milliseconds); compiled kernels will join them with the runtime.
+
+The directory follows each platform's convention, never the working directory:
+
+* `$TILEC_CACHE_DIR` when it is set; set to the empty string, it turns caching off;
+* Linux and other POSIX systems: `$XDG_CACHE_HOME/tilec`, else `~/.cache/tilec`;
+* macOS: `~/Library/Caches/tilec`;
+* Windows: `%LOCALAPPDATA%\\tilec\\Cache`.
+
+A cache is only ever an optimisation: when the directory cannot be made or written, tilec
+works without it. Files are written under a temporary name and renamed into place, so a reader
+never sees half a file, even with several tilec processes at once (lit runs them in parallel).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["cache_dir", "write_atomically"]
+
+CACHE_DIR_VARIABLE = "TILEC_CACHE_DIR"
+
+
+def cache_dir() -> Path | None:
+    """tilec's cache directory, created if needed; None when caching is off or impossible."""
+    configured = os.environ.get(CACHE_DIR_VARIABLE)
+    if configured is not None:
+        if not configured:
+            return None
+        directory = Path(configured)
+    else:
+        directory = _platform_cache_root() / "tilec"
+        if sys.platform == "win32":
+            directory = directory / "Cache"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return directory
+
+
+def _platform_cache_root() -> Path:
+    if sys.platform == "win32":
+        local = os.environ.get("LOCALAPPDATA")
+        return Path(local) if local else Path.home() / "AppData" / "Local"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG spec ignores relative paths: they would land in the working directory.
+    return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> bool:
+    """Have `write` create a file under a fresh temporary name next to `path`, then rename it
+    to `path`. Returns whether `path` now holds the new file; on any OS error (or when `write`
+    made no file) the temporary file is removed and `path` is left as it was."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+        return True
+    except OSError:
+        return False
+    finally:
+        if temporary.exists():
+            temporary.unlink()

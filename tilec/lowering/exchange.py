@@ -1,0 +1,144 @@
+"""Data that moves between threads: which ops need it, how, and how much shared memory it takes.
+
+Four kinds of ops read elements that other threads hold:
+
+* **remaps** (`tile.convert_layout`, `tile.broadcast`, `tile.expand_dims`, `tile.reshape`,
+  `tile.transpose`): result element `i` is the source element at the row-major flat index
+  `sum(i[d] * coefficients[d])`. When every thread already holds the source elements of its
+  result elements the remap is a register copy; otherwise the source goes through shared
+  memory (written once by its unique owners, then read in the result layout).
+* **reductions** (`tile.reduce`): combined within each thread, then across lanes with warp
+  shuffles, then across warps (and into the result layout) through shared memory when needed.
+* **dots** (`tile.dot`): both operands are staged through shared memory, row-major.
+
+Each such op uses the kernel's one shared scratch buffer between two barriers, so the buffer is
+as large as the largest single need (`kernel_scratch_bytes`). The lowering and the kernel ABI
+both read the sizes from here, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tilec.dialects import tile as T
+from tilec.ir.core import Operation
+from tilec.ir.types import TileType
+from tilec.lowering.layouts import (
+    ThreadMap,
+    element_bytes,
+    local_source_slots,
+    row_major_strides,
+)
+
+__all__ = [
+    "REMAP_OPS",
+    "ReducePlan",
+    "kernel_scratch_bytes",
+    "op_scratch_bytes",
+    "reduce_plan",
+    "remap_coefficients",
+    "remap_source_slots",
+    "thread_map",
+]
+
+REMAP_OPS = (T.ConvertLayoutOp, T.BroadcastOp, T.ExpandDimsOp, T.ReshapeOp, T.TransposeOp)
+
+SCRATCH_ALIGNMENT = 16
+
+
+def thread_map(t: TileType) -> ThreadMap:
+    """The owner map of a laid-out static tile type."""
+    if t.layout is None or not t.is_static:
+        raise ValueError(f"{t} needs a static shape and a layout (run specialize, assign-layouts)")
+    return ThreadMap(t.layout, t.shape)  # type: ignore[arg-type]
+
+
+def remap_coefficients(op: Operation) -> tuple[int, ...]:
+    """Per result dimension, how far one step along it moves in the source's row-major order."""
+    src, dst = op.operands[0].type, op.results[0].type
+    strides = row_major_strides(src.shape)
+    if isinstance(op, T.ConvertLayoutOp):
+        return strides
+    if isinstance(op, T.BroadcastOp):
+        return tuple(0 if n == 1 else s for n, s in zip(src.shape, strides))
+    if isinstance(op, T.ExpandDimsOp):
+        return (*strides[: op.axis], 0, *strides[op.axis :])
+    if isinstance(op, T.TransposeOp):
+        return tuple(strides[p] for p in op.perm)
+    if isinstance(op, T.ReshapeOp):
+        return row_major_strides(dst.shape)  # the same flat index, read in the new shape
+    raise TypeError(f"{op.name} is not a remap")
+
+
+def remap_source_slots(op: Operation) -> list[int] | None:
+    """For a remap: the source slot of each result slot when it stays in registers, else None."""
+    return local_source_slots(
+        thread_map(op.operands[0].type), thread_map(op.results[0].type), remap_coefficients(op)
+    )
+
+
+@dataclass(frozen=True)
+class ReducePlan:
+    """How `tile.reduce` combines: across `lanes` lanes (warp shuffles, xor of `lane_bits`),
+    then across `warps` warps; `result_slots` (when not None) says the result needs no shared
+    memory: result slot i is the thread's combined partial `result_slots[i]`."""
+
+    axis: int
+    lane_bits: tuple[int, ...]
+    warps: int
+    result_slots: list[int] | None
+    scratch_elements: int  # shared-memory elements when `result_slots` is None
+
+
+def reduce_plan(op: T.ReduceOp) -> ReducePlan:
+    source = thread_map(op.input.type)
+    axis = op.axis
+    d = source.dims[axis]
+    spt, tpw, wpc = d.lane_mul, d.lane_mask + 1, d.warp_mask + 1
+    # Only lanes and warps holding distinct elements are combined: where the dimension is
+    # smaller than the layout covers, the others hold copies.
+    lanes = min(tpw, max(1, d.size // spt))
+    warps = min(wpc, max(1, d.size // (spt * tpw)))
+    lane_bits = tuple((1 << d.lane_shift) << i for i in range(lanes.bit_length() - 1))
+    natural = source.without_dim(axis)
+    result_type = op.result.type
+    result_slots: list[int] | None = None
+    if warps == 1:
+        if isinstance(result_type, TileType):
+            result_slots = local_source_slots(
+                natural, thread_map(result_type), row_major_strides(result_type.shape)
+            )
+        else:
+            result_slots = [0]  # every thread holds the one combined value
+    size = math.prod(result_type.shape) if isinstance(result_type, TileType) else 1
+    return ReducePlan(axis, lane_bits, warps, result_slots, warps * size)
+
+
+def op_scratch_bytes(op: Operation) -> int:
+    """Shared-memory bytes `op` uses between its barriers (0: none)."""
+    if isinstance(op, REMAP_OPS):
+        if remap_source_slots(op) is not None:
+            return 0
+        t = op.operands[0].type
+        return math.prod(t.shape) * element_bytes(t.element)
+    if isinstance(op, T.ReduceOp):
+        plan = reduce_plan(op)
+        if plan.result_slots is not None:
+            return 0
+        return plan.scratch_elements * element_bytes(op.input.type.element)
+    if isinstance(op, T.DotOp):
+        a, b = op.a.type, op.b.type
+        return _aligned(math.prod(a.shape) * element_bytes(a.element)) + math.prod(
+            b.shape
+        ) * element_bytes(b.element)
+    return 0
+
+
+def _aligned(n: int) -> int:
+    return -(-n // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
+
+
+def kernel_scratch_bytes(kernel: Operation) -> int:
+    """The kernel's shared scratch buffer: the largest need of any one op, 16-byte aligned."""
+    return _aligned(max((op_scratch_bytes(op) for op in kernel.walk()), default=0))

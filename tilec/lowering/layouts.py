@@ -1,0 +1,340 @@
+"""Which thread owns which element of a tile: the arithmetic of `#blocked` layouts.
+
+A block runs `32 * num_warps` threads; thread `t` is lane `t % 32` of warp `t // 32`. A
+`#blocked<size_per_thread, threads_per_warp, warps_per_cta, order>` layout on a static shape
+spreads elements as Triton's blocked layout does. Lanes are numbered over dimensions in
+`order` (fastest first) with `threads_per_warp[d]` lanes along dimension `d`, and warps
+likewise with `warps_per_cta`. Along dimension `d` a thread's first element is
+
+    p_d = (warp_d * threads_per_warp[d] + lane_d) * size_per_thread[d]
+
+and it holds `size_per_thread[d]` consecutive elements from there, repeated every
+`cta_d = size_per_thread[d] * threads_per_warp[d] * warps_per_cta[d]` elements to the end of
+the dimension. Where a dimension is smaller than `cta_d`, positions wrap around
+(`p_d mod size`) and several threads hold the same element (replication): that is how a
+`1xN` tile broadcast along its first axis is held by every thread that needs it.
+
+A thread's elements are the Cartesian product, over dimensions, of its index lists
+`(p_d mod size_d) + offset` for the compile-time `offsets` of `DimMap`; its registers
+(*slots*) enumerate that product in row-major order. Everything here is a pure function of
+layouts and shapes: the lowering emits the same arithmetic as IR (`DimMap` gives the shifts
+and masks), and asks this module, at compile time, whether a change of layout or shape can
+stay in registers or must go through shared memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilec.ir.attributes import BlockedLayout
+from tilec.ir.types import IndexType, IntegerType, Type
+
+__all__ = [
+    "WARP_SIZE",
+    "DimMap",
+    "ThreadMap",
+    "broadcast_source_layout",
+    "default_layout",
+    "element_bytes",
+    "insert_unit_dim",
+    "layout_error",
+    "local_source_slots",
+    "permute_layout",
+    "remove_unit_dims",
+    "row_major_strides",
+]
+
+WARP_SIZE = 32
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return tuple(strides)
+
+
+def element_bytes(t: Type) -> int:
+    """Bytes of one element in memory: `i1` is a byte, `index` 8 bytes."""
+    if isinstance(t, IndexType):
+        return 8
+    if isinstance(t, IntegerType) and t.width == 1:
+        return 1
+    return t.width // 8  # type: ignore[attr-defined]
+
+
+def layout_error(layout: BlockedLayout, shape: Sequence[int], num_warps: int) -> str | None:
+    """Why `layout` cannot hold a tile of `shape` in a block of `num_warps` warps (None: it
+    can). Sizes must be powers of two, lanes must multiply to 32 and warps to `num_warps`."""
+    rank = len(shape)
+    fields = (layout.size_per_thread, layout.threads_per_warp, layout.warps_per_cta, layout.order)
+    if any(len(f) != rank for f in fields):
+        return f"has {len(layout.order)} dimensions, the tile {rank}"
+    if sorted(layout.order) != list(range(rank)):
+        return f"order {list(layout.order)} is not a permutation of 0..{rank - 1}"
+    if not all(_is_power_of_two(x) for f in fields[:3] for x in f):
+        return "size_per_thread, threads_per_warp and warps_per_cta must be powers of two"
+    if not all(_is_power_of_two(s) for s in shape):
+        return f"tile shape {list(shape)} is not made of powers of two"
+    if math.prod(layout.threads_per_warp) != WARP_SIZE:
+        return f"threads_per_warp multiply to {math.prod(layout.threads_per_warp)}, not 32"
+    if math.prod(layout.warps_per_cta) != num_warps:
+        return f"warps_per_cta multiply to {math.prod(layout.warps_per_cta)}, not {num_warps}"
+    return None
+
+
+def default_layout(shape: Sequence[int], num_warps: int) -> BlockedLayout:
+    """The layout tilec gives a tile of `shape` unless an op needs another.
+
+    Row-major (the last dimension is fastest, as in memory, so a warp's loads of a row are
+    coalesced); one element per thread per repetition (Stage E's vectorize pass widens this);
+    lanes fill dimensions from the fastest, warps from the slowest, so that a warp holds whole
+    rows where it can and reductions along the last axis stay within a warp. Threads left over
+    once a dimension is covered go to the slowest dimension, where they replicate elements.
+    """
+    rank = len(shape)
+    order = tuple(range(rank - 1, -1, -1))
+    lanes = [1] * rank
+    remaining = WARP_SIZE
+    for d in order:
+        take = min(remaining, max(1, shape[d]))
+        lanes[d] = take
+        remaining //= take
+    lanes[order[-1]] *= remaining
+    warps = [1] * rank
+    remaining = num_warps
+    for d in reversed(order):
+        take = min(remaining, max(1, shape[d] // lanes[d]))
+        warps[d] = take
+        remaining //= take
+    warps[order[-1]] *= remaining
+    return BlockedLayout((1,) * rank, tuple(lanes), tuple(warps), order)
+
+
+def insert_unit_dim(layout: BlockedLayout, axis: int) -> BlockedLayout:
+    """`layout` for the same elements after a size-1 dimension is inserted at `axis`.
+
+    The new dimension takes one lane and one warp, so every thread keeps its elements; it is
+    placed fastest in `order`, which matches `default_layout` of the expanded shape whenever
+    the input was in its own default layout."""
+
+    def widen(values: tuple[int, ...]) -> tuple[int, ...]:
+        return (*values[:axis], 1, *values[axis:])
+
+    order = (axis, *(d if d < axis else d + 1 for d in layout.order))
+    return BlockedLayout(
+        widen(layout.size_per_thread),
+        widen(layout.threads_per_warp),
+        widen(layout.warps_per_cta),
+        order,
+    )
+
+
+def remove_unit_dims(
+    layout: BlockedLayout, shape: Sequence[int], keep: Sequence[int]
+) -> BlockedLayout | None:
+    """`layout` without the size-1 dimensions not in `keep` (the dimensions that remain, in
+    order), or None when a dropped dimension spreads lanes or warps (its elements would be
+    replicated across threads, which the smaller layout cannot say)."""
+    dropped = [d for d in range(len(shape)) if d not in keep]
+    for d in dropped:
+        if shape[d] != 1 or layout.threads_per_warp[d] != 1 or layout.warps_per_cta[d] != 1:
+            return None
+    renumber = {d: i for i, d in enumerate(keep)}
+    return BlockedLayout(
+        tuple(min(layout.size_per_thread[d], shape[d]) for d in keep),
+        tuple(layout.threads_per_warp[d] for d in keep),
+        tuple(layout.warps_per_cta[d] for d in keep),
+        tuple(renumber[d] for d in layout.order if d in renumber),
+    )
+
+
+def permute_layout(layout: BlockedLayout, perm: Sequence[int]) -> BlockedLayout:
+    """`layout` for the same elements after `tile.transpose perm` (result dim i = input dim
+    perm[i]): every thread keeps its elements."""
+    inverse = {p: i for i, p in enumerate(perm)}
+    return BlockedLayout(
+        tuple(layout.size_per_thread[p] for p in perm),
+        tuple(layout.threads_per_warp[p] for p in perm),
+        tuple(layout.warps_per_cta[p] for p in perm),
+        tuple(inverse[d] for d in layout.order),
+    )
+
+
+def broadcast_source_layout(result_layout: BlockedLayout) -> BlockedLayout:
+    """The layout a `tile.broadcast` operand needs for the broadcast to stay in registers: the
+    result's own parameters. On the operand's size-1 dimensions they wrap around, so every
+    thread holds the one element its whole row (or column) of the result repeats."""
+    return result_layout
+
+
+# ---------------------------------------------------------------------------------------------
+# Owner-of-element arithmetic
+
+
+@dataclass(frozen=True)
+class DimMap:
+    """How one dimension of a tile spreads over the threads of a block.
+
+    A thread's first index along the dimension is `position mod size`, where
+    `position = ((lane >> lane_shift) & lane_mask) * lane_mul
+              + ((warp >> warp_shift) & warp_mask) * warp_mul`;
+    it holds that index plus each of `offsets`. `wraps`: the layout covers more than `size`
+    along this dimension, so threads whose `position >= size` hold copies (replicas)."""
+
+    size: int
+    offsets: tuple[int, ...]
+    lane_shift: int
+    lane_mask: int
+    lane_mul: int
+    warp_shift: int
+    warp_mask: int
+    warp_mul: int
+    wraps: bool
+
+    def position(self, lane, warp):
+        """The unwrapped first position (numpy arrays or ints)."""
+        return ((lane >> self.lane_shift) & self.lane_mask) * self.lane_mul + (
+            (warp >> self.warp_shift) & self.warp_mask
+        ) * self.warp_mul
+
+    def base(self, lane, warp):
+        return self.position(lane, warp) & (self.size - 1)
+
+
+class ThreadMap:
+    """The elements each thread of a block holds for a tile of `shape` in `layout`."""
+
+    def __init__(
+        self, layout: BlockedLayout, shape: Sequence[int], dims: list[DimMap] | None = None
+    ):
+        self.layout = layout
+        self.shape = tuple(shape)
+        self.num_warps = math.prod(layout.warps_per_cta)
+        self.num_threads = WARP_SIZE * self.num_warps
+        self.dims = dims if dims is not None else self._dims()
+        self.counts = tuple(len(d.offsets) for d in self.dims)
+        self.num_slots = math.prod(self.counts)
+        self.slot_strides = row_major_strides(self.counts)
+
+    @classmethod
+    def checked(cls, layout: BlockedLayout, shape: Sequence[int], num_warps: int) -> ThreadMap:
+        problem = layout_error(layout, shape, num_warps)
+        if problem is not None:
+            raise ValueError(f"layout {layout} for shape {list(shape)}: {problem}")
+        return cls(layout, shape)
+
+    def _dims(self) -> list[DimMap]:
+        L = self.layout
+        lane_stride = warp_stride = 1
+        strides: dict[int, tuple[int, int]] = {}
+        for d in L.order:
+            strides[d] = (lane_stride, warp_stride)
+            lane_stride *= L.threads_per_warp[d]
+            warp_stride *= L.warps_per_cta[d]
+        dims = []
+        for d, size in enumerate(self.shape):
+            spt, tpw, wpc = L.size_per_thread[d], L.threads_per_warp[d], L.warps_per_cta[d]
+            cta = spt * tpw * wpc
+            run = min(spt, size)  # consecutive elements per repetition
+            count = run * max(1, size // cta)
+            offsets = tuple((k // run) * cta + k % run for k in range(count))
+            ls, ws = strides[d]
+            dims.append(
+                DimMap(
+                    size,
+                    offsets,
+                    ls.bit_length() - 1,
+                    tpw - 1,
+                    spt,
+                    ws.bit_length() - 1,
+                    wpc - 1,
+                    tpw * spt,
+                    cta > size,
+                )
+            )
+        return dims
+
+    def without_dim(self, axis: int) -> ThreadMap:
+        """What each thread holds of the tile with `axis` removed (after reducing along it):
+        the same index lists for the other dimensions. Not a blocked layout in general."""
+        shape = self.shape[:axis] + self.shape[axis + 1 :]
+        dims = self.dims[:axis] + self.dims[axis + 1 :]
+        return ThreadMap(self.layout, shape, dims)
+
+    # -- compile-time tables ----------------------------------------------------------------
+
+    def _lanes_warps(self) -> tuple[np.ndarray, np.ndarray]:
+        t = np.arange(self.num_threads)
+        return t % WARP_SIZE, t // WARP_SIZE
+
+    def indices(self) -> list[np.ndarray]:
+        """Per dimension, `[threads, count]`: the index of each of a thread's positions."""
+        lane, warp = self._lanes_warps()
+        return [
+            d.base(lane, warp)[:, None] + np.asarray(d.offsets, dtype=np.int64)[None, :]
+            for d in self.dims
+        ]
+
+    def slot_multi_index(self, slot: int) -> tuple[int, ...]:
+        return tuple((slot // s) % c for s, c in zip(self.slot_strides, self.counts))
+
+    def table(self) -> np.ndarray:
+        """`[threads, slots]`: the row-major flat index of the element in each slot."""
+        flat = np.zeros((self.num_threads, 1), dtype=np.int64)
+        for idx, stride in zip(self.indices(), row_major_strides(self.shape)):
+            flat = (flat[:, :, None] + idx[:, None, :] * stride).reshape(self.num_threads, -1)
+        return flat
+
+    def unique_owners(self) -> np.ndarray:
+        """`[threads]` bool: the threads that hold no replicated copies (each element has
+        exactly one such owner)."""
+        lane, warp = self._lanes_warps()
+        ok = np.ones(self.num_threads, dtype=bool)
+        for d in self.dims:
+            if d.wraps:
+                ok &= d.position(lane, warp) < d.size
+        return ok
+
+    @property
+    def replicated(self) -> bool:
+        return any(d.wraps for d in self.dims)
+
+
+def local_source_slots(
+    source: ThreadMap, result: ThreadMap, coefficients: Sequence[int]
+) -> list[int] | None:
+    """For a tile `result` whose element at multi-index `i` is the source element at flat
+    (row-major) index `sum(i[d] * coefficients[d])`: the source slot each result slot reads,
+    the same in every thread, or None when some thread does not hold an element it needs (the
+    values must then move between threads, through shared memory)."""
+    if source.num_threads != result.num_threads:
+        return None
+    flat = np.zeros((result.num_threads, 1), dtype=np.int64)
+    for idx, c in zip(result.indices(), coefficients):
+        flat = (flat[:, :, None] + idx[:, None, :] * c).reshape(result.num_threads, -1)
+    lane, warp = source._lanes_warps()
+    slot = np.zeros_like(flat)
+    for d, stride, slot_stride in zip(
+        source.dims, row_major_strides(source.shape), source.slot_strides
+    ):
+        index = (flat // stride) % d.size
+        offset_to_k = np.full(d.size, -1, dtype=np.int64)
+        offset_to_k[list(d.offsets)] = np.arange(len(d.offsets))
+        delta = index - d.base(lane, warp)[:, None]
+        inside = (delta >= 0) & (delta < d.size)
+        k = np.where(inside, offset_to_k[np.clip(delta, 0, d.size - 1)], -1)
+        if (k < 0).any():
+            return None
+        slot += k * slot_stride
+    if not (slot == slot[0]).all():
+        return None
+    return slot[0].tolist()

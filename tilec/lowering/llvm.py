@@ -1,0 +1,1073 @@
+"""Lowering of specialized, laid-out tile IR to LLVM IR for NVPTX: each kernel becomes one
+function written for one thread of a block.
+
+What it assumes (what `specialize` and `assign-layouts` leave): static tile shapes, a
+`#blocked` layout on every tile, `tilec.num_warps` and `tilec.tile_sizes` on each kernel; the
+tile operands of an elementwise op (`arith`, `math`, `tile.select`, `tile.cast`) are in its
+result's layout, and a dot's accumulator is in its result's layout. Every other op accepts any
+layouts: remaps (`tile.convert_layout`, `tile.broadcast`, `tile.expand_dims`, `tile.reshape`,
+`tile.transpose`) are register copies when each thread already holds what it needs and go
+through shared memory otherwise (`tilec.lowering.exchange` decides).
+
+How values are held:
+* a scalar is one LLVM value, computed by every thread alike (so it is uniform in the block);
+  `index` is `i64`, `i1` is `i1` (a byte in memory);
+* a tile is the Python list of the thread's slots (`tilec.lowering.layouts`);
+* a tensor view is its pointer, extents and strides (kernel parameters: `tilec.lowering.abi`).
+
+How ops become per-thread code:
+* `tile.load`/`tile.store`: one predicated `ld.global`/`st.global` (inline PTX) per element,
+  the predicate being "inside every extent" (an unsigned compare, so a negative index is out)
+  and the mask; masked-off loads give `padding`. A replicated tile is stored only by the
+  threads that hold no copies.
+* reductions: within the thread, then `shfl.sync.bfly` across lanes, then across warps through
+  shared memory; dots: both operands staged row-major in shared memory, then a loop over K
+  of FMAs into the thread's accumulator elements (tensor cores come with Stage E).
+* `scf.for` is a loop whose carried values are phis (one per slot); `scf.if` branches and
+  merges with phis. Barriers only ever appear under uniform control flow: conditions and trip
+  counts are scalars, which every thread computes alike.
+* math functions: `tilec.lowering.mathlib` (its docstring states their precision).
+
+Shared memory is one dynamic `extern .shared` array per module (`SHARED_SYMBOL`); each op that
+uses it does so between two barriers, so the launch needs the largest single use
+(`KernelABI.shared_bytes`). Ops without a lowering yet stop compilation with an internal
+error naming the op: `arith.remf`, the shared-memory and async-copy ops of the pipelined
+levels, and f64 transcendental functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from tilec.diagnostics import InternalCompilerError, TileError
+from tilec.dialects import arith, scf
+from tilec.dialects import math as mathd
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
+from tilec.ir.attributes import BoolAttr, FloatAttr
+from tilec.ir.core import Block, Operation, Value
+from tilec.ir.printer import print_op
+from tilec.ir.types import (
+    FloatType,
+    IndexType,
+    IntegerType,
+    TensorType,
+    TileType,
+    Type,
+    element_type,
+)
+from tilec.lowering import mathlib
+from tilec.lowering.abi import kernel_abi
+from tilec.lowering.exchange import (
+    REMAP_OPS,
+    SCRATCH_ALIGNMENT,
+    reduce_plan,
+    remap_coefficients,
+    remap_source_slots,
+    thread_map,
+)
+from tilec.lowering.layouts import DimMap, ThreadMap, row_major_strides
+from tilec.passmanager import save_crash_ir
+
+__all__ = ["ARCHES", "DATA_LAYOUT", "SHARED_SYMBOL", "TRIPLE", "NotLowered", "lower_to_llvm"]
+
+ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+TRIPLE = "nvptx64-nvidia-cuda"
+DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+SHARED_SYMBOL = "tilec_shared"
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F32 = ir.FloatType()
+GLOBAL_PTR = ir.PointerType(addrspace=1)
+SHARED_PTR = ir.PointerType(addrspace=3)
+
+
+class NotLowered(NotImplementedError):
+    """An op (or a use of one) the lowering does not handle yet."""
+
+    def __init__(self, op: Operation, what: str = "is not lowered to LLVM yet"):
+        where = f" at {op.loc}" if op.loc.known else ""
+        super().__init__(f"'{op.name}'{where} {what}")
+
+
+class BFloatType(ir.Type):
+    """LLVM's `bfloat` (llvmlite has no bfloat type)."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BFloatType)
+
+    def __hash__(self) -> int:
+        return hash(BFloatType)
+
+    def format_constant(self, value: float) -> str:
+        return f"0xR{bfloat16_bits(value):04X}"
+
+
+BF16 = BFloatType()
+
+
+def bfloat16_bits(value: float) -> int:
+    """The bfloat16 nearest to `value` (rounded once, ties to even), as its 16 bits."""
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    if math.isnan(value):
+        return 0x7FC0
+    a = abs(value)
+    if a == 0:
+        return sign
+    if math.isinf(a):
+        return sign | 0x7F80
+    m, e = math.frexp(a)  # a = m * 2^e, 0.5 <= m < 1
+    if e - 1 < -126:  # below the smallest normal: multiples of 2^-133
+        return sign | round(a * 2.0**133)  # 128 (the smallest normal) encodes itself
+    q = round(m * 256)  # 8 significant bits, ties to even
+    if q == 256:
+        q, e = 128, e + 1
+    biased = e - 1 + 127
+    if biased >= 255:
+        return sign | 0x7F80
+    return sign | (biased << 7) | (q - 128)
+
+
+def llvm_type(t: Type) -> ir.Type:
+    """The register type of scalar type `t` (`index` is `i64`)."""
+    if isinstance(t, IndexType):
+        return I64
+    if isinstance(t, IntegerType):
+        return ir.IntType(t.width)
+    if isinstance(t, FloatType):
+        return {"f16": ir.HalfType(), "bf16": BF16, "f32": F32, "f64": ir.DoubleType()}[t.name]
+    raise TypeError(f"no LLVM type for {t}")
+
+
+def memory_type(t: Type) -> ir.Type:
+    """The type of an element in memory: `i1` is a byte."""
+    return I8 if t == IntegerType(1) else llvm_type(t)
+
+
+def constant(t: Type, value: Any) -> ir.Constant:
+    lt = llvm_type(t)
+    if isinstance(t, FloatType):
+        return ir.Constant(lt, float(value))
+    return ir.Constant(lt, int(value))
+
+
+@dataclass
+class View:
+    """A lowered tensor view: its pointer, extents and strides (i64, in elements)."""
+
+    pointer: ir.Value
+    extents: list[ir.Value]
+    strides: list[ir.Value]
+
+
+def lower_to_llvm(module: ModuleOp, arch: str) -> ir.Module:
+    """An LLVM module with one kernel function per `func` of `module` (specialized and laid
+    out), for NVPTX architecture `arch` (one of `ARCHES`). An op that cannot be lowered raises
+    `InternalCompilerError` naming it, with the IR saved to a file."""
+    if arch not in ARCHES:
+        raise TileError(f"unknown architecture '{arch}'", hint="one of " + ", ".join(ARCHES))
+    llmod = ir.Module(name=module.loc.file or "tilec")
+    llmod.triple = TRIPLE
+    llmod.data_layout = DATA_LAYOUT
+    for func in module.functions:
+        try:
+            _KernelLowering(func, llmod).lower()
+        except TileError:
+            raise
+        except Exception as e:
+            path = save_crash_ir("lower-to-llvm", print_op(module, print_locations=True), None)
+            raise InternalCompilerError("lower-to-llvm", e, path) from e
+    return llmod
+
+
+_FLOAT_BINARY = {
+    arith.AddFOp: "fadd",
+    arith.SubFOp: "fsub",
+    arith.MulFOp: "fmul",
+    arith.DivFOp: "fdiv",
+}
+_INT_BINARY = {
+    arith.AddIOp: "add",
+    arith.SubIOp: "sub",
+    arith.MulIOp: "mul",
+    arith.DivSIOp: "sdiv",
+    arith.RemSIOp: "srem",
+    arith.AndIOp: "and_",
+    arith.OrIOp: "or_",
+    arith.XOrIOp: "xor",
+    arith.ShLIOp: "shl",
+    arith.ShRSIOp: "ashr",
+}
+_CMPF = {
+    "oeq": (True, "=="),
+    "one": (True, "!="),
+    "olt": (True, "<"),
+    "ole": (True, "<="),
+    "ogt": (True, ">"),
+    "oge": (True, ">="),
+    "ord": (True, "ord"),
+    "ueq": (False, "=="),
+    "une": (False, "!="),
+    "ult": (False, "<"),
+    "ule": (False, "<="),
+    "ugt": (False, ">"),
+    "uge": (False, ">="),
+    "uno": (False, "uno"),
+}
+_CMPI = {
+    "eq": (True, "=="),
+    "ne": (True, "!="),
+    "slt": (True, "<"),
+    "sle": (True, "<="),
+    "sgt": (True, ">"),
+    "sge": (True, ">="),
+    "ult": (False, "<"),
+    "ule": (False, "<="),
+    "ugt": (False, ">"),
+    "uge": (False, ">="),
+}
+
+
+class _KernelLowering:
+    """Lowers one kernel. `self.b` inserts at the current point; `self.prologue` inserts at the
+    end of the entry block, where per-thread constants (thread coordinates) are computed once
+    so that every later block may use them."""
+
+    def __init__(self, func: FuncOp, llmod: ir.Module):
+        self.func = func
+        self.module = llmod
+        self.abi = kernel_abi(func)
+        types = [_parameter_type(p.kind, p.dtype) for p in self.abi.parameters]
+        self.fn = ir.Function(llmod, ir.FunctionType(ir.VoidType(), types), func.sym_name)
+        self.fn.calling_convention = "ptx_kernel"
+        for arg, p in zip(self.fn.args, self.abi.parameters):
+            arg.name = p.name
+        # Every launch uses exactly this many threads; ptxas may plan registers for it.
+        llmod.add_named_metadata(
+            "nvvm.annotations",
+            [self.fn, ir.MetaDataString(llmod, "reqntidx"), ir.Constant(I32, self.abi.num_threads)],
+        )
+        entry = self.fn.append_basic_block("entry")
+        body = self.fn.append_basic_block("body")
+        self.b = ir.IRBuilder(entry)
+        tid = self._sreg("tid.x")
+        self.lane = self.b.and_(tid, ir.Constant(I32, 31))
+        self.warp = self.b.lshr(tid, ir.Constant(I32, 5))
+        self.scratch = None
+        if self.abi.shared_bytes:
+            self.scratch = _shared_array(llmod)
+        self.prologue = ir.IRBuilder(entry)
+        self.prologue.position_before(self.b.branch(body))
+        self.b.position_at_end(body)
+        self.values: dict[Value, Any] = {}
+        self._bases: dict[tuple[DimMap, ...], list[ir.Value]] = {}
+        self._owners: dict[tuple[DimMap, ...], ir.Value | None] = {}
+        self._bind_arguments()
+
+    def _sreg(self, name: str) -> ir.Value:
+        return mathlib.call_intrinsic(self.b, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+
+    def _bind_arguments(self) -> None:
+        args = iter(self.fn.args)
+        for arg in self.func.arguments:
+            t = arg.type
+            if isinstance(t, TensorType):
+                pointer = next(args)
+                extents = [next(args) for _ in range(t.rank)]
+                strides = [next(args) for _ in range(t.rank)]
+                self.values[arg] = View(pointer, extents, strides)
+            elif isinstance(t, TileType):
+                raise ValueError(f"kernel argument of tile type {t}: kernels take tensors")
+            else:
+                value = next(args)
+                if t == IntegerType(1):  # passed as a byte
+                    value = self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+                self.values[arg] = value
+
+    # -- the walk -------------------------------------------------------------------------------
+
+    def lower(self) -> None:
+        self.block(self.func.body.block)
+
+    def block(self, block: Block) -> list[Any] | None:
+        """Lower the ops of `block`; the lowered values it yields (None: it ends otherwise)."""
+        for op in block.ops:
+            if isinstance(op, scf.YieldOp):
+                return [self.values[v] for v in op.operands]
+            if isinstance(op, ReturnOp):
+                self.b.ret_void()
+                return None
+            self.op(op)
+        return None
+
+    def op(self, op: Operation) -> None:
+        method = _LOWERINGS.get(type(op))
+        if method is None:
+            raise NotLowered(op)
+        results = method(self, op)
+        if results is not None:
+            for r, v in zip(op.results, results):
+                self.values[r] = v
+
+    # -- thread coordinates ---------------------------------------------------------------------
+
+    def bases(self, m: ThreadMap) -> list[ir.Value]:
+        """Per dimension, the thread's first index (i32), computed in the entry block."""
+        key = tuple(m.dims)
+        found = self._bases.get(key)
+        if found is None:
+            p = self.prologue
+            found = []
+            for d in m.dims:
+                found.append(p.and_(self._position(d), ir.Constant(I32, d.size - 1)))
+            self._bases[key] = found
+        return found
+
+    def _position(self, d: DimMap) -> ir.Value:
+        p = self.prologue
+        terms: list[ir.Value] = []
+        for value, shift, mask, mul in (
+            (self.lane, d.lane_shift, d.lane_mask, d.lane_mul),
+            (self.warp, d.warp_shift, d.warp_mask, d.warp_mul),
+        ):
+            if mask == 0:
+                continue
+            field = p.and_(p.lshr(value, ir.Constant(I32, shift)), ir.Constant(I32, mask))
+            terms.append(p.mul(field, ir.Constant(I32, mul)))
+        if not terms:
+            return ir.Constant(I32, 0)
+        return terms[0] if len(terms) == 1 else p.add(terms[0], terms[1])
+
+    def unique_owner(self, m: ThreadMap) -> ir.Value | None:
+        """True in the threads that hold no replicated copies (None: no thread holds any)."""
+        key = tuple(m.dims)
+        if key not in self._owners:
+            p = self.prologue
+            owner: ir.Value | None = None
+            for d in m.dims:
+                if d.wraps:
+                    inside = p.icmp_unsigned("<", self._position(d), ir.Constant(I32, d.size))
+                    owner = inside if owner is None else p.and_(owner, inside)
+            self._owners[key] = owner
+        return self._owners[key]
+
+    def dim_indices(self, m: ThreadMap) -> list[list[ir.Value]]:
+        """Per dimension, the index (i32) of each of the thread's positions."""
+        return [
+            [self.b.add(base, ir.Constant(I32, off)) if off else base for off in d.offsets]
+            for base, d in zip(self.bases(m), m.dims)
+        ]
+
+    def flat_indices(self, m: ThreadMap, coefficients: tuple[int, ...]) -> list[ir.Value]:
+        """Per slot, `sum(index[d] * coefficients[d])` (i32)."""
+        b = self.b
+        start: ir.Value = ir.Constant(I32, 0)
+        for base, c in zip(self.bases(m), coefficients):
+            if c:
+                term = b.mul(base, ir.Constant(I32, c)) if c != 1 else base
+                start = term if isinstance(start, ir.Constant) else b.add(start, term)
+        flats = []
+        for slot in range(m.num_slots):
+            k = m.slot_multi_index(slot)
+            offset = sum(d.offsets[kd] * c for d, kd, c in zip(m.dims, k, coefficients))
+            flats.append(b.add(start, ir.Constant(I32, offset)) if offset else start)
+        return flats
+
+    # -- shared scratch -------------------------------------------------------------------------
+
+    def barrier(self) -> None:
+        mathlib.call_intrinsic(self.b, "llvm.nvvm.barrier0", ir.VoidType(), [])
+
+    def scratch_pointer(self, t: Type, index: ir.Value, byte_offset: int = 0) -> ir.Value:
+        assert self.scratch is not None, "shared scratch used but not sized"
+        base = self.scratch
+        if byte_offset:
+            base = self.b.gep(base, [ir.Constant(I32, byte_offset)], source_etype=I8)
+        return self.b.gep(base, [index], source_etype=memory_type(t))
+
+    def scratch_store(self, t: Type, index: ir.Value, value: ir.Value, byte_offset: int = 0):
+        if t == IntegerType(1):
+            value = self.b.zext(value, I8)
+        self.b.store(value, self.scratch_pointer(t, index, byte_offset))
+
+    def scratch_load(self, t: Type, index: ir.Value, byte_offset: int = 0) -> ir.Value:
+        v = self.b.load(self.scratch_pointer(t, index, byte_offset), typ=memory_type(t))
+        return self.b.trunc(v, I1) if t == IntegerType(1) else v
+
+    def when(self, predicate: ir.Value | None, emit) -> None:
+        """Run `emit()` only in threads where `predicate` holds (always when None)."""
+        if predicate is None:
+            emit()
+            return
+        with self.b.if_then(predicate):
+            emit()
+
+    def write_tile(self, t: TileType, values: list[ir.Value], byte_offset: int = 0) -> None:
+        """Store a tile row-major into the scratch, each element by its unique owner."""
+        m = thread_map(t)
+        flats = self.flat_indices(m, row_major_strides(t.shape))
+
+        def emit() -> None:
+            for flat, v in zip(flats, values):
+                self.scratch_store(t.element, flat, v, byte_offset)
+
+        self.when(self.unique_owner(m), emit)
+
+    # -- operands -------------------------------------------------------------------------------
+
+    def operand_slots(self, v: Value, n: int) -> list[ir.Value]:
+        """A tile operand's slots, or a scalar operand repeated `n` times."""
+        lowered = self.values[v]
+        return lowered if isinstance(lowered, list) else [lowered] * n
+
+    def elementwise(self, op: Operation, fn) -> list[Any]:
+        """Apply `fn` slot by slot (scalars: once)."""
+        t = op.results[0].type
+        if not isinstance(t, TileType):
+            return [fn(*(self.values[v] for v in op.operands))]
+        n = thread_map(t).num_slots
+        columns = [self.operand_slots(v, n) for v in op.operands]
+        return [[fn(*args) for args in zip(*columns)]]
+
+    # -- arith ----------------------------------------------------------------------------------
+
+    def constant_op(self, op: Operation) -> list[Any]:
+        attr = op.attributes["value"]
+        value = attr.value if not isinstance(attr, BoolAttr) else int(attr.value)
+        return [constant(op.result.type, value)]
+
+    def float_binary(self, op: Operation) -> list[Any]:
+        name = _FLOAT_BINARY[type(op)]
+        return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
+
+    def int_binary(self, op: Operation) -> list[Any]:
+        name = _INT_BINARY[type(op)]
+        return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
+
+    def min_max_float(self, op: Operation) -> list[Any]:
+        which = "maximum" if isinstance(op, arith.MaximumFOp) else "minimum"
+        return self.elementwise(op, lambda a, c: self._float_intrinsic(which, a, c))
+
+    def _float_intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
+        t = args[0].type
+        return mathlib.call_intrinsic(self.b, f"llvm.{name}.{t.intrinsic_name}", t, args)
+
+    def min_max_int(self, op: Operation) -> list[Any]:
+        relation = ">" if isinstance(op, arith.MaxSIOp) else "<"
+        b = self.b
+        return self.elementwise(op, lambda a, c: b.select(b.icmp_signed(relation, a, c), a, c))
+
+    def ceildiv(self, op: Operation) -> list[Any]:
+        b = self.b
+
+        def ceildiv(x: ir.Value, y: ir.Value) -> ir.Value:
+            q = b.sdiv(x, y)
+            r = b.srem(x, y)
+            zero = ir.Constant(x.type, 0)
+            # Round up when the exact quotient is positive and not whole.
+            up = b.and_(
+                b.icmp_signed("!=", r, zero),
+                b.icmp_signed("==", b.icmp_signed(">", r, zero), b.icmp_signed(">", y, zero)),
+            )
+            return b.add(q, b.zext(up, x.type))
+
+        return self.elementwise(op, ceildiv)
+
+    def negf(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self.b.fneg)
+
+    def cmpf(self, op: Operation) -> list[Any]:
+        ordered, relation = _CMPF[op.predicate]
+        compare = self.b.fcmp_ordered if ordered else self.b.fcmp_unordered
+        return self.elementwise(op, lambda a, c: compare(relation, a, c))
+
+    def cmpi(self, op: Operation) -> list[Any]:
+        signed, relation = _CMPI[op.predicate]
+        compare = self.b.icmp_signed if signed else self.b.icmp_unsigned
+        return self.elementwise(op, lambda a, c: compare(relation, a, c))
+
+    def select(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self.b.select)
+
+    def arith_cast(self, op: Operation) -> list[Any]:
+        b = self.b
+        src, dst = element_type(op.input.type), element_type(op.result.type)
+        lt = llvm_type(dst)
+        if isinstance(op, (arith.ExtFOp, arith.TruncFOp)):
+            fn = lambda x: self.convert_float(x, src, dst)  # noqa: E731
+        elif isinstance(op, arith.SIToFPOp):
+            fn = lambda x: b.sitofp(x, lt)  # noqa: E731
+        elif isinstance(op, arith.FPToSIOp):
+            fn = lambda x: b.fptosi(x, lt)  # noqa: E731
+        else:  # extsi, trunci, index_cast: sign-extend or truncate
+            fn = lambda x: self.resize_int(x, lt, signed=True)  # noqa: E731
+        return self.elementwise(op, fn)
+
+    def resize_int(self, x: ir.Value, to: ir.IntType, *, signed: bool) -> ir.Value:
+        if x.type.width == to.width:
+            return x
+        if x.type.width > to.width:
+            return self.b.trunc(x, to)
+        return self.b.sext(x, to) if signed else self.b.zext(x, to)
+
+    def convert_float(self, x: ir.Value, src: FloatType, dst: FloatType) -> ir.Value:
+        if src == dst:
+            return x
+        if src.width == dst.width:  # f16 <-> bf16: through f32, which holds both exactly
+            return self.b.fptrunc(self.b.fpext(x, F32), llvm_type(dst))
+        if src.width < dst.width:
+            return self.b.fpext(x, llvm_type(dst))
+        return self.b.fptrunc(x, llvm_type(dst))  # rounds to nearest even (cvt.rn)
+
+    def convert(self, x: ir.Value, src: Type, dst: Type) -> ir.Value:
+        """`tile.cast` of one element (see its docstring for the rules)."""
+        b = self.b
+        if src == dst:
+            return x
+        lt = llvm_type(dst)
+        if isinstance(src, FloatType) and isinstance(dst, FloatType):
+            return self.convert_float(x, src, dst)
+        if isinstance(src, FloatType):
+            if dst == IntegerType(1):
+                return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+            return b.fptosi(x, lt)
+        if isinstance(dst, FloatType):
+            return b.uitofp(x, lt) if src == IntegerType(1) else b.sitofp(x, lt)
+        if dst == IntegerType(1):
+            return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+        return self.resize_int(x, lt, signed=src != IntegerType(1))
+
+    def cast(self, op: Operation) -> list[Any]:
+        src, dst = element_type(op.input.type), element_type(op.result.type)
+        return self.elementwise(op, lambda x: self.convert(x, src, dst))
+
+    # -- math -----------------------------------------------------------------------------------
+
+    def math_op(self, op: Operation) -> list[Any]:
+        t = element_type(op.result.type)
+        name = op.name
+        b = self.b
+        if name == "math.fma":  # native fma.rn for every float type: rounded once
+            return self.elementwise(op, lambda *xs: self._float_intrinsic("fma", *xs))
+        if t == FloatType("f64"):
+            if name in ("math.absf", "math.floor", "math.ceil"):
+                intrinsic = "fabs" if name == "math.absf" else name[5:]
+                return self.elementwise(op, lambda x: self._float_intrinsic(intrinsic, x))
+            if name == "math.sqrt":
+                return self.elementwise(op, lambda x: self._float_intrinsic("sqrt", x))
+            if name == "math.rsqrt":
+                one = ir.Constant(ir.DoubleType(), 1.0)
+                return self.elementwise(op, lambda x: b.fdiv(one, self._float_intrinsic("sqrt", x)))
+            raise NotLowered(op, "on f64 is not lowered yet (only f16, bf16 and f32 are)")
+        fn = mathlib.F32_FUNCTIONS[name]
+
+        def in_f32(*xs: ir.Value) -> ir.Value:
+            wide = [self.convert_float(x, t, FloatType("f32")) for x in xs]
+            return self.convert_float(fn(b, *wide), FloatType("f32"), t)
+
+        return self.elementwise(op, in_f32)
+
+    # -- tile: where, what ----------------------------------------------------------------------
+
+    def program_id(self, op: Operation) -> list[Any]:
+        return [self.b.zext(self._sreg("ctaid." + "xyz"[op.axis]), I64)]
+
+    def num_programs(self, op: Operation) -> list[Any]:
+        return [self.b.zext(self._sreg("nctaid." + "xyz"[op.axis]), I64)]
+
+    def dim(self, op: Operation) -> list[Any]:
+        return [self.values[op.view].extents[op.axis]]
+
+    def symbol(self, op: Operation) -> list[Any]:
+        raise NotLowered(op, f"'{op.symbol}' has no size: run the 'specialize' pass first")
+
+    def full(self, op: Operation) -> list[Any]:
+        t = op.result.type
+        attr = op.attributes["value"]
+        value = attr.value if isinstance(attr, FloatAttr) else int(attr.value)
+        return [[constant(t.element, value)] * thread_map(t).num_slots]
+
+    def splat(self, op: Operation) -> list[Any]:
+        return [[self.values[op.input]] * thread_map(op.result.type).num_slots]
+
+    def iota(self, op: Operation) -> list[Any]:
+        t = op.result.type
+        (indices,) = self.dim_indices(thread_map(t))
+        return [[self.resize_int(i, llvm_type(t.element), signed=True) for i in indices]]
+
+    # -- tile: memory ---------------------------------------------------------------------------
+
+    def _access(self, op: Operation, t: TileType) -> tuple[list[ir.Value], list[ir.Value]]:
+        """Per slot of a load or store of `t`: the element pointer and the in-bounds predicate."""
+        b = self.b
+        view: View = self.values[op.view]
+        offsets = [self.values[v] for v in op.offsets]
+        m = thread_map(t)
+        addresses, inside = [], []
+        for d, indices in enumerate(self.dim_indices(m)):
+            adds, oks = [], []
+            for i in indices:
+                index = b.add(offsets[d], b.sext(i, I64))
+                # Unsigned: an index below 0 is out of bounds too.
+                oks.append(b.icmp_unsigned("<", index, view.extents[d]))
+                adds.append(b.mul(index, view.strides[d]))
+            addresses.append(adds)
+            inside.append(oks)
+        pointers, predicates = [], []
+        element = memory_type(t.element)
+        for slot in range(m.num_slots):
+            k = m.slot_multi_index(slot)
+            offset, ok = addresses[0][k[0]], inside[0][k[0]]
+            for d in range(1, len(k)):
+                offset = b.add(offset, addresses[d][k[d]])
+                ok = b.and_(ok, inside[d][k[d]])
+            pointers.append(b.gep(view.pointer, [offset], source_etype=element))
+            predicates.append(ok)
+        return pointers, predicates
+
+    def load(self, op: Operation) -> list[Any]:
+        t = op.result.type
+        pointers, predicates = self._access(op, t)
+        if op.mask is not None:
+            predicates = [self.b.and_(p, q) for p, q in zip(predicates, self.values[op.mask])]
+        padding_attr = op.attributes.get("padding")
+        padding = 0 if padding_attr is None else padding_attr.value
+        if isinstance(padding, bool):
+            padding = int(padding)
+        other = constant(t.element, padding)
+        return [[self._global_load(t.element, p, q, other) for p, q in zip(pointers, predicates)]]
+
+    def _global_load(self, t: Type, pointer: ir.Value, predicate, other: ir.Constant):
+        b = self.b
+        bits = 8 if t == IntegerType(1) else _bits(t)
+        kind = {8: ("h", "u8", I16), 16: ("h", "b16", I16), 32: ("r", "b32", I32)}.get(
+            bits, ("l", "b64", I64)
+        )
+        letter, ptx_type, reg = kind
+        raw_other = self._to_bits(other, reg, t)
+        # The register starts as `other`, and the load overwrites it only where allowed.
+        asm = ir.InlineAsm(
+            ir.FunctionType(reg, [GLOBAL_PTR, I1, reg]),
+            f"mov.b{reg.width} $0, $3;\n\t@$2 ld.global.{ptx_type} $0, [$1];",
+            f"={letter},l,b,{letter}",
+            side_effect=True,  # never moved across stores (a kernel may read what it wrote)
+        )
+        raw = b.call(asm, [pointer, predicate, raw_other])
+        return self._from_bits(raw, t)
+
+    def _to_bits(self, v: ir.Value, reg: ir.IntType, t: Type) -> ir.Value:
+        b = self.b
+        if t == IntegerType(1):
+            return b.zext(v, reg)
+        if isinstance(t, FloatType):
+            v = b.bitcast(v, ir.IntType(t.width))
+        return b.zext(v, reg) if v.type.width < reg.width else v
+
+    def _from_bits(self, raw: ir.Value, t: Type) -> ir.Value:
+        b = self.b
+        if t == IntegerType(1):
+            return b.icmp_unsigned("!=", raw, ir.Constant(raw.type, 0))
+        width = _bits(t)
+        if raw.type.width > width:
+            raw = b.trunc(raw, ir.IntType(width))
+        return b.bitcast(raw, llvm_type(t)) if isinstance(t, FloatType) else raw
+
+    def store(self, op: Operation) -> list[Any] | None:
+        t = op.value.type
+        pointers, predicates = self._access(op, t)
+        if op.mask is not None:
+            predicates = [self.b.and_(p, q) for p, q in zip(predicates, self.values[op.mask])]
+        owner = self.unique_owner(thread_map(t))
+        if owner is not None:
+            predicates = [self.b.and_(p, owner) for p in predicates]
+        element = t.element
+        bits = 8 if element == IntegerType(1) else _bits(element)
+        letter, ptx_type, reg = {
+            8: ("h", "u8", I16),
+            16: ("h", "b16", I16),
+            32: ("r", "b32", I32),
+        }.get(bits, ("l", "b64", I64))
+        asm = ir.InlineAsm(
+            ir.FunctionType(ir.VoidType(), [GLOBAL_PTR, reg, I1]),
+            f"@$2 st.global.{ptx_type} [$0], $1;",
+            f"l,{letter},b",
+            side_effect=True,
+        )
+        for p, v, q in zip(pointers, self.values[op.value], predicates):
+            self.b.call(asm, [p, self._to_bits(v, reg, element), q])
+        return None
+
+    # -- tile: moving elements between threads --------------------------------------------------
+
+    def remap(self, op: Operation) -> list[Any]:
+        src_t, dst_t = op.operands[0].type, op.results[0].type
+        values = self.values[op.operands[0]]
+        slots = remap_source_slots(op)
+        if slots is not None:
+            return [[values[s] for s in slots]]
+        self.write_tile(src_t, values)
+        self.barrier()
+        flats = self.flat_indices(thread_map(dst_t), remap_coefficients(op))
+        result = [self.scratch_load(dst_t.element, f) for f in flats]
+        self.barrier()
+        return [result]
+
+    def _combine(self, kind: str, t: Type, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        if isinstance(t, FloatType):
+            if kind == "sum":
+                return b.fadd(x, y)
+            if kind == "prod":
+                return b.fmul(x, y)
+            return self._float_intrinsic("maximum" if kind == "max" else "minimum", x, y)
+        if kind == "sum":
+            return b.add(x, y)
+        if kind == "prod":
+            return b.mul(x, y)
+        return b.select(b.icmp_signed(">" if kind == "max" else "<", x, y), x, y)
+
+    def shuffle_xor(self, v: ir.Value, lane_mask: int) -> ir.Value:
+        """The value `v` of lane `lane ^ lane_mask` (every lane of the warp takes part)."""
+        b = self.b
+        args = [ir.Constant(I32, -1), None, ir.Constant(I32, lane_mask), ir.Constant(I32, 31)]
+        if v.type == F32:
+            args[1] = v
+            return mathlib.call_intrinsic(b, "llvm.nvvm.shfl.sync.bfly.f32", F32, args)
+        width = v.type.width if isinstance(v.type, ir.IntType) else _type_bits(v.type)
+        bits = v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(width))
+
+        def shuffle32(x: ir.Value) -> ir.Value:
+            args[1] = x
+            return mathlib.call_intrinsic(b, "llvm.nvvm.shfl.sync.bfly.i32", I32, list(args))
+
+        if width == 64:
+            low = shuffle32(b.trunc(bits, I32))
+            high = shuffle32(b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32))
+            out = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
+        elif width == 32:
+            out = shuffle32(bits)
+        else:
+            out = b.trunc(shuffle32(b.zext(bits, I32)), ir.IntType(width))
+        return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
+
+    def reduce(self, op: Operation) -> list[Any]:
+        src_t: TileType = op.input.type
+        t = src_t.element
+        kind = op.kind
+        m = thread_map(src_t)
+        plan = reduce_plan(op)
+        values = self.values[op.input]
+        natural = m.without_dim(plan.axis)
+        # 1. within the thread, 2. across lanes
+        partials = []
+        for slot in range(natural.num_slots):
+            k = list(natural.slot_multi_index(slot))
+            acc = None
+            for ka in range(m.counts[plan.axis]):
+                full = (*k[: plan.axis], ka, *k[plan.axis :])
+                v = values[sum(i * s for i, s in zip(full, m.slot_strides))]
+                acc = v if acc is None else self._combine(kind, t, acc, v)
+            for lane_mask in plan.lane_bits:
+                acc = self._combine(kind, t, acc, self.shuffle_xor(acc, lane_mask))
+            partials.append(acc)
+        result_t = op.result.type
+        if plan.result_slots is not None:
+            if isinstance(result_t, TileType):
+                return [[partials[s] for s in plan.result_slots]]
+            return [partials[0]]
+        # 3. across warps (and into the result's layout) through shared memory
+        d = m.dims[plan.axis]
+        p = self.prologue
+        size = math.prod(result_t.shape) if isinstance(result_t, TileType) else 1
+        warp_row = p.and_(
+            p.lshr(self.warp, ir.Constant(I32, d.warp_shift)), ir.Constant(I32, d.warp_mask)
+        )
+        lane_field = p.and_(
+            p.lshr(self.lane, ir.Constant(I32, d.lane_shift)), ir.Constant(I32, d.lane_mask)
+        )
+        writer = p.and_(
+            p.icmp_unsigned("==", lane_field, ir.Constant(I32, 0)),
+            p.icmp_unsigned("<", warp_row, ir.Constant(I32, plan.warps)),
+        )
+        other_owner = self.unique_owner(natural)
+        if other_owner is not None:
+            writer = p.and_(writer, other_owner)
+        row_start = p.mul(warp_row, ir.Constant(I32, size))
+        flats = (
+            self.flat_indices(natural, row_major_strides(result_t.shape))
+            if isinstance(result_t, TileType)
+            else [ir.Constant(I32, 0)]
+        )
+
+        def emit() -> None:
+            for flat, v in zip(flats, partials):
+                self.scratch_store(t, self.b.add(row_start, flat), v)
+
+        self.when(writer, emit)
+        self.barrier()
+        if isinstance(result_t, TileType):
+            reads = self.flat_indices(thread_map(result_t), row_major_strides(result_t.shape))
+        else:
+            reads = [ir.Constant(I32, 0)]
+        results = []
+        for flat in reads:
+            acc = self.scratch_load(t, flat)
+            for w in range(1, plan.warps):
+                other = self.scratch_load(t, self.b.add(flat, ir.Constant(I32, w * size)))
+                acc = self._combine(kind, t, acc, other)
+            results.append(acc)
+        self.barrier()
+        return [results] if isinstance(result_t, TileType) else [results[0]]
+
+    def dot(self, op: Operation) -> list[Any]:
+        b = self.b
+        a_t, b_t, acc_t = op.a.type, op.b.type, op.result.type
+        (rows, inner), (_, cols) = a_t.shape, b_t.shape
+        a_bytes = rows * inner * _type_size(a_t.element)
+        b_offset = -(-a_bytes // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
+        self.write_tile(a_t, self.values[op.a])
+        self.write_tile(b_t, self.values[op.b], b_offset)
+        self.barrier()
+        m = thread_map(acc_t)
+        row_index, col_index = self.dim_indices(m)
+        row_start = [b.mul(r, ir.Constant(I32, inner)) for r in row_index]
+        acc_in = self.values[op.acc]
+        # for k in 0..inner: acc[r, c] += a[row r, k] * b[k, col c]
+        before = b.block
+        header = self.fn.append_basic_block("dot.k")
+        after = self.fn.append_basic_block("dot.done")
+        b.branch(header)
+        b.position_at_end(header)
+        k = b.phi(I32)
+        k.add_incoming(ir.Constant(I32, 0), before)
+        accs = []
+        for v in acc_in:
+            phi = b.phi(v.type)
+            phi.add_incoming(v, before)
+            accs.append(phi)
+        a_vals = [
+            self._widen(self.scratch_load(a_t.element, b.add(r, k)), a_t.element, acc_t.element)
+            for r in row_start
+        ]
+        k_row = b.mul(k, ir.Constant(I32, cols))
+        b_vals = [
+            self._widen(
+                self.scratch_load(b_t.element, b.add(k_row, c), b_offset),
+                b_t.element,
+                acc_t.element,
+            )
+            for c in col_index
+        ]
+        new = []
+        for slot, acc in enumerate(accs):
+            r, c = m.slot_multi_index(slot)
+            x, y = a_vals[r], b_vals[c]
+            if isinstance(acc_t.element, FloatType):
+                new.append(self._float_intrinsic("fma", x, y, acc))
+            else:
+                new.append(b.add(acc, b.mul(x, y)))
+        next_k = b.add(k, ir.Constant(I32, 1))
+        latch = b.block
+        k.add_incoming(next_k, latch)
+        for phi, v in zip(accs, new):
+            phi.add_incoming(v, latch)
+        b.cbranch(b.icmp_unsigned("<", next_k, ir.Constant(I32, inner)), header, after)
+        b.position_at_end(after)
+        self.barrier()
+        return [new]
+
+    def _widen(self, x: ir.Value, src: Type, dst: Type) -> ir.Value:
+        if isinstance(src, FloatType):
+            return self.convert_float(x, src, dst)  # type: ignore[arg-type]
+        return self.resize_int(x, llvm_type(dst), signed=True)
+
+    # -- scf ------------------------------------------------------------------------------------
+
+    def for_op(self, op: scf.ForOp) -> list[Any]:
+        b = self.b
+        lower, upper, step = (self.values[v] for v in (op.lower, op.upper, op.step))
+        inits = [self.values[v] for v in op.inits]
+        before = b.block
+        header = self.fn.append_basic_block("loop")
+        body = self.fn.append_basic_block("loop.body")
+        exit_ = self.fn.append_basic_block("loop.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(lower.type)
+        iv.add_incoming(lower, before)
+        carried = [_phis(b, init, before) for init in inits]
+        b.cbranch(b.icmp_signed("<", iv, upper), body, exit_)
+        b.position_at_end(body)
+        self.values[op.induction_var] = iv
+        for arg, phis in zip(op.iter_args, carried):
+            self.values[arg] = phis
+        yielded = self.block(op.body.block)
+        assert yielded is not None
+        latch = b.block
+        iv.add_incoming(b.add(iv, step), latch)
+        for phis, value in zip(carried, yielded):
+            _add_incoming(phis, value, latch)
+        b.branch(header)
+        b.position_at_end(exit_)
+        return carried
+
+    def if_op(self, op: scf.IfOp) -> list[Any]:
+        b = self.b
+        then_bb = self.fn.append_basic_block("if.then")
+        else_bb = self.fn.append_basic_block("if.else") if not op.otherwise.empty else None
+        merge = self.fn.append_basic_block("if.end")
+        b.cbranch(self.values[op.condition], then_bb, else_bb or merge)
+        arms = []
+        for region, bb in ((op.then, then_bb), (op.otherwise, else_bb)):
+            if bb is None:
+                continue
+            b.position_at_end(bb)
+            yielded = self.block(region.block) or []
+            arms.append((yielded, b.block))
+            b.branch(merge)
+        b.position_at_end(merge)
+        results = []
+        for i in range(len(op.results)):
+            first = arms[0][0][i]
+            if isinstance(first, list):
+                phis = [b.phi(v.type) for v in first]
+                for yielded, block in arms:
+                    for phi, v in zip(phis, yielded[i]):
+                        phi.add_incoming(v, block)
+                results.append(phis)
+            else:
+                phi = b.phi(first.type)
+                for yielded, block in arms:
+                    phi.add_incoming(yielded[i], block)
+                results.append(phi)
+        return results
+
+
+def _phis(b: ir.IRBuilder, init: Any, before: ir.Block) -> Any:
+    if isinstance(init, list):
+        return [_phis(b, v, before) for v in init]
+    phi = b.phi(init.type)
+    phi.add_incoming(init, before)
+    return phi
+
+
+def _add_incoming(phis: Any, value: Any, block: ir.Block) -> None:
+    if isinstance(phis, list):
+        for p, v in zip(phis, value):
+            p.add_incoming(v, block)
+    else:
+        phis.add_incoming(value, block)
+
+
+def _bits(t: Type) -> int:
+    return 64 if isinstance(t, IndexType) else t.width  # type: ignore[attr-defined]
+
+
+def _type_bits(t: ir.Type) -> int:
+    if isinstance(t, (ir.HalfType, BFloatType)):
+        return 16
+    if isinstance(t, ir.FloatType):
+        return 32
+    if isinstance(t, ir.DoubleType):
+        return 64
+    return t.width
+
+
+def _type_size(t: Type) -> int:
+    return 1 if t == IntegerType(1) else _bits(t) // 8
+
+
+def _parameter_type(kind: str, dtype: str) -> ir.Type:
+    if kind == "pointer":
+        return GLOBAL_PTR
+    if kind in ("extent", "stride"):
+        return I64
+    if dtype == "i1":
+        return I8
+    from tilec.ir.types import SCALAR_TYPES
+
+    return llvm_type(SCALAR_TYPES[dtype])
+
+
+def _shared_array(llmod: ir.Module) -> ir.GlobalVariable:
+    found = llmod.globals.get(SHARED_SYMBOL)
+    if found is None:
+        found = ir.GlobalVariable(llmod, ir.ArrayType(I8, 0), SHARED_SYMBOL, addrspace=3)
+        found.linkage = "external"
+        found.align = SCRATCH_ALIGNMENT
+        # llvmlite types globals with typed pointers; the rest of the module uses opaque ones.
+        found.type = SHARED_PTR
+    return found
+
+
+_LOWERINGS: dict[type, Any] = {
+    arith.ConstantOp: _KernelLowering.constant_op,
+    **{cls: _KernelLowering.float_binary for cls in _FLOAT_BINARY},
+    **{cls: _KernelLowering.int_binary for cls in _INT_BINARY},
+    arith.MaximumFOp: _KernelLowering.min_max_float,
+    arith.MinimumFOp: _KernelLowering.min_max_float,
+    arith.MaxSIOp: _KernelLowering.min_max_int,
+    arith.MinSIOp: _KernelLowering.min_max_int,
+    arith.CeilDivSIOp: _KernelLowering.ceildiv,
+    arith.NegFOp: _KernelLowering.negf,
+    arith.CmpFOp: _KernelLowering.cmpf,
+    arith.CmpIOp: _KernelLowering.cmpi,
+    arith.SelectOp: _KernelLowering.select,
+    arith.ExtFOp: _KernelLowering.arith_cast,
+    arith.TruncFOp: _KernelLowering.arith_cast,
+    arith.SIToFPOp: _KernelLowering.arith_cast,
+    arith.FPToSIOp: _KernelLowering.arith_cast,
+    arith.ExtSIOp: _KernelLowering.arith_cast,
+    arith.TruncIOp: _KernelLowering.arith_cast,
+    arith.IndexCastOp: _KernelLowering.arith_cast,
+    **{
+        cls: _KernelLowering.math_op
+        for cls in (
+            mathd.ExpOp,
+            mathd.Exp2Op,
+            mathd.LogOp,
+            mathd.Log2Op,
+            mathd.SqrtOp,
+            mathd.RsqrtOp,
+            mathd.SinOp,
+            mathd.CosOp,
+            mathd.TanhOp,
+            mathd.ErfOp,
+            mathd.AbsFOp,
+            mathd.FloorOp,
+            mathd.CeilOp,
+            mathd.FmaOp,
+            mathd.PowFOp,
+        )
+    },
+    T.ProgramIdOp: _KernelLowering.program_id,
+    T.NumProgramsOp: _KernelLowering.num_programs,
+    T.DimOp: _KernelLowering.dim,
+    T.SymbolOp: _KernelLowering.symbol,
+    T.LoadOp: _KernelLowering.load,
+    T.StoreOp: _KernelLowering.store,
+    T.DotOp: _KernelLowering.dot,
+    T.ReduceOp: _KernelLowering.reduce,
+    T.FullOp: _KernelLowering.full,
+    T.IotaOp: _KernelLowering.iota,
+    T.SplatOp: _KernelLowering.splat,
+    T.CastOp: _KernelLowering.cast,
+    T.SelectOp: _KernelLowering.select,
+    **{cls: _KernelLowering.remap for cls in REMAP_OPS},
+    scf.ForOp: _KernelLowering.for_op,
+    scf.IfOp: _KernelLowering.if_op,
+}

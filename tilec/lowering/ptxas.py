@@ -1,0 +1,113 @@
+"""NVIDIA's `ptxas`: finding it, assembling PTX with it, and reading what it reports.
+
+`ptxas` turns PTX into machine code and, with `-v`, reports each kernel's registers, spills,
+stack frame, static shared memory and barriers. tilec uses it to check its PTX without a GPU.
+It is found on `PATH`, else inside the `nvidia-cuda-nvcc` wheel (`pip install
+nvidia-cuda-nvcc`; the `test` extra installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+
+__all__ = ["KernelResources", "PtxasError", "assemble", "find_ptxas"]
+
+WHEEL = "nvidia-cuda-nvcc"
+
+
+class PtxasError(RuntimeError):
+    """ptxas is missing, or rejected the PTX (the message holds its diagnostics)."""
+
+
+def find_ptxas() -> str | None:
+    """The path of a `ptxas` executable: on PATH, else in the `nvidia-cuda-nvcc` wheel."""
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    try:
+        files = metadata.distribution(WHEEL).files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if f.name == "ptxas" and f.parent.name == "bin":
+            path = str(f.locate())
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return None
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reports for one kernel (`-v`)."""
+
+    name: str
+    registers: int
+    spill_stores: int  # bytes
+    spill_loads: int  # bytes
+    stack_frame: int  # bytes
+    static_shared: int  # bytes (tilec's scratch is dynamic shared memory, not counted here)
+    barriers: int
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(.*)")
+
+
+def assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, KernelResources]:
+    """Assemble `ptx` for `arch` (e.g. "sm_90a"); the resources of each kernel, by name.
+    Raises `PtxasError` when ptxas is not found or fails."""
+    exe = ptxas or find_ptxas()
+    if exe is None:
+        raise PtxasError(
+            "ptxas not found on PATH nor in the nvidia-cuda-nvcc wheel",
+        )
+    with tempfile.TemporaryDirectory(prefix="tilec-ptxas-") as tmp:
+        source = os.path.join(tmp, "kernel.ptx")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(ptx)
+        result = subprocess.run(
+            [exe, f"-arch={arch}", "-v", source, "-o", os.path.join(tmp, "kernel.cubin")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if result.returncode != 0:
+        raise PtxasError(f"ptxas -arch={arch} failed:\n{result.stderr.strip()}")
+    return _parse_report(result.stdout + result.stderr)
+
+
+def _parse_report(text: str) -> dict[str, KernelResources]:
+    kernels: dict[str, KernelResources] = {}
+    name: str | None = None
+    frame = (0, 0, 0)
+    for line in text.splitlines():
+        if m := _ENTRY.search(line):
+            name, frame = m.group(1), (0, 0, 0)
+        elif (m := _FRAME.search(line)) and name is not None:
+            frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif (m := _USED.search(line)) and name is not None:
+            rest = m.group(2)
+            shared = re.search(r"(\d+) bytes smem", rest)
+            barriers = re.search(r"used (\d+) barriers", rest)
+            kernels[name] = KernelResources(
+                name,
+                int(m.group(1)),
+                frame[1],
+                frame[2],
+                frame[0],
+                int(shared.group(1)) if shared else 0,
+                int(barriers.group(1)) if barriers else 0,
+            )
+            name = None
+    return kernels
