@@ -142,14 +142,20 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run a kernel in the interpreter on random inputs, checked against its reference",
         description=(
-            "Run a kernel of a .tile file in the reference interpreter on random inputs and "
+            "Run a kernel of a .tile (or .tir) file in the reference interpreter on random inputs and "
             "compare what it writes with the example's numpy reference (foo_reference.py "
             "beside foo.tile, or --reference). Exit 0 when it matches or there is no "
             "reference, 1 when it does not or the input is wrong."
         ),
     )
-    run.add_argument("file", help=".tile file")
+    run.add_argument("file", help=".tile file, or a .tir file of IR at any level before lowering")
     run.add_argument("-k", "--kernel", help="the kernel to run (needed when the file has several)")
+    run.add_argument(
+        "-p",
+        "--pipeline",
+        default="",
+        help="passes to run before interpreting, e.g. 'canonicalize,cse' (default: none)",
+    )
     run.add_argument(
         "--sizes",
         metavar="DIM=N,...",
@@ -197,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InternalCompilerError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except OSError as e:
+        # The file system refused something the user asked for (a --dump-dir that cannot be
+        # made, a full disk): the user's problem to fix, not a compiler bug.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command}")
@@ -373,12 +385,32 @@ def _run(args: argparse.Namespace) -> int:
     from tilec.interp.runner import check_kernel, load_reference, reference_path
 
     text, filename = _read_input(args.file)
-    program = analyze(parse_source(text, filename))
-    compiled = compile_program(program, kernels=[args.kernel] if args.kernel else None)
-    if args.kernel is None and len(compiled.kernels) != 1:
+    if filename.endswith(".tir"):
+        # IR of any level before lowering (e.g. a hand-pipelined kernel) runs as it is.
+        from tilec.ir.parser import parse_module
+        from tilec.ir.verifier import verify
+        from tilec.passmanager import PassManager
+
+        compiled = parse_module(text, filename)
+        verify(compiled)
+        PassManager.from_text(args.pipeline).run(compiled)
+        kernels = [f.sym_name for f in compiled.functions]
+        if args.kernel is not None and args.kernel not in kernels:
+            raise TileError(
+                f"no kernel named '{args.kernel}' in {filename}",
+                hint="kernels in this file: " + (", ".join(kernels) or "none"),
+            )
+        kernels = [args.kernel] if args.kernel else kernels
+    else:
+        program = analyze(parse_source(text, filename))
+        compiled = compile_program(
+            program, kernels=[args.kernel] if args.kernel else None, pipeline=args.pipeline
+        )
+        kernels = compiled.kernels
+    if len(kernels) != 1:
         raise TileError(
-            f"{filename} has {len(compiled.kernels)} kernels; choose one with -k",
-            hint="kernels: " + ", ".join(compiled.kernels),
+            f"{filename} has {len(kernels)} kernels; choose one with -k",
+            hint="kernels: " + ", ".join(kernels),
         )
     sizes = _integers(args.sizes, "--sizes", "--sizes M=1000,N=777")
     tiles = _integers(args.tile, "--tile", "--tile M=64,N=64")
@@ -390,7 +422,7 @@ def _run(args: argparse.Namespace) -> int:
         reference = None
     report = check_kernel(
         compiled,
-        compiled.kernels[0],
+        kernels[0],
         sizes,
         tile_sizes=tiles or None,
         seed=args.seed,
@@ -410,13 +442,18 @@ def _write_output(text: str, path: str | None) -> None:
         sys.stdout.write(text)
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tilec-", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tilec-", dir=directory)
+    except OSError as e:
+        raise TileError(f"cannot write '{path}': {e.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise TileError(f"cannot write '{path}': {e.strerror}") from None
         raise
 
 

@@ -26,7 +26,18 @@ from tilec.ir.printer import print_op
 from tilec.ir.verifier import VerifyError, verify
 from tilec.passmanager import Instrumentation, PassManager, Remark, save_crash_ir
 
-__all__ = ["CompiledProgram", "Stage", "compile", "compile_module", "compile_program"]
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "CompiledProgram",
+    "Stage",
+    "compile",
+    "compile_module",
+    "compile_program",
+]
+
+# The passes every kernel goes through after the frontend. Every pass in it is checked by
+# translation validation (tests/unit/test_translation_validation.py) on every example.
+DEFAULT_PIPELINE = "canonicalize,cse,dce"
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,10 @@ class Pass:
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    # Whether the pass keeps every computed bit: translation validation (running the kernel in
+    # the interpreter before and after the pass) then demands identical results. A pass that
+    # may reorder floating-point arithmetic sets this to False and is checked with a tolerance.
+    exact: ClassVar[bool] = True
 
     @dataclass
     class Options:

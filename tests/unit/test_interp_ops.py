@@ -96,9 +96,6 @@ def test_every_op_that_computes_has_semantics():
     missing = [
         name for name, cls in OP_REGISTRY.items() if name not in structural and cls not in SEMANTICS
     ]
-    # The pipelined level's ops (shared memory, asynchronous copies) get their semantics
-    # together with the race checks that go with them.
-    missing = [n for n in missing if OP_REGISTRY[n].__module__ != "tilec.dialects.shared"]
     assert not missing, f"ops without interpreter semantics: {missing}"
 
 

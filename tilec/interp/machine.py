@@ -9,11 +9,9 @@ shapes that do not line up at run time are caught, at the op that produced them)
 
 Extending it:
 
-* **Asynchronous copies** (the pipelined levels) keep their in-flight state per block: a copy's
-  handler records the pending transfer in a field of the `BlockState` (a list of copies in
-  flight, to add with those ops), and the wait's handler lands the copies it completes. Reads of a buffer that a pending copy targets, and
-  writes into a stage that has not been consumed, are races that the handlers report with
-  `state.error(op, ...)`. Shared-memory buffers are values like tiles, allocated by their op.
+* **Asynchronous copies** (the pipelined levels) keep their in-flight state per block in
+  `BlockState.async_state`; `tilec.interp.pipeline` lands them at their wait and reports
+  races with `state.error(op, ...)`. Shared buffers are values like tiles.
 * **Observers**: `trace(op, state, result)` runs after every op, which is what comparing two
   runs of the same kernel op by op (translation validation) needs.
 """
@@ -47,13 +45,14 @@ _TERMINATORS = (scf.YieldOp, ReturnOp)
 class BlockState:
     """The execution state of one program (block) of the grid."""
 
-    __slots__ = ("launch", "program_id", "trace", "values")
+    __slots__ = ("async_state", "launch", "program_id", "trace", "values")
 
     def __init__(self, launch: Launch, program_id: tuple[int, ...], trace: Trace | None = None):
         self.launch = launch
         self.program_id = program_id
         self.values: dict[Value, Any] = {}
         self.trace = trace
+        self.async_state: Any = None  # copies in flight and shared buffers (interp.pipeline)
 
     def run_block(self, block: Block, args: list[Any]) -> list[Any]:
         """Run `block` with its arguments bound to `args`; the values its terminator yields."""

@@ -51,7 +51,7 @@ from tilec.interp.launch import (
     written_parameters,
 )
 from tilec.interp.numerics import BF16, dtype_of, round_from_f64
-from tilec.ir.types import FloatType, IntegerType, TensorType
+from tilec.ir.types import FloatType, TensorType
 
 __all__ = [
     "DEFAULT_RTOL",
@@ -421,16 +421,14 @@ def check_kernel(
                 report.unchecked.append(arg_name)
             continue
         element = arg.type.element
-        if rtol is not None:
+        if not isinstance(element, FloatType):
+            tolerance, reason = 0.0, "integers"  # `_compare` requires them to match exactly
+        elif rtol is not None:
             tolerance, reason = rtol, "given with --rtol"
         elif tolerance_override is not None:
             tolerance, reason = float(tolerance_override), f"set by {reference_name}"
-        elif isinstance(element, FloatType):
-            tolerance, reason = DEFAULT_RTOL[element.name]
         else:
-            tolerance, reason = 0.0, "integers"
-        if isinstance(element, IntegerType):
-            tolerance = 0.0
+            tolerance, reason = DEFAULT_RTOL[element.name]
         report.checks.append(
             _compare(
                 arg_name,

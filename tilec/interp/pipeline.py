@@ -1,0 +1,221 @@
+"""Shared memory and asynchronous copies in the interpreter, with their race checks.
+
+The semantics are those `tilec.dialects.shared` states (cp.async's): a `tile.async_copy` does
+not land when it is issued but when a `tile.async_wait` covers its group; data in shared
+memory becomes visible to the block's other threads only at a `tile.barrier`; and a slot that
+a thread has read may be overwritten only after a barrier. The interpreter runs one logical
+thread per block, so it cannot *see* another thread read stale data — instead it tracks, per
+slot, the facts that decide whether any thread could, and reports every access that depends on
+luck as a race, located at the op:
+
+* reading a slot while a copy into it is in flight (the read would see old data);
+* reading a slot written since the last barrier (other threads' parts are not visible yet);
+* reading a slot that was never written;
+* writing a slot (copy or store) while a copy into it is in flight;
+* writing a slot that was read since the last barrier (other threads may still be reading);
+* writing a slot whose data has not been read yet (that data would be lost).
+
+So a pipeline with too few waits, a missing barrier, or a prefetch distance that reaches a
+stage still in use fails here, on the CPU, before it reaches a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tilec.dialects import shared
+from tilec.interp.numerics import dtype_of
+from tilec.interp.semantics import _in_bounds, semantics
+from tilec.ir.core import Operation
+
+if TYPE_CHECKING:
+    from tilec.interp.machine import BlockState
+
+__all__ = ["AsyncState", "SharedBuffer"]
+
+
+@dataclass(eq=False)
+class _Copy:
+    op: Operation
+    buffer: SharedBuffer
+    slot: int
+    data: np.ndarray
+
+
+@dataclass(eq=False)
+class _Slot:
+    written: bool = False
+    in_flight: _Copy | None = None
+    unread_write: Operation | None = None  # wrote data that no read has consumed yet
+    unpublished_write: Operation | None = None  # wrote since the last barrier
+    read_since_barrier: Operation | None = None
+
+
+@dataclass(eq=False)
+class SharedBuffer:
+    """One `tile.alloc_shared`: its contents (stages first) and the state of each slot."""
+
+    data: np.ndarray
+    slots: list[_Slot]
+
+
+@dataclass(eq=False)
+class AsyncState:
+    """A block's copies in flight: the open group, and committed groups oldest first."""
+
+    open_group: list[_Copy] = field(default_factory=list)
+    committed: list[list[_Copy]] = field(default_factory=list)
+    buffers: list[SharedBuffer] = field(default_factory=list)
+
+
+def _async(state: BlockState) -> AsyncState:
+    if state.async_state is None:
+        state.async_state = AsyncState()
+    return state.async_state
+
+
+def _where(op: Operation) -> str:
+    return f"'{op.name}' at {op.loc}" if op.loc.known else f"'{op.name}'"
+
+
+def _slot(state: BlockState, op: Operation, buffer: SharedBuffer, slot: Any) -> _Slot:
+    index = int(slot)
+    if not 0 <= index < len(buffer.slots):
+        raise state.error(
+            op,
+            f"uses slot {index} of a buffer with {len(buffer.slots)} slots (0..{len(buffer.slots) - 1})",
+        )
+    return buffer.slots[index]
+
+
+def _check_write(state: BlockState, op: Operation, s: _Slot, index: int) -> None:
+    if s.in_flight is not None:
+        raise state.error(
+            op,
+            f"writes slot {index} while an asynchronous copy into it "
+            f"({_where(s.in_flight.op)}) is still in flight",
+            hint="wait for that copy (tile.async_wait) before reusing the slot",
+        )
+    if s.read_since_barrier is not None:
+        raise state.error(
+            op,
+            f"writes slot {index}, which was read ({_where(s.read_since_barrier)}) with no "
+            "tile.barrier since: other threads may still be reading it",
+            hint="put a tile.barrier between the last read of the slot and this write",
+        )
+    if s.unread_write is not None:
+        raise state.error(
+            op,
+            f"overwrites slot {index} before the data written into it "
+            f"({_where(s.unread_write)}) was read",
+            hint="the pipeline reuses a stage too early: use more stages or prefetch less far",
+        )
+
+
+@semantics(shared.AllocSharedOp)
+def _alloc_shared(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    t = op.result.type
+    shape = state.launch.shape(t)
+    if None in shape:
+        raise state.error(op, f"needs the size of every dimension of {t}, but one is '?'")
+    buffer = SharedBuffer(np.zeros(shape, dtype_of(t)), [_Slot() for _ in range(shape[0])])
+    _async(state).buffers.append(buffer)
+    return buffer
+
+
+@semantics(shared.AsyncCopyOp)
+def _async_copy(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    values = state.values
+    view = values[op.view]
+    offsets = [values[v] for v in op.offsets]
+    buffer: SharedBuffer = values[op.buffer]
+    index = int(values[op.slot])
+    s = _slot(state, op, buffer, index)
+    _check_write(state, op, s, index)
+    shape = buffer.data.shape[1:]
+    tile = np.zeros(shape, buffer.data.dtype)  # out of bounds and masked off: zero-filled
+    inside = _in_bounds(view.shape, offsets, shape)
+    if inside is not None:
+        box, local = inside
+        tile[local] = view.read(box)
+    if op.mask is not None:
+        tile = np.where(values[op.mask], tile, tile.dtype.type(0))
+    copy = _Copy(op, buffer, index, tile)
+    s.in_flight = copy
+    _async(state).open_group.append(copy)
+    return []
+
+
+@semantics(shared.AsyncCommitOp)
+def _async_commit(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    a = _async(state)
+    a.committed.append(a.open_group)
+    a.open_group = []
+    return []
+
+
+@semantics(shared.AsyncWaitOp)
+def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    a = _async(state)
+    while len(a.committed) > op.pending:
+        for copy in a.committed.pop(0):
+            buffer, index = copy.buffer, copy.slot
+            buffer.data[index] = copy.data
+            s = buffer.slots[index]
+            s.in_flight = None
+            s.written = True
+            s.unread_write = copy.op
+            s.unpublished_write = copy.op
+    return []
+
+
+@semantics(shared.BarrierOp)
+def _barrier(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    if state.async_state is not None:
+        for buffer in state.async_state.buffers:
+            for s in buffer.slots:
+                s.unpublished_write = None
+                s.read_since_barrier = None
+    return []
+
+
+@semantics(shared.LoadSharedOp)
+def _load_shared(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    buffer: SharedBuffer = args[0]
+    index = int(args[1])
+    s = _slot(state, op, buffer, index)
+    if s.in_flight is not None:
+        raise state.error(
+            op,
+            f"reads slot {index} while an asynchronous copy into it "
+            f"({_where(s.in_flight.op)}) is still in flight",
+            hint="wait for the copy's group (tile.async_wait) before reading the slot",
+        )
+    if not s.written:
+        raise state.error(op, f"reads slot {index}, which nothing has written")
+    if s.unpublished_write is not None:
+        raise state.error(
+            op,
+            f"reads slot {index}, written ({_where(s.unpublished_write)}) with no tile.barrier "
+            "since: the parts other threads wrote are not visible yet",
+            hint="put a tile.barrier between the write (or the wait) and this read",
+        )
+    s.unread_write = None
+    s.read_since_barrier = op
+    return buffer.data[index].copy()
+
+
+@semantics(shared.StoreSharedOp)
+def _store_shared(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    buffer: SharedBuffer = args[0]
+    index = int(args[1])
+    s = _slot(state, op, buffer, index)
+    _check_write(state, op, s, index)
+    buffer.data[index] = args[2]
+    s.written = True
+    s.unread_write = op
+    s.unpublished_write = op
+    return []
