@@ -37,22 +37,21 @@ WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 
 @register_pass
 class AssignLayouts(Pass):
-    """Gives every tile value a `#blocked` layout and inserts `tile.convert_layout` where an op
-    needs an operand in another layout.
+    """Gives every tile a `#blocked` layout; converts operands that an op needs elsewhere.
 
     The number of warps is the kernel's pin (`tilec.num_warps`), else the option `num_warps`;
     it is written on the kernel. A tile gets `default_layout` of its shape (row-major, lanes
     along the last dimension, warps along the first: see `tilec.lowering.layouts`), except
     where an op can keep every element in the thread that holds it: `tile.expand_dims`,
     `tile.transpose` and unit-dimension `tile.reshape` give their result the operand's layout
-    with dimensions inserted, permuted or removed. Conversions go where an op needs them:
-    operands of elementwise ops (`arith`, `math`, `tile.select`, `tile.cast`) and a dot's
-    accumulator take the result's layout; a `tile.broadcast` operand takes the result's layout
-    (wrapped on its size-1 dimensions, so the broadcast is a register copy); stored values and
-    load/store masks take the default layout (coalesced accesses); loop-carried values and
-    `scf.if` results keep the default layout around the loop. Values that already have a layout
-    keep it, so running the pass twice changes nothing. Assumes static tile shapes (run
-    `specialize` first).
+    with dimensions inserted, permuted or removed. Explicit `tile.convert_layout` ops go where
+    an op needs them: operands of elementwise ops (`arith`, `math`, `tile.select`,
+    `tile.cast`) and a dot's accumulator take the result's layout; a `tile.broadcast` operand
+    takes the result's layout (wrapped on its size-1 dimensions, so the broadcast is a register
+    copy); stored values and load/store masks take the default layout (coalesced accesses);
+    loop-carried values and `scf.if` results keep the default layout around the loop. Values
+    that already have a layout keep it, so running the pass twice changes nothing. Assumes
+    static tile shapes (run `specialize` first).
     Remarks: per kernel, the warps and the conversions inserted; each conversion says why.
     """
 

@@ -23,8 +23,7 @@ __all__ = ["Specialize", "parse_assignments"]
 
 @register_pass
 class Specialize(Pass):
-    """Chooses a power-of-two size for every tile-size symbol and rewrites the kernel to static
-    tile shapes.
+    """Chooses a power-of-two size for every tile-size symbol; tile shapes become static.
 
     Sizes come from, in order: the kernel's pins (`tilec.pinned_tiles`); the option `tiles`
     (`tiles="BM=64,BN=32"`, symbol names); for a dimension used whole (`tilec.whole_dims`),
@@ -60,9 +59,11 @@ class Specialize(Pass):
         for name, size in tiles.items():
             if not _is_power_of_two(size):
                 raise TileError(f"specialize: tile size {name}={size} is not a power of two")
-        for name, value in (("max_extent", opts.max_extent),):
-            if value < 1:
-                raise TileError(f"specialize: option '{name}' must be at least 1, got {value}")
+        for name in ("max_extent", "min_tile_elements", "max_tile_elements"):
+            if getattr(opts, name) < 1:
+                raise TileError(
+                    f"specialize: option '{name}' must be at least 1, got {getattr(opts, name)}"
+                )
         kernels = [op for op in module.walk() if isinstance(op, FuncOp)]
         used = {s for k in kernels for s in _symbols(k)}
         unknown = sorted(set(tiles) - used)
@@ -188,13 +189,13 @@ def _specialize_kernel(
             start = 32 if is_contracted else 64
             cap = _next_power_of_two(extents[dim]) if dim in extents else None
             if dim not in tensor_dims and name not in grid:
-                what = "symbol"
+                what = f"symbol {name}"  # hand-written IR: no dimension to name
             else:
-                what = "contracted dim" if is_contracted else "tiled dim"
+                what = f"{'contracted' if is_contracted else 'tiled'} dim {dim}"
             symbols[name] = _Symbol(
                 name,
-                max(2, min(start, cap)) if cap else start,
-                f"{what} {dim}: heuristic start {start}",
+                max(2, min(start, cap)) if cap else start,  # never 1: that is the author's call
+                f"{what}: heuristic start {start}",
                 free=True,
                 contracted=is_contracted,
                 cap=cap,

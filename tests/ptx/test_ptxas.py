@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 import tilec
+from tilec.ir import parse_module, verify
 from tilec.lowering import compile_to_ptx
 from tilec.lowering.ptxas import _parse_report, assemble, find_ptxas
+from tilec.passmanager import PassManager
 
 EXAMPLES = sorted(Path(__file__).resolve().parents[2].joinpath("examples").glob("*.tile"))
 PIPELINE = "canonicalize,cse,specialize,assign-layouts,canonicalize,cse,dce"
@@ -69,3 +71,63 @@ ptxas info    : Used 40 registers, used 0 barriers
     assert (softmax.registers, softmax.spill_stores, softmax.spill_loads) == (122, 4, 12)
     assert (softmax.stack_frame, softmax.static_shared, softmax.barriers) == (8, 16, 1)
     assert softmax.spills and not add.spills and add.registers == 40
+
+
+FLOATS = ("f16", "bf16", "f32", "f64")
+INTS = ("i8", "i16", "i32", "i64")
+F32_ONLY_MATH = ("exp", "exp2", "log", "log2", "tanh", "erf", "sin", "cos")
+
+
+def _every_op_kernel(t: str) -> str:
+    """A kernel applying every arith/math op and cast to a tile of `t`, each result stored
+    (so that LLVM cannot drop it before instruction selection)."""
+    ops: list[tuple[str, str, str]] = []  # (name, op text, result element type)
+    v = f"tile<64x{t}>"
+    if t in FLOATS:
+        for op in ("addf", "subf", "mulf", "divf", "maximumf", "minimumf"):
+            ops.append((op, f"arith.{op} %v, %v : {v}", t))
+        ops.append(("negf", f"arith.negf %v : {v}", t))
+        ops.append(("cmp", f"arith.cmpf ult, %v, %v : {v}", "i1"))
+        unary = ["absf", "floor", "ceil", "sqrt", "rsqrt"]
+        unary += [] if t == "f64" else list(F32_ONLY_MATH)
+        for op in unary:
+            ops.append((op, f"math.{op} %v : {v}", t))
+        ops.append(("fma", f"math.fma %v, %v, %v : {v}", t))
+        if t != "f64":
+            ops.append(("pow", f"math.powf %v, %v : {v}", t))
+        for d in INTS:
+            ops.append((f"fptosi_{d}", f"arith.fptosi %v : {v} -> tile<64x{d}>", d))
+    else:
+        for op in ("addi", "subi", "muli", "divsi", "remsi", "ceildivsi", "maxsi", "minsi"):
+            ops.append((op, f"arith.{op} %v, %v : {v}", t))
+        for op in ("andi", "ori", "xori", "shli", "shrsi"):
+            ops.append((op, f"arith.{op} %v, %v : {v}", t))
+        ops.append(("cmp", f"arith.cmpi ult, %v, %v : {v}", "i1"))
+        for d in FLOATS:
+            ops.append((f"sitofp_{d}", f"arith.sitofp %v : {v} -> tile<64x{d}>", d))
+    for d in (*FLOATS, *INTS, "i1"):
+        if d != t:
+            ops.append((f"cast_{d}", f"tile.cast %v : {v} -> tile<64x{d}>", d))
+    outputs = ", ".join(f"%out_{d}: !tile.tensor<Nx{d}>" for d in (*FLOATS, *INTS, "i1"))
+    lines = [f"func @every_{t}(%x: !tile.tensor<Nx{t}>, %o: index, {outputs}) {{"]
+    lines.append(f"  %v = tile.load %x[%o] : !tile.tensor<Nx{t}> -> {v}")
+    for name, text, d in ops:
+        lines.append(f"  %{name} = {text}")
+        lines.append(f"  tile.store %out_{d}[%o], %{name} : !tile.tensor<Nx{d}>, tile<64x{d}>")
+    for kind in ("sum", "prod", "max", "min"):
+        lines.append(f"  %{kind} = tile.reduce {kind} %v axis 0 : {v} -> {t}")
+        lines.append(f"  %{kind}_t = tile.splat %{kind} : {t} -> {v}")
+        lines.append(f"  tile.store %out_{t}[%o], %{kind}_t : !tile.tensor<Nx{t}>, {v}")
+    lines += ["  return", "}"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_every_arith_and_math_op_of_every_type_assembles(arch: str):
+    module = parse_module("\n".join(_every_op_kernel(t) for t in (*FLOATS, *INTS)))
+    verify(module)
+    PassManager.from_text("assign-layouts").run(module)
+    ptx = compile_to_ptx(module, arch)
+    report = assemble(ptx, arch)
+    assert sorted(report) == sorted(f"every_{t}" for t in (*FLOATS, *INTS))
+    assert ptx.count("st.global") > 200  # the results were kept

@@ -100,6 +100,23 @@ def test_output_file_is_written_whole_on_success(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile", "out.tir"]
 
 
+def test_an_output_file_that_cannot_be_written_is_a_user_error(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "-o", "missing/out.tir", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "error: cannot write 'missing/out.tir': No such file or directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile"]
+
+
+def test_a_dump_dir_that_cannot_be_made_is_a_user_error(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    (tmp_path / "taken").write_text("a file, not a directory")
+    result = run("compile", "k.tile", "-p", "cse", "--dump-dir", "taken/dumps", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: taken/dumps: ")
+    assert "Traceback" not in result.stderr
+
+
 def test_missing_and_undecodable_files_are_user_errors(tmp_path):
     result = run("compile", "absent.tile", cwd=tmp_path)
     assert result.returncode == 1

@@ -213,3 +213,15 @@ def test_strings_are_source_text_unless_they_name_a_tile_file(tmp_path, monkeypa
     assert tilec.compile("kernel.txt").kernels == ["scale"]
     with pytest.raises(TileError, match="cannot read"):
         tilec.compile("missing.tile")
+
+
+@pytest.mark.parametrize("terms", range(100, 701, 50))
+def test_a_very_long_expression_is_a_user_error_not_a_crash(terms: int):
+    # Analysis and IR generation recurse to different depths: whichever runs out of stack
+    # first must say so as a TileError (IR generation names the statement).
+    text = SCALE.replace("x[tn] * alpha", "x[tn]" + " + x[tn]" * terms)
+    try:
+        tilec.compile(text)
+    except TileError as error:
+        assert error.message == "expression is too deeply nested"
+        assert error.loc.line in (1, 3)

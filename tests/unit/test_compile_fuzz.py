@@ -5,9 +5,9 @@ its inputs reach IR generation. This one writes kernels the way an author would,
 type-directed grammar: tensor reads of every index kind (tile, whole, scalar, element
 variable), arithmetic with broadcasting and literals, every builtin, reductions with and
 without keepdims, dots of tiles and of computed operands, casts, transposes, new axes, stores
-with conversions, sequential loops that carry values, element loops. About one program in
-twenty also picks an operand without regard to its shape, so that type errors are generated
-too.
+with conversions, sequential loops that carry values, element loops. About one operand in
+twenty is picked without regard to its shape, and dtypes are mixed freely, so that about half
+of the programs are wrong in ways only analysis can tell.
 
 Every program must compile with `tilec.compile` to IR that verifies and prints back to the
 same text, or raise a located `TileError`. Nothing else may escape: an `InternalCompilerError`
@@ -39,11 +39,8 @@ MATH = (
     *("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf"),
     *("sigmoid", "gelu", "sin", "cos", "floor", "ceil"),
 )
-WEAK = (
-    "bool",
-    "int",
-    "float",
-)  # in the order of kinds  # dtypes of Python literals until they meet a typed operand
+# The dtypes of Python literals until they meet a typed operand, in the order of kinds.
+WEAK = ("bool", "int", "float")
 
 
 @dataclass(frozen=True)
@@ -56,6 +53,16 @@ class Value:
 
 
 @dataclass(frozen=True)
+class Loop:
+    """A sequential tiles() loop a scenario may open, and what can be read inside it."""
+
+    header: str
+    variable: str
+    symbol: str | None  # the tile-size symbol of its dimension (None: an element loop)
+    leaves: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A kernel signature, its grid, what can be read, and what can be written."""
 
@@ -65,14 +72,17 @@ class Scenario:
     symbols: dict  # tile-size symbol -> how a shape list names it ("BM" -> "tm")
     leaves: tuple[Value, ...]
     targets: tuple[Value, ...]  # store targets: text and region type
-    loops: tuple[tuple[str, str, tuple[Value, ...]], ...]  # header, symbol, leaves inside
+    loops: tuple[Loop, ...]
+    pin: str  # a tile size the author may pin, as @kernel(tile={...}) writes it
 
 
 SCENARIOS = (
     Scenario(
         name="tiled",
+        pin='"M": 64, "K": 32',
         signature="def k(a: f16[M, K], b: f16[K, N], x: f32[M, N], v: f32[N], w: i32[M, N], "
-        "q: i8[M, 4], z: f64[4], c: f32[M, N], ci: i32[M, N], r: f32[M], s: f32, n: i32):",
+        "q: i8[M, 4], z: f64[4], g: bf16[E, N], c: f32[M, N], ci: i32[M, N], r: f32[M], "
+        "s: f32, n: i32):",
         grid="for tm, tn in tiles(M, N):",
         symbols={"BM": "tm", "BN": "tn"},
         leaves=(
@@ -100,8 +110,9 @@ SCENARIOS = (
             Value("z[1]", "f64", ()),
         ),
         loops=(
-            (
+            Loop(
                 "for tk in tiles(K):",
+                "tk",
                 "BK",
                 (
                     Value("a[tm, tk]", "f16", ("BM", "BK")),
@@ -109,10 +120,17 @@ SCENARIOS = (
                     Value("offsets(tk)", "i32", ("BK",)),
                 ),
             ),
+            Loop(
+                "for e in tiles(E, tile={E: 1}):",
+                "e",
+                None,
+                (Value("g[e, tn]", "bf16", ("BN",)), Value("e", "i32")),
+            ),
         ),
     ),
     Scenario(
         name="rows",
+        pin='"M": 16',
         signature="def k(x: f16[M, N], g: f32[N], p: i1[M, N], y: f32[M, N], yi: i8[M, N], "
         "r: f32[M], eps: f32):",
         grid="for tm in tiles(M):",
@@ -138,6 +156,7 @@ SCENARIOS = (
     ),
     Scenario(
         name="heads",
+        pin='"M": 128, N: 64',
         signature="def k(q: f16[B, M, D], kv: f16[B, N, D], o: f32[B, M, D], t: f32[B], "
         "u: i32[B, 8], scale: f32):",
         grid="for bi, tm in tiles(B, M, tile={B: 1}):",
@@ -156,8 +175,9 @@ SCENARIOS = (
             Value("u[bi, :]", "i32", (8,)),
         ),
         loops=(
-            (
+            Loop(
                 "for tn in tiles(N):",
+                "tn",
                 "BN",
                 (
                     Value("kv[bi, tn, :]", "f16", ("BN", "BD")),
@@ -208,24 +228,23 @@ class ProgramWriter:
         self.rng = rng
         self.scenario = scenario
         self.locals: dict[str, Value] = {}
-        self.in_loop: list[tuple[str, tuple[Value, ...]]] = []
+        self.in_loop: list[Loop] = []  # the open loops, outermost first
         self.counter = 0
 
     # -- expressions
 
     def leaves(self) -> list[Value]:
         found = [*self.scenario.leaves, *LITERALS, *self.locals.values()]
-        for _, inner in self.in_loop:
-            found += inner
+        for loop in self.in_loop:
+            found += loop.leaves
         return found
 
     def symbol_text(self, dim) -> str:
+        """How a shape list names a tile size: its loop variable or dimension name."""
         if isinstance(dim, int):
             return str(dim)
         known = dict(self.scenario.symbols)
-        for header, _ in self.in_loop:
-            variable = header.split()[1]
-            known["B" + header.split("tiles(")[1].split(")")[0]] = variable
+        known.update((loop.symbol, loop.variable) for loop in self.in_loop if loop.symbol)
         return known.get(dim, "1")
 
     def shape_text(self, shape: tuple) -> str:
@@ -325,8 +344,8 @@ class ProgramWriter:
         kind = rng.choice(("sum", "max", "min", "mean"))
         axis = rng.choice((position, position - len(source)))
         arguments = f"{inner.text}, axis={axis}" + (", keepdims=True" if keepdims else "")
-        if rng.random() < 0.1:
-            arguments = inner.text  # all axes
+        if rng.random() < 0.1:  # all axes
+            arguments = inner.text + (", keepdims=True" if rng.random() < 0.3 else "")
         dtype = inner.dtype
         if kind == "mean" and dtype not in FLOATS:
             dtype = "f32"
@@ -335,7 +354,11 @@ class ProgramWriter:
         return Value(f"{kind}({arguments})", dtype, tuple(shape))
 
     def new_axis(self, shape: tuple, depth: int) -> Value:
-        """`x[:, None]` or `x[None, :]` of a 1-D expression."""
+        """`x[:, None]` or `x[None, :]` of a 1-D expression, `x[None, None]` of a scalar."""
+        if self.rng.random() < 0.2:
+            inner = self.expr((), depth - 1)
+            if not inner.shape:
+                return Value(f"({inner.text})[None, None]", inner.dtype, (1, 1))
         if self.rng.random() < 0.5:
             inner = self.expr(shape[:1], depth - 1)
             text = f"({inner.text})[:, None]"
@@ -372,10 +395,7 @@ class ProgramWriter:
         return Value(f"full({self.shape_text(shape)}, {fill.text}, {dtype})", dtype, shape)
 
     def symbols_in_scope(self) -> list[str]:
-        symbols = list(self.scenario.symbols)
-        for header, _ in self.in_loop:
-            symbols.append("B" + header.split("tiles(")[1].split(")")[0])
-        return symbols
+        return [*self.scenario.symbols, *(loop.symbol for loop in self.in_loop if loop.symbol)]
 
     # -- statements
 
@@ -423,27 +443,29 @@ class ProgramWriter:
 
     def loop(self, indent: int, depth: int) -> list[str]:
         rng = self.rng
-        open_headers = {h for h, _ in self.in_loop}
-        choices = [loop for loop in self.scenario.loops if loop[0] not in open_headers]
+        # A dimension is tiled by one loop at a time: no loop nests in itself.
+        choices = [loop for loop in self.scenario.loops if loop not in self.in_loop]
         if not choices:
             return []
-        header, _, inner = rng.choice(choices)
+        loop = rng.choice(choices)
         pad = "    " * indent
         outer_locals = dict(self.locals)
-        self.in_loop.append((header, inner))
+        self.in_loop.append(loop)
         body = self.statements(indent + 1, rng.randint(1, 3), depth)
         self.in_loop.pop()
         # Names first bound in the loop are local to it; rebound outer names are carried.
         self.locals = outer_locals
-        return [f"{pad}{header}", *(body or [f"{pad}    pass"])]
+        return [f"{pad}{loop.header}", *(body or [f"{pad}    pass"])]
 
     def program(self) -> str:
         scenario = self.scenario
         lines = [scenario.signature, f"    {scenario.grid}"]
-        lines += self.statements(2, self.rng.randint(1, 6), self.rng.randint(1, 4)) or [
-            "        pass"
-        ]
-        return "\n".join(lines) + "\n"
+        if self.rng.random() < 0.2:
+            # Pinned decisions become func attributes; they must not disturb anything else.
+            pins = f"tile={{{scenario.pin}}}, " if self.rng.random() < 0.5 else ""
+            lines.insert(0, f"@kernel({pins}warps={self.rng.choice((2, 4, 8))}, stages=2)")
+        body = self.statements(2, self.rng.randint(1, 6), self.rng.randint(1, 4))
+        return "\n".join([*lines, *(body or ["        pass"])]) + "\n"
 
 
 def test_promotion_model_agrees_with_the_language_on_samples():

@@ -118,6 +118,26 @@ def test_a_wrong_reference_fails_with_a_report():
     assert "out of tolerance" in text
 
 
+def test_references_may_set_scalars_and_tolerances():
+    class Loose:
+        __file__ = "loose_reference.py"
+        SCALARS = {"saxpy": {"alpha": 0.1}}
+        TOLERANCES = {"saxpy": 1e-2}
+
+        @staticmethod
+        def saxpy(alpha, x, y, out):
+            assert alpha.dtype == np.float32 and alpha == np.float32(0.1)  # as the kernel sees it
+            return (alpha * x + y) * np.float32(1.001)  # 0.1% off
+
+    report = check_kernel(program("vector_add"), "saxpy", {"N": 40}, reference=Loose)
+    assert report.passed, report.render()
+    assert "alpha=0.1" in report.render() and "(rtol 0.01: set by loose_reference.py)" in (
+        report.render()
+    )
+    strict = check_kernel(program("vector_add"), "saxpy", {"N": 40}, reference=Loose, rtol=1e-5)
+    assert not strict.passed
+
+
 # ---------------------------------------------------------------------------------------------
 # Shapes hypothesis chooses: 1 to 300, tile sizes 16 to 64
 

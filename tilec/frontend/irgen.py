@@ -12,10 +12,17 @@ IR says, and why:
 * **Sequential loops** are `scf.for %tk = 0 to K step BK` whose `iter_args` are the names the
   loop reassigns.
 * **Accesses.** `a[tm, tk]` is `tile.load %a[%tm, %tk]`, which masks lanes outside the tensor by
-  itself (they read as 0). A scalar index loads a size-1 dimension, then `tile.reshape` drops it.
+  itself (they read as 0). A scalar index loads a size-1 dimension, then `tile.reshape` drops it;
+  when every index is a scalar, the one-element tile is reduced to a scalar (the dialect has no
+  extract op).
 * **Padding lanes** of a tile that reaches past its dimension's extent never reach a result:
   reductions replace them with the reduction's identity (`mean` divides by the number of real
   lanes) and dot operands that are not loads are zeroed along the contraction.
+* **i1 is ordered False < True**, as in Python, while the IR reads i1 as signed (true is -1):
+  comparisons of i1 values use unsigned predicates, and max/min of i1 (any/all) reduce 0/1
+  integers.
+* **Constants** take the element type they meet; a finite float constant beyond that type's
+  range is ±inf, as the conversion would give at run time.
 * **Pinned options** become func attributes: `tilec.pinned_tiles = [["BM", 128], ...]`,
   `tilec.num_warps`, `tilec.num_stages`; dimensions used whole are `tilec.whole_dims` (their
   tile size must cover the extent).
@@ -30,7 +37,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tilec.diagnostics import Location
+from tilec.diagnostics import Location, TileError
 from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
@@ -223,18 +230,30 @@ class _KernelGenerator:
 
     def statements(self, body: tuple[sema.Stmt, ...], env: dict[str, Value]) -> None:
         for stmt in body:
-            with self.b.located(stmt.loc):
-                if isinstance(stmt, sema.Assign):
-                    value = self.expr(stmt.value, env)
-                    if value.name_hint is None and not isinstance(stmt.value, sema.VarRef):
-                        value.name_hint = stmt.name
-                    env[stmt.name] = value
-                elif isinstance(stmt, sema.Store):
-                    self.store(stmt, env)
-                elif isinstance(stmt, sema.SeqLoop):
-                    self.loop(stmt, env)
-                else:
-                    raise AssertionError(f"unexpected statement {type(stmt).__name__}")
+            try:
+                self.statement(stmt, env)
+            except RecursionError:
+                # IR generation recurses a few frames deeper per operator than analysis does,
+                # so an expression that analysis just accepted can still be too deep here.
+                raise TileError(
+                    "expression is too deeply nested",
+                    stmt.loc,
+                    hint="split it into several assignments",
+                ) from None
+
+    def statement(self, stmt: sema.Stmt, env: dict[str, Value]) -> None:
+        with self.b.located(stmt.loc):
+            if isinstance(stmt, sema.Assign):
+                value = self.expr(stmt.value, env)
+                if value.name_hint is None and not isinstance(stmt.value, sema.VarRef):
+                    value.name_hint = stmt.name
+                env[stmt.name] = value
+            elif isinstance(stmt, sema.Store):
+                self.store(stmt, env)
+            elif isinstance(stmt, sema.SeqLoop):
+                self.loop(stmt, env)
+            else:
+                raise AssertionError(f"unexpected statement {type(stmt).__name__}")
 
     def loop(self, stmt: sema.SeqLoop, env: dict[str, Value]) -> None:
         var = stmt.var
@@ -372,6 +391,8 @@ class _KernelGenerator:
             return self.broadcast(self.expr(e.operand, env), t)
         if isinstance(e, sema.ExpandDims):
             x = self.expr(e.operand, env)
+            if not isinstance(x.type, TileType):  # `s[None]`: expand_dims takes tiles only
+                return b.create(T.SplatOp, input=x, result_types=[t]).result
             for axis in sorted(e.axes):
                 x = b.create(T.ExpandDimsOp, input=x, axis=axis).result
             return x

@@ -34,6 +34,7 @@ from tilec.lowering.layouts import (
 __all__ = [
     "REMAP_OPS",
     "ReducePlan",
+    "dot_b_offset",
     "kernel_scratch_bytes",
     "op_scratch_bytes",
     "reduce_plan",
@@ -128,11 +129,15 @@ def op_scratch_bytes(op: Operation) -> int:
             return 0
         return plan.scratch_elements * element_bytes(op.input.type.element)
     if isinstance(op, T.DotOp):
-        a, b = op.a.type, op.b.type
-        return _aligned(math.prod(a.shape) * element_bytes(a.element)) + math.prod(
-            b.shape
-        ) * element_bytes(b.element)
+        b = op.b.type
+        return dot_b_offset(op) + math.prod(b.shape) * element_bytes(b.element)
     return 0
+
+
+def dot_b_offset(op: T.DotOp) -> int:
+    """Where a dot's `b` operand starts in the scratch (its `a` operand starts at 0)."""
+    a = op.a.type
+    return _aligned(math.prod(a.shape) * element_bytes(a.element))
 
 
 def _aligned(n: int) -> int:

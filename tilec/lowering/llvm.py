@@ -52,6 +52,7 @@ from tilec.ir.attributes import BoolAttr, FloatAttr
 from tilec.ir.core import Block, Operation, Value
 from tilec.ir.printer import print_op
 from tilec.ir.types import (
+    SCALAR_TYPES,
     FloatType,
     IndexType,
     IntegerType,
@@ -65,6 +66,7 @@ from tilec.lowering.abi import kernel_abi
 from tilec.lowering.exchange import (
     REMAP_OPS,
     SCRATCH_ALIGNMENT,
+    dot_b_offset,
     reduce_plan,
     remap_coefficients,
     remap_source_slots,
@@ -653,11 +655,7 @@ class _KernelLowering:
 
     def _global_load(self, t: Type, pointer: ir.Value, predicate, other: ir.Constant):
         b = self.b
-        bits = 8 if t == IntegerType(1) else _bits(t)
-        kind = {8: ("h", "u8", I16), 16: ("h", "b16", I16), 32: ("r", "b32", I32)}.get(
-            bits, ("l", "b64", I64)
-        )
-        letter, ptx_type, reg = kind
+        letter, ptx_type, reg = _register_kind(t)
         raw_other = self._to_bits(other, reg, t)
         # The register starts as `other`, and the load overwrites it only where allowed.
         asm = ir.InlineAsm(
@@ -695,12 +693,7 @@ class _KernelLowering:
         if owner is not None:
             predicates = [self.b.and_(p, owner) for p in predicates]
         element = t.element
-        bits = 8 if element == IntegerType(1) else _bits(element)
-        letter, ptx_type, reg = {
-            8: ("h", "u8", I16),
-            16: ("h", "b16", I16),
-            32: ("r", "b32", I32),
-        }.get(bits, ("l", "b64", I64))
+        letter, ptx_type, reg = _register_kind(element)
         asm = ir.InlineAsm(
             ir.FunctionType(ir.VoidType(), [GLOBAL_PTR, reg, I1]),
             f"@$2 st.global.{ptx_type} [$0], $1;",
@@ -836,9 +829,8 @@ class _KernelLowering:
     def dot(self, op: Operation) -> list[Any]:
         b = self.b
         a_t, b_t, acc_t = op.a.type, op.b.type, op.result.type
-        (rows, inner), (_, cols) = a_t.shape, b_t.shape
-        a_bytes = rows * inner * _type_size(a_t.element)
-        b_offset = -(-a_bytes // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
+        inner, cols = b_t.shape
+        b_offset = dot_b_offset(op)
         self.write_tile(a_t, self.values[op.a])
         self.write_tile(b_t, self.values[op.b], b_offset)
         self.barrier()
@@ -973,6 +965,15 @@ def _add_incoming(phis: Any, value: Any, block: ir.Block) -> None:
         phis.add_incoming(value, block)
 
 
+def _register_kind(t: Type) -> tuple[str, str, ir.IntType]:
+    """How an element of `t` travels through inline PTX: the register constraint letter, the
+    ld/st type, and the integer type of the register (bytes ride in 16-bit registers)."""
+    bits = 8 if t == IntegerType(1) else _bits(t)
+    return {8: ("h", "u8", I16), 16: ("h", "b16", I16), 32: ("r", "b32", I32)}.get(
+        bits, ("l", "b64", I64)
+    )
+
+
 def _bits(t: Type) -> int:
     return 64 if isinstance(t, IndexType) else t.width  # type: ignore[attr-defined]
 
@@ -987,10 +988,6 @@ def _type_bits(t: ir.Type) -> int:
     return t.width
 
 
-def _type_size(t: Type) -> int:
-    return 1 if t == IntegerType(1) else _bits(t) // 8
-
-
 def _parameter_type(kind: str, dtype: str) -> ir.Type:
     if kind == "pointer":
         return GLOBAL_PTR
@@ -998,8 +995,6 @@ def _parameter_type(kind: str, dtype: str) -> ir.Type:
         return I64
     if dtype == "i1":
         return I8
-    from tilec.ir.types import SCALAR_TYPES
-
     return llvm_type(SCALAR_TYPES[dtype])
 
 
