@@ -3,12 +3,9 @@
 Today that is the tile grammar's parser tables (building them takes a third of a second,
 loading them a few milliseconds); compiled kernels will join them with the runtime.
 
-The directory follows each platform's convention, never the working directory:
-
-* `$TILEC_CACHE_DIR` when it is set; set to the empty string, it turns caching off;
-* Linux and other POSIX systems: `$XDG_CACHE_HOME/tilec`, else `~/.cache/tilec`;
-* macOS: `~/Library/Caches/tilec`;
-* Windows: `%LOCALAPPDATA%\\tilec\\Cache`.
+The directory is `$TILEC_CACHE_DIR` when it is set (set to the empty string, it turns caching
+off), else the platform's user cache directory for tilec as `platformdirs` knows it
+(`~/.cache/tilec` on Linux) — never the working directory.
 
 A cache is only ever an optimisation: when the directory cannot be made or written, tilec
 works without it. Files are written under a temporary name and renamed into place, so a reader
@@ -19,9 +16,10 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import platformdirs
 
 __all__ = ["cache_dir", "write_atomically"]
 
@@ -36,25 +34,12 @@ def cache_dir() -> Path | None:
             return None
         directory = Path(configured)
     else:
-        directory = _platform_cache_root() / "tilec"
-        if sys.platform == "win32":
-            directory = directory / "Cache"
+        directory = Path(platformdirs.user_cache_dir("tilec", appauthor=False))
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
     return directory
-
-
-def _platform_cache_root() -> Path:
-    if sys.platform == "win32":
-        local = os.environ.get("LOCALAPPDATA")
-        return Path(local) if local else Path.home() / "AppData" / "Local"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches"
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    # The XDG spec ignores relative paths: they would land in the working directory.
-    return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> bool:

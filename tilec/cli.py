@@ -115,9 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("file", help=".tile file to compile ('-' for stdin)")
     comp.add_argument(
         "--emit",
-        choices=["tir"],
-        default="tir",
-        help="what to print: tir = tile IR (the only stage so far; llvm/ptx/cubin come with lowering)",
+        choices=["tir", "llvm", "ptx", "cubin"],
+        default="ptx",
+        help="what to write: tir = tile IR (after -p, default no passes); llvm = LLVM IR; "
+        "ptx (default); cubin (needs ptxas and -o). llvm/ptx/cubin run the default pipeline "
+        "unless -p is given",
+    )
+    comp.add_argument(
+        "--arch",
+        choices=["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"],
+        help="GPU architecture to compile for (default: the GPU present, else sm_90a)",
     )
     comp.add_argument(
         "-k", "--kernel", action="append", default=[], help="compile only this kernel (repeatable)"
@@ -126,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument(
         "-p",
         "--pipeline",
-        default="",
-        help="passes to run on the tile IR, e.g. 'canonicalize,cse,dce' (default: none)",
+        default=None,
+        help="passes to run on the tile IR, e.g. 'canonicalize,cse,dce' (default: none for "
+        "--emit tir, else the default pipeline)",
     )
     comp.add_argument(
         "--tile",
@@ -320,6 +328,8 @@ def _compile(args: argparse.Namespace) -> int:
     from tilec.frontend import parse_source
     from tilec.ir.printer import print_op
 
+    if args.emit == "cubin" and not args.output:
+        raise TileError("--emit cubin writes a binary file: give it with -o FILE")
     text, filename = _read_input(args.file)
     compiled = compile_module(
         parse_source(text, filename),
@@ -327,17 +337,28 @@ def _compile(args: argparse.Namespace) -> int:
         options=_pinned_options(args) or None,
         pipeline=args.pipeline,
         instrumentation=_instrumentation(args),
+        target=args.emit,
+        arch=args.arch,
     )
-    if args.timing and compiled.pass_manager is not None:
-        sys.stderr.write(compiled.pass_manager.timing_report())
-    result = print_op(
-        compiled.module,
-        print_locations=args.print_locations,
-        remarks=compiled.pass_manager.context.remark_lookup()
-        if args.print_remarks and compiled.pass_manager is not None
-        else None,
-    )
-    _write_output(result, args.output)
+    manager = compiled.pass_manager
+    if args.timing and manager is not None:
+        sys.stderr.write(manager.timing_report())
+    # The furthest stage reached (--stop-after may end the compilation early).
+    if args.emit == "cubin" and compiled.cubin is not None:
+        _write_output(compiled.cubin, args.output)
+    elif args.emit in ("ptx", "cubin") and compiled.ptx is not None:
+        _write_output(compiled.ptx, args.output)
+    elif args.emit != "tir" and compiled.llvm is not None:
+        _write_output(compiled.llvm, args.output)
+    else:
+        result = print_op(
+            compiled.module,
+            print_locations=args.print_locations,
+            remarks=manager.context.remark_lookup()
+            if args.print_remarks and manager is not None
+            else None,
+        )
+        _write_output(result, args.output)
     return 0
 
 
@@ -436,10 +457,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
-def _write_output(text: str, path: str | None) -> None:
-    """Write `text` to `path` atomically (never a half-written file), or to stdout."""
+def _write_output(text: str | bytes, path: str | None) -> None:
+    """Write `text` (or binary data) to `path` atomically (never a half-written file), or to
+    stdout."""
     if not path:
-        sys.stdout.write(text)
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
         return
     directory = os.path.dirname(os.path.abspath(path))
     try:
@@ -447,8 +472,15 @@ def _write_output(text: str, path: str | None) -> None:
     except OSError as e:
         raise TileError(f"cannot write '{path}': {e.strerror}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        if isinstance(text, bytes):
+            with os.fdopen(fd, "wb") as f:
+                f.write(text)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have created it
         os.replace(tmp, path)
     except BaseException as e:
         os.unlink(tmp)

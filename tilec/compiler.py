@@ -24,10 +24,14 @@ from tilec.frontend.sema import Program
 from tilec.frontend.syntax import FunctionDef, Module
 from tilec.ir.printer import print_op
 from tilec.ir.verifier import VerifyError, verify
+from tilec.lowering import lower_to_llvm
+from tilec.lowering.ptx import default_arch, optimize, target_machine
+from tilec.lowering.ptxas import KernelResources, PtxasError, assemble_cubin
 from tilec.passmanager import Instrumentation, PassManager, Remark, save_crash_ir
 
 __all__ = [
     "DEFAULT_PIPELINE",
+    "TARGETS",
     "CompiledProgram",
     "Stage",
     "compile",
@@ -37,7 +41,11 @@ __all__ = [
 
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
-DEFAULT_PIPELINE = "canonicalize,cse,dce"
+DEFAULT_PIPELINE = "canonicalize,cse,specialize,assign-layouts,canonicalize,cse,dce"
+
+# What a compilation can produce; after the passes, the steps that produce each.
+TARGETS = ("tir", "llvm", "ptx", "cubin")
+LOWERING_STEPS = ("lower-to-llvm", "ptx", "cubin")
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ class CompiledProgram:
     stages: list[Stage] = field(default_factory=list)
     remarks: list[Remark] = field(default_factory=list)
     pass_manager: PassManager | None = None  # the one that ran the pipeline (timings)
+    # Filled by lowering (`target` llvm, ptx or cubin):
+    arch: str | None = None
+    llvm: str | None = None  # LLVM IR as tilec emits it (before LLVM's optimizer)
+    ptx: str | None = None
+    cubin: bytes | None = None
+    resources: dict[str, KernelResources] | None = None  # ptxas's report, per kernel
 
     @property
     def kernels(self) -> list[str]:
@@ -77,8 +91,10 @@ def compile(
     *,
     kernels: Sequence[str] | None = None,
     options: Mapping[str, object] | None = None,
-    pipeline: str = "",
+    pipeline: str | None = None,
     instrumentation: Instrumentation | None = None,
+    target: str = "tir",
+    arch: str | None = None,
 ) -> CompiledProgram:
     """Compile a `.tile` file (a path) or tile source text (a string holding a `def`).
 
@@ -86,6 +102,11 @@ def compile(
     those are analysed and compiled. `options` pins decisions for each of them
     (`{"tile": {"M": 128}, "warps": 4, "stages": 3}`), over what `@kernel(...)` in the source
     says. Raises `TileError` for any mistake in the input.
+
+    `target` says how far to go: "tir" (the tile IR after `pipeline`, default none), or
+    "llvm", "ptx", "cubin" (after `pipeline`, default `DEFAULT_PIPELINE`, the kernels are
+    lowered for `arch`, default the GPU present else sm_90a; "cubin" needs ptxas). The result
+    keeps every stage: `.stages`, `.llvm`, `.ptx`, `.cubin`, `.resources`.
     """
     if isinstance(source_or_path, os.PathLike) or _looks_like_path(source_or_path):
         module_ast = parse_file(source_or_path)
@@ -97,6 +118,8 @@ def compile(
         options=options,
         pipeline=pipeline,
         instrumentation=instrumentation,
+        target=target,
+        arch=arch,
     )
 
 
@@ -105,8 +128,10 @@ def compile_module(
     *,
     kernels: Sequence[str] | None = None,
     options: Mapping[str, object] | None = None,
-    pipeline: str = "",
+    pipeline: str | None = None,
     instrumentation: Instrumentation | None = None,
+    target: str = "tir",
+    arch: str | None = None,
 ) -> CompiledProgram:
     """Analysis, IR generation and passes for a parsed module (what `compile` and
     `tilec compile` share).
@@ -118,7 +143,12 @@ def compile_module(
         module = _select_kernels(module, kernels)
     program = analyze(module, options)
     return compile_program(
-        program, kernels=kernels, pipeline=pipeline, instrumentation=instrumentation
+        program,
+        kernels=kernels,
+        pipeline=pipeline,
+        instrumentation=instrumentation,
+        target=target,
+        arch=arch,
     )
 
 
@@ -140,8 +170,10 @@ def compile_program(
     program: Program,
     *,
     kernels: Sequence[str] | None = None,
-    pipeline: str = "",
+    pipeline: str | None = None,
     instrumentation: Instrumentation | None = None,
+    target: str = "tir",
+    arch: str | None = None,
 ) -> CompiledProgram:
     """IR generation and passes for an analysed program (the part `compile` shares with jit)."""
     names = [k.name for k in program.kernels]
@@ -168,9 +200,16 @@ def compile_program(
         raise InternalCompilerError(
             "irgen", RuntimeError(f"IR generation produced invalid IR: {e.render()}"), path
         ) from e
+    if target not in TARGETS:
+        raise TileError(f"unknown target '{target}'", hint="targets: " + ", ".join(TARGETS))
+    lowering = target != "tir"
+    if pipeline is None:
+        pipeline = DEFAULT_PIPELINE if lowering else ""
     result = CompiledProgram(module, program, [Stage("frontend", print_op(module))])
+    steps = LOWERING_STEPS[: TARGETS.index(target)]  # tir: none; llvm: lower-to-llvm; ...
+    manager = PassManager.from_text(pipeline, instrumentation, steps)
+    result.pass_manager = manager
     if pipeline:
-        manager = PassManager.from_text(pipeline, instrumentation)
         seen = 0
 
         def record(p, module) -> None:
@@ -181,8 +220,63 @@ def compile_program(
 
         manager.run(module, after_each=record)
         result.remarks = list(manager.context.remarks)
-        result.pass_manager = manager
+    if lowering and not manager.stopped:
+        _lower(result, manager, target, arch or default_arch())
     return result
+
+
+def _lower(result: CompiledProgram, manager: PassManager, target: str, arch: str) -> None:
+    """LLVM IR, PTX and (for "cubin") the cubin of the compiled module, each a stage that the
+    instrumentation prints, dumps and may stop after."""
+    instr = manager.instr
+    result.arch = arch
+
+    def step(name: str, text: str, suffix: str) -> bool:
+        result.stages.append(Stage(name, text))
+        if instr.print_ir_after_all or name in instr.print_ir_after:
+            manager.print_text(f"IR Dump After {name}", text)
+        manager.dump_text(name, text, suffix)
+        return instr.stop_after == name
+
+    unready = [
+        f.sym_name
+        for f in result.module.functions
+        if "tilec.tile_sizes" not in f.attributes or "tilec.num_warps" not in f.attributes
+    ]
+    if unready:
+        raise TileError(
+            f"lowering needs specialized, laid-out kernels; {', '.join(unready)} "
+            f"{'is' if len(unready) == 1 else 'are'} not",
+            hint="the pipeline must run 'specialize' and 'assign-layouts' "
+            f"(the default one does: {DEFAULT_PIPELINE})",
+        )
+    try:
+        llvm_module = lower_to_llvm(result.module, arch)
+    except (TileError, InternalCompilerError):
+        raise
+    except Exception as e:
+        path = save_crash_ir(
+            "lower-to-llvm", print_op(result.module, print_locations=True), instr.dump_dir
+        )
+        raise InternalCompilerError("lower-to-llvm", e, path) from e
+    result.llvm = str(llvm_module)
+    if step("lower-to-llvm", result.llvm, ".ll") or target == "llvm":
+        return
+    result.ptx = target_machine(arch).emit_assembly(optimize(result.llvm, arch))
+    if step("ptx", result.ptx, ".ptx") or target != "cubin":
+        return
+    try:
+        result.cubin, result.resources = assemble_cubin(result.ptx, arch)
+    except PtxasError as e:
+        raise TileError(
+            str(e), hint="install the CUDA toolkit or the nvidia-cuda-nvcc wheel"
+        ) from e
+    report = "\n".join(
+        f"{r.name}: {r.registers} registers, {r.spill_stores} bytes spill stores, "
+        f"{r.spill_loads} bytes spill loads, {r.stack_frame} bytes stack frame"
+        for r in result.resources.values()
+    )
+    step("cubin", report + "\n", ".ptxas.txt")
 
 
 def _looks_like_path(s: str | os.PathLike[str]) -> bool:

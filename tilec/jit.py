@@ -1,4 +1,4 @@
-"""`@tilec.jit`: a tile kernel written as a Python function.
+"""`@tilec.jit`: a tile kernel written as a Python function, run on GPU tensors.
 
     from __future__ import annotations   # annotations such as f16[M, K] stay unevaluated
     import tilec
@@ -8,50 +8,113 @@
         for tm in tiles(M):
             y[tm] = x[tm] * alpha
 
-    print(scale.tir)                      # its tile IR
+    scale(x, y, 2.0)          # torch CUDA tensors (or CuPy, DLPack, numpy): runs on the GPU
+    print(scale.tir)          # its tile IR
 
 The function's source is read with `inspect`, its decorators dropped, and it is parsed with
 the same grammar as `.tile` files; errors point at the lines of the `.py` file. Options pin
 decisions like `@kernel(...)` does in a `.tile` file: `tile={"M": 128}`, `warps=4`,
-`stages=3`. Compilation happens on first use of `.ir`/`.tir` (or the first call) and is cached.
+`stages=3`. `tilec.load_kernel("examples/softmax.tile", "softmax")` makes the same object from
+a kernel of a `.tile` file.
 
-**Calling a kernel** runs it in the reference interpreter when the environment has
-`TILEC_INTERPRET=1` or the decorator says `@tilec.jit(interpret=True)`:
+**On the GPU** a call checks the arguments (`tilec.runtime`), then looks up the compiled
+kernel for their *specialization*: which pointers are 16-byte aligned, which strides are 1,
+which extents and strides divide by 16 (as Triton does), and each dimension used whole
+(`x[tm, :]`) rounded up to a power of two — the tile that covers it. The pinned options are
+fixed per kernel. A new specialization is compiled (the default pipeline, `specialize` told the
+whole extents, then PTX with the argument facts folded in: `tilec.lowering.Specialization`) for
+the GPU's architecture, through the on-disk cache (`tilec.kernel_cache`), and kept in memory,
+so a second call with arguments of the same kind goes straight to the launch. It runs on torch's
+current stream when torch tensors are passed (`stream=` picks another; the keyword is reserved).
 
-    scale(x, y, 2.0)            # numpy arrays or CPU torch tensors; y is written in place
+**In the interpreter** (`TILEC_INTERPRET=1` in the environment, or
+`@tilec.jit(interpret=True)`) a call runs the kernel on the CPU on numpy arrays or CPU torch
+tensors; tile sizes are the pinned ones, else the interpreter's defaults (`tilec.interp`).
 
-Arguments go by position or by parameter name; tile sizes are the pinned ones, else the
-interpreter's defaults (`tilec.interp.launch`). Running on the GPU arrives with Stage D.
+Arguments go by position or by parameter name, either way. Mistakes (a CPU tensor, a wrong
+dtype, rank or shape, no GPU) are `LaunchError`s pointing at the kernel's definition.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from tilec.compiler import CompiledProgram, compile_program
-from tilec.frontend import analyze, parse_function
+from tilec.compiler import DEFAULT_PIPELINE, CompiledProgram, compile_module
+from tilec.frontend import parse_source
+from tilec.frontend.source import Source, function_source, read_tile_file
+from tilec.frontend.syntax import FunctionDef, Module
 
-__all__ = ["JitFunction", "jit"]
+__all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
+
+INTERPRET_VARIABLE = "TILEC_INTERPRET"
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """One specialization of a kernel, compiled: its PTX and what launching it needs."""
+
+    name: str
+    arch: str
+    ptx: str
+    abi: Any  # tilec.lowering.KernelABI
+    specialization: Any  # tilec.lowering.Specialization
+    pipeline: str
+    key: Any  # tilec.kernel_cache.KernelCacheKey
+    from_disk: bool  # found in the on-disk cache rather than compiled
 
 
 class JitFunction:
-    """A tile kernel defined in Python. Its compiled forms are attributes."""
+    """A tile kernel defined in Python (or taken from a `.tile` file). Its compiled forms
+    are attributes; calling it runs it."""
 
-    def __init__(self, fn: Callable[..., Any], options: dict[str, Any]):
+    def __init__(
+        self,
+        fn: Callable[..., Any] | None,
+        options: Mapping[str, Any],
+        *,
+        source: Source | None = None,
+        name: str | None = None,
+    ):
         self.fn = fn
         options = dict(options)
         # Not a compile option: how calls run.
         self.interpret = bool(options.pop("interpret", False))
         self.options = options
-        functools.update_wrapper(self, fn)
+        self._source = source
+        self.name = name or (fn.__name__ if fn is not None else "")
+        if fn is not None:
+            functools.update_wrapper(self, fn)
+        self._launchers: dict[tuple, Any] = {}
+        self.compilations = 0  # specializations compiled or loaded from disk by this object
+
+    # -- the source and its IR ------------------------------------------------------------------
+
+    @functools.cached_property
+    def source(self) -> Source:
+        """The text the kernel is parsed from (with its place in its file)."""
+        if self._source is None:
+            self._source = function_source(self.fn)
+        return self._source
+
+    def _module(self) -> Module:
+        s = self.source
+        return parse_source(s.text, s.filename, s.line_offset, s.col_offset, register=False)
+
+    def _compile(self, pipeline: str) -> CompiledProgram:
+        kernels = None if self.fn is not None else [self.name]  # a file may hold several
+        return compile_module(
+            self._module(), kernels=kernels, options=self.options or None, pipeline=pipeline
+        )
 
     @functools.cached_property
     def compiled(self) -> CompiledProgram:
-        program = analyze(parse_function(self.fn), self.options or None)
-        return compile_program(program)
+        """The frontend's tile IR (what the interpreter runs)."""
+        return self._compile("")
 
     @property
     def ir(self):
@@ -63,35 +126,183 @@ class JitFunction:
         """The tile IR as text."""
         return self.compiled.tir
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        """Run the kernel on `args` (in the interpreter, for now: see the module docstring)."""
-        if not (self.interpret or os.environ.get("TILEC_INTERPRET", "") == "1"):
-            raise NotImplementedError(
-                f"'{self.fn.__name__}' cannot run on the GPU yet: GPU execution arrives with "
-                "Stage D (lowering to PTX and the CUDA runtime); to run it in the reference "
-                "interpreter on the CPU, set TILEC_INTERPRET=1 or use @tilec.jit(interpret=True)"
-            )
-        from tilec.interp import find_kernel, run_kernel
-        from tilec.interp.launch import parameter_name
+    @functools.cached_property
+    def _kernel(self):
+        return self.compiled.module.functions[0]
 
-        module = self.compiled.module
-        func = find_kernel(module, self.compiled.kernels[0])
-        if not kwargs:
-            run_kernel(func, None, args)
+    @functools.cached_property
+    def _checker(self):
+        from tilec.lowering.abi import kernel_parameters
+        from tilec.runtime import ArgumentChecker
+
+        return ArgumentChecker(self._kernel.sym_name, kernel_parameters(self._kernel), self.loc)
+
+    @property
+    def loc(self):
+        return self._kernel.loc
+
+    @functools.cached_property
+    def _whole_dims(self) -> tuple[str, ...]:
+        attr = self._kernel.attributes.get("tilec.whole_dims")
+        return tuple(str(d) for d in attr.value) if attr is not None else ()
+
+    # -- calling --------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
+        """Run the kernel on `args`: on the GPU, or in the interpreter (module docstring)."""
+        if self.interpret or os.environ.get(INTERPRET_VARIABLE, "") == "1":
+            self._interpret(args, kwargs)
             return
-        names = [parameter_name(a) for a in func.arguments]
+        values = self._order(args, kwargs) if kwargs else args
+        arguments = self._checker.convert(values)
+        key = self._key(arguments)
+        launcher = self._launchers.get(key)
+        if launcher is None:
+            launcher = self._launcher(key, arguments)
+        launcher.launch(arguments, stream)
+
+    def _order(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+        """Positional and keyword arguments in parameter order (the interpreter's checks)."""
+        from tilec.interp.launch import _order_arguments, parameter_name
+
+        names = [parameter_name(a) for a in self._kernel.arguments]
         if len(args) > len(names):
-            run_kernel(func, None, [*args, *kwargs.values()])  # reports the count
-            return
+            return [*args, *kwargs.values()]  # the count is reported by the checker
         by_name = dict(zip(names, args))
         for name, value in kwargs.items():
             if name in by_name:
-                raise TypeError(f"{self.fn.__name__}() got multiple values for argument '{name}'")
+                raise TypeError(f"{self.name}() got multiple values for argument '{name}'")
             by_name[name] = value
-        run_kernel(func, None, by_name)
+        return _order_arguments(self._kernel, by_name)
+
+    def _interpret(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        from tilec.interp import run_kernel
+
+        run_kernel(self._kernel, None, self._order(args, kwargs) if kwargs else list(args))
+
+    def _key(self, arguments: Any) -> tuple:
+        """The specialization of `arguments`: per tensor, one integer holding whether its
+        address is 16-byte aligned, and per dimension whether its stride is 1 or a multiple of
+        16 and whether its extent is a multiple of 16; per whole dimension, the power of two
+        that covers it; and the GPU."""
+        from tilec.runtime import DeviceTensor
+
+        parts: list[Any] = [arguments.device]
+        for v in arguments.values:
+            if type(v) is DeviceTensor:
+                bits = 1 if v.pointer & 15 == 0 else 0
+                for s in v.strides:
+                    bits = bits * 4 + (1 if s == 1 else 2 if s & 15 == 0 else 0)
+                for n in v.shape:
+                    bits = bits * 2 + (1 if n & 15 == 0 else 0)
+                parts.append(bits)
+        extents = arguments.extents
+        for dim in self._whole_dims:
+            parts.append(_power_of_two(extents[dim]))
+        return tuple(parts)
+
+    def _launcher(self, key: tuple, arguments: Any) -> Any:
+        from tilec.runtime import Launcher, device_arch, get_device
+
+        device = get_device(arguments.device)
+        kernel = self._compile_for(arguments, device_arch(device))
+        launcher = Launcher(kernel.ptx, kernel.abi, kernel.specialization, loc=self.loc)
+        self._launchers[key] = launcher
+        return launcher
+
+    # -- compiling ------------------------------------------------------------------------------
+
+    def compile_for(self, *args: Any, arch: str | None = None, **kwargs: Any) -> CompiledKernel:
+        """Compile (or find in the disk cache) the specialization that `args` call for, without
+        running it; numpy arrays stand for GPU tensors of their shape (contiguous, aligned).
+        `arch` defaults to the GPU's, else sm_90a."""
+        arguments = self._checker.convert(self._order(args, kwargs) if kwargs else args)
+        if arch is None:
+            from tilec.lowering.ptx import default_arch
+
+            arch = default_arch()
+        return self._compile_for(arguments, arch)
+
+    def _compile_for(self, arguments: Any, arch: str) -> CompiledKernel:
+        from tilec import kernel_cache
+        from tilec.lowering import Specialization, compile_to_ptx, module_abi
+        from tilec.lowering.abi import KernelABI, kernel_parameters
+
+        specialization = _specialization(kernel_parameters(self._kernel), arguments)
+        extents = {d: _power_of_two(arguments.extents[d]) for d in self._whole_dims}
+        pipeline = DEFAULT_PIPELINE
+        if extents:
+            text = ",".join(f"{d}={n}" for d, n in extents.items())
+            pipeline = pipeline.replace("specialize", f'specialize{{extents="{text}"}}', 1)
+        key = kernel_cache.KernelCacheKey(
+            self.source.text,
+            self.name,
+            json.dumps(self.options, sort_keys=True, default=str),
+            pipeline,
+            json.dumps(specialization.to_json(), sort_keys=True),
+            arch,
+        )
+        self.compilations += 1
+        entry = kernel_cache.load(key)
+        if entry is not None:
+            return CompiledKernel(
+                self.name,
+                arch,
+                entry["ptx"],
+                KernelABI.from_json(entry["abi"]),
+                Specialization.from_json(entry["specialization"]),
+                pipeline,
+                key,
+                True,
+            )
+        program = self._compile(pipeline)
+        name = program.kernels[0]
+        ptx = compile_to_ptx(program.module, arch, {name: specialization})
+        abi = module_abi(program.module)[name]
+        kernel_cache.store(
+            key, {"ptx": ptx, "abi": abi.to_json(), "specialization": specialization.to_json()}
+        )
+        return CompiledKernel(name, arch, ptx, abi, specialization, pipeline, key, False)
 
     def __repr__(self) -> str:
-        return f"<tilec.jit kernel {self.fn.__qualname__}>"
+        where = (
+            self.fn.__qualname__
+            if self.fn is not None
+            else f"{self.name} of {self.source.filename}"
+        )
+        return f"<tilec.jit kernel {where}>"
+
+
+def _power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
+    """What `arguments` promise, by parameter name (the facts `JitFunction._key` records)."""
+    from tilec.lowering import Specialization
+    from tilec.runtime import DeviceTensor
+
+    tensors = {}
+    names = list(dict.fromkeys(p.argument for p in parameters))
+    for name, value in zip(names, arguments.values):
+        if isinstance(value, DeviceTensor):
+            tensors[name] = value
+    aligned, unit, divisible = set(), set(), set()
+    for p in parameters:
+        t = tensors.get(p.argument)
+        if t is None:
+            continue
+        if p.kind == "pointer" and t.pointer % 16 == 0:
+            aligned.add(p.name)
+        elif p.kind == "stride":
+            stride = t.strides[p.axis]
+            if stride == 1:
+                unit.add(p.name)
+            elif stride % 16 == 0:
+                divisible.add(p.name)
+        elif p.kind == "extent" and t.shape[p.axis] % 16 == 0:
+            divisible.add(p.name)
+    return Specialization(frozenset(aligned), frozenset(unit), frozenset(divisible))
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -99,3 +310,26 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     if fn is not None:
         return JitFunction(fn, options)
     return lambda f: JitFunction(f, options)
+
+
+def load_kernel(
+    path: str | os.PathLike[str], kernel: str | None = None, **options: Any
+) -> JitFunction:
+    """Kernel `kernel` of the `.tile` file at `path` (the only one when None), as a
+    `JitFunction`: callable on GPU tensors, with the same specialization and caches."""
+    source = read_tile_file(path)
+    module = parse_source(source.text, source.filename, register=False)
+    names = [s.name for s in module.body if isinstance(s, FunctionDef)]
+    if kernel is None:
+        if len(names) != 1:
+            from tilec.diagnostics import Location, TileError
+
+            raise TileError(
+                f"{source.filename} has {len(names)} kernels; name the one to load",
+                Location(source.filename, 0, 0),
+                hint="kernels: " + (", ".join(names) or "none"),
+            )
+        kernel = names[0]
+    function = JitFunction(None, options, source=source, name=kernel)
+    function.compiled  # noqa: B018 - reports a missing kernel or a bad program now
+    return function

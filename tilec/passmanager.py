@@ -349,31 +349,47 @@ class Instrumentation:
 class PassManager:
     """Runs a list of passes over a module with instrumentation."""
 
-    def __init__(self, passes: Sequence[Pass], instrumentation: Instrumentation | None = None):
+    def __init__(
+        self,
+        passes: Sequence[Pass],
+        instrumentation: Instrumentation | None = None,
+        later_steps: Sequence[str] = (),
+    ):
+        """`later_steps` names the steps that follow the passes (lowering to LLVM IR, PTX) and
+        that `--stop-after`/`--print-ir-after` may name too."""
         self.passes = list(passes)
         self.instr = instrumentation or Instrumentation()
         self.context = PassContext()
         self.timings: list[tuple[str, float]] = []
+        self.stopped = False  # whether --stop-after ended the pipeline before its last step
         self._dump_index = 0
         stop = self.instr.stop_after
-        if stop is not None and stop not in {p.name for p in self.passes}:
+        steps = [p.name for p in self.passes] + list(later_steps)
+        if stop is not None and stop not in steps:
             raise TileError(
-                f"--stop-after={stop}: no pass '{stop}' in the pipeline",
-                hint="passes in the pipeline: " + ", ".join(p.name for p in self.passes),
+                f"--stop-after={stop}: no step '{stop}' in the pipeline",
+                hint="steps of this pipeline: " + (", ".join(steps) or "none"),
             )
 
     @classmethod
     def from_text(
-        cls, pipeline: str, instrumentation: Instrumentation | None = None
+        cls,
+        pipeline: str,
+        instrumentation: Instrumentation | None = None,
+        later_steps: Sequence[str] = (),
     ) -> PassManager:
-        return cls(parse_pipeline(pipeline), instrumentation)
+        return cls(parse_pipeline(pipeline), instrumentation, later_steps)
 
     def _print(self, header: str, module: Operation) -> None:
+        self.print_text(header, self._text(module))
+
+    def print_text(self, header: str, text: str) -> None:
+        """Print one step's output (IR, or LLVM IR/PTX after lowering) with a header."""
         import sys
 
         stream = self.instr.stream or sys.stderr
         stream.write(f"// -----// {header} //----- //\n")
-        stream.write(self._text(module))
+        stream.write(text if text.endswith("\n") else text + "\n")
 
     def _text(self, module: Operation) -> str:
         return print_op(
@@ -383,13 +399,18 @@ class PassManager:
         )
 
     def _dump(self, name: str, module: Operation) -> None:
+        if self.instr.dump_dir is not None:
+            self.dump_text(name, self._text(module), ".tir")
+
+    def dump_text(self, name: str, text: str, suffix: str) -> None:
+        """Write one step's output to the dump directory as the next numbered file."""
         if self.instr.dump_dir is None:
             return
         os.makedirs(self.instr.dump_dir, exist_ok=True)
-        path = os.path.join(self.instr.dump_dir, f"{self._dump_index:02d}-{name}.tir")
+        path = os.path.join(self.instr.dump_dir, f"{self._dump_index:02d}-{name}{suffix}")
         self._dump_index += 1
         with open(path, "w", encoding="utf-8") as f:
-            f.write(self._text(module))
+            f.write(text)
 
     def run(
         self, module: Operation, after_each: Callable[[Pass, Operation], None] | None = None
@@ -429,6 +450,7 @@ class PassManager:
             if after_each is not None:
                 after_each(p, module)
             if instr.stop_after == p.name:
+                self.stopped = True
                 break
         return module
 

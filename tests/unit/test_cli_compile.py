@@ -39,6 +39,11 @@ def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Completed
     )
 
 
+def compile_tir(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`tilec compile ... --emit tir`: most tests here are about the tile-IR stage."""
+    return run("compile", *args, "--emit", "tir", cwd=cwd, stdin=stdin)
+
+
 def test_compile_prints_the_tile_ir(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
     result = run("compile", "k.tile", "--emit", "tir", cwd=tmp_path)
@@ -48,14 +53,56 @@ def test_compile_prints_the_tile_ir(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile"]
 
 
-def test_emit_defaults_to_tile_ir(tmp_path):
+def test_emit_defaults_to_ptx(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
-    assert run("compile", "k.tile", cwd=tmp_path).stdout == tilec.compile(GOOD).tir
+    result = run("compile", "k.tile", "--arch", "sm_80", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == tilec.compile(GOOD, target="ptx", arch="sm_80").ptx
+    assert ".target sm_80" in result.stdout and ".visible .entry scale(" in result.stdout
+
+
+def test_emit_llvm_and_cubin(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    llvm = run("compile", "k.tile", "--emit", "llvm", cwd=tmp_path)
+    assert llvm.returncode == 0, llvm.stderr
+    assert 'target triple = "nvptx64-nvidia-cuda"' in llvm.stdout
+    assert run("compile", "k.tile", "--emit", "cubin", cwd=tmp_path).returncode == 1  # needs -o
+    cubin = run("compile", "k.tile", "--emit", "cubin", "-o", "k.cubin", cwd=tmp_path)
+    assert cubin.returncode == 0, cubin.stderr
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_dump_dir_holds_every_step_through_ptx(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "--dump-dir", "dump", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    names = sorted(p.name for p in (tmp_path / "dump").iterdir())
+    assert names[0] == "00-input.tir"
+    assert names[-2:] == ["08-lower-to-llvm.ll", "09-ptx.ptx"]
+    assert (tmp_path / "dump" / "09-ptx.ptx").read_text() == result.stdout
+
+
+def test_lowering_without_specialize_is_a_user_error(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "-p", "canonicalize,cse", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "error: lowering needs specialized, laid-out kernels; scale is not\n"
+        "hint: the pipeline must run 'specialize' and 'assign-layouts'"
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_stop_after_a_pass_prints_its_ir(tmp_path):
+    (tmp_path / "k.tile").write_text(GOOD)
+    result = run("compile", "k.tile", "--stop-after", "specialize", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("module {") and "tilec.tile_sizes" in result.stdout
 
 
 def test_a_wrong_program_is_located_with_a_caret_and_writes_nothing(tmp_path):
     (tmp_path / "bad.tile").write_text(BAD)
-    result = run("compile", "bad.tile", "-o", "out.tir", cwd=tmp_path)
+    result = compile_tir("bad.tile", "-o", "out.tir", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.split("\n") == [
         "bad.tile:3:25: error: unknown name 'alpah'",
@@ -71,7 +118,7 @@ def test_a_wrong_program_is_located_with_a_caret_and_writes_nothing(tmp_path):
 
 def test_a_syntax_error_is_worded_for_people(tmp_path):
     (tmp_path / "syntax.tile").write_text(SYNTAX)
-    result = run("compile", "syntax.tile", cwd=tmp_path)
+    result = compile_tir("syntax.tile", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.split("\n")[:3] == [
         "syntax.tile:1:44: error: expected ':' after function signature",
@@ -84,7 +131,7 @@ def test_a_syntax_error_is_worded_for_people(tmp_path):
 def test_a_failed_compile_keeps_an_existing_output_file(tmp_path):
     (tmp_path / "bad.tile").write_text(BAD)
     (tmp_path / "out.tir").write_text("previous result\n")
-    result = run("compile", "bad.tile", "-o", "out.tir", cwd=tmp_path)
+    result = compile_tir("bad.tile", "-o", "out.tir", cwd=tmp_path)
     assert result.returncode == 1
     assert (tmp_path / "out.tir").read_text() == "previous result\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tile", "out.tir"]
@@ -93,7 +140,7 @@ def test_a_failed_compile_keeps_an_existing_output_file(tmp_path):
 def test_output_file_is_written_whole_on_success(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
     (tmp_path / "out.tir").write_text("previous result\n")
-    result = run("compile", "k.tile", "-o", "out.tir", cwd=tmp_path)
+    result = compile_tir("k.tile", "-o", "out.tir", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert (tmp_path / "out.tir").read_text() == tilec.compile(GOOD).tir
@@ -102,7 +149,7 @@ def test_output_file_is_written_whole_on_success(tmp_path):
 
 def test_an_output_file_that_cannot_be_written_is_a_user_error(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
-    result = run("compile", "k.tile", "-o", "missing/out.tir", cwd=tmp_path)
+    result = compile_tir("k.tile", "-o", "missing/out.tir", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == "error: cannot write 'missing/out.tir': No such file or directory\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile"]
@@ -111,35 +158,35 @@ def test_an_output_file_that_cannot_be_written_is_a_user_error(tmp_path):
 def test_a_dump_dir_that_cannot_be_made_is_a_user_error(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
     (tmp_path / "taken").write_text("a file, not a directory")
-    result = run("compile", "k.tile", "-p", "cse", "--dump-dir", "taken/dumps", cwd=tmp_path)
+    result = compile_tir("k.tile", "-p", "cse", "--dump-dir", "taken/dumps", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.startswith("error: taken/dumps: ")
     assert "Traceback" not in result.stderr
 
 
 def test_missing_and_undecodable_files_are_user_errors(tmp_path):
-    result = run("compile", "absent.tile", cwd=tmp_path)
+    result = compile_tir("absent.tile", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.startswith("error: cannot read 'absent.tile'")
     (tmp_path / "latin1.tile").write_bytes(b"# caf\xe9\n" + GOOD.encode())
-    result = run("compile", "latin1.tile", cwd=tmp_path)
+    result = compile_tir("latin1.tile", cwd=tmp_path)
     assert result.returncode == 1
     assert "is not UTF-8 text" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_stdin_is_read_for_dash(tmp_path):
-    result = run("compile", "-", cwd=tmp_path, stdin=GOOD)
+    result = compile_tir("-", cwd=tmp_path, stdin=GOOD)
     assert result.returncode == 0, result.stderr
     assert result.stdout == tilec.compile(GOOD).tir
-    result = run("compile", "-", cwd=tmp_path, stdin=BAD)
+    result = compile_tir("-", cwd=tmp_path, stdin=BAD)
     assert result.returncode == 1
     assert result.stderr.startswith("<stdin>:3:25: error: unknown name 'alpah'\n")
 
 
 def test_dump_dir_holds_the_frontend_ir_and_each_pass(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
-    result = run("compile", "k.tile", "-p", "canonicalize,cse", "--dump-dir", "dumps", cwd=tmp_path)
+    result = compile_tir("k.tile", "-p", "canonicalize,cse", "--dump-dir", "dumps", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     dumps = tmp_path / "dumps"
     assert sorted(p.name for p in dumps.iterdir()) == [
@@ -153,15 +200,18 @@ def test_dump_dir_holds_the_frontend_ir_and_each_pass(tmp_path):
 
 def test_print_ir_after_all_shows_each_pass_on_stderr(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
-    result = run(
-        "compile", "k.tile", "-p", "canonicalize,cse,dce", "--print-ir-after-all", cwd=tmp_path
-    )
+    pipeline = "canonicalize,cse,specialize,assign-layouts,dce"
+    result = run("compile", "k.tile", "-p", pipeline, "--print-ir-after-all", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     headers = [line for line in result.stderr.split("\n") if line.startswith("// -----//")]
     assert headers == [
         "// -----// IR Dump After canonicalize //----- //",
         "// -----// IR Dump After cse //----- //",
+        "// -----// IR Dump After specialize //----- //",
+        "// -----// IR Dump After assign-layouts //----- //",
         "// -----// IR Dump After dce //----- //",
+        "// -----// IR Dump After lower-to-llvm //----- //",
+        "// -----// IR Dump After ptx //----- //",
     ]
     # The last dump is the result printed on stdout.
     assert result.stderr.endswith(result.stdout)
@@ -186,7 +236,7 @@ def test_stop_after_and_timing(tmp_path):
 
 def test_a_bad_pipeline_is_a_user_error(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
-    result = run("compile", "k.tile", "-p", "canonicalise", "-o", "out.tir", cwd=tmp_path)
+    result = compile_tir("k.tile", "-p", "canonicalise", "-o", "out.tir", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.startswith("<pipeline>:1:1: error: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile"]
@@ -194,7 +244,7 @@ def test_a_bad_pipeline_is_a_user_error(tmp_path):
 
 def test_print_locations_name_the_source_file(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
-    result = run("compile", "k.tile", "--print-locations", cwd=tmp_path)
+    result = compile_tir("k.tile", "--print-locations", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert 'tile.store %y[%tn], %3 : !tile.tensor<Nxf32>, tile<BNxf32> loc("k.tile":3:9)' in (
         result.stdout
@@ -247,7 +297,7 @@ def test_a_crash_in_a_pass_is_an_internal_compiler_error(tmp_path):
 
 def test_examples_compile_from_the_command_line(tmp_path):
     for path in sorted((ROOT / "examples").glob("*.tile")):
-        result = run("compile", str(path), cwd=tmp_path)
+        result = compile_tir(str(path), cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert result.stdout == tilec.compile(path).tir
     assert list(tmp_path.iterdir()) == []

@@ -17,31 +17,75 @@
 What the launcher must check (the kernel trusts all of it): extents equal the tensors' shapes,
 every tensor dimension with one name has one extent, fixed extents match, each extent is below
 2**31 (masks compare indices as `i32`), whole dimensions are at most `max_extents`, pointers
-are aligned to their element size, and the grid fits CUDA's limits (y, z < 65536).
+are aligned to their element size, the grid fits CUDA's limits (y, z < 65536), and the
+arguments keep the promises of the `Specialization` the kernel was compiled for.
+
+`KernelABI` and `Specialization` are plain data (`to_json`/`from_json`), so that a compiled
+kernel can be cached on disk and launched by `tilec.runtime`, which knows nothing of the IR.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
+from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
 from tilec.lowering.exchange import kernel_scratch_bytes
 from tilec.lowering.layouts import WARP_SIZE
 
-__all__ = ["GridAxis", "KernelABI", "Parameter", "kernel_abi", "module_abi"]
+__all__ = [
+    "ALIGNMENT",
+    "DIVISOR",
+    "GridAxis",
+    "KernelABI",
+    "Parameter",
+    "Specialization",
+    "kernel_abi",
+    "kernel_parameters",
+    "module_abi",
+]
+
+# What `Specialization` records, as Triton does: 16-byte alignment (the widest vector access)
+# and divisibility by 16 (whole vectors, no remainder).
+ALIGNMENT = 16
+DIVISOR = 16
 
 
 @dataclass(frozen=True)
 class Parameter:
     """One kernel parameter. `kind`: "pointer" (dtype: the element type), "extent" or
-    "stride" (dtype "i64", of dimension `axis`), or "scalar" (dtype: its type)."""
+    "stride" (dtype "i64", of dimension `axis`), or "scalar" (dtype: its type). For an extent,
+    `dim` is the dimension's name (`"M"`), its fixed size (`4` in `f32[M, 4]`), or None (`?`)."""
 
     name: str
     kind: str
     argument: str
     dtype: str
     axis: int | None = None
+    dim: str | int | None = None
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """What a kernel was compiled assuming about its arguments, by parameter name: pointers
+    aligned to `ALIGNMENT` bytes (`aligned`), strides equal to 1 (`unit`), extents and strides
+    that are multiples of `DIVISOR` (`divisible`). The lowering folds these into the code (a
+    unit stride becomes the constant 1); a launch whose arguments break one is refused."""
+
+    aligned: frozenset[str] = frozenset()
+    unit: frozenset[str] = frozenset()
+    divisible: frozenset[str] = frozenset()
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {k: sorted(getattr(self, k)) for k in ("aligned", "unit", "divisible")}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Specialization:
+        return cls(**{k: frozenset(data.get(k, ())) for k in ("aligned", "unit", "divisible")})
 
 
 @dataclass(frozen=True)
@@ -63,6 +107,7 @@ class KernelABI:
     shared_bytes: int
     tile_sizes: dict[str, int] = field(default_factory=dict)
     max_extents: dict[str, int] = field(default_factory=dict)
+    written: frozenset[str] = frozenset()  # the tensor arguments the kernel stores into
 
     @property
     def num_threads(self) -> int:
@@ -71,6 +116,31 @@ class KernelABI:
     @property
     def block(self) -> tuple[int, int, int]:
         return (self.num_threads, 1, 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "parameters": [vars(p) for p in self.parameters],
+            "grid": [[g.dim, g.tile] for g in self.grid],
+            "num_warps": self.num_warps,
+            "shared_bytes": self.shared_bytes,
+            "tile_sizes": self.tile_sizes,
+            "max_extents": self.max_extents,
+            "written": sorted(self.written),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelABI:
+        return cls(
+            data["name"],
+            tuple(Parameter(**p) for p in data["parameters"]),
+            tuple(GridAxis(d, t) for d, t in data["grid"]),
+            data["num_warps"],
+            data["shared_bytes"],
+            dict(data["tile_sizes"]),
+            dict(data["max_extents"]),
+            frozenset(data["written"]),
+        )
 
 
 def _pairs(kernel: FuncOp, attr: str) -> dict[str, int]:
@@ -84,14 +154,15 @@ def argument_name(kernel: FuncOp, index: int) -> str:
 
 
 def kernel_parameters(kernel: FuncOp) -> tuple[Parameter, ...]:
+    """The parameters of `kernel`, in order (they need no pass: the frontend's IR has them)."""
     params: list[Parameter] = []
     for i, arg in enumerate(kernel.arguments):
         name = argument_name(kernel, i)
         t: Type = arg.type
         if isinstance(t, TensorType):
             params.append(Parameter(name, "pointer", name, str(t.element)))
-            for axis in range(t.rank):
-                params.append(Parameter(f"{name}.extent.{axis}", "extent", name, "i64", axis))
+            for axis, dim in enumerate(t.shape):
+                params.append(Parameter(f"{name}.extent.{axis}", "extent", name, "i64", axis, dim))
             for axis in range(t.rank):
                 params.append(Parameter(f"{name}.stride.{axis}", "stride", name, "i64", axis))
         else:
@@ -121,6 +192,13 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
         kernel_scratch_bytes(kernel),
         tile_sizes,
         _pairs(kernel, "tilec.max_extent"),
+        frozenset(
+            argument_name(kernel, op.view.index)
+            for op in kernel.walk()
+            if isinstance(op, T.StoreOp)
+            and isinstance(op.view, BlockArgument)
+            and op.view.owner is kernel.body.block
+        ),
     )
 
 

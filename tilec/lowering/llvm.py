@@ -38,6 +38,7 @@ levels, and f64 transcendental functions.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,7 @@ from tilec.ir.types import (
     element_type,
 )
 from tilec.lowering import mathlib
-from tilec.lowering.abi import kernel_abi
+from tilec.lowering.abi import ALIGNMENT, DIVISOR, Specialization, kernel_abi
 from tilec.lowering.exchange import (
     REMAP_OPS,
     SCRATCH_ALIGNMENT,
@@ -176,10 +177,16 @@ class View:
     strides: list[ir.Value]
 
 
-def lower_to_llvm(module: ModuleOp, arch: str) -> ir.Module:
+def lower_to_llvm(
+    module: ModuleOp,
+    arch: str,
+    specializations: Mapping[str, Specialization] | None = None,
+) -> ir.Module:
     """An LLVM module with one kernel function per `func` of `module` (specialized and laid
-    out), for NVPTX architecture `arch` (one of `ARCHES`). An op that cannot be lowered raises
-    `InternalCompilerError` naming it, with the IR saved to a file."""
+    out), for NVPTX architecture `arch` (one of `ARCHES`). `specializations` (by kernel name)
+    lets the code assume facts about the arguments: pointers marked `align 16`, unit strides
+    folded to the constant 1, `llvm.assume` that extents and strides divide by 16. An op that
+    cannot be lowered raises `InternalCompilerError` naming it, with the IR saved to a file."""
     if arch not in ARCHES:
         raise TileError(f"unknown architecture '{arch}'", hint="one of " + ", ".join(ARCHES))
     llmod = ir.Module(name=module.loc.file or "tilec")
@@ -187,7 +194,8 @@ def lower_to_llvm(module: ModuleOp, arch: str) -> ir.Module:
     llmod.data_layout = DATA_LAYOUT
     for func in module.functions:
         try:
-            _KernelLowering(func, llmod).lower()
+            specialization = (specializations or {}).get(func.sym_name, Specialization())
+            _KernelLowering(func, llmod, specialization).lower()
         except TileError:
             raise
         except Exception as e:
@@ -249,15 +257,18 @@ class _KernelLowering:
     end of the entry block, where per-thread constants (thread coordinates) are computed once
     so that every later block may use them."""
 
-    def __init__(self, func: FuncOp, llmod: ir.Module):
+    def __init__(self, func: FuncOp, llmod: ir.Module, specialization: Specialization):
         self.func = func
         self.module = llmod
+        self.specialization = specialization
         self.abi = kernel_abi(func)
         types = [_parameter_type(p.kind, p.dtype) for p in self.abi.parameters]
         self.fn = ir.Function(llmod, ir.FunctionType(ir.VoidType(), types), func.sym_name)
         self.fn.calling_convention = "ptx_kernel"
         for arg, p in zip(self.fn.args, self.abi.parameters):
             arg.name = p.name
+            if p.name in specialization.aligned:
+                arg.attributes.align = ALIGNMENT
         # Every launch uses exactly this many threads; ptxas may plan registers for it.
         llmod.add_named_metadata(
             "nvvm.annotations",
@@ -289,8 +300,8 @@ class _KernelLowering:
             t = arg.type
             if isinstance(t, TensorType):
                 pointer = next(args)
-                extents = [next(args) for _ in range(t.rank)]
-                strides = [next(args) for _ in range(t.rank)]
+                extents = [self._integer_parameter(next(args)) for _ in range(t.rank)]
+                strides = [self._integer_parameter(next(args)) for _ in range(t.rank)]
                 self.values[arg] = View(pointer, extents, strides)
             elif isinstance(t, TileType):
                 raise ValueError(f"kernel argument of tile type {t}: kernels take tensors")
@@ -299,6 +310,18 @@ class _KernelLowering:
                 if t == IntegerType(1):  # passed as a byte
                     value = self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
                 self.values[arg] = value
+
+    def _integer_parameter(self, value: ir.Argument) -> ir.Value:
+        """An extent or stride, with what the specialization promises about it: a unit stride
+        is the constant 1 (its multiplications fold away), a multiple of `DIVISOR` is told to
+        LLVM through `llvm.assume`. The launcher refuses arguments that break either."""
+        if value.name in self.specialization.unit:
+            return ir.Constant(I64, 1)
+        if value.name in self.specialization.divisible:
+            remainder = self.b.urem(value, ir.Constant(I64, DIVISOR))
+            holds = self.b.icmp_unsigned("==", remainder, ir.Constant(I64, 0))
+            mathlib.call_intrinsic(self.b, "llvm.assume", ir.VoidType(), [holds])
+        return value
 
     # -- the walk -------------------------------------------------------------------------------
 

@@ -8,14 +8,18 @@ driver); the optimizer is LLVM's `O3` pipeline.
 from __future__ import annotations
 
 import functools
+import shutil
+import subprocess
+from collections.abc import Mapping
 
 import llvmlite.binding as llvm
 
 from tilec.diagnostics import TileError
 from tilec.dialects.builtin import ModuleOp
+from tilec.lowering.abi import Specialization
 from tilec.lowering.llvm import ARCHES, DATA_LAYOUT, TRIPLE, lower_to_llvm
 
-__all__ = ["PTX_VERSION", "compile_to_ptx", "optimize", "target_machine"]
+__all__ = ["PTX_VERSION", "compile_to_ptx", "default_arch", "optimize", "target_machine"]
 
 PTX_VERSION = "ptx80"
 
@@ -44,7 +48,38 @@ def optimize(text: str, arch: str) -> llvm.ModuleRef:
     return module
 
 
-def compile_to_ptx(module: ModuleOp, arch: str) -> str:
-    """PTX text for every kernel of `module` (specialized and laid out) on `arch`."""
-    llvm_module = lower_to_llvm(module, arch)
+def compile_to_ptx(
+    module: ModuleOp,
+    arch: str,
+    specializations: Mapping[str, Specialization] | None = None,
+) -> str:
+    """PTX text for every kernel of `module` (specialized and laid out) on `arch`;
+    `specializations` by kernel name, as `lower_to_llvm` takes them."""
+    llvm_module = lower_to_llvm(module, arch, specializations)
     return target_machine(arch).emit_assembly(optimize(str(llvm_module), arch))
+
+
+# The architecture to compile for when none is named: the GPU's own (sm_90 parts get the
+# architecture-specific sm_90a), found without loading a driver library.
+_ARCH_BY_CAPABILITY = {"8.0": "sm_80", "8.6": "sm_86", "8.9": "sm_89", "9.0": "sm_90a"}
+FALLBACK_ARCH = "sm_90a"
+
+
+@functools.cache
+def default_arch() -> str:
+    """The architecture of the first GPU (per `nvidia-smi`), else `sm_90a`."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return FALLBACK_ARCH
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return FALLBACK_ARCH
+    first = out.strip().splitlines()[0].strip() if out.strip() else ""
+    return _ARCH_BY_CAPABILITY.get(first, FALLBACK_ARCH)

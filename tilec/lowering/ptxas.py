@@ -67,6 +67,13 @@ _USED = re.compile(r"Used (\d+) registers(.*)")
 def assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, KernelResources]:
     """Assemble `ptx` for `arch` (e.g. "sm_90a"); the resources of each kernel, by name.
     Raises `PtxasError` when ptxas is not found or fails."""
+    return assemble_cubin(ptx, arch, ptxas)[1]
+
+
+def assemble_cubin(
+    ptx: str, arch: str, ptxas: str | None = None
+) -> tuple[bytes, dict[str, KernelResources]]:
+    """Assemble `ptx` for `arch`: the cubin, and the resources of each kernel by name."""
     exe = ptxas or find_ptxas()
     if exe is None:
         raise PtxasError(
@@ -76,15 +83,18 @@ def assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, KernelR
         source = os.path.join(tmp, "kernel.ptx")
         with open(source, "w", encoding="utf-8") as f:
             f.write(ptx)
+        cubin_path = os.path.join(tmp, "kernel.cubin")
         result = subprocess.run(
-            [exe, f"-arch={arch}", "-v", source, "-o", os.path.join(tmp, "kernel.cubin")],
+            [exe, f"-arch={arch}", "-v", source, "-o", cubin_path],
             capture_output=True,
             text=True,
             check=False,
         )
-    if result.returncode != 0:
-        raise PtxasError(f"ptxas -arch={arch} failed:\n{result.stderr.strip()}")
-    return _parse_report(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise PtxasError(f"ptxas -arch={arch} failed:\n{result.stderr.strip()}")
+        with open(cubin_path, "rb") as f:
+            cubin = f.read()
+    return cubin, _parse_report(result.stdout + result.stderr)
 
 
 def _parse_report(text: str) -> dict[str, KernelResources]:

@@ -1,0 +1,120 @@
+"""The GPU: finding cuda-python, the driver and a device, and which architecture to compile for.
+
+Everything that touches CUDA goes through `cuda_modules()`, which imports cuda-python on first
+use, so that tilec imports (and the interpreter runs) on machines without it. A machine with no
+cuda-python, no driver or no GPU gets a `NoGPUError` that says which, and suggests the
+interpreter; a failing driver call gets a `GPUError` naming the call and CUDA's error, never a
+traceback from inside cuda-python.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+from typing import Any
+
+from tilec.diagnostics import TileError
+
+__all__ = [
+    "GPUError",
+    "NoGPUError",
+    "check",
+    "cuda_modules",
+    "device_arch",
+    "get_device",
+    "gpu_available",
+]
+
+INTERPRETER_HINT = (
+    "to run the kernel in tilec's reference interpreter on the CPU instead, set "
+    "TILEC_INTERPRET=1 (or use @tilec.jit(interpret=True))"
+)
+
+# Compute capability -> the architecture tilec compiles for (`tilec.lowering.ARCHES`). sm_90
+# parts get sm_90a, whose PTX may use Hopper-only instructions; a newer GPU gets sm_90 PTX,
+# which its driver compiles forward.
+_ARCHES = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 7): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a"}
+
+
+class GPUError(TileError):
+    """A CUDA driver call failed (the message names the call and CUDA's error)."""
+
+
+class NoGPUError(GPUError):
+    """No GPU can be used: cuda-python is missing, or the driver, or a device."""
+
+    def __init__(self, message: str):
+        super().__init__(message, hint=INTERPRETER_HINT)
+
+
+@functools.cache
+def cuda_modules() -> tuple[ModuleType, ModuleType]:
+    """`(cuda.core, cuda.bindings.driver)`, with the driver initialised."""
+    try:
+        import cuda.core as core
+        from cuda.bindings import driver
+    except ImportError as e:
+        raise NoGPUError(
+            f"cuda-python is not installed ({e}); install it with: pip install 'tilec[gpu]'"
+        ) from None
+    try:
+        (err,) = driver.cuInit(0)
+    except RuntimeError as e:  # cuda-bindings raises this when libcuda cannot be loaded
+        raise NoGPUError(f"no CUDA driver: {e}") from None
+    if err == driver.CUresult.CUDA_ERROR_NO_DEVICE:
+        raise NoGPUError("no CUDA GPU: the driver is installed but found no device")
+    check(driver, err, "cuInit")
+    return core, driver
+
+
+def check(driver: ModuleType, err: Any, call: str) -> None:
+    """Raise `GPUError` when a driver call returned an error."""
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise GPUError(f"{call} failed: {error_text(driver, err)}")
+
+
+def error_text(driver: ModuleType, err: Any) -> str:
+    name_err, name = driver.cuGetErrorName(err)
+    text_err, text = driver.cuGetErrorString(err)
+    name = name.decode() if name_err == driver.CUresult.CUDA_SUCCESS else str(err)
+    text = text.decode() if text_err == driver.CUresult.CUDA_SUCCESS else ""
+    return f"{name} ({text})" if text else name
+
+
+def gpu_available() -> bool:
+    """Whether cuda-python, a driver and at least one GPU are present."""
+    try:
+        get_device()
+    except GPUError:
+        return False
+    return True
+
+
+@functools.cache
+def get_device(ordinal: int | None = None) -> Any:
+    """The `cuda.core.Device` numbered `ordinal` (default 0), its primary context current on
+    this thread. Raises `NoGPUError` when there is none."""
+    core, driver = cuda_modules()
+    err, count = driver.cuDeviceGetCount()
+    check(driver, err, "cuDeviceGetCount")
+    index = 0 if ordinal is None else ordinal
+    if not 0 <= index < count:
+        if count == 0:
+            raise NoGPUError("no CUDA GPU: the driver found no device")
+        raise GPUError(f"there is no GPU {index}: this machine has {count}")
+    device = core.Device(index)
+    device.set_current()
+    return device
+
+
+def device_arch(device: Any) -> str:
+    """The architecture to compile for on `device` ("sm_90a" on an H100 or H200)."""
+    capability = tuple(device.compute_capability)
+    if capability in _ARCHES:
+        return _ARCHES[capability]
+    if capability > (9, 0):
+        return "sm_90"
+    raise GPUError(
+        f"{device.name} has compute capability {capability[0]}.{capability[1]}; tilec needs "
+        "8.0 or newer (sm_80 ... sm_90a)"
+    )

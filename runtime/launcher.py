@@ -1,0 +1,419 @@
+"""Launching one compiled kernel: PTX in, a checked launch on the caller's stream out.
+
+    launcher = Launcher(ptx, abi, specialization)    # abi: a tilec.lowering.KernelABI
+    launcher(x, y, out)                                # torch / CuPy / DLPack / numpy arrays
+    launcher(x, y, out, stream=s)                      # any stream object, or a handle
+
+**Loading.** On the first launch on a GPU the PTX becomes a cubin through `cuda.core.Program`
+(the driver's or nvJitLink's PTX compiler) and is cached on disk by cuda.core's own
+`FileStreamProgramCache` under tilec's cache directory (`TILEC_CACHE_DIR`), keyed by the PTX,
+the architecture and the compiler's version: a second process loads it without compiling. The
+kernel's dynamic shared memory and registers are checked against the device here, with a clear
+message when they do not fit.
+
+**Launching.** The arguments are checked (`tilec.runtime.arguments`, then here: whole
+dimensions within `max_extents`, the promises of the `Specialization`, the grid's limits)
+before anything is queued, so a refused launch writes nothing. The parameters are packed into
+one buffer made when the launcher is (`struct.pack_into`, no allocation) and handed to
+`cuLaunchKernel` as the array of pointers it takes: converting arguments one by one through
+`cuda.core.launch` costs more than the whole launch may (10 µs). The stream is, in order: the
+`stream` argument; torch's current stream when torch tensors are passed (CuPy's for CuPy
+arrays); the legacy default stream. With device arrays only, a launch neither allocates nor
+synchronises, so it can be captured into a CUDA graph.
+
+**numpy arrays** are copied to the GPU (stream-ordered allocations), the kernel runs, the ones
+it writes are copied back, and the call waits for the stream: simple and slow, and refused
+inside graph capture.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any
+
+import numpy as np
+from tilec.runtime.arguments import (
+    SCALAR_CODES,
+    ArgumentChecker,
+    Arguments,
+    DeviceTensor,
+    LaunchError,
+)
+from tilec.runtime.device import GPUError, check, cuda_modules, device_arch, get_device
+
+from tilec.diagnostics import UNKNOWN_LOC, Location
+
+__all__ = ["Launcher", "stream_handle"]
+
+# CUDA's limits on the grid (x, y, z) and the dynamic shared memory a kernel gets unasked.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+DEFAULT_SHARED_LIMIT = 48 * 1024
+
+_POINTER, _EXTENT, _STRIDE, _SCALAR = range(4)
+
+
+class Launcher:
+    """Launches kernel `abi.name` of `ptx`. `abi` is a `KernelABI` (or anything with its
+    attributes: the runtime reads `name`, `parameters`, `grid`, `block`, `num_threads`,
+    `shared_bytes`, `max_extents`, `written`); `specialization` is what the kernel was compiled
+    assuming (`tilec.lowering.Specialization`: sets of parameter names `aligned`, `unit`,
+    `divisible`). `loc` points error messages at the kernel's source."""
+
+    def __init__(
+        self,
+        ptx: str,
+        abi: Any,
+        specialization: Any = None,
+        *,
+        loc: Location = UNKNOWN_LOC,
+    ):
+        self.ptx = ptx
+        self.abi = abi
+        self.name = abi.name
+        self.specialization = specialization
+        self.loc = loc
+        self.checker = ArgumentChecker(abi.name, abi.parameters, loc)
+        self._functions: dict[int, Any] = {}  # device ordinal -> CUfunction
+        self._keep: list[Any] = []  # cuda.core objects that own the loaded code
+        self._lock = threading.Lock()
+        self._plan_parameters()
+        self._plan_checks()
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _plan_parameters(self) -> None:
+        """Where each parameter comes from, and the layout of the parameter buffer: each at an
+        offset aligned to its size, as the kernel's `.param` space lays them out."""
+        index = {name: i for i, (name, *_rest) in enumerate(self.checker.arguments)}
+        self._fields: list[tuple[int, int, int]] = []
+        layout, offsets, offset = "<", [], 0
+        for p in self.abi.parameters:
+            if p.kind == "scalar":
+                code = SCALAR_CODES[p.dtype]
+                kind = _SCALAR
+            else:
+                code = "Q" if p.kind == "pointer" else "q"
+                kind = {"pointer": _POINTER, "extent": _EXTENT, "stride": _STRIDE}[p.kind]
+            size = struct.calcsize("<" + code)
+            padding = -offset % size
+            layout += "x" * padding + code
+            offset += padding
+            offsets.append(offset)
+            offset += size
+            self._fields.append((index[p.argument], kind, p.axis or 0))
+        self._struct = struct.Struct(layout)
+        self._buffer = ctypes.create_string_buffer(max(offset, 1))
+        base = ctypes.addressof(self._buffer)
+        self._pointers = (ctypes.c_void_p * max(len(offsets), 1))(*[base + o for o in offsets])
+        self._pointers_address = ctypes.addressof(self._pointers)
+
+    def _plan_checks(self) -> None:
+        """The per-launch checks that depend on what the kernel was compiled for."""
+        names = [name for name, *_rest in self.checker.arguments]
+        dims_of = {name: dims for name, _kind, _dtype, dims in self.checker.arguments}
+        self._whole = [
+            (dim, limit) for dim, limit in sorted(getattr(self.abi, "max_extents", {}).items())
+        ]
+        self._promises: list[tuple[int, str, int, str]] = []  # argument, what, axis, parameter
+        spec = self.specialization
+        if spec is not None:
+            for p in self.abi.parameters:
+                i = names.index(p.argument)
+                if p.name in spec.aligned:
+                    self._promises.append((i, "aligned", 0, p.name))
+                if p.name in spec.unit:
+                    self._promises.append((i, "unit", p.axis, p.name))
+                if p.name in spec.divisible:
+                    self._promises.append((i, p.kind, p.axis, p.name))
+        self._grid = [(axis.dim, axis.tile) for axis in self.abi.grid]
+        written = getattr(self.abi, "written", frozenset())
+        self._written = {names.index(n) for n in written if n in names}
+        self._dims_of = dims_of
+
+    # -- launching ------------------------------------------------------------------------------
+
+    def __call__(self, *values: Any, stream: Any = None) -> None:
+        """Check `values` (one per kernel argument) and launch the kernel on them."""
+        self.launch(self.checker.convert(values), stream)
+
+    def grid(self, arguments: Arguments) -> tuple[int, int, int]:
+        """The grid for `arguments` (checked against CUDA's limits)."""
+        grid = [1, 1, 1]
+        for axis, (dim, tile) in enumerate(self._grid):
+            extent = arguments.extents.get(dim)
+            if extent is None:
+                raise LaunchError(
+                    f"grid dimension {dim} of kernel '{self.name}' is not the extent of any "
+                    "tensor argument",
+                    self.loc,
+                )
+            blocks = -(-extent // tile)
+            if blocks > GRID_LIMITS[axis]:
+                raise LaunchError(
+                    f"dimension {dim}={extent} needs {blocks} blocks of {tile} along grid axis "
+                    f"{'xyz'[axis]}, more than CUDA's {GRID_LIMITS[axis]}",
+                    self.loc,
+                    hint="split the work into several launches",
+                )
+            grid[axis] = blocks
+        return grid[0], grid[1], grid[2]
+
+    def check(self, arguments: Arguments) -> None:
+        """The checks that depend on how the kernel was compiled: whole dimensions no larger
+        than `max_extents`, and the specialization's promises."""
+        for dim, limit in self._whole:
+            extent = arguments.extents.get(dim, 0)
+            if extent > limit:
+                raise LaunchError(
+                    f"dimension {dim}={extent} is larger than its tile B{dim}={limit}, and "
+                    f"kernel '{self.name}' uses {dim} whole",
+                    self.loc,
+                    hint=f"compile the kernel for a larger extent of {dim} (tilec.max_extent = "
+                    f"{limit}); @tilec.jit does so by itself",
+                )
+        values = arguments.values
+        for i, what, axis, parameter in self._promises:
+            tensor: DeviceTensor = values[i]
+            if what == "aligned":
+                if tensor.host is None and tensor.pointer % 16:
+                    self._broken(i, f"16-byte aligned addresses, got {tensor.pointer:#x}")
+            elif what == "unit":
+                if tensor.strides[axis] != 1:
+                    self._broken(
+                        i,
+                        f"unit stride in dimension {axis}, got stride {tensor.strides[axis]} "
+                        f"(strides {tensor.strides})",
+                        "pass a contiguous tensor (x.contiguous()), or compile the kernel for "
+                        "this layout (@tilec.jit does so by itself)",
+                    )
+            else:
+                value = (tensor.shape if what == "extent" else tensor.strides)[axis]
+                if value % 16:
+                    self._broken(i, f"{what} {axis} divisible by 16 ({parameter}), got {value}")
+
+    def _broken(self, index: int, what: str, hint: str | None = None) -> None:
+        name, _kind, dtype, dims = self.checker.arguments[index]
+        text = ", ".join("?" if d is None else str(d) for d in dims)
+        raise LaunchError(
+            f"argument '{name}' of kernel '{self.name}' ({name}: {dtype}[{text}]): the kernel "
+            f"was compiled for {what}",
+            self.loc,
+            hint=hint or "compile the kernel for these arguments (@tilec.jit does so by itself)",
+        )
+
+    def launch(self, arguments: Arguments, stream: Any = None) -> None:
+        """Launch on checked `arguments` (`self.checker.convert(values)`). Raises
+        `LaunchError` for arguments the kernel cannot take, before queueing anything."""
+        self.check(arguments)
+        grid = self.grid(arguments)
+        for i in self._written:
+            tensor = arguments.values[i]
+            if tensor.host is not None and not tensor.host.flags.writeable:
+                name = self.checker.arguments[i][0]
+                raise LaunchError(
+                    f"argument '{name}' of kernel '{self.name}': the kernel writes it, but the "
+                    "array is read-only",
+                    self.loc,
+                )
+        ordinal = arguments.device
+        if ordinal is None:
+            ordinal = get_device().device_id
+        function = self._functions.get(ordinal)
+        if function is None:
+            function = self._load(ordinal)
+        if stream is not None:
+            handle = stream_handle(stream)
+        elif arguments.framework_stream is not None:
+            handle = arguments.framework_stream(ordinal)
+        else:
+            handle = 0
+        if 0 in grid:
+            return  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
+        if arguments.host_tensors:
+            self._launch_with_copies(function, grid, arguments, handle)
+        else:
+            self._launch(function, grid, arguments.values, handle, ordinal)
+
+    def _launch(self, function: Any, grid: tuple, values: list, stream: int, ordinal: int):
+        _, driver = cuda_modules()
+        packed = []
+        for i, kind, axis in self._fields:
+            v = values[i]
+            if kind == _POINTER:
+                packed.append(v.pointer)
+            elif kind == _EXTENT:
+                packed.append(v.shape[axis])
+            elif kind == _STRIDE:
+                packed.append(v.strides[axis])
+            else:
+                packed.append(v)
+        block = self.abi.num_threads
+        shared = self.abi.shared_bytes
+        with self._lock:  # the buffer is reused; the driver copies it during the call
+            self._struct.pack_into(self._buffer, 0, *packed)
+            (err,) = driver.cuLaunchKernel(
+                function, *grid, block, 1, 1, shared, stream, self._pointers_address, 0
+            )
+            if err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+                # A thread that never used this GPU has no current context: give it one.
+                get_device(ordinal).set_current()
+                (err,) = driver.cuLaunchKernel(
+                    function, *grid, block, 1, 1, shared, stream, self._pointers_address, 0
+                )
+        check(driver, err, f"launching kernel '{self.name}' (cuLaunchKernel)")
+
+    def _launch_with_copies(self, function: Any, grid: tuple, arguments: Arguments, stream: int):
+        _, driver = cuda_modules()
+        ordinal = arguments.device if arguments.device is not None else get_device().device_id
+        err, status = driver.cuStreamIsCapturing(stream)
+        check(driver, err, "cuStreamIsCapturing")
+        if status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+            raise LaunchError(
+                f"kernel '{self.name}' was given numpy arrays during CUDA graph capture: they "
+                "are copied to the GPU and back, which a graph cannot do",
+                self.loc,
+                hint="pass GPU tensors (torch, CuPy) when capturing a graph",
+            )
+        copies: list[tuple[DeviceTensor, np.ndarray, Any]] = []
+        written = {id(arguments.values[i]) for i in self._written}
+        try:
+            for tensor in arguments.host_tensors:
+                # The caller's array when it is contiguous, else a contiguous copy of it.
+                data = np.ascontiguousarray(tensor.host)
+                err, pointer = driver.cuMemAllocAsync(max(data.nbytes, 1), stream)
+                check(driver, err, "cuMemAllocAsync")
+                copies.append((tensor, data, pointer))
+                tensor.pointer = int(pointer)
+                if data.nbytes:
+                    (err,) = driver.cuMemcpyHtoDAsync(
+                        pointer, data.ctypes.data, data.nbytes, stream
+                    )
+                    check(driver, err, "cuMemcpyHtoDAsync")
+            self._launch(function, grid, arguments.values, stream, ordinal)
+            for tensor, data, pointer in copies:
+                if id(tensor) in written and data.nbytes:
+                    (err,) = driver.cuMemcpyDtoHAsync(
+                        data.ctypes.data, pointer, data.nbytes, stream
+                    )
+                    check(driver, err, "cuMemcpyDtoHAsync")
+        finally:
+            for _tensor, _data, pointer in copies:
+                driver.cuMemFreeAsync(pointer, stream)
+            (err,) = driver.cuStreamSynchronize(stream)
+        check(driver, err, f"running kernel '{self.name}'")
+        for tensor, data, _pointer in copies:
+            if id(tensor) in written and data is not tensor.host:
+                tensor.host[...] = data
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def _load(self, ordinal: int) -> Any:
+        core, driver = cuda_modules()
+        device = get_device(ordinal)
+        device.set_current()
+        arch = _cubin_arch(self.ptx, device, self.name)
+        options = core.ProgramOptions(arch=arch, name=self.name)
+        try:
+            program = core.Program(self.ptx, "ptx", options)
+            cache = _program_cache()
+            code = program.compile("cubin", cache=cache) if cache else program.compile("cubin")
+            kernel = code.get_kernel(self.name)
+        except Exception as e:  # cuda.core raises several kinds; the message is what matters
+            raise GPUError(
+                f"the PTX of kernel '{self.name}' could not be compiled for {arch}: {e}"
+            ) from None
+        err, function = driver.cuKernelGetFunction(kernel.handle)
+        check(driver, err, "cuKernelGetFunction")
+        self._check_resources(driver, device, function)
+        self._keep.append((code, kernel))
+        self._functions[ordinal] = function
+        return function
+
+    def _check_resources(self, driver: Any, device: Any, function: Any) -> None:
+        attributes = driver.CUfunction_attribute
+        shared = self.abi.shared_bytes
+        limit = device.properties.max_shared_memory_per_block_optin
+        if shared > limit:
+            raise LaunchError(
+                f"kernel '{self.name}' needs {shared} bytes of shared memory per block; "
+                f"{device.name} has at most {limit}",
+                self.loc,
+                hint="use smaller tiles (tile={...}) or fewer warps",
+            )
+        if shared > DEFAULT_SHARED_LIMIT:
+            (err,) = driver.cuFuncSetAttribute(
+                function, attributes.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared
+            )
+            check(driver, err, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+        err, most = driver.cuFuncGetAttribute(
+            attributes.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function
+        )
+        check(driver, err, "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)")
+        if most < self.abi.num_threads:
+            err, registers = driver.cuFuncGetAttribute(
+                attributes.CU_FUNC_ATTRIBUTE_NUM_REGS, function
+            )
+            check(driver, err, "cuFuncGetAttribute(NUM_REGS)")
+            raise LaunchError(
+                f"kernel '{self.name}' uses {registers} registers per thread: {device.name} can "
+                f"run at most {most} such threads in a block, and the kernel needs "
+                f"{self.abi.num_threads}",
+                self.loc,
+                hint="use smaller tiles (tile={...}) or fewer warps (warps=...)",
+            )
+
+
+def stream_handle(stream: Any) -> int:
+    """The `CUstream` handle of `stream`: an int, an object with `__cuda_stream__` (cuda.core,
+    recent torch), a torch stream (`cuda_stream`), a CuPy stream (`ptr`)."""
+    if isinstance(stream, int):
+        return stream
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        return int(protocol()[1])
+    for attribute in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attribute, None)
+        if value is not None:
+            return int(value)
+    raise TypeError(f"not a CUDA stream: {type(stream).__name__}")
+
+
+def _cubin_arch(ptx: str, device: Any, kernel: str) -> str:
+    """The architecture to compile `ptx` for on `device`: the device's own, with the `a`
+    suffix when the PTX uses architecture-specific features."""
+    target = next(
+        (line.split()[1].rstrip(",") for line in ptx.splitlines() if line.startswith(".target")),
+        "sm_80",
+    )
+    major, minor = device.compute_capability
+    own = f"sm_{major}{minor}"
+    wanted = int(target[3:].rstrip("a"))
+    if wanted > major * 10 + minor or (target.endswith("a") and target[:-1] != own):
+        raise GPUError(
+            f"kernel '{kernel}' was compiled for {target}, which {device.name} ({own}) cannot "
+            f"run; compile it for {device_arch(device)}"
+        )
+    return own + ("a" if target.endswith("a") else "")
+
+
+_CACHE: list[Any] = []
+
+
+def _program_cache() -> Any:
+    """cuda.core's on-disk cubin cache in tilec's cache directory (None: caching is off)."""
+    if not _CACHE:
+        from tilec.cache import cache_dir
+
+        directory = cache_dir()
+        cache = None
+        if directory is not None:
+            from cuda.core.utils import FileStreamProgramCache
+
+            try:
+                cache = FileStreamProgramCache(directory / "cubin", max_size_bytes=2**30)
+            except OSError:
+                cache = None
+        _CACHE.append(cache)
+    return _CACHE[0]

@@ -1,0 +1,118 @@
+"""The on-disk cache of compiled kernels: PTX and ABI, keyed by everything that can change them.
+
+    key = KernelCacheKey(source, "softmax", options, pipeline, specialization, "sm_90a")
+    entry = load(key)          # {"ptx": ..., "abi": ..., "specialization": ...} or None
+    store(key, entry)
+
+`KernelCacheKey` names every input of a compilation, and nothing else: the kernel's source
+text and name, its pinned options, the pipeline (which carries the extents `specialize` was
+given), the argument specialization, the architecture, tilec's version (its version number and
+a hash of its own source files, so that an edited compiler never reuses old PTX) and LLVM's.
+Changing any one changes the digest (`tests/unit/test_kernel_cache.py` checks each).
+
+Entries live in `<cache dir>/kernels/<digest>.json` (`tilec.cache.cache_dir`: `TILEC_CACHE_DIR`,
+else the user's cache directory). They are written under a temporary name and renamed into
+place, so any number of processes may compile the same kernel at once: each writes a whole
+file, the last rename wins, and a reader sees one whole file or none. An entry that cannot be
+read, or whose recorded key differs from the one asked for, is a miss. The cubins the runtime
+makes from this PTX are cached beside it, in `cubin/`, by cuda.core.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tilec.cache import cache_dir, write_atomically
+
+__all__ = ["KernelCacheKey", "llvm_version", "load", "store", "tilec_version"]
+
+SUBDIRECTORY = "kernels"
+
+
+@dataclass(frozen=True)
+class KernelCacheKey:
+    """Every input that can change a compiled kernel."""
+
+    source: str  # the source text the kernel was parsed from
+    kernel: str  # the kernel's name in it
+    options: str  # its pinned options (`tile`, `warps`, `stages`), as canonical JSON
+    pipeline: str  # the passes it went through, with their options
+    specialization: str  # what the arguments promise, as canonical JSON
+    arch: str  # "sm_90a"
+    tilec: str = ""  # filled with `tilec_version()` when left empty
+    llvm: str = ""  # filled with `llvm_version()` when left empty
+
+    def __post_init__(self) -> None:
+        if not self.tilec:
+            object.__setattr__(self, "tilec", tilec_version())
+        if not self.llvm:
+            object.__setattr__(self, "llvm", llvm_version())
+
+    def digest(self) -> str:
+        """The SHA-256 of every field (the entry's file name)."""
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+@functools.cache
+def tilec_version() -> str:
+    """tilec's version number and a hash of the source files that compile kernels."""
+    import tilec
+    import tilec.grammar
+    import tilec.passes
+
+    h = hashlib.sha256()
+    roots = [Path(m.__file__).parent for m in (tilec, tilec.passes, tilec.grammar)]
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".lark") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return f"{tilec.__version__}+{h.hexdigest()[:16]}"
+
+
+@functools.cache
+def llvm_version() -> str:
+    """llvmlite's version and that of the LLVM inside it."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    return f"llvmlite {llvmlite.__version__}, LLVM {'.'.join(map(str, llvm.llvm_version_info))}"
+
+
+def _path(key: KernelCacheKey) -> Path | None:
+    directory = cache_dir()
+    if directory is None:
+        return None
+    return directory / SUBDIRECTORY / f"{key.digest()}.json"
+
+
+def load(key: KernelCacheKey) -> dict[str, Any] | None:
+    """The entry stored under `key`, or None (absent, unreadable, or made for another key)."""
+    path = _path(key)
+    if path is None:
+        return None
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != asdict(key):
+        return None
+    return entry
+
+
+def store(key: KernelCacheKey, entry: dict[str, Any]) -> bool:
+    """Write `entry` (JSON data) under `key`, atomically. Whether it was written."""
+    path = _path(key)
+    if path is None:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    text = json.dumps({**entry, "key": asdict(key)})
+    return write_atomically(path, lambda fresh: fresh.write_text(text, encoding="utf-8"))
