@@ -71,6 +71,11 @@ def _add_instrumentation_flags(parser: argparse.ArgumentParser) -> None:
         help="print each pass's remarks (its decisions and reasons) as comments above the ops they concern",
     )
     g.add_argument("--print-locations", action="store_true", help="print loc(...) on every op")
+    g.add_argument(
+        "--print-local-scope",
+        action="store_true",
+        help="print layout attributes in full where they are used, not as #aliases",
+    )
 
 
 def _split_names(values: list[str]) -> set[str]:
@@ -282,6 +287,7 @@ def _opt(args: argparse.Namespace) -> int:
                 print_locations=args.print_locations,
                 generic=args.generic,
                 remarks=pm.context.remark_lookup() if args.print_remarks else None,
+                local_scope=args.print_local_scope,
             )
         )
     result = f"{SPLIT_MARKER}\n".join(outputs)
@@ -357,6 +363,7 @@ def _compile(args: argparse.Namespace) -> int:
             remarks=manager.context.remark_lookup()
             if args.print_remarks and manager is not None
             else None,
+            local_scope=args.print_local_scope,
         )
         _write_output(result, args.output)
     return 0

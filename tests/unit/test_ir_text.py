@@ -262,3 +262,25 @@ def test_layouted_types_round_trip():
     t = Parser(text).parse_type()
     assert str(t) == text and t.layout.warps_per_cta == (4, 1)
     assert Parser(str(TileType((4,), f64))).parse_type() == TileType((4,), f64)
+
+
+def test_layout_aliases_round_trip_and_are_checked():
+    from tilec.diagnostics import TileError
+    from tilec.ir import parse_module, print_op
+
+    text = (
+        "#blocked = #blocked<size_per_thread = [1], threads_per_warp = [32], "
+        "warps_per_cta = [4], order = [0]>\n"
+        "module {\n"
+        "  func @f(%x: tile<128xf32, #blocked>) {\n"
+        "    return\n"
+        "  }\n"
+        "}\n"
+    )
+    module = parse_module(text, "a.tir")
+    assert print_op(module) == text
+    assert "#blocked<size_per_thread" in print_op(module, local_scope=True).split("\n")[1]
+    with pytest.raises(TileError, match="undefined attribute alias '#blocked2'"):
+        parse_module(text.replace("#blocked>", "#blocked2>"), "b.tir")
+    with pytest.raises(TileError, match="attribute alias '#blocked' is defined twice"):
+        parse_module(text.split("\n")[0] + "\n" + text, "c.tir")

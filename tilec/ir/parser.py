@@ -76,6 +76,7 @@ class Parser:
         self.pos = 0
         # Visible names: one dict per region scope; isolated ops start a fresh stack.
         self._scopes: list[dict[str, Value]] = [{}]
+        self.aliases: dict[str, A.Attribute] = {}  # `#blocked1 = #blocked<...>` definitions
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -291,7 +292,18 @@ class Parser:
 
     def _parse_parametric_attr(self) -> A.Attribute:
         at = self.pos
-        mnemonic = self.take("hash", "an attribute such as '#blocked<...>'")[1:]
+        name = self.take("hash", "an attribute such as '#blocked<...>'")
+        if not self.peek("<"):
+            # A use of an alias defined at the top of the file (`#blocked1`).
+            aliased = self.aliases.get(name)
+            if aliased is None:
+                raise self.error(
+                    f"undefined attribute alias '{name}'",
+                    at=at,
+                    hint="define it before the module: " + name + " = #mnemonic<...>",
+                )
+            return aliased
+        mnemonic = name[1:]
         cls = A.PARAMETRIC_ATTRS.get(mnemonic)
         if cls is None:
             known = ", ".join(f"#{m}" for m in sorted(A.PARAMETRIC_ATTRS))
@@ -515,6 +527,13 @@ class Parser:
         """A whole file: `module { ... }`, or a list of ops that is wrapped in a module."""
         from tilec.dialects.builtin import ModuleOp
 
+        while self.peek_kind("hash") and self.tokens[self.pos + 1][1] == "=":
+            at = self.pos
+            name = self.take("hash", "an alias")
+            self.pos += 1
+            if name in self.aliases:
+                raise self.error(f"attribute alias '{name}' is defined twice", at=at)
+            self.aliases[name] = self.parse_attribute()
         if self.peek("module") or self.current[1] == '"builtin.module"':
             op = self.parse_op()
             if not isinstance(op, ModuleOp):

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from tilec.diagnostics import Location
-from tilec.ir.attributes import Attribute, quote_string
+from tilec.ir.attributes import Attribute, ParametricAttr, quote_string
 from tilec.ir.core import (
     SEGMENTS_ATTR,
     Block,
@@ -54,6 +54,8 @@ class Printer:
         self._used: set[str] = set()
         self._next_number = 0
         self._block_labels: dict[Block, str] = {}
+        # Parametric attributes (layouts) printed by alias: `#blocked1` for `#blocked<...>`.
+        self._aliases: dict[Attribute, str] = {}
 
     # -- low level ------------------------------------------------------------------------
 
@@ -128,7 +130,12 @@ class Printer:
             self.operand(v)
 
     def type(self, t: Type) -> None:
-        self.token(str(t))
+        layout = getattr(t, "layout", None)
+        alias = self._aliases.get(layout) if layout is not None else None
+        if alias is None:
+            self.token(str(t))
+        else:
+            self.token(str(t)[: -len(str(layout)) - 1] + alias + ">")
 
     def types(self, ts: Iterable[Type]) -> None:
         for i, t in enumerate(ts):
@@ -137,7 +144,30 @@ class Printer:
             self.type(t)
 
     def attribute(self, a: Attribute) -> None:
-        self.token(str(a))
+        self.token(self._aliases.get(a) or str(a))
+
+    def define_aliases(self, root: Operation) -> None:
+        """Write `#name = #mnemonic<...>` for every layout attribute in `root`'s types, and
+        print those attributes by name from here on (long layouts would drown the IR)."""
+        seen: dict[Attribute, None] = {}
+        for op in root.walk():
+            values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
+            for v in values:
+                layout = getattr(v.type, "layout", None)
+                if isinstance(layout, ParametricAttr):
+                    seen.setdefault(layout, None)
+            for a in op.attributes.values():
+                if isinstance(a, ParametricAttr):
+                    seen.setdefault(a, None)
+        counts: dict[str, int] = {}
+        for attr in seen:
+            mnemonic = attr.mnemonic  # type: ignore[attr-defined]
+            n = counts.get(mnemonic, 0)
+            counts[mnemonic] = n + 1
+            alias = f"#{mnemonic}" + (str(n) if n else "")
+            self.raw(f"{alias} = {attr}")
+            self.newline()
+            self._aliases[attr] = alias
 
     def attr_dict(
         self, attributes: dict[str, Attribute], elided: Iterable[str] = (), *, keyword: bool = False
@@ -293,9 +323,15 @@ def print_op(
     print_locations: bool = False,
     generic: bool = False,
     remarks: RemarkLookup | None = None,
+    local_scope: bool = False,
 ) -> str:
-    """Text of `op` (a module prints as the whole file), ending in a newline for modules."""
+    """Text of `op` (a module prints as the whole file), ending in a newline for modules.
+
+    A top-level op defines aliases for its layout attributes first (`#blocked1 = ...`) and
+    uses them; `local_scope` prints every attribute in full where it is used instead."""
     p = Printer(print_locations=print_locations, generic=generic, remarks=remarks)
+    if op.parent is None and op.regions and not local_scope:
+        p.define_aliases(op)
     p.op(op)
     text = p.text()
     return text + "\n" if op.regions else text
