@@ -5,7 +5,8 @@ Tensors may be
 * torch CUDA tensors (the fast path: pointer, shape and strides are read off the tensor);
 * objects with `__cuda_array_interface__` (CuPy, Numba) or a CUDA `__dlpack__` (JAX, ...);
 * numpy arrays (bf16 as `ml_dtypes.bfloat16`): copied to the GPU before the launch and, when
-  the kernel writes them, back afterwards (`Launcher.launch` does the copies).
+  the kernel writes them, back afterwards (`Launcher.launch` does the copies);
+* `DeviceTensor`s: GPU memory described by hand (an address, shape, strides, dtype, device).
 
 A tensor on the CPU that is not a numpy array (a CPU torch tensor) is refused: copying it
 silently would hide where the time goes. Scalars are Python, numpy or 0-d torch numbers,
@@ -144,7 +145,7 @@ class ArgumentChecker:
     """Checks and converts the arguments of launches of one kernel (`convert`); made once per
     kernel, so that each launch only walks a list."""
 
-    __slots__ = ("arguments", "kernel", "loc", "signature")
+    __slots__ = ("_fixed", "_named", "arguments", "kernel", "loc", "signature")
 
     def __init__(self, kernel: str, parameters: Sequence[Any], loc: Location = UNKNOWN_LOC):
         self.kernel = kernel
@@ -155,47 +156,59 @@ class ArgumentChecker:
             own = [p for p in parameters if p.argument == name]
             dims = tuple(p.dim for p in own if p.kind == "extent")
             self.arguments.append((name, own[0].kind, own[0].dtype, dims))
+        # Per argument, what each launch checks: named dimensions (axis, name), fixed ones.
+        self._named = [
+            tuple((axis, d) for axis, d in enumerate(dims) if isinstance(d, str))
+            for _name, _kind, _dtype, dims in self.arguments
+        ]
+        self._fixed = [
+            tuple((axis, d) for axis, d in enumerate(dims) if isinstance(d, int))
+            for _name, _kind, _dtype, dims in self.arguments
+        ]
 
     def convert(self, values: Sequence[Any]) -> Arguments:
         """Check `values` (one per kernel argument, in order) and convert them. Raises
         `LaunchError` naming the first argument that does not fit."""
-        kernel, loc = self.kernel, self.loc
         if len(values) != len(self.arguments):
             raise LaunchError(
-                f"kernel '{kernel}' takes {len(self.arguments)} argument(s), got {len(values)}",
-                loc,
+                f"kernel '{self.kernel}' takes {len(self.arguments)} argument(s), got "
+                f"{len(values)}",
+                self.loc,
                 hint=f"its parameters: {self.signature}",
             )
         converted: list[Any] = []
         extents: dict[str, int] = {}
-        first_seen: dict[str, tuple[str, int]] = {}
         device: int | None = None
         device_from = ""
         stream = None
         host: list[DeviceTensor] = []
-        for (name, kind, dtype, dims), value in zip(self.arguments, values):
+        for index, value in enumerate(values):
+            name, kind, dtype, dims = self.arguments[index]
             try:
                 if kind == "scalar":
                     converted.append(_scalar(dtype, value))
                     continue
-                tensor, framework = _tensor(value)
-                _check_tensor(tensor, dtype, dims)
+                if type(value) is _TORCH_TENSOR[0]:  # the common case, first
+                    tensor, framework = _torch_tensor(value), _torch_stream
+                else:
+                    tensor, framework = _tensor(value)
+                shape = tensor.shape
+                # The cheap tests first; `_check_tensor` says what is wrong.
+                if (
+                    tensor.dtype != dtype
+                    or len(shape) != len(dims)
+                    or tensor.pointer % ELEMENT_BYTES[dtype]
+                    or (shape and max(shape) > MAX_EXTENT)
+                ):
+                    _check_tensor(tensor, dtype, dims)
+                for axis, d in self._fixed[index]:
+                    if shape[axis] != d:
+                        _check_tensor(tensor, dtype, dims)
             except _Problem as problem:
                 raise _error(self, name, problem) from None
-            for axis, (d, n) in enumerate(zip(dims, tensor.shape)):
-                if isinstance(d, str):
-                    seen = extents.get(d)
-                    if seen is None:
-                        extents[d] = n
-                        first_seen[d] = (name, axis)
-                    elif seen != n:
-                        other, other_axis = first_seen[d]
-                        raise LaunchError(
-                            f"dimension {d} is {seen} in '{other}' (axis {other_axis}) but {n} "
-                            f"in '{name}' (axis {axis}) of kernel '{kernel}'",
-                            loc,
-                            hint="dimensions with the same name must have the same extent",
-                        )
+            for axis, d in self._named[index]:
+                if extents.setdefault(d, shape[axis]) != shape[axis]:
+                    self._disagree(d, extents[d], name, axis, shape[axis])
             if tensor.host is not None:
                 host.append(tensor)
             else:
@@ -211,6 +224,17 @@ class ArgumentChecker:
                     stream = framework
             converted.append(tensor)
         return Arguments(converted, extents, device, stream, host)
+
+    def _disagree(self, dim: str, seen: int, name: str, axis: int, extent: int) -> None:
+        for i, (other, _kind, _dtype, _dims) in enumerate(self.arguments):
+            for other_axis, d in self._named[i]:
+                if d == dim:
+                    raise LaunchError(
+                        f"dimension {dim} is {seen} in '{other}' (axis {other_axis}) but "
+                        f"{extent} in '{name}' (axis {axis}) of kernel '{self.kernel}'",
+                        self.loc,
+                        hint="dimensions with the same name must have the same extent",
+                    )
 
 
 def _error(checker: ArgumentChecker, name: str, problem: _Problem) -> LaunchError:
@@ -240,10 +264,6 @@ def _check_tensor(tensor: DeviceTensor, dtype: str, dims: tuple) -> None:
         raise _Problem(
             f"expected {len(dims)} dimension(s) [{', '.join(_dim(d) for d in dims)}], "
             f"got {len(tensor.shape)} (shape {tensor.shape})"
-        )
-    if any(s < 0 for s in tensor.strides):
-        raise _Problem(
-            f"its strides {tensor.strides} are negative; tilec kernels take strides >= 0"
         )
     for axis, (d, n) in enumerate(zip(dims, tensor.shape)):
         if isinstance(d, int) and d != n:
@@ -285,20 +305,31 @@ def _tensor(value: Any) -> tuple[DeviceTensor, Any]:
         return _torch_tensor(value), _torch_stream
     if isinstance(value, np.ndarray):
         return _numpy_tensor(value), None
+    if type(value) is DeviceTensor:  # GPU memory described by hand
+        return _no_negative_strides(value), None
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is not None:
-        return _interface_tensor(interface, value), (
-            _cupy_stream if module.startswith("cupy") else None
-        )
+        tensor = _no_negative_strides(_interface_tensor(interface, value))
+        return tensor, (_cupy_stream if module.startswith("cupy") else None)
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
-        return _dlpack_tensor(value), None
+        return _no_negative_strides(_dlpack_tensor(value)), None
     raise _Problem(
         f"expected a tensor, got {type(value).__name__}",
         hint="pass a torch CUDA tensor, a CuPy array, a DLPack tensor or a numpy array",
     )
 
 
+def _no_negative_strides(tensor: DeviceTensor) -> DeviceTensor:
+    if any(s < 0 for s in tensor.strides):
+        raise _Problem(
+            f"its strides {tensor.strides} are negative; tilec kernels take strides >= 0"
+        )
+    return tensor
+
+
 _TORCH_DTYPES: dict[Any, str] = {}
+# torch.Tensor once torch has been seen (never imported here: tilec does not need torch).
+_TORCH_TENSOR: list[Any] = [None]
 
 
 def _torch_tensor(t: Any) -> DeviceTensor:
@@ -317,6 +348,7 @@ def _torch_tensor(t: Any) -> DeviceTensor:
             ("i64", torch.int64),
         ]:
             _TORCH_DTYPES[dt] = name
+        _TORCH_TENSOR[0] = torch.Tensor
     dtype = _TORCH_DTYPES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
     device = t.get_device()
     if device < 0:
@@ -424,7 +456,9 @@ def _dlpack_tensor(value: Any) -> DeviceTensor:
 def _torch_stream(device: int) -> int:
     import torch
 
-    return torch.cuda.current_stream(device).cuda_stream
+    # The raw handle, without making a torch.cuda.Stream object (a few µs a launch).
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def _cupy_stream(device: int) -> int:

@@ -4,12 +4,22 @@ import tilec
 program = tilec.compile("examples/matmul.tile")    # tile IR of every kernel
 @tilec.jit
 def kernel(...): ...                                 # a kernel written in Python
+softmax = tilec.load_kernel("examples/softmax.tile", "softmax")   # callable on GPU tensors
 """
 
 __version__ = "0.1.0"
 
 from tilec.compiler import CompiledProgram, Stage, compile
 from tilec.diagnostics import TileError
-from tilec.jit import JitFunction, jit
+from tilec.jit import JitFunction, jit, load_kernel
 
-__all__ = ["CompiledProgram", "JitFunction", "Stage", "TileError", "__version__", "compile", "jit"]
+__all__ = [
+    "CompiledProgram",
+    "JitFunction",
+    "Stage",
+    "TileError",
+    "__version__",
+    "compile",
+    "jit",
+    "load_kernel",
+]

@@ -192,6 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rtol", type=float, help="relative tolerance for float outputs")
 
     sub.add_parser("passes", help="list every pass with its summary and options")
+    bench = sub.add_parser(
+        "bench",
+        help="time the examples on the GPU against the copy ceiling, torch/cuBLAS and Triton",
+        description="Benchmark vector add, softmax, layernorm and matmul on the GPU "
+        "(tilec.benchmarks.gpu), with a progress bar; prints a table.",
+    )
+    from tilec.benchmarks.gpu import add_arguments as add_bench_arguments
+
+    add_bench_arguments(bench)
     return parser
 
 
@@ -210,6 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "passes":
             return _passes()
+        if args.command == "bench":
+            from tilec.benchmarks.gpu import run_command
+
+            return run_command(args, progress=sys.stderr.isatty())
     except TileError as e:
         print(e.render(), file=sys.stderr)
         return 1

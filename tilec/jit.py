@@ -86,7 +86,7 @@ class JitFunction:
         self.interpret = bool(options.pop("interpret", False))
         self.options = options
         self._source = source
-        self.name = name or (fn.__name__ if fn is not None else "")
+        self.name = name or getattr(fn, "__name__", "")
         if fn is not None:
             functools.update_wrapper(self, fn)
         self._launchers: dict[tuple, Any] = {}
@@ -159,7 +159,7 @@ class JitFunction:
         launcher = self._launchers.get(key)
         if launcher is None:
             launcher = self._launcher(key, arguments)
-        launcher.launch(arguments, stream)
+        launcher.launch(arguments, stream, matched=True)  # the key holds what it checks
 
     def _order(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
         """Positional and keyword arguments in parameter order (the interpreter's checks)."""
@@ -265,12 +265,9 @@ class JitFunction:
         return CompiledKernel(name, arch, ptx, abi, specialization, pipeline, key, False)
 
     def __repr__(self) -> str:
-        where = (
-            self.fn.__qualname__
-            if self.fn is not None
-            else f"{self.name} of {self.source.filename}"
-        )
-        return f"<tilec.jit kernel {where}>"
+        if self.fn is not None:
+            return f"<tilec.jit kernel {getattr(self.fn, '__qualname__', self.name)}>"
+        return f"<tilec.jit kernel {self.name} of {self.source.filename}>"
 
 
 def _power_of_two(n: int) -> int:

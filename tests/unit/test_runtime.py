@@ -1,0 +1,171 @@
+"""The runtime's checks and parameter packing, on the CPU: everything a launch does before it
+reaches the driver (so that bad input is refused with a clear message, and nothing is queued).
+The launches themselves are tests/gpu's."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+import tilec
+from tilec.compiler import DEFAULT_PIPELINE
+from tilec.lowering import Specialization, compile_to_ptx, module_abi
+from tilec.runtime import (
+    ArgumentChecker,
+    DeviceTensor,
+    Launcher,
+    LaunchError,
+    NoGPUError,
+    gpu_available,
+)
+
+EXAMPLES = "examples"
+
+
+def launcher(example: str, kernel: str, specialization=None, **extents) -> Launcher:
+    pipeline = DEFAULT_PIPELINE
+    if extents:
+        text = ",".join(f"{k}={v}" for k, v in extents.items())
+        pipeline = pipeline.replace("specialize", f'specialize{{extents="{text}"}}')
+    program = tilec.compile(f"{EXAMPLES}/{example}.tile", kernels=[kernel], pipeline=pipeline)
+    spec = {kernel: specialization} if specialization else None
+    ptx = compile_to_ptx(program.module, "sm_90a", spec)
+    return Launcher(ptx, module_abi(program.module)[kernel], specialization)
+
+
+def gpu(shape, strides=None, dtype="f32", address=1 << 20):
+    """GPU memory described by hand: the checks never touch it."""
+    if strides is None:
+        strides = tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
+    return DeviceTensor(address, tuple(shape), tuple(strides), dtype, 0)
+
+
+def message(call) -> str:
+    with pytest.raises(LaunchError) as info:
+        call()
+    return str(info.value)
+
+
+def test_argument_checks_name_the_parameter_and_what_was_expected():
+    check = launcher("matmul", "matmul").checker
+    a, b, c = gpu((100, 70), dtype="f16"), gpu((70, 90), dtype="f16"), gpu((100, 90), dtype="f16")
+    assert check.convert([a, b, c]).extents == {"M": 100, "K": 70, "N": 90}
+    text = message(lambda: check.convert([a, gpu((70, 90)), c]))
+    assert "argument 'b' of kernel 'matmul' (b: f16[K, N]): expected dtype f16, got f32" in text
+    assert "x.to(torch.float16)" in text
+    text = message(lambda: check.convert([np.zeros((100, 70), np.float32), b, c]))
+    assert "x.astype(numpy.float16)" in text
+    text = message(lambda: check.convert([a, gpu((70,), dtype="f16"), c]))
+    assert "expected 2 dimension(s) [K, N], got 1 (shape (70,))" in text
+    text = message(lambda: check.convert([a, gpu((71, 90), dtype="f16"), c]))
+    assert "dimension K is 70 in 'a' (axis 1) but 71 in 'b' (axis 0)" in text
+    assert "takes 3 argument(s), got 2" in message(lambda: check.convert([a, b]))
+    text = message(lambda: check.convert([a, "b", c]))
+    assert "expected a tensor, got str" in text
+    text = message(lambda: check.convert([gpu((100, 70), dtype="f16", address=3), b, c]))
+    assert "not a multiple of its element size (2 bytes)" in text
+    text = message(lambda: check.convert([gpu((100, 70), (-70, 1), "f16"), b, c]))
+    assert "negative" in text
+
+
+def test_a_cpu_torch_tensor_is_refused_with_the_interpreter_as_hint():
+    check = launcher("vector_add", "vector_add").checker
+    x = torch.zeros(10)
+    text = message(lambda: check.convert([x, x, x]))
+    assert "argument 'x' of kernel 'vector_add' (x: f32[N]): a torch tensor on cpu" in text
+    assert "tensor.cuda()" in text and "TILEC_INTERPRET=1" in text
+
+
+def test_scalars_are_checked_and_converted():
+    check = launcher("vector_add", "saxpy").checker
+    x = gpu((10,))
+    assert check.convert([2, x, x, x]).values[0] == 2.0
+    assert check.convert([np.float64(0.5), x, x, x]).values[0] == 0.5
+    assert "expected a number for f32, got str" in message(lambda: check.convert(["2", x, x, x]))
+    assert "got bool" in message(lambda: check.convert([True, x, x, x]))
+
+
+def test_extents_above_int32_are_refused():
+    check = launcher("vector_add", "vector_add").checker
+    huge = gpu((2**31,))
+    assert "extents must be below 2**31" in message(lambda: check.convert([huge, huge, huge]))
+
+
+def test_a_whole_dimension_above_the_compiled_maximum_is_refused():
+    softmax = launcher("softmax", "softmax", N=1000)  # compiled for N up to 1024
+    fits = softmax.checker.convert([gpu((4, 1024)), gpu((4, 1024))])
+    softmax.check(fits)
+    wide = softmax.checker.convert([gpu((4, 1025)), gpu((4, 1025))])
+    text = message(lambda: softmax.check(wide))
+    assert "dimension N=1025 is larger than its tile BN=1024" in text
+    assert "uses N whole" in text
+
+
+def test_arguments_must_keep_the_promises_of_the_specialization():
+    promises = Specialization(
+        aligned=frozenset({"x"}),
+        unit=frozenset({"x.stride.1", "y.stride.1"}),
+        divisible=frozenset({"x.extent.1"}),
+    )
+    softmax = launcher("softmax", "softmax", promises)
+    good = softmax.checker.convert([gpu((4, 32)), gpu((4, 32))])
+    softmax.check(good)
+    transposed = softmax.checker.convert([gpu((4, 32), (1, 4)), gpu((4, 32))])
+    text = message(lambda: softmax.check(transposed))
+    assert "argument 'x' of kernel 'softmax' (x: f32[M, N])" in text
+    assert "compiled for unit stride in dimension 1, got stride 4" in text
+    assert "x.contiguous()" in text
+    misaligned = softmax.checker.convert([gpu((4, 32), address=(1 << 20) + 4), gpu((4, 32))])
+    assert "16-byte aligned addresses, got 0x100004" in message(lambda: softmax.check(misaligned))
+    ragged = softmax.checker.convert([gpu((4, 33)), gpu((4, 33))])
+    assert "extent 1 divisible by 16" in message(lambda: softmax.check(ragged))
+
+
+def test_the_grid_and_its_limits():
+    matmul = launcher("matmul", "matmul")  # 64x64 tiles
+    args = matmul.checker.convert(
+        [gpu((1000, 5), dtype="f16"), gpu((5, 130), dtype="f16"), gpu((1000, 130), dtype="f16")]
+    )
+    assert matmul.grid(args) == (16, 3, 1)
+    wide = gpu((5, 65536 * 64 + 1), dtype="f16")
+    args = matmul.checker.convert(
+        [gpu((64, 5), dtype="f16"), wide, gpu((64, 65536 * 64 + 1), dtype="f16")]
+    )
+    assert "more than CUDA's 65535" in message(lambda: matmul.grid(args))
+
+
+def test_parameters_are_packed_in_abi_order_at_aligned_offsets():
+    saxpy = launcher("vector_add", "saxpy")
+    assert [p.name for p in saxpy.abi.parameters][:3] == ["alpha", "x", "x.extent.0"]
+    x, y, out = (
+        gpu((10,), address=0x1000),
+        gpu((10,), address=0x2000),
+        gpu((10,), (3,), "f32", 0x3000),
+    )
+    values = saxpy.checker.convert([1.5, x, y, out]).values
+    assert saxpy.parameters(values) == (1.5, 0x1000, 10, 1, 0x2000, 10, 1, 0x3000, 10, 3)
+    saxpy._struct.pack_into(saxpy._buffer, 0, *saxpy.parameters(values))
+    raw = saxpy._buffer.raw
+    assert struct.unpack_from("<f", raw, 0) == (1.5,)
+    assert struct.unpack_from("<Qqq", raw, 8) == (0x1000, 10, 1)  # the pointer 8-byte aligned
+    assert saxpy._struct.size == 4 + 4 + 3 * 24
+
+
+@pytest.mark.skipif(gpu_available(), reason="this machine has a GPU")
+def test_no_gpu_suggests_the_interpreter():
+    add = tilec.load_kernel(f"{EXAMPLES}/vector_add.tile", "vector_add")
+    x = np.ones(10, np.float32)
+    with pytest.raises(NoGPUError) as info:
+        add(x, x, x)
+    assert "TILEC_INTERPRET=1" in str(info.value)
+    assert "cuda" not in type(info.value).__module__
+
+
+def test_a_checker_needs_only_the_parameters():
+    """The runtime knows nothing of the IR: parameters are plain data."""
+    abi = launcher("vector_add", "vector_add").abi
+    check = ArgumentChecker("vector_add", abi.parameters)
+    assert check.signature == "x: f32[N], y: f32[N], out: f32[N]"

@@ -1,0 +1,425 @@
+"""Everything tilec proves on a GPU, in one command: `python -m tilec.gpucheck`.
+
+1. the GPU tests (`pytest -m gpu tests/gpu`, in a process of their own);
+2. `compute-sanitizer --tool memcheck` over every example: one sanitizer process per `.tile`
+   file, each running this module's driver (`--sanitize-driver FILE`), which runs every kernel
+   of the file at its awkward shapes on numpy inputs (no torch: only tilec's kernels run) and
+   checks the results against the example's numpy reference;
+3. the benchmarks (`tilec.benchmarks.gpu`: vector add, softmax, layernorm, matmul against the
+   device copy, torch/cuBLAS and Triton measured in the same run; host overhead of a call).
+
+It prints a short table last and writes everything as JSON to `$OUT/gpucheck.json` (or
+`--json`). Exit status 0 when every test and example passed and the sanitizer found nothing.
+
+The example runner here (`run_example`, `CASES`) is shared with `tests/gpu`: each kernel of each
+example at several sizes, awkward ones included, on random inputs, compared with the example's
+numpy reference (`examples/*_reference.py`) at the interpreter's tolerances, every output
+inside a guard region that must come back untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CASES", "EXAMPLES", "ExampleRun", "main", "run_example"]
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+# Each kernel of each example at several sizes, including the awkward ones: one element,
+# extents that no tile divides, a whole dimension just past a power of two.
+CASES: dict[str, dict[str, list[dict[str, int]]]] = {
+    "vector_add": {
+        "vector_add": [{"N": 1}, {"N": 1000}, {"N": 4097}, {"N": 1048579}],
+        "saxpy": [{"N": 1}, {"N": 5000}],
+    },
+    "softmax": {
+        "softmax": [
+            {"M": 1, "N": 1},
+            {"M": 77, "N": 300},
+            {"M": 128, "N": 1024},
+            {"M": 33, "N": 1025},
+            {"M": 5, "N": 3000},
+        ]
+    },
+    "layernorm": {
+        "layernorm": [
+            {"M": 1, "N": 1},
+            {"M": 77, "N": 300},
+            {"M": 64, "N": 1024},
+            {"M": 3, "N": 2500},
+        ]
+    },
+    "matmul": {
+        "matmul": [
+            {"M": 1, "N": 1, "K": 1},
+            {"M": 130, "N": 77, "K": 100},
+            {"M": 256, "N": 256, "K": 256},
+            {"M": 300, "N": 200, "K": 33},
+        ],
+        "matmul_pinned": [{"M": 300, "N": 200, "K": 100}, {"M": 129, "N": 257, "K": 70}],
+    },
+    "matmul_bias_gelu": {
+        "matmul_bias_gelu": [{"M": 130, "N": 77, "K": 100}, {"M": 64, "N": 64, "K": 64}]
+    },
+    "row_sum": {
+        "row_sum": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 33}],
+        "row_sum_whole": [{"M": 77, "N": 300}, {"M": 3, "N": 1500}],
+    },
+    "transpose": {"transpose": [{"M": 1, "N": 1}, {"M": 70, "N": 45}, {"M": 300, "N": 513}]},
+    "attention": {
+        "attention": [
+            {"B": 2, "H": 3, "M": 37, "N": 29, "D": 64},
+            {"B": 1, "H": 2, "M": 20, "N": 33, "D": 48},
+        ],
+        "attention_causal": [
+            {"B": 2, "H": 3, "S": 50, "T": 50, "D": 64},
+            {"B": 1, "H": 1, "S": 1, "T": 1, "D": 16},
+        ],
+    },
+}
+
+GUARD_ELEMENTS = 256  # before and after every output
+GUARD_BYTE = 0xA5  # what the guard regions (and the padding of strided outputs) hold
+
+
+@dataclass
+class ExampleRun:
+    """One kernel of one example at one size, run on the GPU and checked."""
+
+    example: str
+    kernel: str
+    sizes: dict[str, int]
+    layout: str
+    checks: list[Any] = field(default_factory=list)  # tilec.interp.runner.OutputCheck
+    guards_intact: bool = True
+
+    @property
+    def passed(self) -> bool:
+        return self.guards_intact and bool(self.checks) and all(c.passed for c in self.checks)
+
+    def describe(self) -> str:
+        sizes = ",".join(f"{k}={v}" for k, v in self.sizes.items())
+        errors = "; ".join(c.render().strip() for c in self.checks if not c.passed)
+        guards = "" if self.guards_intact else "; an output's guard region was overwritten"
+        verdict = "ok" if self.passed else "FAILED: " + (errors + guards).lstrip("; ")
+        return f"{self.example}.{self.kernel} [{sizes}] {self.layout}: {verdict}"
+
+
+def run_example(
+    example: str,
+    kernel: str,
+    sizes: dict[str, int],
+    *,
+    layout: str = "contiguous",
+    arrays: str = "torch",
+    seed: int = 0,
+) -> ExampleRun:
+    """Run `kernel` of `examples/<example>.tile` on the GPU on random inputs of `sizes` and
+    check what it writes against the example's numpy reference.
+
+    `arrays="torch"` passes torch CUDA tensors: inputs laid out as `layout` says
+    ("contiguous"; "padded": rows longer than the extent, so the row stride is not the
+    extent; "transposed": 2-D inputs stored transposed, so the last stride is not 1), and
+    each output inside a guard region, whose bytes must be untouched afterwards.
+    `arrays="numpy"` passes the numpy arrays themselves (the runtime copies them)."""
+    from tilec.interp.launch import parameter_name, written_parameters
+    from tilec.interp.runner import (
+        DEFAULT_RTOL,
+        _compare,
+        _expected_outputs,
+        load_reference,
+        random_arguments,
+        reference_path,
+    )
+    from tilec.ir.types import FloatType, TensorType
+    from tilec.jit import load_kernel
+
+    path = EXAMPLES / f"{example}.tile"
+    function = load_kernel(path, kernel)
+    func = function.ir.functions[0]
+    reference = load_reference(reference_path(path))
+    scalars = getattr(reference, "SCALARS", {}).get(kernel, {})
+    values = random_arguments(func, sizes, seed=seed, scalars=scalars)
+    before = [np.copy(v) if isinstance(v, np.ndarray) else v for v in values]
+    written = written_parameters(func)
+    run = ExampleRun(example, kernel, dict(sizes), layout if arrays == "torch" else "numpy")
+    if arrays == "numpy":
+        function(*values)
+        outputs = {parameter_name(a): v for a, v in zip(func.arguments, values) if a in written}
+    else:
+        import torch
+
+        device_values, guards = [], []
+        for arg, value in zip(func.arguments, values):
+            if not isinstance(value, np.ndarray):
+                device_values.append(value)
+            elif arg in written:
+                tensor, check = _guarded(value, layout)
+                device_values.append(tensor)
+                guards.append((parameter_name(arg), tensor, check))
+            else:
+                device_values.append(_laid_out(_to_torch(value), layout))
+        function(*device_values)
+        torch.cuda.synchronize()
+        outputs = {name: _to_numpy(t) for name, t, _check in guards}
+        run.guards_intact = all(check() for _name, _t, check in guards)
+    expected = _expected_outputs(
+        func, getattr(reference, kernel)(*before), [n for n in outputs], str(path)
+    )
+    tolerance = getattr(reference, "TOLERANCES", {}).get(kernel)
+    for arg in func.arguments:
+        name = parameter_name(arg)
+        if name not in expected or not isinstance(arg.type, TensorType):
+            continue
+        element = arg.type.element
+        if not isinstance(element, FloatType):
+            rtol, reason = 0.0, "integers"
+        elif tolerance is not None:
+            rtol, reason = float(tolerance), "set by the reference"
+        else:
+            rtol, reason = DEFAULT_RTOL[element.name]
+        run.checks.append(_compare(name, name, outputs[name], expected[name], rtol, reason))
+    return run
+
+
+def _to_torch(array: np.ndarray) -> Any:
+    import torch
+
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.int16)).cuda().view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(array)).cuda()
+
+
+def _to_numpy(tensor: Any) -> np.ndarray:
+    import torch
+
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
+def _laid_out(tensor: Any, layout: str) -> Any:
+    """`tensor` (contiguous, on the GPU) stored as `layout` says, same values."""
+    import torch
+
+    if layout == "padded" and tensor.dim() >= 2:
+        wide = torch.zeros((*tensor.shape[:-1], tensor.shape[-1] + 13), dtype=tensor.dtype)
+        wide = wide.to(tensor.device)
+        wide[..., : tensor.shape[-1]] = tensor
+        return wide[..., : tensor.shape[-1]]
+    if layout == "transposed" and tensor.dim() == 2:
+        return tensor.t().contiguous().t()
+    return tensor
+
+
+def _guarded(array: np.ndarray, layout: str) -> tuple[Any, Any]:
+    """A GPU tensor holding `array`, inside a byte buffer whose every other byte (guard regions
+    before and after, row padding in the "padded" layout) is `GUARD_BYTE`; and a function
+    saying whether those bytes are still untouched."""
+    import torch
+
+    source = _to_torch(array)
+    shape = tuple(source.shape)
+    pad = 13 if layout == "padded" and len(shape) >= 2 else 0
+    strides, step = [], 1
+    for axis in reversed(range(len(shape))):
+        strides.append(step)
+        step *= shape[axis] + (pad if axis == len(shape) - 1 else 0)
+    strides.reverse()
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+    total = 2 * GUARD_ELEMENTS + extent
+    size = source.element_size()
+    raw = torch.full((total * size,), GUARD_BYTE, dtype=torch.uint8, device="cuda")
+    typed = raw.view(source.dtype)
+    view = typed.as_strided(shape, strides, GUARD_ELEMENTS)
+    view.copy_(source)
+    inside = torch.zeros(total, dtype=torch.bool, device="cuda")
+    inside.as_strided(shape, strides, GUARD_ELEMENTS).fill_(True)
+    outside = ~inside.repeat_interleave(size)
+
+    def intact() -> bool:
+        return bool((raw[outside] == GUARD_BYTE).all())
+
+    return view, intact
+
+
+# ---------------------------------------------------------------------------------------------
+# The sanitizer driver
+
+
+def sanitize_driver(example: str) -> int:
+    """Run every kernel of `example` at its sizes on numpy inputs (what compute-sanitizer
+    watches). Prints one line per run; exit status 1 when one differs from the reference."""
+    failed = 0
+    for kernel, sizes_list in CASES[example].items():
+        for sizes in sizes_list:
+            run = run_example(example, kernel, sizes, arrays="numpy")
+            print(run.describe(), flush=True)
+            failed += not run.passed
+    return 1 if failed else 0
+
+
+def run_sanitizer(example: str, timeout: float = 120) -> dict[str, Any]:
+    """`compute-sanitizer --tool memcheck` over the driver for `example`."""
+    tool = shutil.which("compute-sanitizer")
+    if tool is None and os.path.exists("/usr/local/cuda/bin/compute-sanitizer"):
+        tool = "/usr/local/cuda/bin/compute-sanitizer"
+    if tool is None:
+        return {"example": example, "ran": False, "note": "compute-sanitizer not found"}
+    command = [
+        tool,
+        "--tool",
+        "memcheck",
+        "--error-exitcode",
+        "99",
+        sys.executable,
+        "-m",
+        "tilec.gpucheck",
+        "--sanitize-driver",
+        example,
+    ]
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"example": example, "ran": True, "passed": False, "note": "timed out"}
+    output = result.stdout + result.stderr
+    _save("sanitizer.txt", f"==== {example}\n{output}\n", append=True)
+    summary = re.search(r"ERROR SUMMARY: (\d+) error", output)
+    errors = int(summary.group(1)) if summary else None
+    return {
+        "example": example,
+        "ran": True,
+        "errors": errors,
+        "results_ok": result.returncode == 0,
+        "passed": result.returncode == 0 and errors == 0,
+        "seconds": round(time.perf_counter() - start, 1),
+        "output": output[-4000:],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole check
+
+
+def run_gpu_tests(timeout: float = 300) -> dict[str, Any]:
+    """`pytest -m gpu tests/gpu` in its own process (so that no CPU test's TRITON_INTERPRET
+    reaches the Triton references)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"]
+    command.append(str(ROOT / "tests" / "gpu"))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+        )
+    except subprocess.TimeoutExpired as e:
+        return {"passed": False, "summary": "timed out", "output": str(e.stdout)[-6000:]}
+    output = result.stdout + result.stderr
+    _save("pytest.txt", output)
+    lines = [line for line in output.splitlines() if line.strip()]
+    return {
+        "passed": result.returncode == 0,
+        "summary": lines[-1] if lines else "",
+        "seconds": round(time.perf_counter() - start, 1),
+        "output": output[-6000:],
+    }
+
+
+def _save(name: str, text: str, append: bool = False) -> None:
+    """Keep a whole log beside the JSON, in $OUT when it is set (the device machine's)."""
+    directory = os.environ.get("OUT")
+    if directory:
+        with open(os.path.join(directory, name), "a" if append else "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def _commit() -> str:
+    """The commit measured: $TILEC_COMMIT (a copy of the tree without .git), else git's."""
+    if os.environ.get("TILEC_COMMIT"):
+        return os.environ["TILEC_COMMIT"]
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sanitize-driver", metavar="EXAMPLE", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="where to write the results (default $OUT/gpucheck.json)")
+    parser.add_argument("--skip-tests", action="store_true")
+    parser.add_argument("--skip-sanitizer", action="store_true")
+    parser.add_argument("--skip-benchmarks", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="smaller benchmark sizes")
+    args = parser.parse_args(argv)
+    if args.sanitize_driver:
+        return sanitize_driver(args.sanitize_driver)
+
+    from tilec.benchmarks import gpu as benchmarks
+    from tilec.runtime import get_device
+
+    device = get_device()
+    results: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": device.name,
+        "commit": _commit(),
+        "host": platform.node(),
+        "versions": benchmarks.versions(),
+    }
+    print(f"tilec gpucheck: {results['gpu']}, commit {results['commit']}, {results['date']}")
+    if not args.skip_tests:
+        results["tests"] = run_gpu_tests()
+        print(results["tests"]["output"][-3000:], flush=True)
+    if not args.skip_sanitizer:
+        results["sanitizer"] = [run_sanitizer(example) for example in CASES]
+        for entry in results["sanitizer"]:
+            print(f"memcheck {entry['example']}: {entry.get('errors')} error(s)", flush=True)
+            if not entry.get("passed"):
+                print(entry.get("output", entry.get("note", "")), flush=True)
+    if not args.skip_benchmarks:
+        results["benchmarks"] = benchmarks.run(quick=args.quick, progress=False)
+    out = args.json or os.path.join(os.environ.get("OUT", "."), "gpucheck.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1, default=str)
+    print(f"\nresults written to {out}\n")
+    ok = True
+    lines = []
+    if "tests" in results:
+        ok &= results["tests"]["passed"]
+        lines.append(f"GPU tests: {results['tests']['summary']}")
+    if "sanitizer" in results:
+        clean = [e["example"] for e in results["sanitizer"] if e.get("passed")]
+        dirty = [e["example"] for e in results["sanitizer"] if not e.get("passed")]
+        ok &= not dirty
+        lines.append(
+            f"memcheck: {len(clean)} clean" + (f"; FAILED: {', '.join(dirty)}" if dirty else "")
+        )
+    if "benchmarks" in results:
+        lines.append(benchmarks.table(results["benchmarks"]))
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
