@@ -3,15 +3,15 @@
     python -m tilec.benchmarks.gpu [--quick] [--only softmax,matmul] [--json OUT]
     tilec bench [...]                                  (the same, with a progress bar)
 
-For vector add, softmax, layernorm and matmul at the sizes of /work/shared/BASELINES.md
-(`--quick`: smaller ones), each implementation's median time, its rate (GB/s for the memory-bound
+For vector add, softmax, layernorm and matmul at the sizes of the shared BASELINES.md (the H200
+figures tilec races; `--quick`: smaller ones), each implementation's median time, its rate (GB/s for the memory-bound
 kernels, counting each input read once and each output written once; TFLOP/s = 2·M·N·K for
 matmul), the percentage of the ceiling measured in the same run (a device-to-device copy for
 memory-bound kernels, cuBLAS for matmul), and tilec's time over torch's (cuBLAS for matmul) and
 Triton's (`tests/reference/triton_kernels.py`). Each output is checked against torch's before
 it is timed. Also: the host time of one `@tilec.jit` call that hits the cache, next to Triton's.
 
-Timing follows /work/.library/device/METHOD.md: CUDA events around each run, warm-up first,
+Timing follows the device library's METHOD.md: CUDA events around each run, warm-up first,
 the median of many runs, and inputs rotated among enough sets that together they are several
 times the L2 cache, so a run never finds its inputs there.
 """
