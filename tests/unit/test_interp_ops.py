@@ -449,7 +449,7 @@ def test_scalar_ops_compute_like_tiles():
   %c0 = arith.constant 0 : index
   %s = arith.addf %a, %b : f16
   %m = arith.mulf %s, %s : f16
-  %p = arith.select %c, %s, %m : f16
+  %p = tile.select %c, %s, %m : f16
   %t = tile.splat %p : f16 -> tile<1xf16>
   %u = tile.splat %m : f16 -> tile<1xf16>
   %v = tile.reshape %t : tile<1xf16> -> tile<1x1xf16>

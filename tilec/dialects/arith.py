@@ -342,37 +342,6 @@ class CmpIOp(_Compare):
     rhs = Operand(INT_LIKE)
 
 
-@register_op
-class SelectOp(Operation):
-    name = "arith.select"
-    summary = "`true_value` if the scalar `condition` holds, else `false_value`."
-    condition = Operand(BOOL_LIKE)
-    true_value = Operand(NUMERIC_LIKE)
-    false_value = Operand(NUMERIC_LIKE)
-    result = Result(NUMERIC_LIKE)
-    traits = (Pure,)
-    assembly_format = "$condition `,` $true_value `,` $false_value attr-dict `:` type($result)"
-
-    @classmethod
-    def infer_result_types(cls, operands, attributes):
-        return [operands[1].type]
-
-    def verify_(self) -> None:
-        if self.condition.type != i1:
-            raise self.error(
-                f"condition must be a scalar i1, got {self.condition.type}",
-                hint="use 'tile.select' to choose elementwise with a tile of i1",
-            )
-        if not (self.true_value.type == self.false_value.type == self.result.type):
-            raise self.error(
-                "both values and the result must have the same type, got "
-                f"{self.true_value.type}, {self.false_value.type} -> {self.result.type}"
-            )
-
-    def fold(self):
-        return _fold_select(self)
-
-
 class _Cast(Operation):
     input = Operand(NUMERIC_LIKE)
     result = Result(NUMERIC_LIKE)
@@ -737,15 +706,6 @@ def _fold_compare(op: Operation) -> list[Attribute | Value] | None:
     if x is not None and y is not None:
         return [BoolAttr(_cmpf(predicate, x, y))]
     return None
-
-
-def _fold_select(op: Operation) -> list[Attribute | Value] | None:
-    if op.true_value is op.false_value:
-        return [op.true_value]
-    condition = _int_constant(op.condition)
-    if condition is None:
-        return None
-    return [op.true_value if condition else op.false_value]
 
 
 def _int_to_float(v: int, dtype: np.dtype) -> np.floating:

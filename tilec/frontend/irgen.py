@@ -377,8 +377,9 @@ class _KernelGenerator:
             cond = self.expr(e.cond, env)
             on_true = self.expr(e.on_true, env)
             on_false = self.expr(e.on_false, env)
-            op = T.SelectOp if isinstance(t, TileType) else arith.SelectOp
-            return b.create(op, condition=cond, true_value=on_true, false_value=on_false).result
+            return b.create(
+                T.SelectOp, condition=cond, true_value=on_true, false_value=on_false
+            ).result
         if isinstance(e, sema.Reduce):
             return self.reduce(e, env)
         if isinstance(e, sema.Dot):
@@ -446,8 +447,9 @@ class _KernelGenerator:
         return b.create(arith.AndIOp, lhs=nonzero, rhs=differ).result
 
     def _choose(self, cond: Value, on_true: Value, on_false: Value) -> Value:
-        op = T.SelectOp if isinstance(cond.type, TileType) else arith.SelectOp
-        return self.b.create(op, condition=cond, true_value=on_true, false_value=on_false).result
+        return self.b.create(
+            T.SelectOp, condition=cond, true_value=on_true, false_value=on_false
+        ).result
 
     def floor_divide(self, lhs: Value, rhs: Value) -> Value:
         b = self.b

@@ -370,12 +370,6 @@ def _cmpi(state: BlockState, op: Operation, args: list[Any]) -> Any:
 # Choice and conversions
 
 
-@semantics(arith.SelectOp)
-def _select_scalar(state: BlockState, op: Operation, args: list[Any]) -> Any:
-    condition, on_true, on_false = args
-    return on_true if condition else on_false
-
-
 @semantics(tile_ops.SelectOp)
 def _select(state: BlockState, op: Operation, args: list[Any]) -> Any:
     condition, on_true, on_false = args

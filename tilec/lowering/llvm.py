@@ -1044,7 +1044,6 @@ _LOWERINGS: dict[type, Any] = {
     arith.NegFOp: _KernelLowering.negf,
     arith.CmpFOp: _KernelLowering.cmpf,
     arith.CmpIOp: _KernelLowering.cmpi,
-    arith.SelectOp: _KernelLowering.select,
     arith.ExtFOp: _KernelLowering.arith_cast,
     arith.TruncFOp: _KernelLowering.arith_cast,
     arith.SIToFPOp: _KernelLowering.arith_cast,
