@@ -34,6 +34,7 @@ __all__ = [
     "Arguments",
     "DeviceTensor",
     "LaunchError",
+    "scalar_converter",
     "signature_text",
 ]
 
@@ -454,11 +455,21 @@ def _dlpack_tensor(value: Any) -> DeviceTensor:
 
 
 def _torch_stream(device: int) -> int:
-    import torch
+    """torch's current stream on `device`, looked up on every launch: the caller may have
+    switched streams, or be capturing a graph, since the last one."""
+    raw = _RAW_STREAM[0]
+    if raw is None:
+        import torch
 
-    # The raw handle, without making a torch.cuda.Stream object (a few µs a launch).
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+        # The raw handle, without making a torch.cuda.Stream object (a few µs a launch).
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is None:
+            return torch.cuda.current_stream(device).cuda_stream
+        _RAW_STREAM[0] = raw
+    return raw(device)
+
+
+_RAW_STREAM: list[Any] = [None]  # torch._C._cuda_getCurrentRawStream, once found
 
 
 def _cupy_stream(device: int) -> int:
@@ -499,6 +510,25 @@ def _scalar(dtype: str, value: Any) -> Any:
     if not low <= int(value) <= high:
         raise _Problem(f"{int(value)} does not fit {dtype} ({low} to {high})")
     return int(value)
+
+
+def scalar_converter(dtype: str, kind: type) -> Any:
+    """What a launch must do to a Python scalar of type `kind` (exactly) for a parameter of
+    type `dtype`: None when it is packed as it is (a float for f32/f64: what `_scalar` gives),
+    else a function that converts it or raises `_Problem`, with `_scalar`'s checks."""
+    if kind is float and dtype in ("f32", "f64"):
+        return None
+    if kind is int and dtype in ("i8", "i16", "i32", "i64", "index"):
+        bits = 64 if dtype == "index" else int(dtype[1:])
+        low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+        def in_range(value: int) -> int:
+            if low <= value <= high:
+                return value
+            return _scalar(dtype, value)  # raises, with the message
+
+        return in_range
+    return lambda value: _scalar(dtype, value)
 
 
 def _bfloat16_bits(x: float) -> int:

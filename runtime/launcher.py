@@ -250,12 +250,19 @@ class Launcher:
         return self._gather(values)
 
     def _launch(self, function: Any, grid: tuple, values: list, stream: int, ordinal: int):
+        self.send(function, grid, self._pack_values, values, stream, ordinal)
+
+    def _pack_values(self, values: list) -> None:
+        self._struct.pack_into(self._buffer, 0, *self._gather(values))
+
+    def send(self, function: Any, grid: tuple, pack: Any, source: Any, stream: int, ordinal: int):
+        """Fill the parameter buffer with `pack(source)` and queue the kernel: no checks left
+        (the caller made them). `pack` may raise before anything is queued."""
         _, driver = cuda_modules()
-        packed = self.parameters(values)
         block = self.abi.num_threads
         shared = self.abi.shared_bytes
         with self._lock:  # the buffer is reused; the driver copies it during the call
-            self._struct.pack_into(self._buffer, 0, *packed)
+            pack(source)
             (err,) = driver.cuLaunchKernel(
                 function, *grid, block, 1, 1, shared, stream, self._pointers_address, 0
             )
@@ -265,7 +272,31 @@ class Launcher:
                 (err,) = driver.cuLaunchKernel(
                     function, *grid, block, 1, 1, shared, stream, self._pointers_address, 0
                 )
-        check(driver, err, f"launching kernel '{self.name}' (cuLaunchKernel)")
+        if err != driver.CUresult.CUDA_SUCCESS:
+            check(driver, err, f"launching kernel '{self.name}' (cuLaunchKernel)")
+
+    def torch_packer(self, values: list, converters: dict[int, Any]) -> Any:
+        """A function that packs the raw arguments `a` of a call (torch tensors and Python
+        scalars) straight into the parameter buffer, for calls whose tensors have exactly the
+        extents and strides of `values` (the converted arguments of an earlier call): those
+        are baked in as constants, pointers are read with `data_ptr()`, scalar `i` goes
+        through `converters[i]` (None: packed as it is). `@tilec.jit`'s fast path uses it."""
+        namespace: dict[str, Any] = {"pack_into": self._struct.pack_into, "buffer": self._buffer}
+        terms = []
+        for i, kind, axis in self._fields:
+            if kind == _POINTER:
+                terms.append(f"a[{i}].data_ptr()")
+            elif kind == _EXTENT:
+                terms.append(str(int(values[i].shape[axis])))
+            elif kind == _STRIDE:
+                terms.append(str(int(values[i].strides[axis])))
+            elif converters.get(i) is None:
+                terms.append(f"a[{i}]")
+            else:
+                namespace[f"c{i}"] = converters[i]
+                terms.append(f"c{i}(a[{i}])")
+        # The text holds only indices and integers: safe to evaluate.
+        return eval(f"lambda a: pack_into(buffer, 0, {', '.join(terms)})", namespace)
 
     def _launch_with_copies(self, function: Any, grid: tuple, arguments: Arguments, stream: int):
         _, driver = cuda_modules()

@@ -48,6 +48,8 @@ from tilec.compiler import DEFAULT_PIPELINE, CompiledProgram, compile_module
 from tilec.frontend import parse_source
 from tilec.frontend.source import Source, function_source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
+from tilec.runtime.arguments import _TORCH_TENSOR, _Problem, _torch_stream
+from tilec.runtime.launcher import stream_handle
 
 __all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
 
@@ -90,6 +92,8 @@ class JitFunction:
         if fn is not None:
             functools.update_wrapper(self, fn)
         self._launchers: dict[tuple, Any] = {}
+        # Signature of a call's arguments -> what launching it needs (`__call__`'s fast path).
+        self._fast: dict[tuple, tuple] = {}
         self.compilations = 0  # specializations compiled or loaded from disk by this object
 
     # -- the source and its IR ------------------------------------------------------------------
@@ -150,9 +154,24 @@ class JitFunction:
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         """Run the kernel on `args`: on the GPU, or in the interpreter (module docstring)."""
-        if self.interpret or os.environ.get(INTERPRET_VARIABLE, "") == "1":
+        if self.interpret or _interpret_requested():
             self._interpret(args, kwargs)
             return
+        if not kwargs:
+            # The fast path: arguments exactly like those of an earlier call that passed
+            # every check (`_remember`) need none of them again; see `_signature`.
+            entry = self._fast.get(_signature(args))
+            if entry is not None:
+                launcher, function, grid, ordinal, pack = entry
+                # Looked up on every call: the caller may have switched streams since.
+                handle = _torch_stream(ordinal) if stream is None else stream_handle(stream)
+                if grid is None:
+                    return  # an empty tensor: nothing to compute
+                try:
+                    launcher.send(function, grid, pack, args, handle, ordinal)
+                    return
+                except _Problem:
+                    pass  # a scalar out of range: nothing was queued; the full path says why
         values = self._order(args, kwargs) if kwargs else args
         arguments = self._checker.convert(values)
         key = self._key(arguments)
@@ -160,6 +179,36 @@ class JitFunction:
         if launcher is None:
             launcher = self._launcher(key, arguments)
         launcher.launch(arguments, stream, matched=True)  # the key holds what it checks
+        if not kwargs:
+            self._remember(args, arguments, launcher)
+
+    def _remember(self, args: tuple, arguments: Any, launcher: Any) -> None:
+        """Let later calls with arguments of `args`'s signature take the fast path: only when
+        every tensor is a torch tensor (exactly `torch.Tensor`) and every scalar a Python
+        `int`, `float` or `bool`, the cases whose signature determines every check."""
+        from tilec.runtime.arguments import scalar_converter
+
+        tensor_type = _TORCH_TENSOR[0]
+        converters = {}
+        for i, ((_name, kind, dtype, _dims), value) in enumerate(
+            zip(self._checker.arguments, args)
+        ):
+            if kind == "scalar":
+                if type(value) not in (int, float, bool):
+                    return
+                converters[i] = scalar_converter(dtype, type(value))
+            elif type(value) is not tensor_type:
+                return
+        ordinal = arguments.device
+        function = launcher._functions.get(ordinal)
+        if ordinal is None or function is None:
+            return
+        grid = launcher.grid(arguments)
+        pack = launcher.torch_packer(arguments.values, converters)
+        if len(self._fast) >= _FAST_ENTRIES:
+            self._fast.clear()  # many shapes: start again rather than grow without bound
+        entry = (launcher, function, None if 0 in grid else grid, ordinal, pack)
+        self._fast[_signature(args)] = entry
 
     def _order(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
         """Positional and keyword arguments in parameter order (the interpreter's checks)."""
@@ -268,6 +317,47 @@ class JitFunction:
         if self.fn is not None:
             return f"<tilec.jit kernel {getattr(self.fn, '__qualname__', self.name)}>"
         return f"<tilec.jit kernel {self.name} of {self.source.filename}>"
+
+
+def _environment_lookup() -> Callable[[], bool]:
+    """A function saying whether `TILEC_INTERPRET=1` is in the environment now. It is asked on
+    every call, and `os.environ.get` costs half a microsecond when the variable is unset (it
+    raises and catches a KeyError): where `os.environ` keeps its encoded copy in a dict (as
+    CPython does), read that dict, which `os.environ[...] = ...` and `del` keep current."""
+    environ = os.environ
+    data = getattr(environ, "_data", None)
+    if isinstance(data, dict) and hasattr(environ, "encodekey"):
+        try:
+            key, one = environ.encodekey(INTERPRET_VARIABLE), environ.encodevalue("1")
+        except Exception:  # an unexpected os.environ: use the public way
+            pass
+        else:
+            return lambda: data.get(key) == one
+    return lambda: environ.get(INTERPRET_VARIABLE, "") == "1"
+
+
+_interpret_requested = _environment_lookup()
+
+_FAST_ENTRIES = 256  # signatures remembered per kernel
+
+
+def _signature(args: tuple) -> tuple:
+    """What the checks and the choice of compiled kernel depend on, for torch tensors and
+    Python scalars: per torch tensor its dtype, shape, strides, device (-1 on the CPU) and
+    address modulo 16 (alignment to its element and to 16 bytes); per other argument its
+    type. Two calls with one signature pass the same checks and launch the same kernel with
+    the same grid; only the addresses, the scalars' values and the stream differ. (Before any
+    torch tensor is seen, `_TORCH_TENSOR[0]` is None and every signature is just types, never
+    remembered: `_remember` needs torch tensors.)"""
+    tensor_type = _TORCH_TENSOR[0]
+    return tuple(
+        [
+            (a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15)
+            if type(a) is tensor_type
+            else type(a)
+            for a in args
+        ]
+    )
 
 
 def _power_of_two(n: int) -> int:

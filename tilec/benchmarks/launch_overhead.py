@@ -1,0 +1,139 @@
+"""Host time of a cached `@tilec.jit` call on torch tensors, with the driver stubbed out.
+
+    python -m tilec.benchmarks.launch_overhead [--calls 200000] [--repeat 7] [--json OUT]
+
+What it measures: tilec's own Python work per call of an already-compiled kernel (issue 5's
+launch-overhead target) — `JitFunction.__call__` from the call to the point where it would
+call `cuLaunchKernel`: argument checks and conversion, the specialization lookup, the grid,
+the stream lookup, parameter packing into the launcher's buffer. No GPU is needed:
+
+* the tensors are real CPU torch tensors (so reading `data_ptr()`, `shape`, `stride()` and
+  `dtype` costs what it costs on CUDA tensors), with `torch.Tensor.get_device` patched to
+  answer GPU 0 (a Python function where torch has a C one: a few tens of ns pessimistic);
+* torch's current-stream lookup (`torch._C._cuda_getCurrentRawStream`, absent from CPU
+  builds) is a Python function returning 0;
+* the driver (`tilec.runtime.launcher.cuda_modules`) is a stub whose `cuLaunchKernel` returns
+  success at once, loading the cubin (`Launcher._load`) returns a placeholder, and the GPU
+  (`get_device`, `device_arch`) is an sm_90a stand-in. The kernels are compiled to PTX for
+  real, once, before timing (through the on-disk cache when one is configured).
+
+So the figure is the real per-call path minus the driver call itself (4.75 µs on the lent
+H200) and minus the difference between the stubs and torch's C functions. Each kernel is timed
+as the median over `--repeat` rounds of `--calls` calls, in µs per call. A bare Python call of
+a no-op function is printed as the floor of the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from contextlib import ExitStack
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import torch
+
+import tilec
+
+SOURCE = """
+def scale(x: f32[N], y: f32[N], alpha: f32):
+    for tn in tiles(N):
+        y[tn] = x[tn] * alpha
+
+
+def add2d(x: f32[M, N], y: f32[M, N], out: f32[M, N]):
+    for tm, tn in tiles(M, N):
+        out[tm, tn] = x[tm, tn] + y[tm, tn]
+"""
+
+
+class _Driver:
+    """The few names of `cuda.bindings.driver` a cached launch uses; every call succeeds."""
+
+    CUresult = SimpleNamespace(CUDA_SUCCESS=0, CUDA_ERROR_INVALID_CONTEXT=201)
+
+    @staticmethod
+    def cuLaunchKernel(*args: Any) -> tuple[int]:  # the driver's name
+        return (0,)
+
+
+def _stubs(stack: ExitStack) -> None:
+    from tilec import runtime
+    from tilec.runtime import launcher
+
+    device = SimpleNamespace(device_id=0, compute_capability=(9, 0), name="stub")
+
+    def load(self: Any, ordinal: int) -> Any:
+        function = object()
+        self._functions[ordinal] = function
+        return function
+
+    stack.enter_context(mock.patch.object(launcher, "cuda_modules", lambda: (None, _Driver)))
+    stack.enter_context(mock.patch.object(launcher.Launcher, "_load", load))
+    stack.enter_context(mock.patch.object(runtime, "get_device", lambda ordinal=None: device))
+    stack.enter_context(mock.patch.object(runtime, "device_arch", lambda d: "sm_90a"))
+    stack.enter_context(mock.patch.object(torch.Tensor, "get_device", lambda self: 0))
+    stack.enter_context(
+        mock.patch.object(torch._C, "_cuda_getCurrentRawStream", lambda d: 0, create=True)
+    )
+
+
+def _time(call: Any, calls: int, repeat: int) -> float:
+    """Median µs per call of `call()` over `repeat` rounds of `calls` calls."""
+    rounds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        rounds.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(rounds)
+
+
+def run(calls: int, repeat: int) -> dict[str, float]:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
+        path = Path(directory) / "launch_overhead.tile"
+        path.write_text(SOURCE)
+        _stubs(stack)
+        scale = tilec.load_kernel(path, "scale", tile={"N": 256})
+        add2d = tilec.load_kernel(path, "add2d", tile={"M": 16, "N": 64})
+        x1, y1 = torch.randn(4096), torch.empty(4096)
+        x2, y2, o2 = torch.randn(64, 256), torch.randn(64, 256), torch.empty(64, 256)
+        cases = {
+            "scale(x, y, 2.0)  [2 tensors 1-D + f32]": lambda: scale(x1, y1, 2.0),
+            "add2d(x, y, out)  [3 tensors 2-D]": lambda: add2d(x2, y2, o2),
+        }
+        for call in cases.values():
+            call()  # compiles, "loads", fills the caches
+        results = {"bare python call (floor)": _time(lambda: None, calls, repeat)}
+        for name, call in cases.items():
+            results[name] = _time(call, calls, repeat)
+        return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args(argv)
+    results = run(args.calls, args.repeat)
+    print(
+        f"cached @tilec.jit call, driver stubbed ({platform.python_implementation()} "
+        f"{platform.python_version()}, torch {torch.__version__}):"
+    )
+    for name, us in results.items():
+        print(f"  {name:45s} {us:6.2f} µs/call")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
