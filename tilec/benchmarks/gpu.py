@@ -314,16 +314,19 @@ def _host_overhead(triton: Any) -> list[Result]:
         )
     )
     results = []
+    # Batches of 100 calls, each drained before the next: a deeper queue of tiny kernels would
+    # fill the driver's launch queue, and then the host waits for the GPU, which is not what
+    # this measures. The median batch is reported.
     for name, call in calls:
         for _ in range(100):
             call()
         torch.cuda.synchronize()
         samples = []
-        for _ in range(5):
+        for _ in range(30):
             start = time.perf_counter()
-            for _ in range(1000):
+            for _ in range(100):
                 call()
-            samples.append((time.perf_counter() - start) / 1000 * 1e6)
+            samples.append((time.perf_counter() - start) / 100 * 1e6)
             torch.cuda.synchronize()
         us = statistics.median(samples)
         results.append(Result("host overhead", "1 call", name, us / 1e3, us, "µs/call"))
