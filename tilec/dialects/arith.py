@@ -43,7 +43,13 @@ from tilec.ir.core import (
     Value,
     register_op,
 )
-from tilec.ir.folding import constant_value, from_numpy_scalar, numpy_dtype, to_numpy_scalar
+from tilec.ir.folding import (
+    check_constant_fits,
+    constant_value,
+    from_numpy_scalar,
+    numpy_dtype,
+    to_numpy_scalar,
+)
 from tilec.ir.rewrite import PatternRewriter, RewritePattern
 from tilec.ir.types import (
     FloatType,
@@ -67,41 +73,10 @@ class ConstantOp(Operation):
     assembly_format = "$value attr-dict `:` type($result)"
 
     def verify_(self) -> None:
-        t = self.result.type
-        attr = self.attributes["value"]
-        if isinstance(t, FloatType):
-            if not isinstance(attr, (FloatAttr, IntegerAttr)) or isinstance(attr, BoolAttr):
-                raise self.error(f"value {attr} does not fit type {t}")
-            if _overflows_to_inf(float(attr.value), t):
-                raise self.error(
-                    f"value {attr} is too large for {t} (it would become inf)",
-                    hint="write inf explicitly if that is what you mean",
-                )
-        elif isinstance(attr, FloatAttr):
-            raise self.error(f"float value {attr} for integer type {t}")
-        elif isinstance(t, IntegerType):
-            v = int(attr.value)
-            if not -(1 << (t.width - 1)) <= v < (1 << t.width) and t.width > 1:
-                raise self.error(f"value {v} does not fit in {t}")
-            if t.width == 1 and v not in (0, 1, -1):
-                raise self.error(f"value {v} does not fit in i1")
+        check_constant_fits(self, self.attributes["value"], self.result.type, "value")
 
     def fold(self):
         return [self.attributes["value"]]
-
-
-def _overflows_to_inf(value: float, t: FloatType) -> bool:
-    import math
-
-    import numpy as np
-
-    from tilec.ir.folding import numpy_dtype
-
-    dtype = numpy_dtype(t)
-    if dtype is None or not math.isfinite(value):
-        return False
-    with np.errstate(over="ignore"):
-        return bool(np.isinf(dtype.type(value)))
 
 
 class _Binary(Operation):

@@ -62,7 +62,13 @@ from tilec.ir.core import (
     Value,
     register_op,
 )
-from tilec.ir.folding import constant_value, from_numpy_scalar, numpy_dtype, to_numpy_scalar
+from tilec.ir.folding import (
+    check_constant_fits,
+    constant_value,
+    from_numpy_scalar,
+    numpy_dtype,
+    to_numpy_scalar,
+)
 from tilec.ir.types import (
     SYMBOL_RE,
     Dim,
@@ -164,27 +170,6 @@ def _shape_text(shape: tuple[Dim, ...]) -> str:
 
 def _same_shape_and_element(a: Type, b: Type) -> bool:
     return shapes_match(shape_of(a), shape_of(b)) and element_type(a) == element_type(b)
-
-
-def _check_value_fits(op: Operation, attr: Attribute, t: Type, what: str) -> None:
-    """Check that constant `attr` is a value of scalar type `t` (float for floats, integer in
-    range for integers, bool or 0/1 for i1) so that folding and lowering need not guess."""
-    if isinstance(t, FloatType):
-        if not isinstance(attr, FloatAttr):
-            hint = f"write {attr}.0" if isinstance(attr, IntegerAttr) else None
-            raise op.error(f"{what} {attr} must be a float for element type {t}", hint=hint)
-        return
-    if isinstance(attr, FloatAttr):
-        raise op.error(f"{what} {attr} must be an integer for element type {t}")
-    value = int(attr.value)  # type: ignore[arg-type]
-    if isinstance(t, IntegerType) and t.width == 1:
-        if value not in (0, 1):
-            raise op.error(f"{what} {attr} does not fit i1")
-        return
-    width = 64 if isinstance(t, IndexType) else t.width  # type: ignore[union-attr]
-    # Signed or unsigned spelling, as arith.constant accepts (255 : i8 is -1).
-    if not -(1 << (width - 1)) <= value < (1 << width):
-        raise op.error(f"{what} {value} does not fit {t}")
 
 
 def _splat_constant(v: Value, t: Type) -> Attribute | None:
@@ -358,7 +343,7 @@ class LoadOp(Operation):
         _check_mask(self, self.mask, self.result.type.shape)
         padding = self.attributes.get("padding")
         if padding is not None:
-            _check_value_fits(self, padding, self.result.type.element, "padding")
+            check_constant_fits(self, padding, self.result.type.element, "padding")
 
 
 @register_op
@@ -701,7 +686,7 @@ class FullOp(Operation):
     assembly_format = "$value attr-dict `:` type($result)"
 
     def verify_(self) -> None:
-        _check_value_fits(self, self.attributes["value"], self.result.type.element, "value")
+        check_constant_fits(self, self.attributes["value"], self.result.type.element, "value")
 
     def fold(self):
         return [self.attributes["value"]]

@@ -14,7 +14,13 @@ from tilec.ir.attributes import Attribute, BoolAttr, FloatAttr, IntegerAttr
 from tilec.ir.core import ConstantLike, OpResult, Value
 from tilec.ir.types import FloatType, IndexType, IntegerType, Type, element_type
 
-__all__ = ["constant_value", "from_numpy_scalar", "numpy_dtype", "to_numpy_scalar"]
+__all__ = [
+    "check_constant_fits",
+    "constant_value",
+    "from_numpy_scalar",
+    "numpy_dtype",
+    "to_numpy_scalar",
+]
 
 
 def constant_value(v: Value) -> Attribute | None:
@@ -70,3 +76,35 @@ def from_numpy_scalar(x, t: Type) -> Attribute:
     if isinstance(e, IntegerType) and e.width == 1:
         return BoolAttr(bool(x))
     return IntegerAttr(int(x))
+
+
+def check_constant_fits(op, attr: Attribute, t: Type, what: str) -> None:
+    """Check that constant `attr` is a value of scalar type `t` — a float for floats (one that
+    does not round to inf), an integer in range for integers (signed or unsigned spelling:
+    255 : i8 is -1), bool or 0/1 for i1 — so that folding and lowering need not guess. Raises
+    `op.error(...)`; `what` names the attribute in the message."""
+    import math
+
+    if isinstance(t, FloatType):
+        if not isinstance(attr, FloatAttr):
+            hint = f"write {attr}.0" if isinstance(attr, IntegerAttr) else None
+            raise op.error(f"{what} {attr} must be a float for element type {t}", hint=hint)
+        dtype = numpy_dtype(t)
+        if dtype is not None and math.isfinite(attr.value):
+            with np.errstate(over="ignore"):
+                if np.isinf(dtype.type(attr.value)):
+                    raise op.error(
+                        f"{what} {attr} is too large for {t} (it would become inf)",
+                        hint="write inf explicitly if that is what you mean",
+                    )
+        return
+    if isinstance(attr, FloatAttr):
+        raise op.error(f"{what} {attr} must be an integer for element type {t}")
+    value = int(attr.value)
+    if isinstance(t, IntegerType) and t.width == 1:
+        if value not in (0, 1):
+            raise op.error(f"{what} {attr} does not fit i1")
+        return
+    width = 64 if isinstance(t, IndexType) else t.width
+    if not -(1 << (width - 1)) <= value < (1 << width):
+        raise op.error(f"{what} {value} does not fit {t}")
