@@ -190,6 +190,17 @@ def _same_or_none(value: Value, t: Type) -> list[Attribute | Value] | None:
     return [value] if value.type == t else None
 
 
+def _fold_rearrangement(op: Operation) -> list[Attribute | Value] | None:
+    """The fold of an op that only moves `op.input`'s elements around (splat, broadcast,
+    expand_dims, reshape, transpose, convert_layout): the input itself when the type does not
+    change, the constant when the input is a constant tile or scalar."""
+    same = _same_or_none(op.input, op.result.type)
+    if same is not None:
+        return same
+    c = _splat_constant(op.input, op.result.type)
+    return None if c is None else [c]
+
+
 def _check_axis(op: Operation, rank: int, *, inserting: bool = False) -> int:
     """`op`'s `axis` attribute, checked against `rank` (an op that inserts a dimension may
     also name the position after the last one)."""
@@ -514,11 +525,7 @@ class BroadcastOp(Operation):
                 )
 
     def fold(self):
-        same = _same_or_none(self.input, self.result.type)
-        if same is not None:
-            return same
-        c = _splat_constant(self.input, self.result.type)
-        return None if c is None else [c]
+        return _fold_rearrangement(self)
 
 
 @register_op
@@ -540,8 +547,7 @@ class SplatOp(Operation):
             )
 
     def fold(self):
-        c = _splat_constant(self.input, self.result.type)
-        return None if c is None else [c]
+        return _fold_rearrangement(self)
 
 
 @register_op
@@ -577,8 +583,7 @@ class ExpandDimsOp(Operation):
             )
 
     def fold(self):
-        c = _splat_constant(self.input, self.result.type)
-        return None if c is None else [c]
+        return _fold_rearrangement(self)
 
 
 def _element_counts_match(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> bool:
@@ -614,11 +619,7 @@ class ReshapeOp(Operation):
             )
 
     def fold(self):
-        same = _same_or_none(self.input, self.result.type)
-        if same is not None:
-            return same
-        c = _splat_constant(self.input, self.result.type)
-        return None if c is None else [c]
+        return _fold_rearrangement(self)
 
 
 @register_op
@@ -666,8 +667,7 @@ class TransposeOp(Operation):
             # result dim i = inner input dim inner_perm[perm[i]]: identity means undone.
             if all(inner_perm[p] == i for i, p in enumerate(perm)):
                 return _same_or_none(inner.op.input, self.result.type)
-        c = _splat_constant(self.input, self.result.type)
-        return None if c is None else [c]
+        return _fold_rearrangement(self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -844,5 +844,4 @@ class ConvertLayoutOp(Operation):
             same = _same_or_none(inner.op.input, self.result.type)
             if same is not None:
                 return same
-        c = _splat_constant(self.input, self.result.type)
-        return None if c is None else [c]
+        return _fold_rearrangement(self)
