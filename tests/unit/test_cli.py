@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import tilec
@@ -129,29 +128,7 @@ def test_dump_dir_from_the_command_line(tmp_path):
     assert names == ["00-input.tir", "01-canonicalize.tir", "02-cse.tir"]
 
 
-CRASHING_PASS = textwrap.dedent(
-    """
-    import sys
-    from dataclasses import dataclass
-
-    from tilec.cli import main
-    from tilec.passmanager import Pass, register_pass
-
-
-    @register_pass
-    class Crash(Pass):
-        '''Fails with a Python exception (a stand-in for a compiler bug).'''
-
-        name = "crash"
-        summary = "Raise an exception"
-
-        def run(self, module, ctx):
-            raise KeyError("no layout for %t")
-
-
-    sys.exit(main(sys.argv[1:]))
-    """
-)
+CRASHING_PASS = (Path(__file__).parent / "crashing_pass.py").read_text()
 
 
 def test_a_pass_that_crashes_is_an_internal_compiler_error(tmp_path):

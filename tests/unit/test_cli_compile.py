@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import tilec
@@ -251,28 +250,7 @@ def test_print_locations_name_the_source_file(tmp_path):
     )
 
 
-CRASHING_PASS = textwrap.dedent(
-    """
-    import sys
-
-    from tilec.cli import main
-    from tilec.passmanager import Pass, register_pass
-
-
-    @register_pass
-    class Crash(Pass):
-        '''Fails with a Python exception (a stand-in for a compiler bug).'''
-
-        name = "crash"
-        summary = "Raise an exception"
-
-        def run(self, module, ctx):
-            raise KeyError("no layout for %x")
-
-
-    sys.exit(main(sys.argv[1:]))
-    """
-)
+CRASHING_PASS = (Path(__file__).parent / "crashing_pass.py").read_text()
 
 
 def test_a_crash_in_a_pass_is_an_internal_compiler_error(tmp_path):
