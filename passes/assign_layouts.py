@@ -126,11 +126,7 @@ class _KernelLayouts:
             return
         self.values += 1
         if t.layout is not None:
-            problem = (
-                layout_error(t.layout, t.shape, self.num_warps)
-                if isinstance(t.layout, BlockedLayout)
-                else "is not a #blocked layout"
-            )
+            problem = layout_error(t.layout, t.shape, self.num_warps)
             if problem is not None:
                 raise TileError(f"layout of {t}: {problem}", self.kernel.loc)
             return

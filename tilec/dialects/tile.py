@@ -93,6 +93,7 @@ __all__ = [
     "ConvertLayoutOp",
     "DimOp",
     "DotOp",
+    "DotOperandLayout",
     "ExpandDimsOp",
     "FullOp",
     "IotaOp",
@@ -144,6 +145,22 @@ class SharedLayout(ParametricAttr):
     per_phase: int
     max_phase: int
     order: tuple[int, ...]
+
+
+@parametric_attr
+@dataclass(frozen=True, slots=True)
+class DotOperandLayout(ParametricAttr):
+    """An operand of a tensor-core `tile.dot`, held in registers as `mma.sync` fragments.
+
+    `index` 0 is the left operand (M x K), 1 the right one (K x N); `warps_per_cta` are those
+    of the dot's `#mma` accumulator. Each warp holds the rows of A (columns of B) that its
+    accumulator elements need, for all of K, as m16n8k16 fragments in the register order
+    `tilec.lowering.tensorcore` documents.
+    """
+
+    mnemonic: ClassVar[str] = "dot_operand"
+    index: int
+    warps_per_cta: tuple[int, ...]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,13 +30,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilec.ir.attributes import BlockedLayout
+from tilec.dialects.tile import DotOperandLayout, MmaLayout
+from tilec.ir.attributes import Attribute, BlockedLayout
 from tilec.ir.types import IndexType, IntegerType, Type
 
 __all__ = [
+    "MMA_INSTR_SHAPE",
     "WARP_SIZE",
     "DimMap",
     "ThreadMap",
+    "as_blocked",
+    "copy_layout",
+    "mma_accumulator_layout",
     "broadcast_source_layout",
     "default_layout",
     "element_bytes",
@@ -49,6 +54,7 @@ __all__ = [
 ]
 
 WARP_SIZE = 32
+MMA_INSTR_SHAPE = (16, 8, 16)  # mma.sync.m16n8k16: f16/bf16 operands, f32 accumulator
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -71,9 +77,63 @@ def element_bytes(t: Type) -> int:
     return t.width // 8  # type: ignore[attr-defined]
 
 
-def layout_error(layout: BlockedLayout, shape: Sequence[int], num_warps: int) -> str | None:
+def mma_accumulator_layout(warps_per_cta: Sequence[int]) -> MmaLayout:
+    """The `#mma` layout of an `mma.sync.m16n8k16` accumulator tiled over `warps_per_cta`."""
+    return MmaLayout(2, tuple(warps_per_cta), MMA_INSTR_SHAPE)
+
+
+def as_blocked(layout: Attribute) -> BlockedLayout:
+    """The `#blocked` layout that spreads elements exactly as `layout` does.
+
+    An `#mma` accumulator (version 2, m16n8k16) is one: in each 16x8 instruction tile lane `l`
+    holds rows `l/4` and `l/4 + 8`, columns `2(l%4)` and `2(l%4) + 1`, and warps repeat that
+    pattern. Here warps interleave at the granularity of 8 rows and 8 columns (warp `w` holds
+    rows `8 w_m + 8 W_m i + l/4`): an instruction's two row halves are then `8 W_m` rows apart,
+    which `mma.sync` does not mind (`ldmatrix` takes one address per row), and every op that
+    works on `#blocked` tiles works on accumulators unchanged.
+    """
+    if isinstance(layout, MmaLayout):
+        if layout.version != 2 or tuple(layout.instr_shape) != MMA_INSTR_SHAPE:
+            raise ValueError(f"{layout}: only version 2 with instr_shape [16, 8, 16] is lowered")
+        return BlockedLayout((1, 2), (8, 4), tuple(layout.warps_per_cta), (1, 0))
+    if not isinstance(layout, BlockedLayout):
+        raise ValueError(f"{layout} has no #blocked equivalent")
+    return layout
+
+
+def copy_layout(shape: Sequence[int], num_warps: int, vector: int) -> BlockedLayout:
+    """Which thread copies which elements of a tile in accesses of `vector` consecutive
+    elements along the last dimension: `default_layout` of the shape counted in vectors."""
+    if shape[-1] % vector:
+        raise ValueError(f"vector {vector} does not divide the last dimension of {list(shape)}")
+    chunks = (*shape[:-1], shape[-1] // vector)
+    base = default_layout(chunks, num_warps)
+    return BlockedLayout(
+        (*base.size_per_thread[:-1], vector), base.threads_per_warp, base.warps_per_cta, base.order
+    )
+
+
+def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str | None:
     """Why `layout` cannot hold a tile of `shape` in a block of `num_warps` warps (None: it
-    can). Sizes must be powers of two, lanes must multiply to 32 and warps to `num_warps`."""
+    can). Sizes must be powers of two, lanes must multiply to 32 and warps to `num_warps`;
+    an `#mma` accumulator must be 2-D and a whole number of warp tiles (16 W_m x 8 W_n)."""
+    if isinstance(layout, (MmaLayout, DotOperandLayout)):
+        warps = tuple(layout.warps_per_cta)
+        if len(shape) != 2 or len(warps) != 2:
+            return "a tensor-core layout needs a 2-D tile and 2 warp counts"
+        if math.prod(warps) != num_warps:
+            return f"warps_per_cta multiply to {math.prod(warps)}, not {num_warps}"
+        if isinstance(layout, MmaLayout):
+            try:
+                as_blocked(layout)
+            except ValueError as e:
+                return str(e)
+            m, n = 16 * warps[0], 8 * warps[1]
+            if shape[0] % m or shape[1] % n:
+                return f"tile {list(shape)} is not a whole number of {m}x{n} warp tiles"
+        return None
+    if not isinstance(layout, BlockedLayout):
+        return f"{layout} is not a layout of tiles in registers"
     rank = len(shape)
     fields = (layout.size_per_thread, layout.threads_per_warp, layout.warps_per_cta, layout.order)
     if any(len(f) != rank for f in fields):
@@ -216,7 +276,7 @@ class ThreadMap:
     def __init__(
         self, layout: BlockedLayout, shape: Sequence[int], dims: list[DimMap] | None = None
     ):
-        self.layout = layout
+        self.layout = layout = as_blocked(layout)
         self.shape = tuple(shape)
         self.num_warps = math.prod(layout.warps_per_cta)
         self.num_threads = WARP_SIZE * self.num_warps
