@@ -18,7 +18,19 @@ from tilec.ir.core import Operation
 from tilec.ir.types import SYMBOL_RE, SharedType, TensorType, TileType, Type, index
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["Specialize", "parse_assignments"]
+__all__ = [
+    "Specialize",
+    "TilePlan",
+    "TileSize",
+    "attribute_pairs",
+    "bind_tile_sizes",
+    "check_size_options",
+    "kernels_of",
+    "next_power_of_two",
+    "parse_assignments",
+    "plan_tile_sizes",
+    "symbols_of",
+]
 
 
 @register_pass
@@ -33,8 +45,9 @@ class Specialize(Pass):
     while every tile holds fewer than `min_tile_elements` elements (so a 1-D kernel gets work for
     every thread), then halves the largest free size of any tile holding more than
     `max_tile_elements` (32 values per thread at 4 warps: registers stay sane); a free size is
-    never 1 and never more than the next power of two over a known extent. Stage E's tiling
-    pass replaces the heuristic, not this mechanism.
+    never 1 and never more than the next power of two over a known extent. The `tiling` pass
+    shares this mechanism (`plan_tile_sizes`, `bind_tile_sizes`) and replaces the heuristic
+    for dots.
     Writes `tilec.tile_sizes = [["BM", 64], ...]` on each kernel, and for whole dimensions
     `tilec.max_extent = [["N", 1024], ...]`: the largest extent the kernel handles, which a
     launch must check. Assumes the frontend's conventions: symbol `B<D>` tiles dimension `D`.
@@ -54,30 +67,45 @@ class Specialize(Pass):
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         opts = self.options
-        tiles = parse_assignments(opts.tiles, "tiles")
-        extents = parse_assignments(opts.extents, "extents")
-        for name, size in tiles.items():
-            if not _is_power_of_two(size):
-                raise TileError(f"specialize: tile size {name}={size} is not a power of two")
-        for name in ("max_extent", "min_tile_elements", "max_tile_elements"):
-            if getattr(opts, name) < 1:
-                raise TileError(
-                    f"specialize: option '{name}' must be at least 1, got {getattr(opts, name)}"
-                )
-        kernels = [op for op in module.walk() if isinstance(op, FuncOp)]
-        used = {s for k in kernels for s in _symbols(k)}
-        unknown = sorted(set(tiles) - used)
-        if unknown:
+        tiles, extents = check_size_options(module, opts, self.name)
+        for kernel in kernels_of(module):
+            if symbols_of(kernel):
+                plan = plan_tile_sizes(kernel, tiles, extents, opts.max_extent)
+                plan.fit_to_elements(opts.min_tile_elements, opts.max_tile_elements)
+                bind_tile_sizes(kernel, plan)
+                ctx.remark(kernel, plan.remark())
+
+
+def kernels_of(module: Operation) -> list[FuncOp]:
+    return [op for op in module.walk() if isinstance(op, FuncOp)]
+
+
+def check_size_options(
+    module: Operation, opts, pass_name: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The options `tiles` and `extents` of `opts` (a specialize or tiling `Options`), parsed
+    and checked against the kernels of `module`, along with the sizes' other options."""
+    tiles = parse_assignments(opts.tiles, "tiles", pass_name)
+    extents = parse_assignments(opts.extents, "extents", pass_name)
+    for name, size in tiles.items():
+        if not _is_power_of_two(size):
+            raise TileError(f"{pass_name}: tile size {name}={size} is not a power of two")
+    for name in ("max_extent", "min_tile_elements", "max_tile_elements"):
+        if getattr(opts, name) < 1:
             raise TileError(
-                f"specialize: option tiles names {', '.join(unknown)}, which no kernel uses",
-                hint="symbols in this module: " + (", ".join(sorted(used)) or "none"),
+                f"{pass_name}: option '{name}' must be at least 1, got {getattr(opts, name)}"
             )
-        for kernel in kernels:
-            if _symbols(kernel):
-                _specialize_kernel(kernel, tiles, extents, opts, ctx)
+    used = {s for k in kernels_of(module) for s in symbols_of(k)}
+    unknown = sorted(set(tiles) - used)
+    if unknown:
+        raise TileError(
+            f"{pass_name}: option tiles names {', '.join(unknown)}, which no kernel uses",
+            hint="symbols in this module: " + (", ".join(sorted(used)) or "none"),
+        )
+    return tiles, extents
 
 
-def parse_assignments(text: str, option_name: str) -> dict[str, int]:
+def parse_assignments(text: str, option_name: str, pass_name: str = "specialize") -> dict[str, int]:
     """`"BM=64,BN=32"` -> {"BM": 64, "BN": 32} (also `;` or spaces between entries)."""
     result: dict[str, int] = {}
     for item in text.replace(";", ",").replace(" ", ",").split(","):
@@ -86,7 +114,7 @@ def parse_assignments(text: str, option_name: str) -> dict[str, int]:
         key, eq, value = item.partition("=")
         if not eq or not SYMBOL_RE.fullmatch(key) or not value.isdigit():
             raise TileError(
-                f"specialize: option {option_name} entry '{item}' is not NAME=SIZE",
+                f"{pass_name}: option {option_name} entry '{item}' is not NAME=SIZE",
                 hint=f'write e.g. {option_name}="{"BM=64,BN=32" if option_name == "tiles" else "N=777"}"',
             )
         result[key] = int(value)
@@ -97,11 +125,11 @@ def _is_power_of_two(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
-def _next_power_of_two(n: int) -> int:
+def next_power_of_two(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def _symbols(kernel: FuncOp) -> set[str]:
+def symbols_of(kernel: FuncOp) -> set[str]:
     """The tile-size symbols a kernel still uses: in tile and shared types and `tile.symbol`."""
     found: set[str] = set()
     for op in kernel.walk():
@@ -120,13 +148,14 @@ def _defined_values(op: Operation):
             yield from block.args
 
 
-def _pairs(kernel: FuncOp, attr: str) -> list[tuple[str, object]]:
+def attribute_pairs(kernel: FuncOp, attr: str) -> list[tuple[str, object]]:
+    """A kernel attribute of `[["name", value], ...]` pairs, as tuples."""
     a = kernel.attributes.get(attr)
     return [tuple(p) for p in a.value] if a is not None else []  # type: ignore[misc]
 
 
 @dataclass
-class _Symbol:
+class TileSize:
     """What is known about one symbol while choosing its size."""
 
     name: str
@@ -136,22 +165,45 @@ class _Symbol:
     contracted: bool = False
     cap: int | None = None  # a free size never exceeds this (a known extent, rounded up)
     adjusted: str = ""  # how the heuristic moved a free size from its start, and why
+    pinned_by: str = ""  # "the kernel" or "option tiles" when pinned: named in errors
 
     def explain(self) -> str:
         return self.reason + (f", {self.adjusted}" if self.adjusted else "")
 
 
-def _specialize_kernel(
-    kernel: FuncOp,
-    tiles: dict[str, int],
-    extents: dict[str, int],
-    opts: Specialize.Options,
-    ctx: PassContext,
-) -> None:
-    names = _symbols(kernel)
-    grid = [str(symbol) for _, symbol in _pairs(kernel, "tilec.grid")]
+@dataclass
+class TilePlan:
+    """The sizes chosen for one kernel's symbols, before they are bound."""
+
+    symbols: dict[str, TileSize]
+    grid: list[str]  # the grid's tile symbols (or sizes), axis by axis
+    max_extents: dict[str, int]
+    shapes: list[tuple]  # the distinct tile shapes, as written (with symbols)
+
+    def ordered(self) -> list[str]:
+        return [s for s in self.grid if s in self.symbols] + sorted(
+            set(self.symbols) - set(self.grid)
+        )
+
+    def fit_to_elements(self, minimum: int, maximum: int) -> None:
+        """The heuristic's second step: grow the free sizes of small tiles, shrink large ones."""
+        _grow(self.symbols, self.shapes, minimum)
+        _shrink(self.symbols, self.shapes, maximum)
+
+    def remark(self) -> str:
+        return "tile sizes: " + "; ".join(
+            f"{s}={self.symbols[s].size} ({self.symbols[s].explain()})" for s in self.ordered()
+        )
+
+
+def plan_tile_sizes(
+    kernel: FuncOp, tiles: dict[str, int], extents: dict[str, int], max_extent: int
+) -> TilePlan:
+    """Every symbol of `kernel` with its pinned, whole-dimension or starting heuristic size."""
+    names = symbols_of(kernel)
+    grid = [str(symbol) for _, symbol in attribute_pairs(kernel, "tilec.grid")]
     names.update(s for s in grid if SYMBOL_RE.fullmatch(s))
-    pinned = {str(s): int(n) for s, n in _pairs(kernel, "tilec.pinned_tiles")}  # type: ignore[call-overload]
+    pinned = {str(s): int(n) for s, n in attribute_pairs(kernel, "tilec.pinned_tiles")}  # type: ignore[call-overload]
     whole_attr = kernel.attributes.get("tilec.whole_dims")
     whole = {"B" + d: d for d in (whole_attr.value if whole_attr is not None else ())}
     contracted = {
@@ -162,37 +214,41 @@ def _specialize_kernel(
     tensor_dims = {
         d for a in kernel.arguments if isinstance(a.type, TensorType) for d in a.type.shape
     }
-    symbols: dict[str, _Symbol] = {}
+    symbols: dict[str, TileSize] = {}
     max_extents: dict[str, int] = {}
     for name in sorted(names):
         dim = name[1:]
         if name in pinned:
-            symbols[name] = _Symbol(name, pinned[name], "pinned by the kernel", free=False)
+            symbols[name] = TileSize(
+                name, pinned[name], "pinned by the kernel", free=False, pinned_by="the kernel"
+            )
             if name in tiles and tiles[name] != pinned[name]:
                 symbols[name].reason += f" (option tiles {name}={tiles[name]} ignored)"
         elif name in tiles:
-            symbols[name] = _Symbol(name, tiles[name], "option tiles", free=False)
+            symbols[name] = TileSize(
+                name, tiles[name], "option tiles", free=False, pinned_by="option tiles"
+            )
         elif name in whole:
             if dim in extents:
-                size = _next_power_of_two(extents[dim])
+                size = next_power_of_two(extents[dim])
                 reason = f"whole dim {dim} of extent {extents[dim]}"
             else:
-                size = _next_power_of_two(opts.max_extent)
+                size = next_power_of_two(max_extent)
                 reason = (
                     f"whole dim {dim} of unknown extent: default maximum {size} (option "
                     f"max_extent), larger {dim} is rejected at launch"
                 )
-            symbols[name] = _Symbol(name, size, reason, free=False)
+            symbols[name] = TileSize(name, size, reason, free=False)
             max_extents[dim] = size
         else:
             is_contracted = name in contracted
             start = 32 if is_contracted else 64
-            cap = _next_power_of_two(extents[dim]) if dim in extents else None
+            cap = next_power_of_two(extents[dim]) if dim in extents else None
             if dim not in tensor_dims and name not in grid:
                 what = f"symbol {name}"  # hand-written IR: no dimension to name
             else:
                 what = f"{'contracted' if is_contracted else 'tiled'} dim {dim}"
-            symbols[name] = _Symbol(
+            symbols[name] = TileSize(
                 name,
                 max(2, min(start, cap)) if cap else start,  # never 1: that is the author's call
                 f"{what}: heuristic start {start}",
@@ -200,25 +256,23 @@ def _specialize_kernel(
                 contracted=is_contracted,
                 cap=cap,
             )
-    shapes = _tile_shapes(kernel)
-    _grow(symbols, shapes, opts.min_tile_elements)
-    _shrink(symbols, shapes, opts.max_tile_elements)
-    _rewrite(kernel, {s.name: s.size for s in symbols.values()})
-    ordered = [s for s in grid if s in symbols] + sorted(set(symbols) - set(grid))
+    return TilePlan(symbols, grid, max_extents, _tile_shapes(kernel))
+
+
+def bind_tile_sizes(kernel: FuncOp, plan: TilePlan) -> None:
+    """Make the kernel's tile shapes static and record the sizes (`tilec.tile_sizes`,
+    `tilec.max_extent`)."""
+    _rewrite(kernel, {s.name: s.size for s in plan.symbols.values()})
     kernel.attributes["tilec.tile_sizes"] = ArrayAttr(
-        tuple(ArrayAttr((StringAttr(s), IntegerAttr(symbols[s].size))) for s in ordered)
+        tuple(ArrayAttr((StringAttr(s), IntegerAttr(plan.symbols[s].size))) for s in plan.ordered())
     )
-    if max_extents:
+    if plan.max_extents:
         kernel.attributes["tilec.max_extent"] = ArrayAttr(
             tuple(
-                ArrayAttr((StringAttr(d), IntegerAttr(n))) for d, n in sorted(max_extents.items())
+                ArrayAttr((StringAttr(d), IntegerAttr(n)))
+                for d, n in sorted(plan.max_extents.items())
             )
         )
-    ctx.remark(
-        kernel,
-        "tile sizes: "
-        + "; ".join(f"{s}={symbols[s].size} ({symbols[s].explain()})" for s in ordered),
-    )
 
 
 def _tile_shapes(kernel: FuncOp) -> list[tuple]:
@@ -231,14 +285,14 @@ def _tile_shapes(kernel: FuncOp) -> list[tuple]:
     return sorted(shapes, key=str)
 
 
-def _elements(shape: tuple, symbols: dict[str, _Symbol]) -> int:
+def _elements(shape: tuple, symbols: dict[str, TileSize]) -> int:
     n = 1
     for d in shape:
         n *= symbols[d].size if isinstance(d, str) else (d if isinstance(d, int) else 1)
     return n
 
 
-def _grow(symbols: dict[str, _Symbol], shapes: list[tuple], minimum: int) -> None:
+def _grow(symbols: dict[str, TileSize], shapes: list[tuple], minimum: int) -> None:
     """Double the smallest free, uncontracted size of the largest tile while every tile holds
     fewer than `minimum` elements (a 64-element vector tile would idle most of a block)."""
     while shapes:
@@ -260,7 +314,7 @@ def _grow(symbols: dict[str, _Symbol], shapes: list[tuple], minimum: int) -> Non
         s.adjusted = f"grown to {s.size} so that a tile holds ≥ {minimum} elements"
 
 
-def _shrink(symbols: dict[str, _Symbol], shapes: list[tuple], maximum: int) -> None:
+def _shrink(symbols: dict[str, TileSize], shapes: list[tuple], maximum: int) -> None:
     """Halve the largest free size of the largest tile over `maximum` elements, repeatedly."""
     while True:
         over = [

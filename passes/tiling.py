@@ -1,0 +1,706 @@
+"""The `tiling` pass: tile sizes, warps, tensor-core accumulator layouts and the block order.
+
+It binds every tile-size symbol as `specialize` does (and with its mechanism: static shapes,
+`tilec.tile_sizes`, `tilec.max_extent`), but chooses the sizes of dots itself: a kernel whose
+`tile.dot`s take f16/bf16 operands into an f32 accumulator is tiled for `mma.sync.m16n8k16`
+(warp tiles, instruction tiles, the shared memory of the operand pipeline, accumulator
+registers), and those accumulators get their `#mma` layout. It writes `tilec.num_warps` on every
+kernel and regroups the blocks of a 2-D dot grid so that blocks that run together share operand
+tiles in L2. `docs/passes.md` is the contract.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError
+from tilec.dialects import arith, scf
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.dialects.tile import MmaLayout
+from tilec.ir.attributes import IntegerAttr
+from tilec.ir.builder import Builder
+from tilec.ir.core import BlockArgument, Operation, OpResult, Value
+from tilec.ir.types import TileType, bf16, f16, f32, index
+from tilec.ir.verifier import VerifyError, verify_op_structure
+from tilec.lowering.layouts import (
+    MMA_INSTR_SHAPE,
+    WARP_SIZE,
+    element_bytes,
+    mma_accumulator_layout,
+)
+from tilec.passes.specialize import (
+    TilePlan,
+    attribute_pairs,
+    bind_tile_sizes,
+    check_size_options,
+    kernels_of,
+    plan_tile_sizes,
+    symbols_of,
+)
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["Tiling"]
+
+WARP_COUNTS = (1, 2, 4, 8, 16, 32)
+# Warp counts the search tries when none is pinned, most preferred first: 4 warps (a 2x2 grid of
+# 64x64 warp tiles on a 128x128 block) is the GEMM sweet spot of mma.sync on sm_80/sm_90.
+SEARCH_WARPS = (4, 8, 2, 1)
+MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest of 255 is operands
+TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for small extents)
+CONTRACTED_SIZES = (64, 32, 16)
+PREFERRED_K_ROW_BYTES = 64  # BK = 32 for 16-bit operands: one 64-byte row per k-step
+LARGE_TILE_ELEMENTS = 8192  # non-dot kernels: tiles this large get 8 warps
+INSTR_M, INSTR_N, INSTR_K = MMA_INSTR_SHAPE
+
+
+@register_pass
+class Tiling(Pass):
+    """Chooses tile sizes, num_warps, `#mma` accumulator layouts and the block order.
+
+    Sizes: pins win (`@kernel(tile=...)`, then the option `tiles`); whole dimensions take their
+    extent as in `specialize`. A kernel with a `tile.dot` of f16/bf16 operands and an f32
+    accumulator (and `mma=true`) is tiled for `mma.sync.m16n8k16`: every dot's M, N and K tile
+    must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. Among the sizes (M, N: 128
+    or 64, less only for smaller known extents; K: 64, 32, 16) and warps (4, 8, 2, 1, or the
+    pin) that qualify and keep the operand buffers (`stages` copies of each operand loaded in
+    the loop) under `shared_limit` and the accumulators at most 128 f32 registers per thread, it
+    prefers: a grid of at least `sm_count` blocks when the option `extents` gives the grid's
+    extents; then 4 warps; then the largest accumulator tiles; then warps along M only when the
+    kernel reduces along rows (each row in one warp); then the squarest warp tiles (fewest
+    operand fragments per mma); then 64-byte K rows. A matmul of unknown extents gets
+    128x128x32 with 2x2 warps. The accumulator chain of every such dot (its result, the
+    `tile.full` that starts it, the `scf.for` iter_arg and result that carry it) gets
+    `#mma<version = 2, warps_per_cta = [W_m, W_n], instr_shape = [16, 8, 16]>`; other tiles are
+    left to `assign-layouts`. A dot that cannot use mma (f32 operands, a K tile below 16, too
+    much shared memory) keeps the FMA path and a remark says why; pins that cannot work (a tile
+    that is not a whole number of warp tiles, warps that do not tile the block) are errors.
+    Other kernels keep `specialize`'s heuristic sizes and get 4 warps, or 8 when a tile holds at
+    least 8192 elements. Block order: a kernel with a dot over a 2-D grid has its program ids
+    remapped so that consecutive blocks (axis 0 fastest) walk `group_m` tiles down axis 0
+    before moving along axis 1 (Triton's GROUP_M): a bijection computed from `tile.program_id`
+    and `tile.num_programs`, so partial groups at the edge work; `tilec.group_m` records it.
+    Assumes the frontend's conventions (symbol `B<D>` tiles dimension `D`, `tilec.grid`).
+    Remarks: per kernel, the sizes and why, the warps and mma tiling with their shared memory
+    and registers, dots left on the FMA path, and the block order.
+    """
+
+    name = "tiling"
+    summary = "Choose tile sizes, warps, mma accumulator layouts and an L2-friendly block order"
+
+    @dataclass
+    class Options:
+        tiles: str = option("", 'tile sizes by symbol, e.g. "BM=64,BN=32" (kernel pins win)')
+        extents: str = option("", 'known extents by dimension, e.g. "M=4096,N=4096"')
+        num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
+        mma: bool = option(True, "tile f16/bf16 dots for mma.sync m16n8k16 (false: FMA path)")
+        group_m: int = option(8, "blocks grouped along grid axis 0 for L2 reuse (1: off)")
+        stages: int = option(3, "copy-pipeline stages assumed unless the kernel pins them")
+        shared_limit: int = option(232448, "shared memory bytes per block (227 KiB on sm_90)")
+        sm_count: int = option(132, "SMs to fill when extents are known (132 on H200)")
+        max_extent: int = option(1024, "extent assumed for a whole dimension of unknown extent")
+        min_tile_elements: int = option(1024, "non-dot tiles: grow free sizes to this many")
+        max_tile_elements: int = option(4096, "non-dot tiles: shrink free sizes above this")
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        opts = self.options
+        tiles, extents = check_size_options(module, opts, self.name)
+        if opts.num_warps != 0 and opts.num_warps not in WARP_COUNTS:
+            raise TileError(
+                f"tiling: option num_warps={opts.num_warps} is not one of {WARP_COUNTS} "
+                "(0 lets the pass choose)"
+            )
+        for name in ("group_m", "stages", "shared_limit", "sm_count"):
+            if getattr(opts, name) < 1:
+                raise TileError(
+                    f"tiling: option '{name}' must be at least 1, got {getattr(opts, name)}"
+                )
+        for kernel in kernels_of(module):
+            _KernelTiling(kernel, tiles, extents, opts, ctx).run()
+
+
+# ---------------------------------------------------------------------------------------------
+# What the search knows about a kernel's dots
+
+
+@dataclass(frozen=True)
+class _Dot:
+    op: T.DotOp
+    m: str | int  # accumulator rows: a symbol or a static size
+    n: str | int
+    k: str | int
+    element_bytes: int
+    streamed: tuple[bool, bool]  # whether each operand is loaded anew every loop iteration
+
+
+@dataclass(frozen=True)
+class _Config:
+    """One candidate tiling: sizes of the free dot symbols, and the warps."""
+
+    sizes: dict[str, int]
+    warps: tuple[int, int]  # (W_m, W_n)
+
+    @property
+    def num_warps(self) -> int:
+        return self.warps[0] * self.warps[1]
+
+
+def _streamed(v: Value, dot: Operation) -> bool:
+    """Whether `v` is (a cast, transpose or reshape of) a `tile.load` in the dot's loop body:
+    such an operand needs one shared buffer per pipeline stage, any other one buffer."""
+    loop = dot.parent_op
+    if not isinstance(loop, scf.ForOp):
+        return False
+    while isinstance(v, OpResult):
+        op = v.op
+        if isinstance(op, T.LoadOp):
+            return loop.is_ancestor_of(op)
+        if not isinstance(op, (T.CastOp, T.TransposeOp, T.ReshapeOp, T.SelectOp)):
+            return False
+        v = op.operands[1] if isinstance(op, T.SelectOp) else op.operands[0]
+    return False
+
+
+def _is_mma_dot(op: T.DotOp) -> bool:
+    a, b, c = op.a.type, op.b.type, op.acc.type
+    return a.element == b.element and a.element in (f16, bf16) and c.element == f32
+
+
+class _KernelTiling:
+    def __init__(self, kernel: FuncOp, tiles, extents, opts: Tiling.Options, ctx: PassContext):
+        self.kernel = kernel
+        self.extents = extents
+        self.opts = opts
+        self.ctx = ctx
+        self.plan: TilePlan = plan_tile_sizes(kernel, tiles, extents, opts.max_extent)
+        pinned = kernel.attributes.get("tilec.num_warps")
+        if pinned is not None:
+            self.warps_pin: int | None = pinned.value
+            self.warps_source = "pinned by the kernel"
+            self.warps_option = f"warps={pinned.value} (pinned by the kernel)"
+        elif opts.num_warps:
+            self.warps_pin = opts.num_warps
+            self.warps_source = "option num_warps"
+            self.warps_option = f"option num_warps={opts.num_warps}"
+        else:
+            self.warps_pin = None
+            self.warps_source = ""
+            self.warps_option = ""
+        if self.warps_pin is not None and self.warps_pin not in WARP_COUNTS:
+            raise TileError(
+                f"kernel '{kernel.sym_name}': {self.warps_option} is not one of {WARP_COUNTS}",
+                kernel.loc,
+            )
+        stages = kernel.attributes.get("tilec.num_stages")
+        self.stages = stages.value if stages is not None else opts.stages
+        self.stages_source = "pinned by the kernel" if stages is not None else "option stages"
+        self.reduces = any(isinstance(op, T.ReduceOp) for op in kernel.walk())
+
+    # -- sizes ----------------------------------------------------------------------------------
+
+    def size(self, d: str | int, config: _Config | None = None) -> int:
+        if isinstance(d, int):
+            return d
+        if config is not None and d in config.sizes:
+            return config.sizes[d]
+        return self.plan.symbols[d].size
+
+    def describe(self, d: str | int, role: str, config: _Config) -> str:
+        """`M tile BM=8 (pinned by the kernel)`: a size and where it comes from."""
+        if isinstance(d, int):
+            return f"{role} tile {d}"
+        s = self.plan.symbols[d]
+        if d in config.sizes:
+            origin = "heuristic"
+        elif s.pinned_by == "option tiles":
+            origin = "option tiles"
+        elif s.pinned_by:
+            origin = "pinned by the kernel"
+        else:
+            origin = s.reason.split(":")[0]
+        return f"{role} tile {d}={self.size(d, config)} ({origin})"
+
+    # -- the kernel -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        kernel = self.kernel
+        dot_ops = [op for op in kernel.walk() if isinstance(op, T.DotOp)]
+        mma_dots: list[_Dot] = []
+        for op in dot_ops:
+            if not _is_mma_dot(op):
+                self.ctx.remark(
+                    op,
+                    f"FMA path: mma.sync m16n8k16 takes f16/bf16 operands and an f32 "
+                    f"accumulator, this dot has {op.a.type.element} x {op.b.type.element} "
+                    f"-> {op.acc.type.element}",
+                )
+            elif not self.opts.mma:
+                self.ctx.remark(op, "FMA path: option mma=false")
+            else:
+                mma_dots.append(
+                    _Dot(
+                        op,
+                        op.acc.type.shape[0],
+                        op.acc.type.shape[1],
+                        op.a.type.shape[1],
+                        element_bytes(op.a.type.element),
+                        (_streamed(op.a, op), _streamed(op.b, op)),
+                    )
+                )
+        config = self.choose_mma(mma_dots) if mma_dots else None
+        if config is not None:
+            for name, size in config.sizes.items():
+                s = self.plan.symbols[name]
+                s.size, s.free = size, False
+                s.reason = s.reason.split(":")[0] + ": mma.sync tiling"
+            num_warps = config.num_warps
+        self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
+        if symbols_of(kernel):
+            bind_tile_sizes(kernel, self.plan)
+            self.ctx.remark(kernel, self.plan.remark())
+        if config is None:
+            num_warps = self.plain_warps()
+        kernel.attributes["tilec.num_warps"] = IntegerAttr(num_warps)
+        if config is not None:
+            layout = mma_accumulator_layout(config.warps)
+            for dot in mma_dots:
+                _set_accumulator_layout(dot.op, layout)
+            self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
+        self.group(bool(dot_ops))
+
+    def plain_warps(self) -> int:
+        if self.warps_pin is not None:
+            self.ctx.remark(self.kernel, f"{self.warps_pin} warps ({self.warps_source})")
+            return self.warps_pin
+        largest = max(
+            (
+                math.prod(v.type.shape)
+                for op in self.kernel.walk()
+                for v in op.results
+                if isinstance(v.type, TileType)
+            ),
+            default=0,
+        )
+        warps = 8 if largest >= LARGE_TILE_ELEMENTS else 4
+        self.ctx.remark(
+            self.kernel,
+            f"{warps} warps: the largest tile holds {largest} elements "
+            f"({'≥' if warps == 8 else '<'} {LARGE_TILE_ELEMENTS}: "
+            f"{math.ceil(largest / (WARP_SIZE * warps))} per thread)",
+        )
+        return warps
+
+    # -- the mma search -------------------------------------------------------------------------
+
+    def candidates(self, dots: list[_Dot], free: set[str], warps: tuple[int, ...]):
+        """Every config over the free symbols' candidate sizes and the warp splits."""
+        tiled = {d for dot in dots for d in (dot.m, dot.n) if isinstance(d, str)}
+        names = sorted(free)
+        choices = []
+        for name in names:
+            s = self.plan.symbols[name]
+            cap = s.cap
+            if name in tiled:
+                sizes = [x for x in TILED_SIZES if cap is None or x <= cap] or [max(16, cap)]
+            else:
+                sizes = [x for x in CONTRACTED_SIZES if cap is None or x <= max(cap, 16)]
+            choices.append(sizes)
+        for values in itertools.product(*choices):
+            for w in warps:
+                for wm in (x for x in WARP_COUNTS if x <= w):
+                    yield _Config(dict(zip(names, values)), (wm, w // wm))
+
+    def problems(self, dots: list[_Dot], c: _Config) -> list[str]:
+        """Why `c` cannot tile `dots` for mma.sync (empty: it can)."""
+        found: list[str] = []
+        wm, wn = c.warps
+        for dot in dots:
+            m, n, k = (self.size(d, c) for d in (dot.m, dot.n, dot.k))
+            if m % (INSTR_M * wm):
+                found.append(
+                    f"{self.describe(dot.m, 'M', c)} is not a multiple of {INSTR_M * wm} "
+                    f"({INSTR_M} rows per mma x {wm} warp{'s' if wm > 1 else ''} along M)"
+                )
+            if n % (INSTR_N * wn):
+                found.append(
+                    f"{self.describe(dot.n, 'N', c)} is not a multiple of {INSTR_N * wn} "
+                    f"({INSTR_N} columns per mma x {wn} warp{'s' if wn > 1 else ''} along N)"
+                )
+            if k % INSTR_K:
+                found.append(
+                    f"{self.describe(dot.k, 'K', c)} is not a multiple of {INSTR_K} "
+                    "(the k of mma.sync m16n8k16)"
+                )
+        shared = self.shared_bytes(dots, c)
+        if shared > self.opts.shared_limit:
+            found.append(
+                f"the operand buffers take {_kib(shared)} of shared memory "
+                f"({self.shared_text(dots, c)}), over the limit of "
+                f"{_kib(self.opts.shared_limit)} (option shared_limit)"
+            )
+        return list(dict.fromkeys(found))
+
+    def operand_buffers(self, dots: list[_Dot], c: _Config) -> list[tuple[int, int]]:
+        """(stages, bytes of one buffer) for each dot operand staged through shared memory."""
+        buffers = []
+        for dot in dots:
+            m, n, k = (self.size(d, c) for d in (dot.m, dot.n, dot.k))
+            for elements, streamed in zip((m * k, k * n), dot.streamed):
+                buffers.append((self.stages if streamed else 1, elements * dot.element_bytes))
+        return buffers
+
+    def shared_bytes(self, dots: list[_Dot], c: _Config) -> int:
+        return sum(s * b for s, b in self.operand_buffers(dots, c))
+
+    def shared_text(self, dots: list[_Dot], c: _Config) -> str:
+        groups: dict[tuple[int, int], int] = {}
+        for key in self.operand_buffers(dots, c):
+            groups[key] = groups.get(key, 0) + 1
+        parts = []
+        for (stages, size), count in groups.items():
+            what = f"{count} operand{'s' if count > 1 else ''}"
+            parts.append(
+                f"{what} x {stages} stages x {_kib(size)}"
+                if stages > 1
+                else f"{what} x {_kib(size)}"
+            )
+        return " + ".join(parts)
+
+    def registers(self, dots: list[_Dot], c: _Config) -> int:
+        """f32 accumulator values per thread: every dot result is live in the loop body."""
+        threads = WARP_SIZE * c.num_warps
+        return sum(self.size(d.m, c) * self.size(d.n, c) // threads for d in dots)
+
+    def blocks(self, c: _Config) -> int | None:
+        """Blocks in the grid, when the option `extents` gives every grid dimension."""
+        total = 1
+        for dim, symbol in attribute_pairs(self.kernel, "tilec.grid"):
+            if str(dim) not in self.extents:
+                return None
+            tile = self.size(str(symbol), c) if isinstance(symbol, str) else int(symbol)  # type: ignore[call-overload]
+            total *= -(-self.extents[str(dim)] // tile)
+        return total
+
+    def preference(self, dots: list[_Dot], c: _Config) -> tuple:
+        """Sort key of qualifying configs, best first (see the class docstring)."""
+        blocks = self.blocks(c)
+        fill = min(blocks, self.opts.sm_count) if blocks is not None else 0
+        warps_rank = SEARCH_WARPS.index(c.num_warps) if c.num_warps in SEARCH_WARPS else 0
+        area = sum(self.size(d.m, c) * self.size(d.n, c) for d in dots)
+        split_along_rows = 0 if (not self.reduces or c.warps[1] == 1) else 1
+        fragments = 0.0  # shared-memory operand reads per product: least for square tiles
+        for d in dots:
+            m = max(1, self.size(d.m, c) // c.warps[0])
+            n = max(1, self.size(d.n, c) // c.warps[1])
+            fragments += (m + n) / (m * n)
+        k_row = sum(
+            abs(self.size(d.k, c) * d.element_bytes - PREFERRED_K_ROW_BYTES)
+            for d in dots
+            if isinstance(d.k, str) and d.k in c.sizes
+        )
+        taller = -sum(self.size(d.m, c) for d in dots)
+        return (
+            -fill,
+            warps_rank,
+            -area,
+            split_along_rows,
+            fragments,
+            k_row,
+            taller,
+            sorted(c.sizes.items()),
+            c.warps,
+        )
+
+    def choose_mma(self, dots: list[_Dot]) -> _Config | None:
+        """The best qualifying config, None when the dots stay on the FMA path (remarked), or a
+        `TileError` when pins rule out every config that the free choice would have."""
+        free = {
+            d
+            for dot in dots
+            for d in (dot.m, dot.n, dot.k)
+            if isinstance(d, str) and self.plan.symbols[d].free
+        }
+        warps = (self.warps_pin,) if self.warps_pin is not None else SEARCH_WARPS
+        existing = {
+            op.result.type.layout.warps_per_cta
+            for op in (d.op for d in dots)
+            if isinstance(op.result.type.layout, MmaLayout)
+        }
+        configs = list(self.candidates(dots, free, warps))
+        if existing:  # laid out by an earlier run: keep its warps
+            configs = [c for c in configs if c.warps in existing]
+        legal = [c for c in configs if not self.problems(dots, c)]
+        if legal:
+            good = [
+                c for c in legal if self.registers(dots, c) <= MAX_ACCUMULATOR_REGISTERS
+            ] or sorted(legal, key=lambda c: self.registers(dots, c))[:1]
+            return min(good, key=lambda c: self.preference(dots, c))
+        # Nothing qualifies: explain with the candidate closest to working.
+        closest = min(
+            configs,
+            key=lambda c: (
+                len(self.problems(dots, c)),
+                self.shared_bytes(dots, c),
+                self.preference(dots, c),
+            ),
+        )
+        why = self.problems(dots, closest)
+        pinned_dims = {
+            d
+            for dot in dots
+            for d in (dot.m, dot.n, dot.k)
+            if isinstance(d, str) and self.plan.symbols[d].pinned_by
+        }
+        if pinned_dims or self.warps_pin is not None:
+            unpinned = list(self.candidates(dots, free | pinned_dims, SEARCH_WARPS))
+            if any(not self.problems(dots, c) for c in unpinned):
+                self.pin_error(dots, free, why)
+        unknown = [
+            f"{d}={self.size(d)}"
+            for d in dict.fromkeys(x for dot in dots for x in (dot.m, dot.n, dot.k))
+            if isinstance(d, str) and "unknown extent" in self.plan.symbols[d].reason
+        ]
+        self.ctx.remark(
+            self.kernel,
+            f"FMA path for {len(dots)} tile.dot{'s' if len(dots) > 1 else ''}: no mma.sync "
+            "tiling fits: "
+            + "; ".join(why)
+            + (
+                f" ({', '.join(unknown)} assumed for a whole dimension of unknown extent: "
+                'give it with option extents, e.g. extents="D=64")'
+                if unknown
+                else ""
+            ),
+        )
+        return None
+
+    def pin_error(self, dots: list[_Dot], free: set[str], why: list[str]) -> None:
+        name = self.kernel.sym_name
+        hint = (
+            "mma.sync m16n8k16 needs M, N and K tiles that are multiples of 16·W_m, 8·W_n and "
+            "16 for W_m x W_n warps; change the pin, or run tiling{mma=false} for the FMA path"
+        )
+        if self.warps_pin is not None:
+            fitting = [
+                w
+                for w in WARP_COUNTS
+                if any(not self.problems(dots, c) for c in self.candidates(dots, free, (w,)))
+            ]
+            if fitting and self.warps_pin not in fitting:
+                acc = f"{self.size(dots[0].m)}x{self.size(dots[0].n)}"
+                raise TileError(
+                    f"kernel '{name}': {self.warps_option} do not tile the {acc} accumulator "
+                    f"into mma.sync warp tiles (multiples of {INSTR_M}x{INSTR_N}): "
+                    f"{', '.join(map(str, fitting))} warps would",
+                    self.kernel.loc,
+                    hint=hint,
+                )
+        raise TileError(
+            f"kernel '{name}': the pinned sizes cannot use mma.sync m16n8k16: " + "; ".join(why),
+            self.kernel.loc,
+            hint=hint,
+        )
+
+    def mma_remark(self, dots: list[_Dot], c: _Config) -> str:
+        wm, wn = c.warps
+        sizes = ", ".join(
+            f"{d}={self.size(d)}"
+            for d in dict.fromkeys(x for dot in dots for x in (dot.m, dot.n, dot.k))
+            if isinstance(d, str)
+        )
+        tiles = []
+        for dot in dots:
+            m, n = self.size(dot.m) // wm, self.size(dot.n) // wn
+            tiles.append(
+                f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} m16n8k16 "
+                "instructions per warp per k-step"
+            )
+        if len(set(tiles)) == 1:
+            tiles = tiles[:1]
+        source = f", {self.warps_source}" if self.warps_source else ""
+        text = (
+            f"{sizes}, {c.num_warps} warps{source} ({'; '.join(tiles)}): "
+            f"{self.shared_text(dots, c)} = {_kib(self.shared_bytes(dots, c))} shared "
+            f"({self.stages} stages, {self.stages_source}), "
+            f"{self.registers(dots, c)} accumulator registers/thread"
+        )
+        blocks = self.blocks(c)
+        if blocks is not None:
+            text += f"; grid of {blocks} blocks for {self.opts.sm_count} SMs (option sm_count)"
+        return text
+
+    # -- block order ----------------------------------------------------------------------------
+
+    def group(self, has_dot: bool) -> None:
+        kernel, g = self.kernel, self.opts.group_m
+        grid = attribute_pairs(kernel, "tilec.grid")
+        if "tilec.group_m" in kernel.attributes or not has_dot or len(grid) != 2:
+            return
+        axes = [str(dim) for dim, _ in grid]
+        if g == 1:
+            self.ctx.remark(kernel, "block order: launch order (option group_m=1)")
+            return
+        ids = {0: [], 1: []}
+        for op in kernel.walk():
+            if isinstance(op, T.ProgramIdOp) and op.axis in ids:
+                ids[op.axis].append(op)
+        if not ids[0] and not ids[1]:
+            return
+        rows = self.blocks_along(0)
+        if rows is not None and rows <= g:
+            self.ctx.remark(
+                kernel,
+                f"block order: launch order ({rows} blocks along {axes[0]}, no more than "
+                f"group_m={g})",
+            )
+            return
+        pid_m, pid_n = _grouped_program_ids(kernel, g)
+        for op in ids[0]:
+            op.replace_with([pid_m])
+        for op in ids[1]:
+            op.replace_with([pid_n])
+        kernel.attributes["tilec.group_m"] = IntegerAttr(g)
+        self.ctx.remark(
+            kernel,
+            f"block order: groups of {g} blocks along {axes[0]} (option group_m): consecutive "
+            f"blocks share the {axes[1]} tile of one operand and {g} tiles of the other in L2",
+        )
+
+    def blocks_along(self, axis: int) -> int | None:
+        dim, symbol = attribute_pairs(self.kernel, "tilec.grid")[axis]
+        if str(dim) not in self.extents:
+            return None
+        tile = self.size(str(symbol)) if isinstance(symbol, str) else int(symbol)  # type: ignore[call-overload]
+        return -(-self.extents[str(dim)] // tile)
+
+
+def _kib(n: int) -> str:
+    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n / 1024:.1f} KiB"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewrites
+
+
+def _set_accumulator_layout(dot: T.DotOp, layout: MmaLayout) -> None:
+    """`layout` on the dot's result and on the chain that carries it: the `tile.full` that
+    starts it, and the `scf.for` iter_args, results and inits that carry it round loops.
+
+    The IR must verify before `assign-layouts` runs, so where the chain meets an op outside it
+    that needs its operands' types to agree (`arith.addf`, ...), an explicit
+    `tile.convert_layout` to no layout yet comes first; a start that is not a `tile.full` (the
+    dot's accumulator computed by other ops, a loop's initial value) is converted to `#mma`."""
+    chain: list[Value] = []
+    seen: set[int] = set()
+    starts: list[tuple[Operation, int]] = []  # (op, operand) where the chain begins
+    inner: set[tuple[int, int]] = set()  # (id(op), operand) uses that belong to the chain
+
+    def lay(v: Value) -> None:
+        if id(v) in seen or not isinstance(v.type, TileType):
+            return
+        seen.add(id(v))
+        chain.append(v)
+        for user in list(v.uses):
+            loop = user.parent_op
+            if isinstance(user, scf.YieldOp) and isinstance(loop, scf.ForOp):
+                for i, yielded in enumerate(user.operands):
+                    if yielded is v:
+                        carried(loop, i)
+        if isinstance(v, BlockArgument):
+            loop = v.block.parent_op
+            if isinstance(loop, scf.ForOp) and v.index >= 1:
+                carried(loop, v.index - 1)
+
+    def carried(loop: scf.ForOp, i: int) -> None:
+        inner.add((id(loop.yield_op), i))
+        inner.add((id(loop), 3 + i))
+        starts.append((loop, 3 + i))
+        lay(loop.iter_args[i])
+        lay(loop.results[i])
+        lay(loop.yield_op.operands[i])
+
+    inner.add((id(dot), 2))
+    starts.append((dot, 2))
+    lay(dot.result)
+    for v in chain:
+        t = v.type
+        if t.layout is None:
+            v.type = TileType(t.shape, t.element, layout)
+    for user, operand in starts:
+        _start_chain(user, operand, layout)
+    for v in chain:
+        for user in list(dict.fromkeys(v.uses)):
+            uses = [i for i, x in enumerate(user.operands) if x is v]
+            if all((id(user), i) in inner for i in uses) or _verifies(user):
+                continue
+            t = v.type
+            conversion = Builder.before_op(user).create(
+                T.ConvertLayoutOp, input=v, result_types=[TileType(t.shape, t.element, None)]
+            )
+            for i in uses:
+                if (id(user), i) not in inner:
+                    user.set_operand(i, conversion.result)
+
+
+def _verifies(op: Operation) -> bool:
+    """Whether `op` itself (not what it nests) verifies."""
+    try:
+        verify_op_structure(op)
+        for trait in op.traits:
+            trait.verify(op)
+        op.verify_()
+    except VerifyError:
+        return False
+    return True
+
+
+def _start_chain(user: Operation, operand: int, layout: MmaLayout) -> None:
+    """Give operand `operand` of `user` (where an accumulator chain starts) `layout`: a
+    `tile.full` gets it (cloned when other ops use it too: they keep theirs), anything else is
+    converted."""
+    v = user.operands[operand]
+    t = v.type
+    if not isinstance(t, TileType) or t.layout == layout:
+        return
+    if isinstance(v, OpResult) and isinstance(v.op, T.FullOp) and t.layout is None:
+        if len(v.uses) > 1:
+            clone = v.op.clone()
+            v.op.parent.insert(v.op.parent.ops.index(v.op) + 1, clone)
+            user.set_operand(operand, clone.result)
+            v = clone.result
+        v.type = TileType(t.shape, t.element, layout)
+        return
+    conversion = Builder.before_op(user).create(
+        T.ConvertLayoutOp, input=v, result_types=[TileType(t.shape, t.element, layout)]
+    )
+    user.set_operand(operand, conversion.result)
+
+
+def _grouped_program_ids(kernel: FuncOp, g: int) -> tuple[Value, Value]:
+    """Block coordinates (axis 0, axis 1) in grouped order, computed at the top of the kernel.
+
+    Launch order numbers blocks `pid = x + y * nx` (axis 0 fastest). Blocks are taken in groups
+    of `g` rows of axis 0 times all of axis 1; within a group, axis 0 is fastest. The last group
+    may have fewer rows (`rows = min(nx - first, g)`), which keeps the map a bijection."""
+    b = Builder.at_start(kernel.body.block, kernel.loc)
+
+    def op(cls, **fields) -> Value:
+        return b.create(cls, **fields).result
+
+    x = op(T.ProgramIdOp, axis=0)
+    y = op(T.ProgramIdOp, axis=1)
+    nx = op(T.NumProgramsOp, axis=0)
+    ny = op(T.NumProgramsOp, axis=1)
+    c_g = b.create(arith.ConstantOp, value=g, result_types=[index]).result
+    pid = op(arith.AddIOp, lhs=x, rhs=op(arith.MulIOp, lhs=y, rhs=nx))
+    group_size = op(arith.MulIOp, lhs=ny, rhs=c_g)
+    group = op(arith.DivSIOp, lhs=pid, rhs=group_size)
+    first = op(arith.MulIOp, lhs=group, rhs=c_g)
+    rows = op(arith.MinSIOp, lhs=op(arith.SubIOp, lhs=nx, rhs=first), rhs=c_g)
+    in_group = op(arith.RemSIOp, lhs=pid, rhs=group_size)
+    pid_m = op(arith.AddIOp, lhs=first, rhs=op(arith.RemSIOp, lhs=in_group, rhs=rows))
+    pid_n = op(arith.DivSIOp, lhs=in_group, rhs=rows)
+    pid_m.name_hint, pid_n.name_hint = "pid_m", "pid_n"
+    return pid_m, pid_n

@@ -1,0 +1,168 @@
+"""The `tiling` pass: translation validation of every example through the interpreter, the
+grouped block order at grid sizes that are not multiples of the group, and its choices."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+import tilec
+import tilec.passes.tiling  # registers the pass even where tilec.passes does not import it
+from tilec.diagnostics import TileError
+from tilec.dialects import tile as T
+from tilec.dialects.tile import MmaLayout
+from tilec.interp import TensorView, prepare_launch
+from tilec.interp.runner import random_arguments
+from tilec.ir.types import TensorType
+from tilec.ir.verifier import verify
+from tilec.passmanager import PassContext, parse_pipeline
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.tile")))
+PIPELINE = "canonicalize,cse,tiling,assign-layouts,canonicalize,cse,dce"
+SIZE_SETS = [(1, 3, 2), (37, 19, 53)]
+
+
+def _dimensions(func) -> list[str]:
+    dims: list[str] = []
+    for arg in func.arguments:
+        if isinstance(arg.type, TensorType):
+            dims += [d for d in arg.type.shape if isinstance(d, str) and d not in dims]
+    return dims
+
+
+def _run(module, name: str, inputs: list, tile_sizes: dict[str, int] | None):
+    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
+    launch = prepare_launch(module, name, args, tile_sizes=tile_sizes)
+    launch.run()
+    outputs = [v.array for v in launch.arguments if isinstance(v, TensorView)]
+    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}
+
+
+def _extents(func, sizes) -> dict[str, int]:
+    pins = func.attributes.get("tilec.pinned_tiles")
+    pinned = dict(pins.value) if pins is not None else {}
+    return {
+        d: 2 if pinned.get("B" + d) == 1 else sizes[i % len(sizes)]
+        for i, d in enumerate(_dimensions(func))
+    }
+
+
+def _validate(module, name: str, pipeline: str, inputs: list) -> None:
+    """Run `pipeline` one pass at a time; after each, the kernel computes what it did before."""
+    context = PassContext()
+    for p in parse_pipeline(pipeline):
+        before = module.clone()
+        context.current_pass = p.name
+        p.run(module, context)
+        verify(module)
+        after, tile_sizes = _run(module, name, inputs, None)
+        expected, _ = _run(before, name, inputs, tile_sizes)
+        for got, want in zip(after, expected):
+            np.testing.assert_array_equal(got, want, err_msg=f"pass '{p.name}' changed {name}")
+
+
+def _cases():
+    for path in EXAMPLES:
+        for name in tilec.compile(path).kernels:
+            for sizes in SIZE_SETS:
+                yield pytest.param(path, name, sizes, id=f"{os.path.basename(path)}:{name}:{sizes}")
+
+
+@pytest.mark.parametrize(("path", "name", "sizes"), list(_cases()))
+def test_tiling_pipeline_preserves_results(path, name, sizes):
+    module = tilec.compile(path, kernels=[name]).module
+    func = module.lookup(name)
+    inputs = random_arguments(func, _extents(func, sizes), seed=len(_dimensions(func)))
+    _validate(module, name, PIPELINE, inputs)
+
+
+@pytest.mark.parametrize("name", ["attention", "attention_causal"])
+def test_attention_with_mma_layouts_preserves_results(name):
+    """With the head dimension known both dots are tiled for mma: the accumulator chains are
+    #mma and the interpreter still computes the same thing."""
+    path = os.path.join(ROOT, "examples", "attention.tile")
+    module = tilec.compile(path, kernels=[name]).module
+    func = module.lookup(name)
+    extents = {d: {"B": 2, "H": 1, "D": 16}.get(d, 37) for d in _dimensions(func)}
+    inputs = random_arguments(func, extents, seed=3)
+    _validate(module, name, PIPELINE.replace("tiling", 'tiling{extents="D=16"}'), inputs)
+    dots = [op for op in module.walk() if isinstance(op, T.DotOp)]
+    assert len(dots) == 2
+    assert {op.result.type.layout for op in dots} == {MmaLayout(2, (4, 1), (16, 8, 16))}
+
+
+# Grids (blocks along M, blocks along N) at 16x16 tiles: edges where the last group is partial,
+# a single row or column, and more rows than a group.
+GRIDS = [(7, 5), (9, 2), (1, 4), (5, 1), (17, 3), (3, 3), (8, 8)]
+
+
+@pytest.mark.parametrize("group_m", [2, 3, 8])
+@pytest.mark.parametrize(("rows", "cols"), GRIDS)
+def test_grouped_block_order_is_a_permutation(rows, cols, group_m):
+    """Every block still computes exactly one tile: grouped and ungrouped results are equal,
+    including grids whose extents are not multiples of the tile or of the group."""
+    path = os.path.join(ROOT, "examples", "matmul.tile")
+    extents = {"M": rows * 16 - 5, "N": cols * 16 - 3, "K": 20}
+    tiles = 'tiles="BM=16,BN=16,BK=16"'
+    results = {}
+    for g in (1, group_m):
+        program = tilec.compile(
+            path, kernels=["matmul"], pipeline=f"canonicalize,cse,tiling{{{tiles} group_m={g}}}"
+        )
+        func = program.module.lookup("matmul")
+        assert ("tilec.group_m" in func.attributes) == (g > 1)
+        inputs = random_arguments(func, extents, seed=7)
+        results[g], _ = _run(program.module, "matmul", inputs, None)
+    np.testing.assert_array_equal(results[group_m][2], results[1][2])
+    a, b = (x.astype(np.float32) for x in inputs[:2])
+    np.testing.assert_allclose(results[group_m][2].astype(np.float32), a @ b, rtol=2e-2, atol=0.1)
+
+
+def _tiled(source_path: str, kernel: str, options: str = "") -> tuple:
+    pipeline = f"canonicalize,cse,tiling{{{options}}}" if options else "canonicalize,cse,tiling"
+    program = tilec.compile(source_path, kernels=[kernel], pipeline=pipeline)
+    func = program.module.lookup(kernel)
+    sizes = {str(s): int(n) for s, n in func.attributes["tilec.tile_sizes"].value}
+    dots = [op for op in func.walk() if isinstance(op, T.DotOp)]
+    return func, sizes, dots, [r.message for r in program.remarks]
+
+
+def test_default_matmul_is_128x128x32_on_2x2_warps():
+    func, sizes, dots, remarks = _tiled(os.path.join(ROOT, "examples", "matmul.tile"), "matmul")
+    assert sizes == {"BM": 128, "BN": 128, "BK": 32}
+    assert func.attributes["tilec.num_warps"].value == 4
+    assert dots[0].result.type.layout == MmaLayout(2, (2, 2), (16, 8, 16))
+    assert any("48 KiB shared" in r and "128 accumulator registers/thread" in r for r in remarks)
+
+
+def test_known_small_extents_give_more_blocks():
+    path = os.path.join(ROOT, "examples", "matmul.tile")
+    _, sizes, _, _ = _tiled(path, "matmul", 'extents="M=1024,N=1024,K=1024"')
+    assert (sizes["BM"], sizes["BN"]) == (64, 64)  # 256 blocks for 132 SMs, not 64
+    _, sizes, _, _ = _tiled(path, "matmul", 'extents="M=4096,N=4096,K=4096"')
+    assert (sizes["BM"], sizes["BN"]) == (128, 128)
+
+
+def test_mma_false_keeps_the_fma_path():
+    _, sizes, dots, remarks = _tiled(
+        os.path.join(ROOT, "examples", "matmul.tile"), "matmul", "mma=false"
+    )
+    assert dots[0].result.type.layout is None
+    assert sizes == {"BM": 64, "BN": 64, "BK": 32}  # specialize's heuristic
+    assert any("option mma=false" in r for r in remarks)
+
+
+def test_pinned_tile_that_cannot_use_mma_is_an_error():
+    path = os.path.join(ROOT, "examples", "matmul.tile")
+    with pytest.raises(TileError, match=r"M tile BM=8 \(option tiles\) is not a multiple of 16"):
+        _tiled(path, "matmul", 'tiles="BM=8"')
+
+
+def test_every_example_reaches_ptx_with_tiling():
+    for path in EXAMPLES:
+        program = tilec.compile(path, pipeline=PIPELINE, target="ptx", arch="sm_90a")
+        assert ".entry" in program.ptx
