@@ -2,8 +2,10 @@
 
 from tilec.passes import (  # noqa: F401  (registers the passes)
     assign_layouts,
+    assume,
     canonicalize,
     cse,
     dce,
     specialize,
+    vectorize,
 )

@@ -149,6 +149,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comp.add_argument("--warps", type=int, help="pin the number of warps per block")
     comp.add_argument("--stages", type=int, help="pin the number of pipeline stages")
+    comp.add_argument(
+        "--assume",
+        metavar="FACT,...",
+        default="none",
+        help="what every launch's arguments will satisfy, for the code to use (the 'assume' "
+        "pass): aligned = pointers 16-byte aligned, unit = last strides 1, divisible = "
+        "extents and other strides multiples of 16; e.g. --assume aligned,unit,divisible "
+        "(what @tilec.jit finds for contiguous tensors). Default none: the code is right for "
+        "any arguments",
+    )
     _add_instrumentation_flags(comp)
 
     run = sub.add_parser(
@@ -342,6 +352,25 @@ def _pinned_options(args: argparse.Namespace) -> dict[str, object]:
     return options
 
 
+def _with_assumptions(pipeline: str | None, assume: str, emit: str) -> str | None:
+    """`pipeline` (None: the default for `emit`) started by the `assume` pass for `--assume`."""
+    from tilec.compiler import DEFAULT_PIPELINE
+    from tilec.lowering.abi import ASSUMPTIONS
+
+    facts = [f.strip() for f in assume.split(",") if f.strip() and f.strip() != "none"]
+    for fact in facts:
+        if fact not in ASSUMPTIONS:
+            raise TileError(
+                f"--assume: unknown fact '{fact}'", hint="facts: " + ", ".join(ASSUMPTIONS)
+            )
+    if not facts:
+        return pipeline
+    if pipeline is None:
+        pipeline = DEFAULT_PIPELINE if emit != "tir" else ""
+    rest = f",{pipeline}" if pipeline else ""
+    return f'assume{{all="{",".join(facts)}"}}{rest}'
+
+
 def _compile(args: argparse.Namespace) -> int:
     from tilec.compiler import compile_module
     from tilec.frontend import parse_source
@@ -354,7 +383,7 @@ def _compile(args: argparse.Namespace) -> int:
         parse_source(text, filename),
         kernels=args.kernel or None,
         options=_pinned_options(args) or None,
-        pipeline=args.pipeline,
+        pipeline=_with_assumptions(args.pipeline, args.assume, args.emit),
         instrumentation=_instrumentation(args),
         target=args.emit,
         arch=args.arch,

@@ -283,6 +283,8 @@ class JitFunction:
         if extents:
             text = ",".join(f"{d}={n}" for d, n in extents.items())
             pipeline = pipeline.replace("specialize", f'specialize{{extents="{text}"}}', 1)
+        # The facts go into the IR first, for the passes (vectorize) and the lowering alike.
+        pipeline = f"{_assume_pass(specialization)},{pipeline}"
         key = kernel_cache.KernelCacheKey(
             self.source.text,
             self.name,
@@ -362,6 +364,12 @@ def _signature(args: tuple) -> tuple:
 
 def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
+
+
+def _assume_pass(specialization: Any) -> str:
+    """The `assume` pass (passes/assume.py) that records `specialization` on the kernel."""
+    facts = [f'{k}="{",".join(v)}"' for k, v in specialization.to_json().items() if v]
+    return "assume{" + " ".join(facts) + "}" if facts else "assume"
 
 
 def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:

@@ -89,6 +89,9 @@ class AsyncCopyOp(Operation):
     buffer = Operand(SHARED)
     slot = Operand(INDEX)
     mask = Operand(BOOL_LIKE, optional=True)
+    vector = Attr(
+        IntegerAttr, optional=True, doc="elements per cp.async along the last dimension (vectorize)"
+    )
     assembly_format = (
         "$view `[` $offsets `]` `,` $buffer `[` $slot `]` (`,` `mask` $mask)? attr-dict "
         "`:` type($view) `,` type($buffer)"

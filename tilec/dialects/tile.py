@@ -346,6 +346,10 @@ def _check_mask(op: Operation, mask: Value | None, shape: tuple[Dim, ...]) -> No
         raise op.error(f"mask must be a tile of i1 shaped {_shape_text(shape)}, got {t}")
 
 
+# Set by the vectorize pass (passes/vectorize.py), read by the lowering.
+_VECTOR_DOC = "elements per memory access along the last dimension (vectorize); default 1"
+
+
 @register_op
 class LoadOp(Operation):
     """Load the tile whose shape is the result type from a tensor view.
@@ -361,6 +365,7 @@ class LoadOp(Operation):
     offsets = Operand(INDEX, variadic=True)
     mask = Operand(BOOL_LIKE, optional=True)
     padding = Attr((FloatAttr, IntegerAttr, BoolAttr), optional=True, doc="default 0")
+    vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
     result = Result(TILE)
     assembly_format = (
         "$view `[` $offsets `]` (`,` `mask` $mask)? attr-dict `:` type($view) `->` type($result)"
@@ -388,6 +393,7 @@ class StoreOp(Operation):
     offsets = Operand(INDEX, variadic=True)
     value = Operand(TILE)
     mask = Operand(BOOL_LIKE, optional=True)
+    vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
     assembly_format = (
         "$view `[` $offsets `]` `,` $value (`,` `mask` $mask)? attr-dict "
         "`:` type($view) `,` type($value)"

@@ -26,12 +26,13 @@ kernel can be cached on disk and launched by `tilec.runtime`, which knows nothin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import ArrayAttr, StringAttr
 from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
 from tilec.lowering.exchange import kernel_scratch_bytes
@@ -39,14 +40,19 @@ from tilec.lowering.layouts import WARP_SIZE
 
 __all__ = [
     "ALIGNMENT",
+    "ASSUMPTIONS",
     "DIVISOR",
+    "SPECIALIZATION_ATTRIBUTES",
     "GridAxis",
     "KernelABI",
     "Parameter",
     "Specialization",
+    "assumed_specialization",
     "kernel_abi",
     "kernel_parameters",
+    "kernel_specialization",
     "module_abi",
+    "set_kernel_specialization",
 ]
 
 # What `Specialization` records, as Triton does: 16-byte alignment (the widest vector access)
@@ -83,9 +89,77 @@ class Specialization:
     def to_json(self) -> dict[str, list[str]]:
         return {k: sorted(getattr(self, k)) for k in ("aligned", "unit", "divisible")}
 
+    def __bool__(self) -> bool:
+        return bool(self.aligned or self.unit or self.divisible)
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Specialization:
         return cls(**{k: frozenset(data.get(k, ())) for k in ("aligned", "unit", "divisible")})
+
+
+# The kernel attributes that carry a `Specialization` in the IR, by field: `tilec.aligned =
+# ["x", "y"]`, `tilec.unit = ["x.stride.1"]`, `tilec.divisible = ["x.extent.0"]` (sorted
+# parameter names; an absent attribute is an empty set). Passes (vectorize) and the lowering
+# read these, and nothing else, so both act on the same facts.
+SPECIALIZATION_ATTRIBUTES = {
+    "aligned": "tilec.aligned",
+    "unit": "tilec.unit",
+    "divisible": "tilec.divisible",
+}
+
+
+def kernel_specialization(kernel: FuncOp) -> Specialization:
+    """What `kernel` was compiled assuming about its arguments (its `tilec.aligned`,
+    `tilec.unit` and `tilec.divisible` attributes)."""
+    facts = {}
+    for field_name, attr in SPECIALIZATION_ATTRIBUTES.items():
+        found = kernel.attributes.get(attr)
+        facts[field_name] = frozenset(map(str, found.value)) if found else frozenset()
+    return Specialization(**facts)
+
+
+def set_kernel_specialization(kernel: FuncOp, specialization: Specialization) -> None:
+    """Record `specialization` on `kernel` (replacing what it said). A name that is not a
+    parameter of the right kind (a pointer for `aligned`, a stride for `unit`, an extent or a
+    stride for `divisible`) is a ValueError."""
+    kinds = {p.name: p.kind for p in kernel_parameters(kernel)}
+    allowed = {"aligned": ("pointer",), "unit": ("stride",), "divisible": ("extent", "stride")}
+    for field_name, attr in SPECIALIZATION_ATTRIBUTES.items():
+        names = sorted(getattr(specialization, field_name))
+        for name in names:
+            if kinds.get(name) not in allowed[field_name]:
+                raise ValueError(
+                    f"kernel '{kernel.sym_name}' has no {' or '.join(allowed[field_name])} "
+                    f"parameter '{name}' (for '{field_name}')"
+                )
+        if names:
+            kernel.attributes[attr] = ArrayAttr(tuple(StringAttr(n) for n in names))
+        else:
+            kernel.attributes.pop(attr, None)
+
+
+ASSUMPTIONS = ("aligned", "unit", "divisible")
+
+
+def assumed_specialization(kernel: FuncOp, assumptions: Iterable[str]) -> Specialization:
+    """The specialization that blanket `assumptions` (a subset of `ASSUMPTIONS`) make for
+    every argument of `kernel`, as Triton assumes for its defaults: `aligned` -- every pointer
+    is 16-byte aligned; `unit` -- every tensor's last stride is 1; `divisible` -- every extent,
+    and every stride that `unit` does not make 1, is a multiple of 16."""
+    assumptions = set(assumptions)
+    unknown = assumptions - set(ASSUMPTIONS)
+    if unknown:
+        raise ValueError(f"unknown assumption(s) {', '.join(sorted(unknown))}")
+    params = kernel_parameters(kernel)
+    ranks = {p.argument: p.axis + 1 for p in params if p.kind == "stride"}
+    aligned = {p.name for p in params if p.kind == "pointer"} if "aligned" in assumptions else ()
+    unit = set()
+    if "unit" in assumptions:
+        unit = {p.name for p in params if p.kind == "stride" and p.axis == ranks[p.argument] - 1}
+    divisible = set()
+    if "divisible" in assumptions:
+        divisible = {p.name for p in params if p.kind in ("extent", "stride")} - unit
+    return Specialization(frozenset(aligned), frozenset(unit), frozenset(divisible))
 
 
 @dataclass(frozen=True)

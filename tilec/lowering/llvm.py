@@ -62,8 +62,15 @@ from tilec.ir.types import (
     Type,
     element_type,
 )
-from tilec.lowering import mathlib
-from tilec.lowering.abi import ALIGNMENT, DIVISOR, Specialization, kernel_abi
+from tilec.lowering import mathlib, memory
+from tilec.lowering.abi import (
+    ALIGNMENT,
+    DIVISOR,
+    Specialization,
+    kernel_abi,
+    kernel_specialization,
+    set_kernel_specialization,
+)
 from tilec.lowering.exchange import (
     REMAP_OPS,
     SCRATCH_ALIGNMENT,
@@ -183,10 +190,13 @@ def lower_to_llvm(
     specializations: Mapping[str, Specialization] | None = None,
 ) -> ir.Module:
     """An LLVM module with one kernel function per `func` of `module` (specialized and laid
-    out), for NVPTX architecture `arch` (one of `ARCHES`). `specializations` (by kernel name)
-    lets the code assume facts about the arguments: pointers marked `align 16`, unit strides
-    folded to the constant 1, `llvm.assume` that extents and strides divide by 16. An op that
-    cannot be lowered raises `InternalCompilerError` naming it, with the IR saved to a file."""
+    out), for NVPTX architecture `arch` (one of `ARCHES`). The code assumes the facts about the
+    arguments that each kernel's IR records (`tilec.aligned`, `tilec.unit`, `tilec.divisible`:
+    `tilec.lowering.abi.kernel_specialization`, written by the `assume` pass): pointers marked
+    `align 16`, unit strides folded to the constant 1, `llvm.assume` that extents and strides
+    divide by 16. `specializations` (by kernel name) must agree with those; a kernel whose IR
+    records none takes the one given (it is recorded on the kernel). An op that cannot be
+    lowered raises `InternalCompilerError` naming it, with the IR saved to a file."""
     if arch not in ARCHES:
         raise TileError(f"unknown architecture '{arch}'", hint="one of " + ", ".join(ARCHES))
     llmod = ir.Module(name=module.loc.file or "tilec")
@@ -194,7 +204,7 @@ def lower_to_llvm(
     llmod.data_layout = DATA_LAYOUT
     for func in module.functions:
         try:
-            specialization = (specializations or {}).get(func.sym_name, Specialization())
+            specialization = _specialization(func, (specializations or {}).get(func.sym_name))
             _KernelLowering(func, llmod, specialization).lower()
         except TileError:
             raise
@@ -202,6 +212,20 @@ def lower_to_llvm(
             path = save_crash_ir("lower-to-llvm", print_op(module, print_locations=True), None)
             raise InternalCompilerError("lower-to-llvm", e, path) from e
     return llmod
+
+
+def _specialization(func: FuncOp, given: Specialization | None) -> Specialization:
+    """The facts `func` is lowered with: its IR's, which `given` (if any) must match."""
+    recorded = kernel_specialization(func)
+    if given is None or given == recorded:
+        return recorded
+    if recorded:
+        raise ValueError(
+            f"kernel '{func.sym_name}' is compiled for {given.to_json()} but its IR records "
+            f"{recorded.to_json()} (the assume pass)"
+        )
+    set_kernel_specialization(func, given)
+    return given
 
 
 _FLOAT_BINARY = {
@@ -674,7 +698,25 @@ class _KernelLowering:
         if isinstance(padding, bool):
             padding = int(padding)
         other = constant(t.element, padding)
+        vector = op.attributes.get("vector")
+        if vector is not None and vector.value > 1:
+            return [self._vector_load(t, vector.value, pointers, predicates, other)]
         return [[self._global_load(t.element, p, q, other) for p, q in zip(pointers, predicates)]]
+
+    def _vector_load(self, t: TileType, v: int, pointers, predicates, other) -> list[ir.Value]:
+        """One `ld.global.v*` per run of `v` slots (`tilec.lowering.memory`): the run's first
+        pointer and predicate stand for all (the vectorize pass proved that they may)."""
+        m = thread_map(t)
+        bits = 8 if t.element == IntegerType(1) else _bits(t.element)
+        access = memory.VectorAccess(v, bits)
+        other_bits = [self._to_bits(other, ir.IntType(bits), t.element)] * v
+        values = []
+        for s in memory.vector_slots(m.counts, m.dims[-1].offsets, v):
+            loaded = memory.global_load_vector(
+                self.b, access, pointers[s], predicates[s], other_bits
+            )
+            values += [self._from_bits(x, t.element) for x in loaded]
+        return values
 
     def _global_load(self, t: Type, pointer: ir.Value, predicate, other: ir.Constant):
         b = self.b
@@ -716,6 +758,10 @@ class _KernelLowering:
         if owner is not None:
             predicates = [self.b.and_(p, owner) for p in predicates]
         element = t.element
+        vector = op.attributes.get("vector")
+        if vector is not None and vector.value > 1:
+            self._vector_store(t, vector.value, pointers, predicates, self.values[op.value])
+            return None
         letter, ptx_type, reg = _register_kind(element)
         asm = ir.InlineAsm(
             ir.FunctionType(ir.VoidType(), [GLOBAL_PTR, reg, I1]),
@@ -726,6 +772,16 @@ class _KernelLowering:
         for p, v, q in zip(pointers, self.values[op.value], predicates):
             self.b.call(asm, [p, self._to_bits(v, reg, element), q])
         return None
+
+    def _vector_store(self, t: TileType, v: int, pointers, predicates, values) -> None:
+        """One `st.global.v*` per run of `v` slots, like `_vector_load`."""
+        m = thread_map(t)
+        bits = 8 if t.element == IntegerType(1) else _bits(t.element)
+        access = memory.VectorAccess(v, bits)
+        register = ir.IntType(bits)
+        for s in memory.vector_slots(m.counts, m.dims[-1].offsets, v):
+            run = [self._to_bits(x, register, t.element) for x in values[s : s + v]]
+            memory.global_store_vector(self.b, access, pointers[s], predicates[s], run)
 
     # -- tile: moving elements between threads --------------------------------------------------
 

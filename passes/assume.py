@@ -1,0 +1,82 @@
+"""The `assume` pass: records what a kernel may assume about its arguments, in the IR.
+
+`@tilec.jit` compiles one kernel per *specialization* of its arguments (which pointers are
+16-byte aligned, which strides are 1, which extents and strides divide by 16:
+`tilec.lowering.abi.Specialization`) and starts its pipeline with this pass, naming those
+parameters; `tilec compile --assume aligned,unit,divisible` starts it with blanket
+assumptions. Later passes (`vectorize`) and the lowering read the facts from the kernel's
+attributes `tilec.aligned`, `tilec.unit` and `tilec.divisible` (`kernel_specialization`), so
+they act on the same ones; the launcher refuses arguments that break them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.core import Operation
+from tilec.lowering.abi import (
+    ASSUMPTIONS,
+    Specialization,
+    assumed_specialization,
+    kernel_parameters,
+    set_kernel_specialization,
+)
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["Assume"]
+
+
+@register_pass
+class Assume(Pass):
+    """Records the argument facts a kernel is compiled for as kernel attributes.
+
+    Options name parameters (`tilec.lowering.abi`'s names: `x`, `x.extent.0`, `x.stride.1`),
+    comma-separated: `aligned` -- pointers 16-byte aligned; `unit` -- strides equal to 1;
+    `divisible` -- extents or strides that are multiples of 16. `all` is a list of blanket
+    assumptions (`aligned,unit,divisible`) for every argument: every pointer aligned, every
+    last stride 1, every other stride and every extent a multiple of 16. A kernel gets
+    `tilec.aligned`, `tilec.unit`, `tilec.divisible` (sorted names), replacing earlier ones; a
+    name that none of the module's kernels has is an error. Remark: the facts, per kernel.
+    """
+
+    name = "assume"
+    summary = "Record argument facts (alignment, unit strides, divisibility) on kernels"
+
+    @dataclass
+    class Options:
+        aligned: str = option("", 'pointer parameters aligned to 16 bytes, e.g. "x,y"')
+        unit: str = option("", 'stride parameters equal to 1, e.g. "x.stride.1"')
+        divisible: str = option("", 'extents/strides that are multiples of 16, e.g. "x.extent.0"')
+        all: str = option("", 'blanket assumptions for every argument: "aligned,unit,divisible"')
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        opts = self.options
+        named = {f: _names(getattr(opts, f)) for f in ("aligned", "unit", "divisible")}
+        blanket = _names(opts.all)
+        for kind in blanket - set(ASSUMPTIONS):
+            raise TileError(
+                f"assume: unknown assumption '{kind}'", hint="one of " + ", ".join(ASSUMPTIONS)
+            )
+        used: set[str] = set()
+        for kernel in module.walk():
+            if not isinstance(kernel, FuncOp):
+                continue
+            mine = {p.name for p in kernel_parameters(kernel)}
+            base = assumed_specialization(kernel, blanket)
+            facts = {f: getattr(base, f) | (names & mine) for f, names in named.items()}
+            used |= set().union(*named.values()) & mine
+            try:
+                set_kernel_specialization(kernel, Specialization(**facts))
+            except ValueError as e:
+                raise TileError(f"assume: {e}", kernel.loc) from None
+            text = "; ".join(f"{f}: {', '.join(sorted(v))}" for f, v in facts.items() if v)
+            ctx.remark(kernel, "assumes " + (text or "nothing about its arguments"))
+        unknown = set().union(*named.values()) - used
+        if unknown:
+            raise TileError(f"assume: no kernel has a parameter {', '.join(sorted(unknown))}")
+
+
+def _names(text: str) -> set[str]:
+    return {n.strip() for n in text.split(",") if n.strip()}

@@ -1,0 +1,314 @@
+"""The `vectorize` pass: the widest legal global access for every load, store and async copy.
+
+A thread's run of `v` consecutive elements along the last dimension can move as one access of
+`v * element bytes` (at most 16) when, for the tensor view `x` of rank r:
+
+* contiguity: the last stride is 1 (`x.stride.{r-1}` in the kernel's `tilec.unit`);
+* alignment: the address of every run's first element is a multiple of `v * element bytes`:
+  `x` is 16-byte aligned (`tilec.aligned`), every other stride is a multiple of v
+  (`tilec.divisible`: of 16), and the offset of the last dimension is a known multiple of v
+  (index arithmetic: constants, `program_id * BN`, loop variables that start and step by
+  multiples, `tile.dim` of divisible extents, sums and products of those);
+* a thread holds v consecutive elements: v divides `size_per_thread` of the last dimension of
+  the value's layout (a `tile.async_copy` has no register layout: v divides the slot's last
+  dimension and `copy_layout(slot shape, num_warps, v)` is a valid layout, and the access is 4,
+  8 or 16 bytes, as `cp.async` needs);
+* one predicate for the run: the extent of the last dimension is a multiple of v (a
+  `tile.async_copy` needs no such thing: `cp.async` zero-fills the tail past the extent through
+  its source size) and the mask, if any, is known equal within runs of v (splats, broadcasts
+  along the last dimension, `iota < n` with n a multiple of v, and elementwise combinations).
+
+The facts come from the kernel's attributes (`tilec.lowering.abi.kernel_specialization`), which
+the `assume` pass writes. It sets `vector = v` (v >= 2) on the op and remarks, for every access,
+its width; for an access narrower than `max_bytes`, why (every condition that bound it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.dialects import arith, scf, shared
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import IntegerAttr
+from tilec.ir.core import BlockArgument, Operation, OpResult, Value
+from tilec.ir.types import TileType
+from tilec.lowering.abi import Specialization, kernel_specialization
+from tilec.lowering.layouts import as_blocked, copy_layout, element_bytes, layout_error
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["Vectorize"]
+
+# What "known multiple of" says of a value known to be 0: any power of two.
+_ANY = 1 << 30
+# `divisible` promises multiples of this many elements (`tilec.lowering.abi.DIVISOR`).
+_DIVISIBLE = 16
+
+_ELEMENTWISE = (
+    arith.AndIOp,
+    arith.OrIOp,
+    arith.XOrIOp,
+    arith.CmpIOp,
+    arith.CmpFOp,
+    T.SelectOp,
+    T.CastOp,
+)
+# iota <pred> n is equal within runs of r elements when n is a multiple of r (iota on the left).
+_THRESHOLD_PREDICATES = {"slt", "sge", "ult", "uge"}
+_SWAPPED = {"sgt": "slt", "sle": "sge", "ugt": "ult", "ule": "uge"}
+
+
+@register_pass
+class Vectorize(Pass):
+    """Widens global loads, stores and async copies to the widest legal access (16 bytes).
+
+    Reads the kernel's argument facts (`tilec.aligned`, `tilec.unit`, `tilec.divisible`, from
+    the `assume` pass), the index arithmetic of each access's offsets, the layout of its value
+    (`#blocked` `size_per_thread` of the last dimension) and its mask; sets `vector = v` where
+    v >= 2 elements can move in one access (the module docstring lists the conditions). With
+    `enable=false` it removes every `vector`. Remarks: each access's width, and for one
+    narrower than `max_bytes` every reason that keeps it so.
+    """
+
+    name = "vectorize"
+    summary = "Widest legal (16-byte) global accesses from argument facts and index arithmetic"
+
+    @dataclass
+    class Options:
+        max_bytes: int = option(16, "widest access in bytes (a power of two, at most 16)")
+        enable: bool = option(True, "set vector widths (false: every access one element)")
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        for kernel in module.walk():
+            if isinstance(kernel, FuncOp):
+                facts = _KernelFacts(kernel)
+                for op in kernel.walk():
+                    if isinstance(op, (T.LoadOp, T.StoreOp, shared.AsyncCopyOp)):
+                        self._vectorize(op, facts, ctx)
+
+    def _vectorize(self, op: Operation, facts: _KernelFacts, ctx: PassContext) -> None:
+        op.attributes.pop("vector", None)
+        what = op.name.removeprefix("tile.").replace("_", " ")
+        size = element_bytes(op.view.type.element)
+        if not self.options.enable:
+            ctx.remark(op, f"{what}: not vectorized (vectorize disabled)")
+            return
+        widest = max(1, min(self.options.max_bytes, 16) // size)
+        limits = facts.limits(op, widest)
+        v = min([widest] + [limit for limit, _ in limits])
+        if v > 1:
+            op.attributes["vector"] = IntegerAttr(v)
+        message = f"{what}: {v * size}-byte accesses ({v} x {size} bytes)"
+        if v < widest:
+            reasons = [reason for limit, reason in limits if limit == v]
+            message += ", not " + f"{widest * size}: " + "; ".join(reasons)
+        ctx.remark(op, message)
+
+
+def _low_bit(n: int) -> int:
+    """The largest power of two dividing `n` (`_ANY` for 0)."""
+    return min(n & -n, _ANY) if n else _ANY
+
+
+class _KernelFacts:
+    """What one kernel knows: its specialization and the multiples its index values are."""
+
+    def __init__(self, kernel: FuncOp):
+        self.kernel = kernel
+        self.spec: Specialization = kernel_specialization(kernel)
+        self.names = {arg: arg.name_hint or f"arg{i}" for i, arg in enumerate(kernel.arguments)}
+        self._multiples: dict[Value, int] = {}
+        warps = kernel.attributes.get("tilec.num_warps")
+        self.num_warps = warps.value if warps is not None else None
+
+    # -- the conditions ---------------------------------------------------------------------
+
+    def limits(self, op: Operation, widest: int) -> list[tuple[int, str]]:
+        """Each condition that caps the vector below `widest`: (largest v it allows, why)."""
+        view = op.view
+        name = self.names.get(view) if isinstance(view, BlockArgument) else None
+        if name is None or view.block is not self.kernel.body.block:
+            return [(1, "the view is not a kernel argument")]
+        rank = view.type.rank
+        last = rank - 1
+        out: list[tuple[int, str]] = []
+        if f"{name}.stride.{last}" not in self.spec.unit:
+            out.append((1, f"stride of dim {last} ({name}.stride.{last}) not known to be 1"))
+        if name not in self.spec.aligned:
+            out.append((1, f"{name} not known to be 16-byte aligned"))
+        for d in range(last):
+            stride = f"{name}.stride.{d}"
+            m = _DIVISIBLE if stride in self.spec.divisible else 1
+            if m < widest:
+                out.append((m, f"stride of dim {d} ({stride}) not known divisible by {widest}"))
+        m = self.multiple(op.offsets[last])
+        if m < widest:
+            out.append(
+                (m, f"offset of dim {last} not known to be a multiple of {widest} (only of {m})")
+            )
+        if isinstance(op, shared.AsyncCopyOp):
+            out += self._copy_limits(op, widest)
+        else:
+            value_type = op.result.type if isinstance(op, T.LoadOp) else op.value.type
+            out += self._register_limits(value_type, widest)
+            extent = self._extent_multiple(name, view.type.shape[last], last)
+            if extent < widest:
+                out.append(
+                    (
+                        extent,
+                        f"extent of dim {last} ({name}.extent.{last}) not known to be a "
+                        f"multiple of {widest}",
+                    )
+                )
+        if op.mask is not None:
+            run = self.run(op.mask)
+            if run < widest:
+                out.append((run, f"mask not known to be equal within runs of {widest}"))
+        return out
+
+    def _register_limits(self, t: TileType, widest: int) -> list[tuple[int, str]]:
+        try:
+            layout = as_blocked(t.layout)
+        except ValueError:
+            return [(1, f"layout {t.layout} is not a register layout")]
+        run = min(layout.size_per_thread[-1], t.shape[-1])
+        if run < widest:
+            plural = "element" if run == 1 else "elements"
+            return [(run, f"layout holds {run} contiguous {plural} per thread")]
+        return []
+
+    def _copy_limits(self, op: shared.AsyncCopyOp, widest: int) -> list[tuple[int, str]]:
+        shape = shared.slot_type(op.buffer.type).shape
+        if self.num_warps is None:
+            return [(1, "the kernel has no tilec.num_warps (run assign-layouts)")]
+        size = element_bytes(op.view.type.element)
+        out = []
+        v = min(widest, _low_bit(shape[-1]))
+        if v < widest:
+            plural = "element" if shape[-1] == 1 else "elements"
+            out.append((v, f"a row of the slot {list(shape)} holds {shape[-1]} {plural}"))
+        chunk = v
+        while chunk > 1 and layout_error(
+            copy_layout(shape, self.num_warps, chunk), shape, self.num_warps
+        ):
+            chunk //= 2
+        if chunk < v:
+            out.append((chunk, f"slot {list(shape)} has no copy layout in chunks of {v}"))
+        if chunk * size < 4:
+            out.append((1, f"cp.async needs 4, 8 or 16 bytes, {chunk * size} at most here"))
+        return out
+
+    def _extent_multiple(self, name: str, dim, axis: int) -> int:
+        if isinstance(dim, int):
+            return _low_bit(dim)
+        return _DIVISIBLE if f"{name}.extent.{axis}" in self.spec.divisible else 1
+
+    # -- index arithmetic ---------------------------------------------------------------------
+
+    def multiple(self, v: Value) -> int:
+        """The largest power of two `v` (an integer scalar) is known to be a multiple of."""
+        found = self._multiples.get(v)
+        if found is None:
+            self._multiples[v] = 1  # a cycle (a loop-carried value) knows nothing
+            found = self._multiples[v] = min(self._multiple(v), _ANY)
+        return found
+
+    def _multiple(self, v: Value) -> int:
+        if isinstance(v, BlockArgument):
+            region = v.block.parent
+            owner = region.parent if region is not None else None
+            if isinstance(owner, scf.ForOp) and v is owner.induction_var:
+                return min(self.multiple(owner.lower), self.multiple(owner.step))
+            return 1
+        if not isinstance(v, OpResult):
+            return 1
+        op = v.op
+        if isinstance(op, arith.ConstantOp):
+            value = op.attributes["value"].value
+            return _low_bit(int(value)) if isinstance(value, int) else 1
+        if isinstance(op, arith.MulIOp):
+            return self.multiple(op.operands[0]) * self.multiple(op.operands[1])
+        if isinstance(op, (arith.AddIOp, arith.SubIOp, arith.MaxSIOp, arith.MinSIOp)):
+            return min(self.multiple(op.operands[0]), self.multiple(op.operands[1]))
+        if isinstance(op, arith.ShLIOp):
+            shift = op.operands[1]
+            if isinstance(shift, OpResult) and isinstance(shift.op, arith.ConstantOp):
+                return self.multiple(op.operands[0]) << int(shift.op.attributes["value"].value)
+            return self.multiple(op.operands[0])
+        if isinstance(op, (arith.IndexCastOp, arith.ExtSIOp)):
+            return self.multiple(op.operands[0])
+        if isinstance(op, T.DimOp):
+            name = self.names.get(op.view) if isinstance(op.view, BlockArgument) else None
+            if name is None:
+                return 1
+            return self._extent_multiple(name, op.view.type.shape[op.axis], op.axis)
+        return 1
+
+    # -- masks ----------------------------------------------------------------------------------
+
+    def run(self, v: Value) -> int:
+        """The largest power of two r such that the tile `v` is known equal within every
+        aligned run of r elements along its last dimension (`_ANY` for a scalar)."""
+        t = v.type
+        if not isinstance(t, TileType):
+            return _ANY
+        if t.shape[-1] == 1:
+            return _ANY
+        if not isinstance(v, OpResult):
+            return 1
+        op = v.op
+        if isinstance(op, (T.SplatOp, T.FullOp)):
+            return _ANY
+        if isinstance(op, T.BroadcastOp):
+            return _ANY if op.input.type.shape[-1] == 1 else self.run(op.input)
+        if isinstance(op, T.ExpandDimsOp):  # the new dim is not last: a size-1 last returned
+            return self.run(op.input)
+        if isinstance(op, T.ConvertLayoutOp):
+            return self.run(op.input)
+        if isinstance(op, arith.CmpIOp):
+            threshold = self._threshold_run(op)
+            if threshold is not None:
+                return threshold
+        if isinstance(op, _ELEMENTWISE):
+            return min(self.run(x) for x in op.operands)
+        return 1
+
+    def _threshold_run(self, op: arith.CmpIOp) -> int | None:
+        """`iota (+ splat a) < splat n` (and its kin): equal within runs of r where r divides
+        n - a; None when the compare is not of that form."""
+        lhs, rhs, predicate = op.lhs, op.rhs, op.predicate
+        if predicate in _SWAPPED:
+            lhs, rhs, predicate = rhs, lhs, _SWAPPED[predicate]
+        if predicate not in _THRESHOLD_PREDICATES:
+            return None
+        start = self._iota_start(lhs)
+        bound = self._splat_multiple(rhs)
+        if start is None or bound is None:
+            return None
+        return min(start, bound)
+
+    def _iota_start(self, v: Value) -> int | None:
+        """For `v` = iota + (splats), the multiple its start is known to be (None: not so)."""
+        if not isinstance(v, OpResult):
+            return None
+        op = v.op
+        if isinstance(op, T.IotaOp):
+            return _ANY
+        if isinstance(op, (arith.IndexCastOp, arith.ExtSIOp, T.ConvertLayoutOp)):
+            return self._iota_start(op.operands[0])
+        if isinstance(op, arith.AddIOp):
+            for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+                start, offset = self._iota_start(a), self._splat_multiple(b)
+                if start is not None and offset is not None:
+                    return min(start, offset)
+        return None
+
+    def _splat_multiple(self, v: Value) -> int | None:
+        if not isinstance(v.type, TileType):
+            return self.multiple(v)
+        if isinstance(v, OpResult) and isinstance(v.op, T.SplatOp):
+            return self.multiple(v.op.input)
+        if isinstance(v, OpResult) and isinstance(v.op, T.FullOp):
+            value = v.op.attributes["value"].value
+            return _low_bit(int(value)) if isinstance(value, int) else None
+        return None
