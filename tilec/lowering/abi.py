@@ -35,8 +35,8 @@ from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import ArrayAttr, StringAttr
 from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
-from tilec.lowering.exchange import kernel_scratch_bytes
 from tilec.lowering.layouts import WARP_SIZE
+from tilec.lowering.tensorcore import shared_bytes
 
 __all__ = [
     "ALIGNMENT",
@@ -263,7 +263,7 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
         kernel_parameters(kernel),
         tuple(grid),
         warps.value,
-        kernel_scratch_bytes(kernel),
+        shared_bytes(kernel),
         tile_sizes,
         _pairs(kernel, "tilec.max_extent"),
         frozenset(

@@ -1,0 +1,587 @@
+"""Lowering of shared buffers, asynchronous copies and tensor-core dots (the ops that
+`smem-placement` and `pipeline` introduce: `docs/passes.md`).
+
+Shared buffers. `tile.alloc_shared` buffers live at their `offset` (bytes) in the kernel's one
+dynamic shared array; without `offset` attributes they are packed in order. The lowering's own
+scratch (layout conversions, cross-warp reductions) of an op starts after the buffers live at
+that op (`scratch_bases`): after a pipelined loop, its buffers' bytes are reused. A slot of a `!smem<S x R x C>` buffer is `R*C` elements, row-major; with a
+`#shared<vec, per_phase, max_phase, order = [1, 0]>` layout, chunk `c // vec` of row `r` is
+stored at chunk `(c // vec) ^ ((r // per_phase) % max_phase)` (`swizzled_offset`). Higher-rank
+slots flatten their leading dimensions into rows.
+
+Copies. `tile.async_copy` with `vector = v` (elements per access, set by `vectorize`): the
+thread that copies each run of `v` elements is `copy_layout(slot shape, num_warps, v)`; when
+`v * element bytes` is 4, 8 or 16 each run is one `cp.async` (`.cg` for 16 bytes: it bypasses
+L1) whose source size is the bytes inside the view's extents, so that the rest is zero-filled
+— partial runs at the edge included. Narrower copies are plain predicated loads and shared
+stores (they land at once, which the copy's semantics allow). `tile.async_commit` and
+`tile.async_wait N` are `cp.async.commit_group` and `cp.async.wait_group N`; `tile.barrier`
+is `bar.sync 0`.
+
+Tensor cores. A `tile.dot` whose accumulator is `#mma` (version 2) and whose operands are
+`#dot_operand` tiles is a sequence of `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`.
+`#dot_operand` tiles exist only as results of `tile.load_shared`, which reads them with
+`ldmatrix` (the right operand with `.trans`, as B is stored K-major). Register order, for a
+warp tile of `Mi x Ni` instruction tiles and `Kk = K / 16` steps (`g = lane / 4`,
+`t = lane % 4`, rows and columns are the accumulator's, `tilec.lowering.layouts.as_blocked`):
+
+* A fragment `(mi, kk)`: four b32 registers `a0a1, a2a3, a4a5, a6a7` = rows `r0 + g` and
+  `r0 + 8 W_m + g` (`r0 = 8 warp_m + 16 W_m mi`), columns `16 kk + 2t (+1)` and `+ 8`.
+  One `ldmatrix.x4` reads it: lanes 8j..8j+7 address the rows of matrix `j`.
+* B fragment `(ni, kk)`: two b32 registers `b0b1, b2b3` = rows `16 kk + 2t (+1)` and `+ 8`,
+  column `c0 + g` (`c0 = 8 warp_n + 8 W_n ni`). One `ldmatrix.x4.trans` reads two of them.
+* Accumulator tile `(mi, ni)`: `c0..c3` are the accumulator's slots `(2 mi, 2 ni)`,
+  `(2 mi, 2 ni + 1)`, `(2 mi + 1, 2 ni)`, `(2 mi + 1, 2 ni + 1)` (slot = row index x column
+  index, row-major).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from tilec.dialects import scf
+from tilec.dialects import shared as S
+from tilec.dialects import tile as T
+from tilec.dialects.tile import DotOperandLayout, MmaLayout, SharedLayout
+from tilec.ir.core import Operation
+from tilec.ir.types import FloatType, SharedType, TileType
+from tilec.lowering.exchange import SCRATCH_ALIGNMENT, op_scratch_bytes
+from tilec.lowering.layouts import (
+    ThreadMap,
+    copy_layout,
+    element_bytes,
+)
+
+if TYPE_CHECKING:
+    from tilec.lowering.llvm import _KernelLowering
+
+__all__ = [
+    "BUFFER_ALIGNMENT",
+    "SharedBuffer",
+    "buffer_bytes",
+    "buffer_offsets",
+    "is_tensor_core_dot",
+    "scratch_bases",
+    "scratch_fences",
+    "shared_bytes",
+    "swizzled_offset",
+]
+
+BUFFER_ALIGNMENT = 128  # bytes: every buffer starts on a 128-byte line (swizzle phases align)
+
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F32 = ir.FloatType()
+GLOBAL_PTR = ir.PointerType(addrspace=1)
+
+
+def _aligned(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
+    return -(-n // alignment) * alignment
+
+
+def _slot_bytes(t: SharedType) -> int:
+    return math.prod(t.shape[1:]) * element_bytes(t.element)
+
+
+def buffer_offsets(kernel: Operation) -> dict[Operation, int]:
+    """Byte offset of every `tile.alloc_shared` of `kernel`: its `offset` attribute (set by
+    smem-placement), else packed in program order after the last one placed."""
+    allocs = [op for op in kernel.walk() if isinstance(op, S.AllocSharedOp)]
+    offsets: dict[Operation, int] = {}
+    end = 0
+    for op in allocs:
+        attr = op.attributes.get("offset")
+        if attr is not None:
+            offsets[op] = attr.value
+            end = max(end, attr.value + _slot_bytes(op.result.type) * op.result.type.shape[0])
+    for op in allocs:
+        if op not in offsets:
+            offsets[op] = _aligned(end)
+            end = offsets[op] + _slot_bytes(op.result.type) * op.result.type.shape[0]
+    return offsets
+
+
+def buffer_bytes(kernel: Operation) -> int:
+    """Bytes of shared memory the kernel's buffers take (the scratch starts here)."""
+    end = 0
+    for op, offset in buffer_offsets(kernel).items():
+        t = op.result.type
+        end = max(end, offset + _slot_bytes(t) * t.shape[0])
+    attr = kernel.attributes.get("tilec.shared_bytes")
+    if attr is not None:
+        end = max(end, attr.value)
+    return _aligned(end) if end else 0
+
+
+def _live_ends(kernel: Operation) -> tuple[dict[Operation, int], dict[Operation, int]]:
+    """Program-order positions: of every op, and of the last op at which each buffer is live
+    (a use inside a loop that does not contain the allocation keeps it live to the loop's end,
+    since the next iteration uses it again)."""
+    order = {op: i for i, op in enumerate(kernel.walk())}
+    ends: dict[Operation, int] = {}
+    for alloc in order:
+        if not isinstance(alloc, S.AllocSharedOp):
+            continue
+        end = order[alloc]
+        for use in alloc.result.uses:
+            last = order[use]
+            parent = use.parent_op
+            while parent is not None and parent is not kernel:
+                if isinstance(parent, scf.ForOp) and not _contains(parent, alloc):
+                    last = max(last, max(order[o] for o in parent.walk()))
+                parent = parent.parent_op
+            end = max(end, last)
+        ends[alloc] = end
+    return order, ends
+
+
+def _contains(op: Operation, inner: Operation) -> bool:
+    parent = inner.parent_op
+    while parent is not None:
+        if parent is op:
+            return True
+        parent = parent.parent_op
+    return False
+
+
+def scratch_bases(kernel: Operation) -> dict[Operation, int]:
+    """Where each op that needs scratch (`exchange.op_scratch_bytes`) may start it: after the
+    buffers live at that op (a buffer's bytes are free once its last use is behind)."""
+    order, ends = _live_ends(kernel)
+    offsets = buffer_offsets(kernel)
+    bases: dict[Operation, int] = {}
+    for op, i in order.items():
+        if op_scratch_bytes(op) == 0:
+            continue
+        end = 0
+        for alloc, last in ends.items():
+            if order[alloc] <= i <= last:
+                t = alloc.result.type
+                end = max(end, offsets[alloc] + _slot_bytes(t) * t.shape[0])
+        bases[op] = _aligned(end, SCRATCH_ALIGNMENT)
+    return bases
+
+
+def scratch_fences(kernel: Operation) -> set[Operation]:
+    """The ops whose scratch reuses bytes of a buffer: a barrier must precede them, so that
+    no thread still reads the buffer while another writes the scratch."""
+    bases = scratch_bases(kernel)
+    end = buffer_bytes(kernel)
+    return {op for op, base in bases.items() if base < end}
+
+
+def shared_bytes(kernel: Operation) -> int:
+    """Dynamic shared memory the kernel needs: its buffers, and each op's scratch where it
+    goes (`scratch_bases`)."""
+    need = buffer_bytes(kernel)
+    for op, base in scratch_bases(kernel).items():
+        need = max(need, base + op_scratch_bytes(op))
+    return _aligned(need, SCRATCH_ALIGNMENT) if need else 0
+
+
+def swizzled_offset(layout: SharedLayout | None, shape: tuple[int, ...], r: int, c: int) -> int:
+    """Element offset, within a slot of `shape`, of row `r` (leading dimensions flattened)
+    and column `c` of the last dimension."""
+    cols = shape[-1]
+    if layout is None or layout.max_phase == 1:
+        return r * cols + c
+    vec = layout.vec
+    chunk = (c // vec) ^ ((r // layout.per_phase) % layout.max_phase)
+    return r * cols + chunk * vec + c % vec
+
+
+def is_tensor_core_dot(op: Operation) -> bool:
+    """Whether `op` is a `tile.dot` the lowering turns into `mma.sync`."""
+    return (
+        isinstance(op, T.DotOp)
+        and isinstance(op.result.type.layout, MmaLayout)
+        and isinstance(op.a.type.layout, DotOperandLayout)
+        and isinstance(op.b.type.layout, DotOperandLayout)
+    )
+
+
+@dataclass
+class SharedBuffer:
+    """A lowered `tile.alloc_shared`: where it starts in the shared array, and its type."""
+
+    offset: int
+    type: SharedType
+
+    @property
+    def layout(self) -> SharedLayout | None:
+        layout = self.type.layout
+        if layout is not None and not isinstance(layout, SharedLayout):
+            raise ValueError(f"{self.type}: not a #shared layout")
+        if layout is not None and tuple(layout.order) != tuple(range(self.type.rank - 2, -1, -1)):
+            raise ValueError(f"{self.type}: only row-major #shared orders are lowered")
+        return layout
+
+    @property
+    def slot_shape(self) -> tuple[int, ...]:
+        return tuple(self.type.shape[1:])
+
+    @property
+    def slot_bytes(self) -> int:
+        return _slot_bytes(self.type)
+
+
+class Fragments:
+    """A `#dot_operand` tile in registers: per (instruction tile, k-step), its b32 registers.
+
+    `load(kk)` emits the `ldmatrix` instructions of k-step `kk` at the current point. When
+    nothing can write the slot between the `tile.load_shared` and its dot, the dot loads each
+    k-step just before using it (a warp tile's fragments for all of K would take as many
+    registers as the accumulator); otherwise every k-step is loaded at the `tile.load_shared`.
+    """
+
+    def __init__(self, index: int, k_steps: int, load) -> None:
+        self.index = index
+        self.k_steps = k_steps
+        self._load = load
+        self.regs: dict[tuple[int, int], list[ir.Value]] = {}
+        self._loaded: set[int] = set()
+
+    def load(self, kk: int) -> None:
+        if kk not in self._loaded:
+            self._loaded.add(kk)
+            self.regs.update(self._load(kk))
+
+    def load_all(self) -> Fragments:
+        for kk in range(self.k_steps):
+            self.load(kk)
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Inline PTX
+
+
+def _asm(
+    k: _KernelLowering,
+    ret: ir.Type,
+    args: list[ir.Value],
+    text: str,
+    constraints: str,
+    *,
+    side_effect: bool = True,
+):
+    fty = ir.FunctionType(ret, [a.type for a in args])
+    return k.b.call(ir.InlineAsm(fty, text, constraints, side_effect=side_effect), args)
+
+
+def _shared_address(k: _KernelLowering, byte_offset: ir.Value) -> ir.Value:
+    """A 32-bit shared-window address of `byte_offset` bytes into the shared array."""
+    base = k.b.ptrtoint(k.scratch, I32) if k.scratch is not None else ir.Constant(I32, 0)
+    return k.b.add(base, byte_offset)
+
+
+def _i32(v: int) -> ir.Constant:
+    return ir.Constant(I32, v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops
+
+
+def lower_alloc_shared(k: _KernelLowering, op: Operation) -> list[Any]:
+    return [SharedBuffer(k.buffer_offsets[op], op.result.type)]
+
+
+def lower_barrier(k: _KernelLowering, op: Operation) -> None:
+    k.barrier()
+
+
+def lower_async_commit(k: _KernelLowering, op: Operation) -> None:
+    _asm(k, ir.VoidType(), [], "cp.async.commit_group;", "~{memory}")
+
+
+def lower_async_wait(k: _KernelLowering, op: Operation) -> None:
+    _asm(k, ir.VoidType(), [], f"cp.async.wait_group {op.pending};", "~{memory}")
+
+
+def _slot_base(k: _KernelLowering, buf: SharedBuffer, slot: ir.Value) -> ir.Value:
+    """Byte offset (i32) of slot `slot` of `buf` in the shared array."""
+    b = k.b
+    index = b.trunc(slot, I32) if slot.type != I32 else slot
+    scaled = b.mul(index, _i32(buf.slot_bytes)) if buf.type.shape[0] > 1 else _i32(0)
+    return b.add(scaled, _i32(buf.offset)) if buf.offset else scaled
+
+
+def _swizzled_bytes(
+    k: _KernelLowering, buf: SharedBuffer, row: ir.Value, col: int | ir.Value
+) -> ir.Value:
+    """Byte offset within a slot of element (`row`, `col`) (i32 values or ints)."""
+    b = k.b
+    shape = buf.slot_shape
+    cols = shape[-1]
+    size = element_bytes(buf.type.element)
+    layout = buf.layout
+    col_v = _i32(col) if isinstance(col, int) else col
+    if layout is None or layout.max_phase == 1:
+        flat = b.add(b.mul(row, _i32(cols)), col_v)
+        return b.mul(flat, _i32(size))
+    vec = layout.vec
+    phase = b.and_(b.lshr(row, _i32(layout.per_phase.bit_length() - 1)), _i32(layout.max_phase - 1))
+    chunk = b.xor(b.lshr(col_v, _i32(vec.bit_length() - 1)), phase)
+    within = b.and_(col_v, _i32(vec - 1))
+    flat = b.add(b.add(b.mul(row, _i32(cols)), b.shl(chunk, _i32(vec.bit_length() - 1))), within)
+    return b.mul(flat, _i32(size))
+
+
+def lower_async_copy(k: _KernelLowering, op: Operation) -> None:
+    """Each thread copies its runs of `vector` elements (see the module docstring)."""
+    if op.mask is not None:
+        raise ValueError("tile.async_copy with a mask is not lowered; copy without one")
+    b = k.b
+    buf: SharedBuffer = k.values[op.buffer]
+    view = k.values[op.view]
+    shape = buf.slot_shape
+    elem = element_bytes(buf.type.element)
+    attr = op.attributes.get("vector")
+    v = attr.value if attr is not None else 1
+    if v * elem not in (4, 8, 16):
+        v = 1
+    m = ThreadMap(copy_layout(shape, k.num_warps, v), shape)
+    offsets = [k.values[x] for x in op.offsets]
+    slot_base = _slot_base(k, buf, k.values[op.slot])
+    indices = k.dim_indices(m)
+    last = len(shape) - 1
+    row_strides = [math.prod(shape[d + 1 : last]) for d in range(last)]
+    for slot in range(0, m.num_slots, v):
+        multi = m.slot_multi_index(slot)
+        pos = [indices[d][multi[d]] for d in range(len(shape))]
+        # global address and bounds
+        inside: ir.Value | None = None
+        offset64: ir.Value | None = None
+        for d in range(len(shape)):
+            g = b.add(offsets[d], b.sext(pos[d], I64))
+            term = b.mul(g, view.strides[d])
+            offset64 = term if offset64 is None else b.add(offset64, term)
+            if d != last:
+                ok = b.icmp_unsigned("<", g, view.extents[d])
+                inside = ok if inside is None else b.and_(inside, ok)
+            else:
+                col_g = g
+        pointer = b.gep(view.pointer, [offset64], source_etype=k.memory_type(buf.type.element))
+        row = _i32(0)
+        for d in range(last):
+            row = b.add(row, b.mul(pos[d], _i32(row_strides[d])))
+        dst = b.add(slot_base, _swizzled_bytes(k, buf, row, pos[last]))
+        if v == 1:
+            ok = _and(b, inside, b.icmp_unsigned("<", col_g, view.extents[last]))
+            k.shared_store(buf.type.element, dst, k.guarded_load(buf.type.element, pointer, ok))
+            continue
+        dst = _shared_address(k, dst)
+        # bytes inside the extent along the last dimension: clamp(extent - g, 0, v) * elem
+        left = b.sub(view.extents[last], col_g)
+        left = b.select(b.icmp_signed("<", left, ir.Constant(I64, 0)), ir.Constant(I64, 0), left)
+        left = b.select(b.icmp_signed(">", left, ir.Constant(I64, v)), ir.Constant(I64, v), left)
+        nbytes = b.mul(b.trunc(left, I32), _i32(elem))
+        if inside is not None:
+            nbytes = b.select(inside, nbytes, _i32(0))
+        # A fully outside run still needs a valid source address: point it at the base.
+        keep = b.icmp_unsigned("!=", nbytes, _i32(0))
+        pointer = b.select(keep, pointer, view.pointer)
+        cache = "cg" if v * elem == 16 else "ca"
+        _asm(
+            k,
+            ir.VoidType(),
+            [dst, pointer, nbytes],
+            f"cp.async.{cache}.shared.global [$0], [$1], {v * elem}, $2;",
+            "r,l,r,~{memory}",
+        )
+
+
+def _and(b: ir.IRBuilder, x: ir.Value | None, y: ir.Value) -> ir.Value:
+    return y if x is None else b.and_(x, y)
+
+
+def lower_store_shared(k: _KernelLowering, op: Operation) -> None:
+    """Each unique owner writes its elements at their (swizzled) places."""
+    buf: SharedBuffer = k.values[op.buffer]
+    t: TileType = op.value.type
+    m = ThreadMap(t.layout, t.shape)
+    slot_base = _slot_base(k, buf, k.values[op.slot])
+    values = k.values[op.value]
+    places = _slot_places(k, m)
+
+    def emit() -> None:
+        for (r, c), value in zip(places, values):
+            k.shared_store(t.element, k.b.add(slot_base, _swizzled_bytes(k, buf, r, c)), value)
+
+    k.when(k.unique_owner(m), emit)
+
+
+def lower_load_shared(k: _KernelLowering, op: Operation) -> list[Any]:
+    buf: SharedBuffer = k.values[op.buffer]
+    t: TileType = op.result.type
+    slot_base = _slot_base(k, buf, k.values[op.slot])
+    if isinstance(t.layout, DotOperandLayout):
+        fragments = _fragments(k, buf, slot_base, t)
+        return [fragments if _dot_follows(op) else fragments.load_all()]
+    out = []
+    for r, c in _slot_places(k, ThreadMap(t.layout, t.shape)):
+        out.append(k.shared_load(t.element, k.b.add(slot_base, _swizzled_bytes(k, buf, r, c))))
+    return [out]
+
+
+def _slot_places(k: _KernelLowering, m: ThreadMap) -> list[tuple[ir.Value, ir.Value]]:
+    """Per slot of the thread: its flattened row index and its column index (i32)."""
+    b = k.b
+    indices = k.dim_indices(m)
+    last = len(m.shape) - 1
+    strides = [math.prod(m.shape[d + 1 : last]) for d in range(last)]
+    places = []
+    for slot in range(m.num_slots):
+        multi = m.slot_multi_index(slot)
+        row: ir.Value = _i32(0)
+        for d in range(last):
+            term = indices[d][multi[d]]
+            if strides[d] != 1:
+                term = b.mul(term, _i32(strides[d]))
+            row = term if d == 0 else b.add(row, term)
+        places.append((row, indices[last][multi[last]]))
+    return places
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor cores
+
+
+def _warp_coordinates(k: _KernelLowering, warps: tuple[int, ...]) -> tuple[ir.Value, ir.Value]:
+    """(warp_m, warp_n) of this thread's warp for an accumulator tiled over `warps`."""
+    p = k.prologue
+    wn = warps[1]
+    return p.lshr(k.warp, _i32(wn.bit_length() - 1)), p.and_(k.warp, _i32(wn - 1))
+
+
+def _dot_follows(op: Operation) -> bool:
+    """Whether the only use of `op`'s result is a dot later in the same block with nothing in
+    between that could write shared memory or wait (so its reads may move into the dot)."""
+    uses = op.result.uses
+    if len(uses) != 1 or not isinstance(uses[0], T.DotOp):
+        return False
+    dot = uses[0]
+    if dot.parent is not op.parent:
+        return False
+    ops = op.parent.ops
+    for between in ops[ops.index(op) + 1 : ops.index(dot)]:
+        if between.regions or (
+            type(between).__module__ == S.__name__ and not isinstance(between, S.LoadSharedOp)
+        ):
+            return False
+    return True
+
+
+def _fragments(
+    k: _KernelLowering, buf: SharedBuffer, slot_base: ir.Value, t: TileType
+) -> Fragments:
+    layout: DotOperandLayout = t.layout  # type: ignore[assignment]
+    wm, wn = layout.warps_per_cta
+    warp_m, warp_n = _warp_coordinates(k, (wm, wn))
+    p = k.prologue
+    rr = p.and_(k.lane, _i32(7))
+    j = p.lshr(k.lane, _i32(3))
+    j_lo, j_hi = p.and_(j, _i32(1)), p.lshr(j, _i32(1))
+    four = ir.LiteralStructType([I32] * 4)
+
+    def ldmatrix(row: ir.Value, col: ir.Value, count: int, trans: str) -> list[ir.Value]:
+        b = k.b
+        address = _shared_address(k, b.add(slot_base, _swizzled_bytes(k, buf, row, col)))
+        names = ", ".join(f"${i}" for i in range(count))
+        out = _asm(
+            k,
+            four if count == 4 else ir.LiteralStructType([I32] * count),
+            [address],
+            f"ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {{{names}}}, [${count}];",
+            ",".join(["=r"] * count) + ",r",
+        )
+        return [b.extract_value(out, i) for i in range(count)]
+
+    if layout.index == 0:
+        rows, depth = t.shape
+        # lanes 8j..8j+7 address rows rr of matrix j: j & 1 picks the row half, j >> 1 the k half
+        row_t = p.add(p.add(p.shl(warp_m, _i32(3)), rr), p.mul(j_lo, _i32(8 * wm)))
+        col_t = p.shl(j_hi, _i32(3))
+
+        def load_a(kk: int) -> dict:
+            b = k.b
+            col = b.add(col_t, _i32(16 * kk)) if kk else col_t
+            return {
+                (mi, kk): ldmatrix(b.add(row_t, _i32(16 * wm * mi)) if mi else row_t, col, 4, "")
+                for mi in range(rows // (16 * wm))
+            }
+
+        return Fragments(0, depth // 16, load_a)
+
+    depth, cols = t.shape
+    # lanes 8j..8j+7 address k-rows rr of matrix j: j & 1 picks the k half, j >> 1 the n tile
+    row_t = p.add(rr, p.shl(j_lo, _i32(3)))
+    col_t = p.add(p.shl(warp_n, _i32(3)), p.mul(j_hi, _i32(8 * wn)))
+    n_tiles = cols // (8 * wn)
+
+    def load_b(kk: int) -> dict:
+        b = k.b
+        row = b.add(row_t, _i32(16 * kk)) if kk else row_t
+        regs = {}
+        for ni in range(0, n_tiles, 2):
+            col = b.add(col_t, _i32(8 * wn * ni)) if ni else col_t
+            if ni + 1 < n_tiles:
+                got = ldmatrix(row, col, 4, ".trans")
+                regs[(ni, kk)], regs[(ni + 1, kk)] = got[:2], got[2:]
+            else:
+                regs[(ni, kk)] = ldmatrix(row, col, 2, ".trans")
+        return regs
+
+    return Fragments(1, depth // 16, load_b)
+
+
+def lower_mma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
+    """`mma.sync.m16n8k16` over the warp tile, for every k-step (module docstring)."""
+    b = k.b
+    a: Fragments = k.values[op.a]
+    bb: Fragments = k.values[op.b]
+    acc_t: TileType = op.result.type
+    a_t: TileType = op.a.type
+    if not isinstance(acc_t.element, FloatType) or acc_t.element.width != 32:
+        raise ValueError(f"mma.sync accumulates in f32, not {acc_t.element}")
+    kind = str(a_t.element)
+    if kind not in ("f16", "bf16") or str(op.b.type.element) != kind:
+        raise ValueError(f"mma.sync takes f16 or bf16 operands, not {a_t.element}")
+    wm, wn = acc_t.layout.warps_per_cta
+    rows, cols = acc_t.shape
+    m_tiles, n_tiles, k_steps = rows // (16 * wm), cols // (8 * wn), a_t.shape[1] // 16
+    width = 2 * n_tiles  # accumulator slots per row index
+    acc = list(k.values[op.acc])
+    four = ir.LiteralStructType([F32] * 4)
+    text = (
+        f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 "
+        "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
+    )
+    for kk in range(k_steps):
+        a.load(kk)
+        bb.load(kk)
+        for mi in range(m_tiles):
+            for ni in range(n_tiles):
+                slots = [
+                    (2 * mi) * width + 2 * ni,
+                    (2 * mi) * width + 2 * ni + 1,
+                    (2 * mi + 1) * width + 2 * ni,
+                    (2 * mi + 1) * width + 2 * ni + 1,
+                ]
+                out = _asm(
+                    k,
+                    four,
+                    [*a.regs[(mi, kk)], *bb.regs[(ni, kk)], *(acc[s] for s in slots)],
+                    text,
+                    "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3",
+                    side_effect=False,
+                )
+                for i, s in enumerate(slots):
+                    acc[s] = b.extract_value(out, i)
+    return [acc]
