@@ -6,6 +6,8 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     canonicalize,
     cse,
     dce,
+    pipeline,
+    smem_placement,
     specialize,
     vectorize,
 )

@@ -63,15 +63,21 @@ def _check_slot(op: Operation, buffer_type: SharedType, tile_type: TileType, wha
 
 @register_op
 class AllocSharedOp(Operation):
-    """A shared-memory buffer for the block; its contents start undefined."""
+    """A shared-memory buffer for the block; its contents start undefined. `offset` (bytes
+    from the start of the kernel's shared memory, 16-byte aligned) is where `smem-placement`
+    put it; buffers never live at the same time may share bytes."""
 
     name = "tile.alloc_shared"
     summary = "Allocate a shared-memory buffer (stages first) for the block."
+    offset = Attr(IntegerAttr, optional=True, doc="bytes from the start of shared memory")
     result = Result(SHARED)
     assembly_format = "attr-dict `:` type($result)"
 
     def verify_(self) -> None:
         _check_buffer(self, self.result.type)
+        offset = self.attributes.get("offset")
+        if offset is not None and (offset.value < 0 or offset.value % 16):
+            raise self.error(f"offset must be a non-negative multiple of 16, got {offset.value}")
 
 
 @register_op

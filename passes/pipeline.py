@@ -1,0 +1,404 @@
+"""The `pipeline` pass: loops that stream tiles from global memory into shared memory copy them
+asynchronously, several iterations ahead, into multi-slot buffers (software pipelining).
+
+Before (what `smem-placement` leaves), one tile per iteration goes through a one-slot buffer:
+
+    scf.for %k = %lb to %ub step %st {
+      %a = tile.load %A[%row, %k]
+      tile.barrier
+      tile.store_shared %a_smem[%c0], %a
+      tile.barrier
+      %a_op = tile.load_shared %a_smem[%c0]
+      ...
+    }
+
+After, with S stages (`examples/ir/matmul_pipelined.tir` is the shape):
+
+    tile.async_copy %A[%row, %lb], %a_smem[%c0]                    // prologue: steps 0..S-2
+    tile.async_commit
+    ...
+    scf.for %k = %lb to %ub step %st {
+      tile.async_wait S-2                                          // step i has landed
+      tile.barrier                                                 // visible; slot i-1 free
+      %i = (%k - %lb) / %st
+      tile.async_copy %A[%row, %k + (S-1) * %st], %a_smem[(%i + S-1) % S]
+      tile.async_commit
+      %a_op = tile.load_shared %a_smem[%i % S]
+      ...
+    }
+    tile.async_wait 0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError
+from tilec.dialects import arith, scf, shared
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import IntegerAttr
+from tilec.ir.builder import Builder
+from tilec.ir.core import Operation, OpResult, Pure, Value
+from tilec.ir.folding import constant_value
+from tilec.ir.types import SharedType
+from tilec.passes.smem_placement import (
+    SHARED_LIMIT_SM90,
+    apply_shared_plan,
+    check_shared_plan,
+    plan_shared_memory,
+    remove_redundant_barriers,
+)
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
+
+MAX_DEFAULT_STAGES = 4
+
+
+@register_pass
+class Pipeline(Pass):
+    """Turns tiles loaded in a loop and stored into shared memory into asynchronous copies
+    issued `num_stages - 1` iterations ahead into `num_stages`-slot buffers.
+
+    A stream is a `tile.store_shared %buf[%c0], %v` directly in an `scf.for` body where `%buf`
+    has one slot and is used only in that body, and `%v` is a `tile.load` in the same body,
+    used only by the store, with padding 0 (a copy fills zeros), from a view defined outside
+    the loop, at offsets affine in the induction variable (and a mask computed from it and
+    loop-invariant values). Each stream's buffer gets `num_stages` slots; a prologue before the
+    loop copies steps 0..S-2; each iteration waits until its step has landed
+    (`tile.async_wait S-2`), synchronizes (`tile.barrier`: the copies are visible, and the slot
+    read in the previous iteration is free), copies step i+S-1 into that slot, commits one
+    group, and reads slot i % S. Copies past the last step read nothing outside the view and
+    are never read. After the loop, `tile.async_wait 0`, and a barrier when later code uses
+    shared memory; barriers left with nothing to order are removed. Offsets are planned again
+    (`smem-placement`'s plan) and checked against `shared_limit`.
+    Stages: the kernel's pin `tilec.num_stages` (`@kernel(stages=...)`), else the option
+    `num_stages`, else (0) the most stages, up to 4, whose buffers fit `shared_limit`; 1 leaves
+    the loops as they are. Loops nested in another loop are left alone (the prefetches past
+    one run's end would be overwritten unread by the next run's prologue).
+    Remarks: the stages and why, each stream, and why each store into shared memory in a loop
+    is not one.
+    """
+
+    name = "pipeline"
+    summary = "Multi-buffer global->shared copies in loops (cp.async, prologue, waits)"
+
+    @dataclass
+    class Options:
+        num_stages: int = option(
+            0, "slots per streamed buffer; 0: the most (up to 4) that fit; 1: no pipelining"
+        )
+        shared_limit: int = option(
+            SHARED_LIMIT_SM90, "shared memory per block in bytes (sm_90: 227 KiB)"
+        )
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        if self.options.num_stages < 0:
+            raise TileError(
+                f"pipeline: option num_stages must be 0 (automatic) or at least 1, "
+                f"got {self.options.num_stages}"
+            )
+        for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            _pipeline_kernel(kernel, self.options, ctx)
+
+
+@dataclass
+class _Stream:
+    """One tile a loop loads and stores into a one-slot shared buffer."""
+
+    loop: scf.ForOp
+    store: shared.StoreSharedOp
+    load: T.LoadOp
+    alloc: shared.AllocSharedOp
+    recompute: list[Operation]  # body ops the offsets and mask need, in order
+
+
+def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext) -> None:
+    streams: list[_Stream] = []
+    for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
+        streams += _find_streams(loop, ctx)
+    if not streams:
+        return
+    limit = options.shared_limit
+    stages, why = _choose_stages(kernel, streams, options)
+    ctx.remark(kernel, f"{stages} stage{'s' if stages != 1 else ''}: {why}")
+    if stages == 1:
+        return
+    if stages > 1:
+        grown = {id(s.alloc): stages for s in streams}
+        plan = plan_shared_memory(kernel, grown)
+        pinned = "tilec.num_stages" in kernel.attributes
+        check_shared_plan(
+            kernel,
+            plan,
+            limit,
+            "option shared_limit of pipeline",
+            f"use fewer stages: {stages} are "
+            + (
+                "pinned by the kernel (@kernel(stages=...), --stages)"
+                if pinned
+                else "set by the option num_stages of pipeline (0 picks the most that fit)"
+            )
+            + "; or smaller tiles",
+        )
+    by_loop: dict[int, list[_Stream]] = {}
+    for s in streams:
+        by_loop.setdefault(id(s.loop), []).append(s)
+    for loop_streams in by_loop.values():
+        _pipeline_loop(kernel, loop_streams, stages, ctx)
+    remove_redundant_barriers(kernel)
+    plan = plan_shared_memory(kernel)
+    check_shared_plan(
+        kernel, plan, limit, "option shared_limit of pipeline", "use fewer stages or smaller tiles"
+    )
+    apply_shared_plan(kernel, plan, ctx, limit)
+
+
+def _choose_stages(
+    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options
+) -> tuple[int, str]:
+    pin = kernel.attributes.get("tilec.num_stages")
+    if pin is not None:
+        if pin.value < 1:
+            raise TileError(
+                f"kernel '{kernel.sym_name}' pins {pin.value} stages; at least 1 is needed",
+                kernel.loc,
+            )
+        return pin.value, "pinned by the kernel"
+    if options.num_stages > 0:
+        return options.num_stages, "option num_stages"
+    limit = options.shared_limit
+    needed = {}
+    for stages in range(MAX_DEFAULT_STAGES, 1, -1):
+        plan = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams})
+        needed[stages] = plan.total
+        if plan.total <= limit:
+            more = (
+                f"; {stages + 1} would need {needed[stages + 1]}"
+                if stages + 1 in needed
+                else f" (at most {MAX_DEFAULT_STAGES} by default)"
+            )
+            return stages, f"the most that fit: {plan.total} of {limit} bytes{more}"
+    return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding streams
+
+
+def _find_streams(loop: scf.ForOp, ctx: PassContext) -> list[_Stream]:
+    body = loop.body.block
+    stores = [op for op in body.ops if isinstance(op, shared.StoreSharedOp)]
+    if not stores:
+        return []
+    outer = loop.parent_op
+    while outer is not None and not isinstance(outer, FuncOp):
+        if isinstance(outer, scf.ForOp):
+            for store in stores:
+                ctx.remark(store, "not pipelined: the loop is nested in another loop")
+            return []
+        outer = outer.parent_op
+    streams = []
+    for store in stores:
+        found = _stream(loop, store)
+        if isinstance(found, str):
+            ctx.remark(store, f"not pipelined: {found}")
+        else:
+            streams.append(found)
+    return streams
+
+
+def _stream(loop: scf.ForOp, store: shared.StoreSharedOp) -> _Stream | str:
+    """The stream `store` is part of, or why it is not one."""
+    body = loop.body.block
+    buffer = store.buffer
+    if not (isinstance(buffer, OpResult) and isinstance(buffer.op, shared.AllocSharedOp)):
+        return "the buffer is not a tile.alloc_shared"
+    alloc = buffer.op
+    if buffer.type.shape[0] != 1:
+        return f"the buffer has {buffer.type.shape[0]} slots already"
+    slot = constant_value(store.slot)
+    if not (isinstance(slot, IntegerAttr) and slot.value == 0):
+        return "the store's slot is not the constant 0"
+    writes = [u for u in buffer.uses if not isinstance(u, shared.LoadSharedOp)]
+    if writes != [store] or any(u.parent is not body for u in buffer.uses):
+        return "the buffer is used outside this loop's body or written elsewhere"
+    value = store.value
+    if not (isinstance(value, OpResult) and isinstance(value.op, T.LoadOp)):
+        what = value.op.name if isinstance(value, OpResult) else "a block argument"
+        return f"the stored value is not loaded from global memory (it comes from {what})"
+    load = value.op
+    if load.parent is not body:
+        return "the tile.load is not in this loop's body"
+    if value.uses != [store]:
+        return "the loaded tile has other uses"
+    padding = load.attributes.get("padding")
+    if padding is not None and padding.value != 0:
+        return f"the load pads with {padding}; an asynchronous copy fills zeros"
+    if _inside(load.view, loop):
+        return "the tensor view is not defined outside the loop"
+    view_rank, tile_rank = load.view.type.rank, load.result.type.rank
+    if view_rank != tile_rank:
+        return (
+            f"the load reads a rank-{tile_rank} tile from a rank-{view_rank} view; a copy "
+            "needs one dimension per view dimension"
+        )
+    for i, offset in enumerate(load.offsets):
+        if not _affine(offset, loop):
+            return f"offset {i} of the load is not affine in the induction variable"
+    roots = list(load.offsets) + ([load.mask] if load.mask is not None else [])
+    recompute = _recomputable(roots, loop)
+    if isinstance(recompute, str):
+        return recompute
+    return _Stream(loop, store, load, alloc, recompute)
+
+
+def _inside(v: Value, loop: Operation) -> bool:
+    owner = v.owner
+    if not isinstance(v, OpResult):
+        owner = owner.parent_op  # a block argument: of the op that owns the block
+    return owner is not None and loop.is_ancestor_of(owner)
+
+
+def _depends_on_iv(v: Value, loop: scf.ForOp) -> bool:
+    if v is loop.induction_var:
+        return True
+    if not isinstance(v, OpResult) or not _inside(v, loop):
+        return False
+    return any(_depends_on_iv(x, loop) for x in v.op.operands)
+
+
+def _affine(v: Value, loop: scf.ForOp) -> bool:
+    """`v` is a + b * iv with a, b loop-invariant (computed with addi, subi, muli)."""
+    if not _depends_on_iv(v, loop) or v is loop.induction_var:
+        return True
+    op = v.op  # type: ignore[attr-defined]
+    if isinstance(op, (arith.AddIOp, arith.SubIOp)):
+        return _affine(op.lhs, loop) and _affine(op.rhs, loop)
+    if isinstance(op, arith.MulIOp):
+        one_invariant = not _depends_on_iv(op.lhs, loop) or not _depends_on_iv(op.rhs, loop)
+        return one_invariant and _affine(op.lhs, loop) and _affine(op.rhs, loop)
+    return False
+
+
+def _recomputable(roots: list[Value], loop: scf.ForOp) -> list[Operation] | str:
+    """The body ops that compute `roots` from the induction variable and loop-invariant
+    values, in body order; or why they cannot be computed for another iteration."""
+    body = loop.body.block
+    needed: set[int] = set()
+    work = list(roots)
+    while work:
+        v = work.pop()
+        if not _inside(v, loop) or v is loop.induction_var:
+            continue
+        if not isinstance(v, OpResult):
+            return "the load's offsets or mask depend on a value carried around the loop"
+        op = v.op
+        if op.parent is not body:
+            return "the load's offsets or mask are computed inside nested control flow"
+        if not op.has_trait(Pure):
+            return f"the load's offsets or mask depend on '{op.name}', which is not pure"
+        if id(op) not in needed:
+            needed.add(id(op))
+            work.extend(op.operands)
+    return [op for op in body.ops if id(op) in needed]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewriting one loop
+
+
+def _pipeline_loop(kernel: FuncOp, streams: list[_Stream], stages: int, ctx: PassContext) -> None:
+    loop = streams[0].loop
+    iv = loop.induction_var
+    step_type = loop.lower.type
+    before = Builder.before_op(loop)
+
+    def constant(b: Builder, value: int, name: str | None = None) -> Value:
+        c = b.create(arith.ConstantOp, value=IntegerAttr(value), result_types=[step_type]).result
+        c.name_hint = name
+        return c
+
+    for s in streams:
+        slot = s.alloc.result.type
+        s.alloc.result.type = SharedType((stages, *slot.shape[1:]), slot.element, slot.layout)
+
+    # Prologue: steps 0..S-2 into slots 0..S-2, one group each. The barrier orders the copies
+    # after earlier uses of the same bytes (removed when there are none).
+    before.create(shared.BarrierOp)
+    for j in range(stages - 1):
+        if j == 0:
+            iv_j = loop.lower
+        else:
+            offset = before.create(arith.MulIOp, lhs=loop.step, rhs=constant(before, j)).result
+            iv_j = before.create(arith.AddIOp, lhs=loop.lower, rhs=offset).result
+        for s in streams:
+            _copy(before, s, iv_j, constant(before, j))
+        before.create(shared.AsyncCommitOp)
+    distance = before.create(arith.MulIOp, lhs=loop.step, rhs=constant(before, stages - 1)).result
+    distance.name_hint = "prefetch_distance"
+
+    # The body: wait for step i, synchronize, read slot i % S, copy step i+S-1 into the slot
+    # that iteration i-1 read.
+    body = loop.body.block
+    top = Builder.at_start(body, loop.loc)
+    top.create(shared.AsyncWaitOp, pending=stages - 2)
+    top.create(shared.BarrierOp)
+    since = top.create(arith.SubIOp, lhs=iv, rhs=loop.lower).result
+    step_index = top.create(arith.DivSIOp, lhs=since, rhs=loop.step).result
+    step_index.name_hint = "step_index"
+    count = constant(top, stages, "num_stages")
+    slot = top.create(arith.RemSIOp, lhs=step_index, rhs=count).result
+    slot.name_hint = "slot"
+    ahead = top.create(arith.AddIOp, lhs=step_index, rhs=constant(top, stages - 1)).result
+    slot_ahead = top.create(arith.RemSIOp, lhs=ahead, rhs=count).result
+    slot_ahead.name_hint = "slot_ahead"
+    iv_ahead = top.create(arith.AddIOp, lhs=iv, rhs=distance).result
+    iv_ahead.name_hint = f"{iv.name_hint or 'iv'}_ahead"
+    last_copy = None
+    for s in streams:
+        last_copy = _copy(Builder.before_op(s.store), s, iv_ahead, slot_ahead)
+        for use in list(s.alloc.result.uses):
+            if isinstance(use, shared.LoadSharedOp):
+                use.set_operand(1, slot)
+        s.store.erase()
+        s.load.erase()
+        ctx.remark(
+            s.alloc,
+            f"{stages} slots: copies run {stages - 1} step{'s' if stages > 2 else ''} ahead "
+            "of their use",
+        )
+    Builder.after_op(last_copy).create(shared.AsyncCommitOp)
+
+    # After the loop: the last copies (past the end, never read) land before the bytes are
+    # reused; a barrier when later code touches shared memory.
+    after = Builder.after_op(loop)
+    after.create(shared.AsyncWaitOp, pending=0)
+    if _shared_memory_used_after(kernel, loop):
+        after.create(shared.BarrierOp)
+
+
+def _copy(b: Builder, s: _Stream, iv_value: Value, slot: Value) -> Operation:
+    """An async copy of `s`'s tile for the iteration whose induction variable is `iv_value`."""
+    mapping: dict[Value, Value] = {s.loop.induction_var: iv_value}
+    for op in s.recompute:
+        b.insert(op.clone(mapping))
+    load = s.load
+    mask = mapping.get(load.mask, load.mask) if load.mask is not None else None
+    return b.create(
+        shared.AsyncCopyOp,
+        view=load.view,
+        offsets=[mapping.get(v, v) for v in load.offsets],
+        buffer=s.alloc.result,
+        slot=slot,
+        mask=mask,
+        loc=load.loc,
+    )
+
+
+def _shared_memory_used_after(kernel: FuncOp, loop: Operation) -> bool:
+    ops = list(kernel.walk())
+    end = ops.index(list(loop.walk())[-1])
+    accesses = (shared.StoreSharedOp, shared.LoadSharedOp, shared.AsyncCopyOp)
+    return any(isinstance(op, accesses) for op in ops[end + 1 :])

@@ -1,0 +1,397 @@
+"""The `smem-placement` pass: tensor-core dot operands go through swizzled shared memory, and
+every shared buffer gets its place (an offset) in the kernel's shared memory.
+
+It also owns what the `pipeline` pass reuses: the swizzle choice, the liveness-based offset
+plan with its check against the device limit, and the rule that removes barriers nothing
+needs (`remove_redundant_barriers`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError
+from tilec.dialects import arith, scf, shared
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.dialects.tile import DotOperandLayout, MmaLayout, SharedLayout
+from tilec.ir.attributes import IntegerAttr
+from tilec.ir.builder import Builder
+from tilec.ir.core import BlockArgument, Operation, Value
+from tilec.ir.types import FloatType, IndexType, SharedType, TileType
+from tilec.lowering.exchange import kernel_scratch_bytes
+from tilec.lowering.layouts import element_bytes
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = [
+    "SHARED_LIMIT_SM90",
+    "BufferPlace",
+    "SharedPlan",
+    "SmemPlacement",
+    "apply_shared_plan",
+    "buffer_bytes",
+    "check_shared_plan",
+    "plan_shared_memory",
+    "remove_redundant_barriers",
+    "swizzle_for",
+]
+
+# Shared memory one block may use on sm_90 (227 KiB); sm_80 allows 163 KiB, sm_86/89 99 KiB.
+SHARED_LIMIT_SM90 = 232448
+ALIGNMENT = 16  # bytes: every buffer starts on a 16-byte boundary (cp.async, ldmatrix rows)
+BANK_LINE = 128  # bytes: 32 banks of 4 bytes
+LDMATRIX_ROW = 16  # bytes: one row of an 8x8 ldmatrix of 16-bit elements
+
+_LDMATRIX_ELEMENTS = (FloatType("f16"), FloatType("bf16"))
+
+
+@register_pass
+class SmemPlacement(Pass):
+    """Stages tensor-core dot operands through swizzled shared memory; places every buffer.
+
+    For every `tile.dot` whose result has an `#mma` layout, each operand is written into a
+    one-slot shared buffer (`tile.alloc_shared` at the top of the kernel) and read back in the
+    `#dot_operand` layout that `ldmatrix` produces: `tile.barrier` (when earlier reads of the
+    bytes may still be in progress), `tile.store_shared` of both operands, `tile.barrier`,
+    `tile.load_shared` of both. An operand defined outside the loops around the dot is staged
+    once, before the outermost of them. The swizzle (`swizzle_for`) makes one `ldmatrix`
+    (8 rows of 16 bytes) and one wave of 16-byte stores touch each bank once. Then every
+    `tile.alloc_shared` gets `offset` (bytes, 16-aligned): buffers whose live ranges (first to
+    last use, a loop counting as a whole) do not overlap share bytes. The kernel gets
+    `tilec.shared_bytes` (the end of the last buffer); the lowering's scratch for layout
+    conversions and cross-warp reductions (`tilec.lowering.exchange`) comes after it, and the
+    sum is checked against `shared_limit`: when it does not fit, the error lists each buffer.
+    Assumes laid-out IR (`assign-layouts`, with `#mma` accumulators from `tiling`); dots
+    without an `#mma` result are left to the lowering. Running it twice changes nothing.
+    Remarks: the swizzle of each buffer and why, each offset, the kernel's total.
+    """
+
+    name = "smem-placement"
+    summary = "Stage dot operands through swizzled shared memory; assign buffer offsets"
+
+    @dataclass
+    class Options:
+        shared_limit: int = option(
+            SHARED_LIMIT_SM90, "shared memory per block in bytes (sm_90: 227 KiB)"
+        )
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            _stage_dot_operands(kernel, ctx)
+            remove_redundant_barriers(kernel)
+            plan = plan_shared_memory(kernel)
+            check_shared_plan(
+                kernel,
+                plan,
+                self.options.shared_limit,
+                "option shared_limit of smem-placement",
+                "use smaller tiles: the option tiles of tiling (or specialize), or "
+                "@kernel(tile={...})",
+            )
+            apply_shared_plan(kernel, plan, ctx, self.options.shared_limit)
+
+
+# ---------------------------------------------------------------------------------------------
+# The swizzle
+
+
+def swizzle_for(tile: TileType) -> tuple[SharedLayout, str]:
+    """The `#shared` layout of a row-major 2-D tile that `ldmatrix` reads, and why.
+
+    A row of `R` bytes is cut into 16-byte chunks (`vec` elements); chunk `c` of row `r` is
+    stored at chunk `c ^ ((r / per_phase) % max_phase)`. With `per_phase = 128 / R` rows
+    sharing one 128-byte line of banks and `max_phase = 8 / per_phase`, the 8 rows one
+    `ldmatrix` reads (one chunk each) land in 8 different 16-byte groups of banks, as do the
+    8 chunks of one wave of 16-byte stores along a row.
+    """
+    _, columns = tile.shape
+    size = element_bytes(tile.element)
+    row_bytes = columns * size
+    if tile.element not in _LDMATRIX_ELEMENTS:
+        note = f"{tile.element} is not 16-bit (no ldmatrix): 16-byte chunks swizzled as for f16; "
+    else:
+        note = ""
+    if row_bytes < LDMATRIX_ROW:
+        return (
+            SharedLayout(1, 1, 1, (1, 0)),
+            f"{note}rows of {row_bytes} bytes are narrower than one 16-byte chunk: no swizzle",
+        )
+    vec = LDMATRIX_ROW // size
+    per_phase = max(1, BANK_LINE // row_bytes)
+    max_phase = max(1, 8 // per_phase)
+    chunks = row_bytes // LDMATRIX_ROW
+    why = (
+        f"{note}rows of {row_bytes} bytes ({chunks} chunk{'s' if chunks != 1 else ''} of 16), "
+        f"{per_phase} row{'s' if per_phase != 1 else ''} per 128-byte bank line: XOR of the "
+        f"chunk with (row / {per_phase}) % {max_phase} puts the 8 rows of an ldmatrix and a "
+        "wave of 16-byte stores on all 32 banks once"
+    )
+    return SharedLayout(vec, per_phase, max_phase, (1, 0)), why
+
+
+# ---------------------------------------------------------------------------------------------
+# Staging dot operands
+
+
+def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
+    # Operands staged at the same point share the barriers around them.
+    groups: dict[int, tuple[Operation, list[tuple[T.DotOp, int]]]] = {}
+    for dot in [op for op in kernel.walk() if isinstance(op, T.DotOp)]:
+        if not isinstance(dot.result.type.layout, MmaLayout):
+            continue
+        for index in (0, 1):
+            operand = dot.operands[index]
+            if isinstance(operand.type.layout, DotOperandLayout):
+                continue  # staged already
+            anchor = _staging_point(dot, operand)
+            groups.setdefault(id(anchor), (anchor, []))[1].append((dot, index))
+    entry = kernel.body.block
+    top = Builder(entry, _first_non_alloc(entry), kernel.loc)
+    zero: Value | None = None
+    for anchor, members in groups.values():
+        here = Builder.before_op(anchor)
+        here.create(shared.BarrierOp)  # kept only where earlier reads may still run
+        staged = []
+        for dot, index in members:
+            operand = dot.operands[index]
+            tile = operand.type
+            layout, why = swizzle_for(tile)
+            buffer_type = SharedType((1, *tile.shape), tile.element, layout)
+            with top.located(dot.loc):
+                alloc = top.create(shared.AllocSharedOp, result_types=[buffer_type])
+            label = operand.name_hint or "ab"[index]
+            alloc.result.name_hint = f"{label}_smem"
+            ctx.remark(alloc, f"operand {'ab'[index]} of a tensor-core dot: {layout}: {why}")
+            if zero is None:
+                zero = _index_constant(top, 0)
+                zero.name_hint = "c0"
+            here.create(
+                shared.StoreSharedOp, buffer=alloc.result, slot=zero, value=operand, loc=dot.loc
+            )
+            staged.append((dot, index, alloc, zero))
+        here.create(shared.BarrierOp)
+        for dot, index, alloc, zero in staged:
+            mma = dot.result.type.layout
+            tile = dot.operands[index].type
+            load = here.create(
+                shared.LoadSharedOp,
+                buffer=alloc.result,
+                slot=zero,
+                result_types=[
+                    TileType(tile.shape, tile.element, DotOperandLayout(index, mma.warps_per_cta))
+                ],
+                loc=dot.loc,
+            )
+            load.result.name_hint = f"{alloc.result.name_hint[: -len('_smem')]}_op"
+            dot.set_operand(index, load.result)
+            if anchor is not dot:
+                ctx.remark(load, "loop-invariant operand: staged once, before the loop")
+
+
+def _staging_point(dot: Operation, operand: Value) -> Operation:
+    """Where `operand` is written to shared memory: before `dot`, or before the outermost of
+    the loops around it that `operand` does not change in."""
+    anchor = dot
+    loop = dot.parent_op
+    while isinstance(loop, scf.ForOp) and not _defined_inside(operand, loop):
+        anchor = loop
+        loop = loop.parent_op
+    return anchor
+
+
+def _defined_inside(v: Value, op: Operation) -> bool:
+    owner = v.owner
+    if isinstance(v, BlockArgument):
+        owner = owner.parent_op
+    return owner is not None and op.is_ancestor_of(owner)
+
+
+def _first_non_alloc(block) -> Operation | None:
+    for op in block.ops:
+        if not isinstance(op, shared.AllocSharedOp):
+            return op
+    return None
+
+
+def _index_constant(builder: Builder, value: int) -> Value:
+    return builder.create(
+        arith.ConstantOp, value=IntegerAttr(value), result_types=[IndexType()]
+    ).result
+
+
+# ---------------------------------------------------------------------------------------------
+# Barriers
+
+
+def _needs_barrier_after(op: Operation) -> bool:
+    """Whether `op` touches shared memory in a way a later barrier must order: a write (or a
+    landed copy) other threads will read, or a read a later write must wait for. Issuing a
+    copy does not: it lands at a `tile.async_wait`."""
+    return any(
+        isinstance(o, (shared.StoreSharedOp, shared.LoadSharedOp, shared.AsyncWaitOp))
+        for o in op.walk()
+    )
+
+
+def _barrier_needed(barrier: Operation) -> bool:
+    op = barrier
+    while True:
+        block = op.parent
+        for prev in reversed(block.ops[: block.ops.index(op)]):
+            if isinstance(prev, shared.BarrierOp):
+                return False
+            if _needs_barrier_after(prev):
+                return True
+        owner = block.parent_op
+        if owner is None or isinstance(owner, FuncOp):
+            return False  # nothing before it in the kernel touched shared memory
+        if not isinstance(owner, scf.IfOp):
+            return True  # a loop body: the previous iteration may have
+        op = owner
+
+
+def remove_redundant_barriers(kernel: Operation) -> int:
+    """Erase every `tile.barrier` with no shared-memory access (`_needs_barrier_after`) since
+    the previous barrier (or the start of the kernel); returns how many."""
+    removed = 0
+    for op in [o for o in kernel.walk() if isinstance(o, shared.BarrierOp)]:
+        if not _barrier_needed(op):
+            op.erase()
+            removed += 1
+    return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Offsets
+
+
+@dataclass
+class BufferPlace:
+    """One buffer's bytes, live range (positions in the kernel's op order) and offset."""
+
+    alloc: Operation
+    type: SharedType  # as planned (with the slots the plan assumed)
+    bytes: int
+    first: int
+    last: int
+    offset: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"%{self.alloc.result.name_hint}" if self.alloc.result.name_hint else "a buffer"
+
+    def overlaps_in_time(self, other: BufferPlace) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+@dataclass
+class SharedPlan:
+    buffers: list[BufferPlace]
+    buffer_bytes: int  # the end of the last buffer: tilec.shared_bytes
+    scratch_bytes: int  # the lowering's scratch, after the buffers
+
+    @property
+    def total(self) -> int:
+        return self.buffer_bytes + self.scratch_bytes
+
+
+def buffer_bytes(t: SharedType) -> int:
+    return math.prod(t.shape) * element_bytes(t.element)  # type: ignore[arg-type]
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+def plan_shared_memory(kernel: Operation, slots: dict[int, int] | None = None) -> SharedPlan:
+    """Offsets for the kernel's buffers by first fit in order of first use; buffers live at
+    the same time never share bytes. A use inside a loop keeps the buffer live for the whole
+    loop, and a buffer fed by `tile.async_copy` stays live until the next `tile.async_wait 0`
+    (a copy in flight still writes it). `slots` (by `id` of the alloc) plans with that many
+    slots instead of the buffer's own."""
+    ops = list(kernel.walk())
+    position = {id(op): i for i, op in enumerate(ops)}
+    end = {id(op): position[id(list(op.walk())[-1])] for op in ops if op.regions}
+
+    def span(use: Operation) -> tuple[int, int]:
+        outer = None
+        parent = use.parent_op
+        while parent is not None and parent is not kernel:
+            if isinstance(parent, scf.ForOp):
+                outer = parent
+            parent = parent.parent_op
+        if outer is None:
+            return position[id(use)], position[id(use)]
+        return position[id(outer)], end[id(outer)]
+
+    buffers: list[BufferPlace] = []
+    for op in ops:
+        if not isinstance(op, shared.AllocSharedOp):
+            continue
+        spans = [span(u) for u in op.result.uses] or [(position[id(op)], position[id(op)])]
+        first, last = min(s[0] for s in spans), max(s[1] for s in spans)
+        if any(isinstance(u, shared.AsyncCopyOp) for u in op.result.uses):
+            waits = [
+                position[id(w)]
+                for w in ops[last + 1 :]
+                if isinstance(w, shared.AsyncWaitOp) and w.pending == 0
+            ]
+            last = waits[0] if waits else len(ops)
+        t = op.result.type
+        stages = (slots or {}).get(id(op), t.shape[0])
+        planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
+        buffers.append(BufferPlace(op, planned, buffer_bytes(planned), first, last))
+    placed: list[BufferPlace] = []
+    for b in sorted(buffers, key=lambda b: (b.first, -b.bytes)):
+        live = sorted((p for p in placed if p.overlaps_in_time(b)), key=lambda p: p.offset)
+        offset = 0
+        for p in live:
+            if offset + b.bytes <= p.offset:
+                break
+            offset = max(offset, _aligned(p.offset + p.bytes))
+        b.offset = offset
+        placed.append(b)
+    total = _aligned(max((b.offset + b.bytes for b in buffers), default=0))
+    return SharedPlan(buffers, total, kernel_scratch_bytes(kernel))
+
+
+def check_shared_plan(
+    kernel: FuncOp, plan: SharedPlan, limit: int, limit_source: str, lower: str
+) -> None:
+    """Raise a `TileError` naming every buffer when `plan` needs more than `limit` bytes."""
+    if plan.total <= limit:
+        return
+    lines = [
+        f"kernel '{kernel.sym_name}' needs {plan.total} bytes of shared memory, more than the "
+        f"limit of {limit} ({limit_source}):"
+    ]
+    for b in sorted(plan.buffers, key=lambda b: b.offset):
+        lines.append(f"  {b.name}: {b.type}: {b.bytes} bytes at offset {b.offset}")
+    lines.append(
+        f"  scratch of the lowering (layout conversions, reductions): {plan.scratch_bytes} bytes"
+    )
+    raise TileError("\n".join(lines), kernel.loc, hint=lower)
+
+
+def apply_shared_plan(kernel: FuncOp, plan: SharedPlan, ctx: PassContext, limit: int) -> None:
+    """Write the offsets and `tilec.shared_bytes`, with a remark on each decision."""
+    for b in plan.buffers:
+        b.alloc.attributes["offset"] = IntegerAttr(b.offset)
+        sharing = [
+            o.name
+            for o in plan.buffers
+            if o is not b
+            and not o.overlaps_in_time(b)
+            and o.offset < b.offset + b.bytes
+            and b.offset < o.offset + o.bytes
+        ]
+        reuse = f"; shares bytes with {', '.join(sharing)} (not live at the same time)"
+        ctx.remark(b.alloc, f"offset {b.offset}, {b.bytes} bytes" + (reuse if sharing else ""))
+    kernel.attributes["tilec.shared_bytes"] = IntegerAttr(plan.buffer_bytes)
+    ctx.remark(
+        kernel,
+        f"shared memory: {plan.buffer_bytes} bytes of buffers (tilec.shared_bytes) + "
+        f"{plan.scratch_bytes} bytes of lowering scratch after them = {plan.total} of "
+        f"{limit} bytes",
+    )
