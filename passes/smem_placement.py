@@ -20,7 +20,7 @@ from tilec.ir.attributes import IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import BlockArgument, Operation, Value
 from tilec.ir.types import FloatType, IndexType, SharedType, TileType
-from tilec.lowering.exchange import kernel_scratch_bytes
+from tilec.lowering.exchange import op_scratch_bytes
 from tilec.lowering.layouts import element_bytes
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
@@ -39,7 +39,10 @@ __all__ = [
 
 # Shared memory one block may use on sm_90 (227 KiB); sm_80 allows 163 KiB, sm_86/89 99 KiB.
 SHARED_LIMIT_SM90 = 232448
-ALIGNMENT = 16  # bytes: every buffer starts on a 16-byte boundary (cp.async, ldmatrix rows)
+# Every buffer starts on a 128-byte line: 16-byte aligned as cp.async and ldmatrix need, and
+# the swizzle's phases line up with the banks (the lowering aligns its buffers the same way).
+ALIGNMENT = 128
+SCRATCH_ALIGNMENT = 16
 BANK_LINE = 128  # bytes: 32 banks of 4 bytes
 LDMATRIX_ROW = 16  # bytes: one row of an 8x8 ldmatrix of 16-bit elements
 
@@ -57,11 +60,12 @@ class SmemPlacement(Pass):
     `tile.load_shared` of both. An operand defined outside the loops around the dot is staged
     once, before the outermost of them. The swizzle (`swizzle_for`) makes one `ldmatrix`
     (8 rows of 16 bytes) and one wave of 16-byte stores touch each bank once. Then every
-    `tile.alloc_shared` gets `offset` (bytes, 16-aligned): buffers whose live ranges (first to
-    last use, a loop counting as a whole) do not overlap share bytes. The kernel gets
-    `tilec.shared_bytes` (the end of the last buffer); the lowering's scratch for layout
-    conversions and cross-warp reductions (`tilec.lowering.exchange`) comes after it, and the
-    sum is checked against `shared_limit`: when it does not fit, the error lists each buffer.
+    `tile.alloc_shared` gets `offset` (bytes, on 128-byte lines): buffers whose live ranges
+    (first to last use, a loop counting as a whole) do not overlap share bytes. The kernel gets
+    `tilec.shared_bytes` (the end of the last buffer). The lowering's scratch for layout
+    conversions and cross-warp reductions (`tilec.lowering.exchange`) of an op goes after the
+    buffers still live there; the furthest byte either reaches is checked against
+    `shared_limit`: when it does not fit, the error lists each buffer and the scratch.
     Assumes laid-out IR (`assign-layouts`, with `#mma` accumulators from `tiling`); dots
     without an `#mma` result are left to the lowering. Running it twice changes nothing.
     Remarks: the swizzle of each buffer and why, each offset, the kernel's total.
@@ -289,19 +293,19 @@ class BufferPlace:
 class SharedPlan:
     buffers: list[BufferPlace]
     buffer_bytes: int  # the end of the last buffer: tilec.shared_bytes
-    scratch_bytes: int  # the lowering's scratch, after the buffers
+    scratch_end: int  # the end of the furthest scratch of the lowering (0: none)
 
     @property
     def total(self) -> int:
-        return self.buffer_bytes + self.scratch_bytes
+        return max(self.buffer_bytes, self.scratch_end)
 
 
 def buffer_bytes(t: SharedType) -> int:
     return math.prod(t.shape) * element_bytes(t.element)  # type: ignore[arg-type]
 
 
-def _aligned(n: int) -> int:
-    return -(-n // ALIGNMENT) * ALIGNMENT
+def _aligned(n: int, alignment: int = ALIGNMENT) -> int:
+    return -(-n // alignment) * alignment
 
 
 def plan_shared_memory(kernel: Operation, slots: dict[int, int] | None = None) -> SharedPlan:
@@ -353,7 +357,15 @@ def plan_shared_memory(kernel: Operation, slots: dict[int, int] | None = None) -
         b.offset = offset
         placed.append(b)
     total = _aligned(max((b.offset + b.bytes for b in buffers), default=0))
-    return SharedPlan(buffers, total, kernel_scratch_bytes(kernel))
+    # The lowering's scratch for an op (layout conversions, reductions) starts after the
+    # buffers not yet dead there (`tilec.lowering.tensorcore.scratch_bases`).
+    scratch_end = 0
+    for i, op in enumerate(ops):
+        need = op_scratch_bytes(op)
+        if need:
+            base = max((b.offset + b.bytes for b in buffers if i <= b.last), default=0)
+            scratch_end = max(scratch_end, _aligned(base, SCRATCH_ALIGNMENT) + need)
+    return SharedPlan(buffers, total, scratch_end)
 
 
 def check_shared_plan(
@@ -369,7 +381,8 @@ def check_shared_plan(
     for b in sorted(plan.buffers, key=lambda b: b.offset):
         lines.append(f"  {b.name}: {b.type}: {b.bytes} bytes at offset {b.offset}")
     lines.append(
-        f"  scratch of the lowering (layout conversions, reductions): {plan.scratch_bytes} bytes"
+        "  scratch of the lowering (layout conversions, reductions), after the buffers live "
+        f"where it is used: up to byte {plan.scratch_end}"
     )
     raise TileError("\n".join(lines), kernel.loc, hint=lower)
 
@@ -391,7 +404,6 @@ def apply_shared_plan(kernel: FuncOp, plan: SharedPlan, ctx: PassContext, limit:
     kernel.attributes["tilec.shared_bytes"] = IntegerAttr(plan.buffer_bytes)
     ctx.remark(
         kernel,
-        f"shared memory: {plan.buffer_bytes} bytes of buffers (tilec.shared_bytes) + "
-        f"{plan.scratch_bytes} bytes of lowering scratch after them = {plan.total} of "
-        f"{limit} bytes",
+        f"shared memory: {plan.buffer_bytes} bytes of buffers (tilec.shared_bytes); the "
+        f"lowering's scratch reaches byte {plan.scratch_end}; {plan.total} of {limit} bytes",
     )
