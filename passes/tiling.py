@@ -493,7 +493,7 @@ class _KernelTiling:
                 raise TileError(
                     f"kernel '{name}': {self.warps_option} do not tile the {acc} accumulator "
                     f"into mma.sync warp tiles (multiples of {INSTR_M}x{INSTR_N}): "
-                    f"{', '.join(map(str, fitting))} warps would",
+                    f"{_either(fitting)} warps would",
                     self.kernel.loc,
                     hint=hint,
                 )
@@ -574,6 +574,11 @@ class _KernelTiling:
             return None
         tile = self.size(str(symbol)) if isinstance(symbol, str) else int(symbol)  # type: ignore[call-overload]
         return -(-self.extents[str(dim)] // tile)
+
+
+def _either(values: list[int]) -> str:
+    text = [str(v) for v in values]
+    return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " or " + text[-1]
 
 
 def _kib(n: int) -> str:
