@@ -9,5 +9,6 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     pipeline,
     smem_placement,
     specialize,
+    tiling,
     vectorize,
 )
