@@ -1,57 +1,83 @@
-"""The `assign-layouts` pass: a `#blocked` layout for every tile value, and the layout
-conversions the lowering needs.
+"""The `assign-layouts` pass: a layout for every tile value, and the layout conversions the
+lowering needs.
 
 After it, every tile type carries a layout, the kernel has `tilec.num_warps`, and every op's
 operands are in the layouts its lowering expects (`tilec.lowering.llvm` states the contract).
-The layouts are the minimal ones Stage D needs; Stage E's tiling pass replaces the choice of
-layouts, not the mechanism.
+Row-wise kernels (softmax, layernorm) are what the choices serve: 16-byte runs per thread
+along rows, reductions whose results stay replicated in the threads of their row
+(`#slice` layouts), and broadcasts back that are register copies.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from math import prod
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.attributes import BlockedLayout, IntegerAttr
+from tilec.ir.attributes import Attribute, BlockedLayout, IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Value
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
+    WARP_SIZE,
+    blocked_equivalent,
     broadcast_source_layout,
     default_layout,
+    element_bytes,
+    expand_layout,
     insert_unit_dim,
     layout_error,
     permute_layout,
     remove_unit_dims,
+    same_placement,
+    slice_layout,
 )
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["AssignLayouts"]
 
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
+ACCESS_BYTES = 16  # the widest global access per thread (ld.global.v4.b32)
+ELEMENTS_PER_WARP = 1024  # automatic warps: one per this many elements of the largest tile
+AUTO_WARPS = (4, 16)  # ... at least, at most
 
 
 @register_pass
 class AssignLayouts(Pass):
-    """Gives every tile a `#blocked` layout; converts operands that an op needs elsewhere.
+    """Gives every tile a layout; converts operands that an op needs elsewhere.
 
-    The number of warps is the kernel's pin (`tilec.num_warps`), else the option `num_warps`;
-    it is written on the kernel. A tile gets `default_layout` of its shape (row-major, lanes
-    along the last dimension, warps along the first: see `tilec.lowering.layouts`), except
-    where an op can keep every element in the thread that holds it: `tile.expand_dims`,
-    `tile.transpose` and unit-dimension `tile.reshape` give their result the operand's layout
-    with dimensions inserted, permuted or removed. Explicit `tile.convert_layout` ops go where
-    an op needs them: operands of elementwise ops (`arith`, `math`, `tile.select`,
-    `tile.cast`) and a dot's accumulator take the result's layout; a `tile.broadcast` operand
-    takes the result's layout (wrapped on its size-1 dimensions, so the broadcast is a register
-    copy); stored values and load/store masks take the default layout (coalesced accesses);
-    loop-carried values and `scf.if` results keep the default layout around the loop. Values
-    that already have a layout keep it, so running the pass twice changes nothing. Assumes
-    static tile shapes (run `specialize` first).
+    Warps: the kernel's pin (`tilec.num_warps`), else the option `num_warps`, else (option 0)
+    one warp per 1024 elements of the largest tile, 4 to 16; written on the kernel.
+
+    Default layout of a shape: `default_layout` (row-major, lanes along the last dimension,
+    warps along the first: see `tilec.lowering.layouts`) with 16 bytes of consecutive elements
+    per thread along the last dimension, counted in the narrowest element that a `tile.load`
+    or `tile.store` of that shape moves (f32: 4, f16: 8; 4 for shapes that never touch
+    memory; fewer when the tile has fewer elements than that many per thread), so that every
+    tile of one shape has one default whatever its element type.
+
+    Results: `tile.reduce` gives `#slice<dim = axis, parent = its operand's layout>` (each
+    result stays in every thread of its row); `tile.expand_dims`, `tile.transpose` and
+    unit-dimension `tile.reshape` keep every element in its thread (a slice expanded along its
+    dimension is its parent again); elementwise ops take their operands' layout when they
+    agree. Ops free to choose (loads, `tile.full`, `tile.splat`, `tile.iota`, broadcasts,
+    elementwise ops whose operands disagree) take the layout their users want, found by a walk
+    backwards from the broadcasts and stores (an operand of `expand_dims` feeding a broadcast
+    wants the slice of the broadcast's layout: the mask of a row of columns is computed where
+    it is used), else the default.
+    Conversions (`tile.convert_layout`) go where an op needs them: operands of elementwise
+    ops (`arith`, `math`, `tile.select`, `tile.cast`) and a dot's accumulator take the
+    result's layout; a `tile.broadcast` operand takes the result's layout (wrapped on its
+    size-1 dimensions, so the broadcast is a register copy); stored values take the default
+    layout unless a warp already writes whole 128-byte lines of a row in theirs, or they are
+    slices (a reduction's few results: stored by their unique owners where they are), masks
+    their access's layout; loop-carried values and
+    `scf.if` results keep the default layout. Values that already have a layout keep it, so
+    running the pass twice changes nothing. Assumes static tile shapes (run `specialize`).
     Remarks: per kernel, the warps and the conversions inserted; each conversion says why.
     """
 
@@ -60,13 +86,15 @@ class AssignLayouts(Pass):
 
     @dataclass
     class Options:
-        num_warps: int = option(4, "warps per block when the kernel does not pin them")
+        num_warps: int = option(
+            0, "warps per block when the kernel does not pin them (0: from the largest tile)"
+        )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
-        if self.options.num_warps not in WARP_COUNTS:
+        if self.options.num_warps not in (0, *WARP_COUNTS):
             raise TileError(
-                f"assign-layouts: option num_warps must be one of {WARP_COUNTS}, "
-                f"got {self.options.num_warps}"
+                f"assign-layouts: option num_warps must be 0 (automatic) or one of "
+                f"{WARP_COUNTS}, got {self.options.num_warps}"
             )
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             _KernelLayouts(kernel, self.options.num_warps, ctx).run()
@@ -76,11 +104,17 @@ class _KernelLayouts:
     def __init__(self, kernel: FuncOp, default_warps: int, ctx: PassContext):
         self.kernel = kernel
         pinned = kernel.attributes.get("tilec.num_warps")
-        self.num_warps = pinned.value if pinned is not None else default_warps
-        self.source = "pinned by the kernel" if pinned is not None else "option num_warps"
+        if pinned is not None:
+            self.num_warps, self.source = pinned.value, "pinned by the kernel"
+        elif default_warps:
+            self.num_warps, self.source = default_warps, "option num_warps"
+        else:
+            self.num_warps, self.source = _automatic_warps(kernel)
         self.ctx = ctx
         self.conversions: Counter[str] = Counter()
         self.values = 0
+        self.vectors = _access_vectors(kernel)
+        self.wanted: dict[Value, Attribute] = {}
 
     def run(self) -> None:
         if self.num_warps not in WARP_COUNTS:
@@ -92,6 +126,7 @@ class _KernelLayouts:
         block = self.kernel.body.block
         for arg in block.args:
             self.laid_out(arg, None)
+        self.want_block(block)
         self.block(block)
         self.kernel.attributes["tilec.num_warps"] = IntegerAttr(self.num_warps)
         made = ", ".join(f"{n} {why}" for why, n in sorted(self.conversions.items()))
@@ -117,9 +152,31 @@ class _KernelLayouts:
                     self.kernel.loc,
                     hint="run 'specialize' first",
                 )
-        return default_layout(t.shape, self.num_warps)  # type: ignore[arg-type]
+        vector = self.vectors.get(t.shape, ACCESS_BYTES // 4)
+        # A tile too small to give every thread a whole run gets shorter runs, not idle
+        # threads holding copies.
+        while vector > 1 and prod(t.shape) < vector * WARP_SIZE * self.num_warps:
+            vector //= 2
+        return default_layout(t.shape, self.num_warps, vector)  # type: ignore[arg-type]
 
-    def laid_out(self, v: Value, wanted: BlockedLayout | None) -> None:
+    def chosen(self, v: Value) -> Attribute:
+        """The layout of a value whose op may produce any: what its users want (as `#blocked`
+        where that places the elements alike), else the default."""
+        t = v.type
+        wanted = self.wanted.get(v)
+        if wanted is None:
+            return self.default(t)
+        return blocked_equivalent(wanted, t.shape) or wanted
+
+    def kept(self, v: Value, layout: Attribute) -> Attribute:
+        """`layout` (an op's element-preserving result layout), or what the users of `v` want
+        when it places every element alike (the same registers: no conversion later)."""
+        wanted = self.wanted.get(v)
+        if wanted is not None and same_placement(wanted, layout, v.type.shape):
+            return wanted
+        return layout
+
+    def laid_out(self, v: Value, wanted: Attribute | None) -> None:
         """Give `v` the layout `wanted` (None: its default) unless it already has one."""
         t = v.type
         if not isinstance(t, TileType):
@@ -133,7 +190,7 @@ class _KernelLayouts:
         layout = wanted if wanted is not None else self.default(t)
         v.type = TileType(t.shape, t.element, layout)
 
-    def convert(self, op: Operation, index: int, layout: BlockedLayout, why: str) -> None:
+    def convert(self, op: Operation, index: int, layout: Attribute, why: str) -> None:
         """Make operand `index` of `op` arrive in `layout`, converting it just before `op`."""
         v = op.operands[index]
         t = v.type
@@ -162,7 +219,10 @@ class _KernelLayouts:
         if isinstance(op, scf.YieldOp):
             return  # its parent converts what it yields
         if isinstance(op, T.StoreOp):
-            layout = self.default(op.value.type)
+            value = op.value.type
+            layout = value.layout
+            if not (_is_slice(layout) or _coalesced(layout, value)):
+                layout = self.default(value)
             self.convert(op, 1 + len(op.offsets), layout, "stored value (coalesced)")
             if op.mask is not None:
                 self.convert(op, len(op.operands) - 1, layout, "store mask")
@@ -170,12 +230,22 @@ class _KernelLayouts:
         if not op.results:
             return
         result = op.results[0]
+        source = op.operands[0].type if op.operands else None
+        source_layout = source.layout if isinstance(source, TileType) else None
         if isinstance(op, T.ExpandDimsOp):
-            self.laid_out(result, insert_unit_dim(op.input.type.layout, op.axis))
-        elif isinstance(op, T.TransposeOp):
-            self.laid_out(result, permute_layout(op.input.type.layout, op.perm))
-        elif isinstance(op, T.ReshapeOp):
-            self.laid_out(result, _reshaped_layout(op.input.type, result.type))
+            self.laid_out(result, self.kept(result, expand_layout(source_layout, op.axis)))
+        elif isinstance(op, T.TransposeOp) and isinstance(source_layout, BlockedLayout):
+            self.laid_out(result, permute_layout(source_layout, op.perm))
+        elif isinstance(op, T.ReshapeOp) and isinstance(source_layout, BlockedLayout):
+            self.laid_out(result, _reshaped_layout(source, result.type))
+        elif isinstance(op, T.ReduceOp) and isinstance(result.type, TileType):
+            self.laid_out(result, _reduced_layout(source_layout, op.axis))
+        elif _is_elementwise(op) and isinstance(result.type, TileType):
+            agreed = {v.type.layout for v in op.operands if isinstance(v.type, TileType)}
+            layout = agreed.pop() if len(agreed) == 1 else None
+            self.laid_out(result, layout if layout is not None else self.chosen(result))
+        elif isinstance(result.type, TileType) and isinstance(op, _FREE_OPS):
+            self.laid_out(result, self.chosen(result))
         else:
             for r in op.results:
                 self.laid_out(r, None)
@@ -192,6 +262,55 @@ class _KernelLayouts:
             self.convert(op, 2, layout, "tile.dot accumulator")
         elif isinstance(op, T.LoadOp) and op.mask is not None:
             self.convert(op, len(op.operands) - 1, layout, "load mask")
+
+    # -- what users want (a walk backwards) -----------------------------------------------------
+
+    def want_block(self, block: Block) -> None:
+        for op in reversed(block.ops):
+            for region in op.regions:
+                for inner in region.blocks:
+                    self.want_block(inner)
+            self.want_op(op)
+
+    def predicted(self, v: Value) -> Attribute | None:
+        """The layout `v` will likely have: its own, what its users want, or the default."""
+        t = v.type
+        if not isinstance(t, TileType) or not t.is_static:
+            return None
+        return t.layout or self.wanted.get(v) or self.default(t)
+
+    def want(self, v: Value, layout: Attribute | None) -> None:
+        """Record that a user of `v` wants it in `layout`; the earliest user wins (the walk
+        goes backwards)."""
+        t = v.type
+        if layout is None or not isinstance(t, TileType) or t.layout is not None:
+            return
+        if layout_error(layout, t.shape, self.num_warps) is None:
+            self.wanted[v] = layout
+
+    def want_op(self, op: Operation) -> None:
+        if isinstance(op, T.StoreOp):
+            self.want(op.value, self.predicted(op.value))
+            if op.mask is not None:
+                self.want(op.mask, self.predicted(op.value))
+        elif isinstance(op, T.BroadcastOp):
+            result = self.predicted(op.result)
+            if result is not None:
+                self.want(op.input, broadcast_source_layout(result))
+        elif isinstance(op, T.ExpandDimsOp):
+            result = self.predicted(op.result)
+            if result is not None:
+                self.want(op.input, slice_layout(result, op.axis))
+        elif _is_elementwise(op) and op.results:
+            result = self.predicted(op.results[0])
+            for v in op.operands:
+                self.want(v, result)
+        elif isinstance(op, T.DotOp):
+            self.want(op.operands[2], self.predicted(op.result))
+        elif isinstance(op, T.LoadOp) and op.mask is not None:
+            self.want(op.mask, self.predicted(op.result))
+
+    # -- control flow ---------------------------------------------------------------------------
 
     def loop(self, op: scf.ForOp) -> None:
         body = op.body.block
@@ -219,6 +338,65 @@ class _KernelLayouts:
         for i, t in enumerate(types):
             if isinstance(t, TileType):
                 self.convert(term, i, t.layout, why)
+
+
+_FREE_OPS = (T.LoadOp, T.FullOp, T.SplatOp, T.IotaOp, T.BroadcastOp, arith.ConstantOp)
+
+
+def _is_slice(layout: Attribute | None) -> bool:
+    return isinstance(layout, T.SliceLayout)
+
+
+def _coalesced(layout: Attribute, t: TileType) -> bool:
+    """Whether a warp's accesses in `layout` already cover whole 128-byte lines of a row (or
+    the whole row): lanes along the last dimension first, consecutive runs per thread."""
+    if not isinstance(layout, BlockedLayout) or layout.order[0] != t.rank - 1:
+        return False
+    span = layout.size_per_thread[-1] * layout.threads_per_warp[-1]
+    return min(span, t.shape[-1]) * element_bytes(t.element) >= 128 or span >= t.shape[-1]
+
+
+def _reduced_layout(layout: Attribute | None, axis: int) -> Attribute | None:
+    """A reduction's result stays in the threads of its row: the slice of its operand's
+    layout (None for a slice of a slice: the default, through shared memory)."""
+    if layout is None or _is_slice(layout):
+        return None
+    return slice_layout(layout, axis)
+
+
+def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
+    """Per tile shape, the elements of 16 bytes in the narrowest element that a load or
+    store of that shape moves: the run each thread holds in the default layout."""
+    vectors: dict[tuple, int] = {}
+    for op in kernel.walk():
+        if isinstance(op, T.LoadOp):
+            t = op.result.type
+        elif isinstance(op, T.StoreOp):
+            t = op.value.type
+        else:
+            continue
+        if isinstance(t, TileType) and t.is_static:
+            vector = max(1, ACCESS_BYTES // element_bytes(t.element))
+            vectors[t.shape] = max(vectors.get(t.shape, 1), vector)
+    return vectors
+
+
+def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
+    largest = max(
+        (
+            prod(v.type.shape)
+            for op in kernel.walk()
+            for v in op.results
+            if isinstance(v.type, TileType) and v.type.is_static
+        ),
+        default=0,
+    )
+    low, high = AUTO_WARPS
+    warps = low
+    while warps < high and warps * ELEMENTS_PER_WARP < largest:
+        warps *= 2
+    per_thread = -(-largest // (WARP_SIZE * warps))
+    return warps, f"the largest tile holds {largest} elements: {per_thread} per thread"
 
 
 def _count(n: int, noun: str) -> str:

@@ -105,6 +105,7 @@ __all__ = [
     "ReshapeOp",
     "SelectOp",
     "SharedLayout",
+    "SliceLayout",
     "SplatOp",
     "StoreOp",
     "SymbolOp",
@@ -161,6 +162,24 @@ class DotOperandLayout(ParametricAttr):
     mnemonic: ClassVar[str] = "dot_operand"
     index: int
     warps_per_cta: tuple[int, ...]
+
+
+@parametric_attr
+@dataclass(frozen=True, slots=True)
+class SliceLayout(ParametricAttr):
+    """The `parent` layout with dimension `dim` removed (Triton's slice layout).
+
+    A tile of rank r-1 in `#slice<dim = d, parent = P>` is held as a tile of rank r in `P` with
+    a size-1 dimension inserted at `d`: each element is held by every thread that held its row
+    (or column) of the parent, i.e. replicated over the lanes and warps that `P` spreads along
+    `d`. A reduction along `d` leaves its result here, and `tile.expand_dims` at `d` gives back
+    `P`, so a reduced value is broadcast back without moving between threads.
+    `tilec.lowering.layouts.ThreadMap` states the arithmetic.
+    """
+
+    mnemonic: ClassVar[str] = "slice"
+    dim: int
+    parent: Attribute
 
 
 # ---------------------------------------------------------------------------------------------

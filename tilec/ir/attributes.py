@@ -143,7 +143,8 @@ class UnitAttr(Attribute):
 class ParametricAttr(Attribute):
     """An attribute `#mnemonic<field = value, ...>` with declared, typed fields.
 
-    Subclasses are frozen dataclasses whose fields are ints, bools, strings or tuples of ints.
+    Subclasses are frozen dataclasses whose fields are ints, bools, strings, tuples of ints or
+    other parametric attributes (a slice layout's parent).
     """
 
     __slots__ = ()
@@ -165,6 +166,8 @@ def _format_param(v: Any) -> str:
         return quote_string(v)
     if isinstance(v, tuple):
         return "[" + ", ".join(_format_param(x) for x in v) + "]"
+    if isinstance(v, ParametricAttr):
+        return str(v)
     raise TypeError(f"unsupported parameter value {v!r}")
 
 

@@ -552,7 +552,7 @@ class Parser:
 
 
 def _plain(a: A.Attribute) -> object:
-    return a.value
+    return a if isinstance(a, A.ParametricAttr) else a.value
 
 
 def parse_module(text: str, filename: str = "<input>", *, line_offset: int = 0) -> Operation:

@@ -14,6 +14,11 @@ the dimension. Where a dimension is smaller than `cta_d`, positions wrap around
 (`p_d mod size`) and several threads hold the same element (replication): that is how a
 `1xN` tile broadcast along its first axis is held by every thread that needs it.
 
+A `#slice<dim = d, parent = P>` tile (a reduction's result) is held as the `P` tile with a
+size-1 dimension inserted at `d`: the threads that `P` spreads along `d` all hold copies. Its
+`ThreadMap` has the parent's maps of the other dimensions, and keeps the map of `d` among its
+`replicas` so that stores and shared-memory writes still pick one owner per element.
+
 A thread's elements are the Cartesian product, over dimensions, of its index lists
 `(p_d mod size_d) + offset` for the compile-time `offsets` of `DimMap`; its registers
 (*slots*) enumerate that product in row-major order. Everything here is a pure function of
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilec.dialects.tile import DotOperandLayout, MmaLayout
+from tilec.dialects.tile import DotOperandLayout, MmaLayout, SliceLayout
 from tilec.ir.attributes import Attribute, BlockedLayout
 from tilec.ir.types import IndexType, IntegerType, Type
 
@@ -40,10 +45,13 @@ __all__ = [
     "DimMap",
     "ThreadMap",
     "as_blocked",
+    "blocked_equivalent",
     "broadcast_source_layout",
+    "contiguous_elements",
     "copy_layout",
     "default_layout",
     "element_bytes",
+    "expand_layout",
     "insert_unit_dim",
     "layout_error",
     "local_source_slots",
@@ -51,6 +59,8 @@ __all__ = [
     "permute_layout",
     "remove_unit_dims",
     "row_major_strides",
+    "same_placement",
+    "slice_layout",
 ]
 
 WARP_SIZE = 32
@@ -132,6 +142,12 @@ def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str
             if shape[0] % m or shape[1] % n:
                 return f"tile {list(shape)} is not a whole number of {m}x{n} warp tiles"
         return None
+    if isinstance(layout, SliceLayout):
+        if not 0 <= layout.dim <= len(shape):
+            return f"slices dimension {layout.dim} of a {len(shape) + 1}-D parent"
+        parent_shape = (*shape[: layout.dim], 1, *shape[layout.dim :])
+        problem = layout_error(layout.parent, parent_shape, num_warps)
+        return None if problem is None else f"parent {layout.parent}: {problem}"
     if not isinstance(layout, BlockedLayout):
         return f"{layout} is not a layout of tiles in registers"
     rank = len(shape)
@@ -151,32 +167,103 @@ def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str
     return None
 
 
-def default_layout(shape: Sequence[int], num_warps: int) -> BlockedLayout:
+def default_layout(shape: Sequence[int], num_warps: int, vector: int = 1) -> BlockedLayout:
     """The layout tilec gives a tile of `shape` unless an op needs another.
 
     Row-major (the last dimension is fastest, as in memory, so a warp's loads of a row are
-    coalesced); one element per thread per repetition (Stage E's vectorize pass widens this);
-    lanes fill dimensions from the fastest, warps from the slowest, so that a warp holds whole
-    rows where it can and reductions along the last axis stay within a warp. Threads left over
-    once a dimension is covered go to the slowest dimension, where they replicate elements.
+    coalesced); each thread holds runs of `vector` consecutive elements of the last dimension
+    (fewer when the dimension is shorter), which the vectorize pass turns into one access each
+    (assign-layouts asks for 16 bytes); lanes fill dimensions from the fastest, warps from the
+    slowest, so that a warp holds whole rows where it can and reductions along the last axis
+    stay within a warp. Threads left over once a dimension is covered go to the slowest
+    dimension, where they replicate elements.
     """
     rank = len(shape)
     order = tuple(range(rank - 1, -1, -1))
+    per_thread = [1] * rank
+    if rank:
+        per_thread[-1] = max(1, min(vector, shape[-1]))
     lanes = [1] * rank
     remaining = WARP_SIZE
     for d in order:
-        take = min(remaining, max(1, shape[d]))
+        take = min(remaining, max(1, shape[d] // per_thread[d]))
         lanes[d] = take
         remaining //= take
     lanes[order[-1]] *= remaining
     warps = [1] * rank
     remaining = num_warps
     for d in reversed(order):
-        take = min(remaining, max(1, shape[d] // lanes[d]))
+        take = min(remaining, max(1, shape[d] // (per_thread[d] * lanes[d])))
         warps[d] = take
         remaining //= take
     warps[order[-1]] *= remaining
-    return BlockedLayout((1,) * rank, tuple(lanes), tuple(warps), order)
+    return BlockedLayout(tuple(per_thread), tuple(lanes), tuple(warps), order)
+
+
+def slice_layout(parent: Attribute, dim: int) -> SliceLayout:
+    """The layout of a reduction along `dim` of a tile in `parent`: each result element stays
+    in every thread that held part of its row, so expanding it back (`expand_layout`) and
+    broadcasting it are register copies. An `#mma` parent is sliced as its `#blocked` twin."""
+    if isinstance(parent, MmaLayout):
+        parent = as_blocked(parent)
+    return SliceLayout(dim, parent)
+
+
+def blocked_equivalent(layout: Attribute, shape: Sequence[int]) -> BlockedLayout | None:
+    """A `#blocked` layout that places the elements of a tile of `shape` exactly as `layout`
+    does, when there is one: a blocked layout is itself, an `#mma` its twin, a slice its
+    parent without the sliced dimension when that dimension spreads over no lanes or warps
+    (nothing is replicated)."""
+    if isinstance(layout, SliceLayout):
+        parent = blocked_equivalent(layout.parent, (*shape[: layout.dim], 1, *shape[layout.dim :]))
+        if parent is None:
+            return None
+        keep = [d for d in range(len(shape) + 1) if d != layout.dim]
+        return remove_unit_dims(parent, (*shape[: layout.dim], 1, *shape[layout.dim :]), keep)
+    try:
+        return as_blocked(layout)
+    except ValueError:
+        return None
+
+
+def same_placement(a: Attribute, b: Attribute, shape: Sequence[int]) -> bool:
+    """Whether every thread holds the same elements, in the same registers, in both layouts."""
+    if a == b:
+        return True
+    ma, mb = ThreadMap(a, shape), ThreadMap(b, shape)
+    return (
+        ma.num_threads == mb.num_threads
+        and ma.num_slots == mb.num_slots
+        and bool((ma.table() == mb.table()).all())
+        and bool((ma.unique_owners() == mb.unique_owners()).all())
+    )
+
+
+def contiguous_elements(layout: Attribute, shape: Sequence[int]) -> int:
+    """How many consecutive elements of the last dimension each thread holds in a run (its
+    widest access): `size_per_thread` of the last dimension for every register layout, slices
+    included (1 when the slice removed the parent's last dimension)."""
+    if not shape:
+        return 1
+    m = ThreadMap(layout, shape)
+    offsets = m.dims[-1].offsets
+    run = 1
+    while run < len(offsets) and offsets[run] == run:
+        run += 1
+    return run
+
+
+def expand_layout(layout: Attribute, axis: int) -> Attribute:
+    """The layout that keeps every element in its thread when a size-1 dimension is inserted
+    at `axis` (`tile.expand_dims`): a slice along `axis` gives back its parent; a slice along
+    another dimension stays a slice of the expanded parent; `#blocked` gets `insert_unit_dim`."""
+    if isinstance(layout, SliceLayout):
+        if layout.dim == axis:
+            return layout.parent
+        if axis < layout.dim:
+            return SliceLayout(layout.dim + 1, expand_layout(layout.parent, axis))
+        return SliceLayout(layout.dim, expand_layout(layout.parent, axis + 1))
+    return insert_unit_dim(as_blocked(layout), axis)
 
 
 def insert_unit_dim(layout: BlockedLayout, axis: int) -> BlockedLayout:
@@ -274,13 +361,26 @@ class ThreadMap:
     """The elements each thread of a block holds for a tile of `shape` in `layout`."""
 
     def __init__(
-        self, layout: BlockedLayout, shape: Sequence[int], dims: list[DimMap] | None = None
+        self,
+        layout: Attribute,
+        shape: Sequence[int],
+        dims: list[DimMap] | None = None,
+        replicas: tuple[DimMap, ...] = (),
     ):
-        self.layout = layout = as_blocked(layout)
         self.shape = tuple(shape)
+        if isinstance(layout, SliceLayout) and dims is None:
+            k = layout.dim
+            parent = ThreadMap(layout.parent, (*self.shape[:k], 1, *self.shape[k:]))
+            layout = parent.layout
+            dims = parent.dims[:k] + parent.dims[k + 1 :]
+            replicas = (*parent.replicas, parent.dims[k])
+        self.layout = layout = as_blocked(layout)
         self.num_warps = math.prod(layout.warps_per_cta)
         self.num_threads = WARP_SIZE * self.num_warps
         self.dims = dims if dims is not None else self._dims()
+        # Dimensions the tile does not have that still spread threads (a slice's): every
+        # thread along them holds a copy; the owner of an element is the one at position 0.
+        self.replicas = tuple(d for d in replicas if d.wraps)
         self.counts = tuple(len(d.offsets) for d in self.dims)
         self.num_slots = math.prod(self.counts)
         self.slot_strides = row_major_strides(self.counts)
@@ -328,7 +428,13 @@ class ThreadMap:
         the same index lists for the other dimensions. Not a blocked layout in general."""
         shape = self.shape[:axis] + self.shape[axis + 1 :]
         dims = self.dims[:axis] + self.dims[axis + 1 :]
-        return ThreadMap(self.layout, shape, dims)
+        return ThreadMap(self.layout, shape, dims, self.replicas)
+
+    @property
+    def owner_dims(self) -> tuple[DimMap, ...]:
+        """Every map that decides whether a thread holds copies: the dimensions' and the
+        replicas' (a thread is an element's unique owner where `position < size` in each)."""
+        return (*self.dims, *self.replicas)
 
     # -- compile-time tables ----------------------------------------------------------------
 
@@ -359,14 +465,14 @@ class ThreadMap:
         exactly one such owner)."""
         lane, warp = self._lanes_warps()
         ok = np.ones(self.num_threads, dtype=bool)
-        for d in self.dims:
+        for d in self.owner_dims:
             if d.wraps:
                 ok &= d.position(lane, warp) < d.size
         return ok
 
     @property
     def replicated(self) -> bool:
-        return any(d.wraps for d in self.dims)
+        return any(d.wraps for d in self.owner_dims)
 
 
 def local_source_slots(

@@ -403,11 +403,11 @@ class _KernelLowering:
 
     def unique_owner(self, m: ThreadMap) -> ir.Value | None:
         """True in the threads that hold no replicated copies (None: no thread holds any)."""
-        key = tuple(m.dims)
+        key = m.owner_dims  # a slice's replicas too: one of its copies is the owner
         if key not in self._owners:
             p = self.prologue
             owner: ir.Value | None = None
-            for d in m.dims:
+            for d in key:
                 if d.wraps:
                     inside = p.icmp_unsigned("<", self._position(d), ir.Constant(I32, d.size))
                     owner = inside if owner is None else p.and_(owner, inside)
