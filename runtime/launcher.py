@@ -16,7 +16,9 @@ dimensions within `max_extents`, the promises of the `Specialization`, the grid'
 before anything is queued, so a refused launch writes nothing. The parameters are packed into
 one buffer made when the launcher is (`struct.pack_into`, no allocation) and handed to
 `cuLaunchKernel` as the array of pointers it takes: converting arguments one by one through
-`cuda.core.launch` costs more than the whole launch may (10 µs). The stream is, in order: the
+`cuda.core.launch` costs more than the whole launch may (10 µs). `fast_launch` writes a launch
+out for one signature of arguments (`@tilec.jit`'s repeated calls): its own parameter storage
+with the extents and strides written once, no lock. The stream is, in order: the
 `stream` argument; torch's current stream when torch tensors are passed (CuPy's for CuPy
 arrays); the legacy default stream. With device arrays only, a launch neither allocates nor
 synchronises, so it can be captured into a CUDA graph.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -88,11 +91,13 @@ class Launcher:
         offset aligned to its size, as the kernel's `.param` space lays them out."""
         index = {name: i for i, (name, *_rest) in enumerate(self.checker.arguments)}
         self._fields: list[tuple[int, int, int]] = []
+        self._scalar_codes: dict[int, str] = {}  # argument index -> its `struct` code
         layout, offsets, offset = "<", [], 0
         for p in self.abi.parameters:
             if p.kind == "scalar":
                 code = SCALAR_CODES[p.dtype]
                 kind = _SCALAR
+                self._scalar_codes[index[p.argument]] = code
             else:
                 code = "Q" if p.kind == "pointer" else "q"
                 kind = {"pointer": _POINTER, "extent": _EXTENT, "stride": _STRIDE}[p.kind]
@@ -261,42 +266,103 @@ class Launcher:
         _, driver = cuda_modules()
         block = self.abi.num_threads
         shared = self.abi.shared_bytes
+        pointers = self._pointers_address
         with self._lock:  # the buffer is reused; the driver copies it during the call
             pack(source)
             (err,) = driver.cuLaunchKernel(
-                function, *grid, block, 1, 1, shared, stream, self._pointers_address, 0
+                function, *grid, block, 1, 1, shared, stream, pointers, 0
             )
-            if err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
-                # A thread that never used this GPU has no current context: give it one.
-                get_device(ordinal).set_current()
-                (err,) = driver.cuLaunchKernel(
-                    function, *grid, block, 1, 1, shared, stream, self._pointers_address, 0
-                )
+            if err:  # CUDA_SUCCESS is 0
+                self._launch_failed(err, function, grid, stream, ordinal, pointers)
+
+    def _launch_failed(
+        self, err: Any, function: Any, grid: tuple, stream: int, ordinal: int, pointers: int
+    ) -> None:
+        """After `cuLaunchKernel` returned `err` with the parameters at `pointers` (still
+        there): launch again where the thread only lacked a context, else raise `GPUError`."""
+        _, driver = cuda_modules()
+        if err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+            # A thread that never used this GPU has no current context: give it one.
+            get_device(ordinal).set_current()
+            block, shared = self.abi.num_threads, self.abi.shared_bytes
+            (err,) = driver.cuLaunchKernel(
+                function, *grid, block, 1, 1, shared, stream, pointers, 0
+            )
         if err != driver.CUresult.CUDA_SUCCESS:
             check(driver, err, f"launching kernel '{self.name}' (cuLaunchKernel)")
 
-    def torch_packer(self, values: list, converters: dict[int, Any]) -> Any:
-        """A function that packs the raw arguments `a` of a call (torch tensors and Python
-        scalars) straight into the parameter buffer, for calls whose tensors have exactly the
-        extents and strides of `values` (the converted arguments of an earlier call): those
-        are baked in as constants, pointers are read with `data_ptr()`, scalar `i` goes
-        through `converters[i]` (None: packed as it is). `@tilec.jit`'s fast path uses it."""
-        namespace: dict[str, Any] = {"pack_into": self._struct.pack_into, "buffer": self._buffer}
-        terms = []
+    def fast_launch(
+        self, values: list, converters: dict[int, Any], grid: tuple, ordinal: int
+    ) -> Callable[..., None]:
+        """A function `launch(v0, ..., vN, stream)` that queues this kernel for calls whose
+        tensors have exactly the extents and strides of `values` (the converted, checked
+        arguments of an earlier call) and whose grid is `grid`, on GPU `ordinal`. `vI` is
+        argument I's address when it is a tensor, its Python value when it is a scalar
+        (converted by `converters[I]`, which may raise `_Problem` before anything is queued;
+        None: packed as it is). `@tilec.jit`'s fast path, where every attribute lookup and
+        call shows in the host time of a launch, so it is written out for this case:
+
+        * the parameters live in storage of its own: the extents and strides, written once,
+          and a buffer for the addresses and scalars, one `struct.pack_into` a call; the grid,
+          block and the address of the parameter array are constants of its text;
+        * it takes no lock: one thread may call it at a time (`@tilec.jit` keeps one per
+          thread), and the driver has copied the parameters when `cuLaunchKernel` returns."""
+        arity = len(self.checker.arguments)
+        inputs = ", ".join(f"v{i}" for i in range(arity))
+        if 0 in grid:  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
+            return eval(f"lambda {inputs}, stream: None")
+        _, driver = cuda_modules()
+        namespace: dict[str, Any] = {
+            "launch_kernel": driver.cuLaunchKernel,
+            "function": self._functions[ordinal],
+            "failed": self._launch_failed,
+        }
+        # Two buffers, each field at an offset aligned to its size: what changes per call
+        # (addresses, scalars) and what does not (extents, strides).
+        layouts, sizes, places, constants, terms = ["<", "<"], [0, 0], [], [], []
         for i, kind, axis in self._fields:
             if kind == _POINTER:
-                terms.append(f"a[{i}].data_ptr()")
-            elif kind == _EXTENT:
-                terms.append(str(int(values[i].shape[axis])))
-            elif kind == _STRIDE:
-                terms.append(str(int(values[i].strides[axis])))
-            elif converters.get(i) is None:
-                terms.append(f"a[{i}]")
+                code, changes, term = "Q", True, f"v{i}"
+            elif kind == _SCALAR:
+                code, changes, term = self._scalar_codes[i], True, f"v{i}"
+                if converters.get(i) is not None:
+                    namespace[f"convert{i}"] = converters[i]
+                    term = f"convert{i}(v{i})"
             else:
-                namespace[f"c{i}"] = converters[i]
-                terms.append(f"c{i}(a[{i}])")
-        # The text holds only indices and integers: safe to evaluate.
-        return eval(f"lambda a: pack_into(buffer, 0, {', '.join(terms)})", namespace)
+                code, changes = "q", False
+                dims = values[i].shape if kind == _EXTENT else values[i].strides
+                constants.append(int(dims[axis]))
+            which = 0 if changes else 1
+            size = struct.calcsize("<" + code)
+            padding = -sizes[which] % size
+            layouts[which] += "x" * padding + code
+            places.append((which, sizes[which] + padding))
+            sizes[which] += padding + size
+            if changes:
+                terms.append(term)
+        buffers = [ctypes.create_string_buffer(max(n, 1)) for n in sizes]
+        struct.pack_into(layouts[1], buffers[1], 0, *constants)
+        bases = [ctypes.addressof(b) for b in buffers]
+        pointers = (ctypes.c_void_p * max(len(places), 1))(*[bases[w] + o for w, o in places])
+        namespace["keep"] = (buffers, pointers)  # alive as long as the function
+        namespace["pack_into"] = struct.Struct(layouts[0]).pack_into
+        namespace["buffer"] = buffers[0]
+        address = ctypes.addressof(pointers)
+        x, y, z = (int(n) for n in grid)
+        arguments = (
+            f"function, {x}, {y}, {z}, {int(self.abi.num_threads)}, 1, 1, "
+            f"{int(self.abi.shared_bytes)}, stream, {address}, 0"
+        )
+        # The text holds only indices, integers and the names of `namespace`: safe to run.
+        text = (
+            f"def launch({inputs}, stream):\n"
+            f"    pack_into(buffer, 0, {', '.join(terms)})\n"
+            f"    (err,) = launch_kernel({arguments})\n"
+            "    if err:  # CUDA_SUCCESS is 0\n"
+            f"        failed(err, function, ({x}, {y}, {z}), stream, {int(ordinal)}, {address})\n"
+        )
+        exec(compile(text, f"<tilec launch of {self.name}>", "exec"), namespace)
+        return namespace["launch"]
 
     def _launch_with_copies(self, function: Any, grid: tuple, arguments: Arguments, stream: int):
         _, driver = cuda_modules()

@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,8 +93,13 @@ class JitFunction:
         if fn is not None:
             functools.update_wrapper(self, fn)
         self._launchers: dict[tuple, Any] = {}
-        # Signature of a call's arguments -> what launching it needs (`__call__`'s fast path).
-        self._fast: dict[tuple, tuple] = {}
+        # `__call__`'s fast path: per thread, the signature of a call's arguments -> the
+        # function that launches their specialization (`Launcher.fast_launch`, whose buffers
+        # one thread at a time may use); and the function that looks the signature up and
+        # calls it (`_fast_call`), made on the first remembered call.
+        self._fast = _ThreadLaunches()
+        self._fast_call: Callable[[tuple, Any], bool] | None = None
+        self._signature: Callable[[tuple], tuple] | None = None
         self.compilations = 0  # specializations compiled or loaded from disk by this object
 
     # -- the source and its IR ------------------------------------------------------------------
@@ -154,24 +160,15 @@ class JitFunction:
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         """Run the kernel on `args`: on the GPU, or in the interpreter (module docstring)."""
-        if self.interpret or _interpret_requested():
+        if self.interpret or _ENVIRONMENT.get(_INTERPRET_KEY) == _INTERPRET_ON:
             self._interpret(args, kwargs)
             return
         if not kwargs:
             # The fast path: arguments exactly like those of an earlier call that passed
-            # every check (`_remember`) need none of them again; see `_signature`.
-            entry = self._fast.get(_signature(args))
-            if entry is not None:
-                launcher, function, grid, ordinal, pack = entry
-                # Looked up on every call: the caller may have switched streams since.
-                handle = _torch_stream(ordinal) if stream is None else stream_handle(stream)
-                if grid is None:
-                    return  # an empty tensor: nothing to compute
-                try:
-                    launcher.send(function, grid, pack, args, handle, ordinal)
-                    return
-                except _Problem:
-                    pass  # a scalar out of range: nothing was queued; the full path says why
+            # every check (`_remember`) need none of them again; see `_fast_path`.
+            fast_call = self._fast_call
+            if fast_call is not None and fast_call(args, stream):
+                return
         values = self._order(args, kwargs) if kwargs else args
         arguments = self._checker.convert(values)
         key = self._key(arguments)
@@ -200,15 +197,18 @@ class JitFunction:
             elif type(value) is not tensor_type:
                 return
         ordinal = arguments.device
-        function = launcher._functions.get(ordinal)
-        if ordinal is None or function is None:
+        if ordinal is None or launcher._functions.get(ordinal) is None:
             return
-        grid = launcher.grid(arguments)
-        pack = launcher.torch_packer(arguments.values, converters)
-        if len(self._fast) >= _FAST_ENTRIES:
-            self._fast.clear()  # many shapes: start again rather than grow without bound
-        entry = (launcher, function, None if 0 in grid else grid, ordinal, pack)
-        self._fast[_signature(args)] = entry
+        launch = launcher.fast_launch(
+            arguments.values, converters, launcher.grid(arguments), ordinal
+        )
+        if self._fast_call is None:
+            kinds = [kind for _name, kind, _dtype, _dims in self._checker.arguments]
+            self._fast_call, self._signature = _fast_path(kinds, self._fast, tensor_type)
+        launches = self._fast.launches
+        if len(launches) >= _FAST_ENTRIES:
+            launches.clear()  # many shapes: start again rather than grow without bound
+        launches[self._signature(args)] = launch
 
     def _order(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
         """Positional and keyword arguments in parameter order (the interpreter's checks)."""
@@ -321,45 +321,98 @@ class JitFunction:
         return f"<tilec.jit kernel {self.name} of {self.source.filename}>"
 
 
-def _environment_lookup() -> Callable[[], bool]:
-    """A function saying whether `TILEC_INTERPRET=1` is in the environment now. It is asked on
-    every call, and `os.environ.get` costs half a microsecond when the variable is unset (it
-    raises and catches a KeyError): where `os.environ` keeps its encoded copy in a dict (as
-    CPython does), read that dict, which `os.environ[...] = ...` and `del` keep current."""
+def _environment_lookup() -> tuple[Mapping[Any, Any], Any, Any]:
+    """`(mapping, key, value)`: `TILEC_INTERPRET=1` is in the environment now when
+    `mapping.get(key) == value`. It is asked on every call, and `os.environ.get` costs half a
+    microsecond when the variable is unset (it raises and catches a KeyError): where
+    `os.environ` keeps its encoded copy in a dict (as CPython does), read that dict, which
+    `os.environ[...] = ...` and `del` keep current."""
     environ = os.environ
     data = getattr(environ, "_data", None)
     if isinstance(data, dict) and hasattr(environ, "encodekey"):
         try:
-            key, one = environ.encodekey(INTERPRET_VARIABLE), environ.encodevalue("1")
+            return data, environ.encodekey(INTERPRET_VARIABLE), environ.encodevalue("1")
         except Exception:  # an unexpected os.environ: use the public way
             pass
-        else:
-            return lambda: data.get(key) == one
-    return lambda: environ.get(INTERPRET_VARIABLE, "") == "1"
+    return environ, INTERPRET_VARIABLE, "1"
 
 
-_interpret_requested = _environment_lookup()
+_ENVIRONMENT, _INTERPRET_KEY, _INTERPRET_ON = _environment_lookup()
 
 _FAST_ENTRIES = 256  # signatures remembered per kernel
 
 
-def _signature(args: tuple) -> tuple:
-    """What the checks and the choice of compiled kernel depend on, for torch tensors and
-    Python scalars: per torch tensor its dtype, shape, strides, device (-1 on the CPU) and
-    address modulo 16 (alignment to its element and to 16 bytes); per other argument its
-    type. Two calls with one signature pass the same checks and launch the same kernel with
-    the same grid; only the addresses, the scalars' values and the stream differ. (Before any
-    torch tensor is seen, `_TORCH_TENSOR[0]` is None and every signature is just types, never
-    remembered: `_remember` needs torch tensors.)"""
-    tensor_type = _TORCH_TENSOR[0]
-    return tuple(
-        [
-            (a.dtype, a.shape, a.stride(), a.get_device(), a.data_ptr() & 15)
-            if type(a) is tensor_type
-            else type(a)
-            for a in args
-        ]
+class _ThreadLaunches(threading.local):
+    """`launches`: this thread's signature -> launch function (`JitFunction._remember`)."""
+
+    def __init__(self) -> None:
+        self.launches: dict[tuple, Callable[..., None]] = {}
+
+
+def _fast_path(
+    kinds: Sequence[str], per_thread: _ThreadLaunches, tensor_type: type
+) -> tuple[Callable[[tuple, Any], bool], Callable[[tuple], tuple]]:
+    """`(fast_call, signature)` for a kernel whose arguments are of `kinds` ("scalar", or a
+    tensor), written out for exactly those arguments: straight-line code, no loop.
+
+    `signature(args)` is what the checks and the choice of compiled kernel depend on, for torch
+    tensors and Python scalars: per tensor its dtype, shape, strides, device and address modulo
+    16 (alignment to its element and to 16 bytes); per scalar its type. Two calls with one
+    signature pass the same checks and launch the same kernel with the same grid; only the
+    addresses, the scalars' values and the stream differ.
+
+    `fast_call(args, stream)` looks `signature(args)` up in this thread's `launches` and, when
+    found, calls that launch (`Launcher.fast_launch`) with the addresses and scalars on `stream`
+    (else torch's current stream on the tensors' GPU, looked up on every call: the caller may
+    have switched streams, or be capturing a graph, since), and says True. False: nothing was
+    queued, and the full path must run (another count of arguments, a tensor not exactly
+    `torch.Tensor`, an unknown signature, a scalar out of range). `signature` is only asked of
+    arguments that `fast_call` would look up (`_remember` checks them first)."""
+    import torch
+
+    names = [f"a{i}" for i in range(len(kinds))]
+    tensors = [i for i, kind in enumerate(kinds) if kind != "scalar"]
+    first = tensors[0]
+    key, values = [], []
+    for i, kind in enumerate(kinds):
+        if kind == "scalar":
+            key.append(f"type(a{i})")
+            values.append(f"a{i}")
+        else:
+            device = "device" if i == first else f"a{i}.get_device()"
+            key += [f"a{i}.dtype", f"a{i}.shape", f"a{i}.stride()", device, f"p{i} & 15"]
+            values.append(f"p{i}")
+    not_tensors = " or ".join(f"type(a{i}) is not Tensor" for i in tensors)
+    addresses = "".join(f"    p{i} = a{i}.data_ptr()\n" for i in tensors)
+    head = (
+        f"    try:\n        {', '.join(names)}, = args\n"
+        "    except ValueError:\n        return False\n"
+        f"    if {not_tensors}:\n        return False\n"
+        f"{addresses}    device = a{first}.get_device()\n"
     )
+    text = (
+        f"def signature(args):\n{head}    return ({', '.join(key)},)\n\n"
+        f"def fast_call(args, stream):\n{head}"
+        f"    launch = per_thread.launches.get(({', '.join(key)},))\n"
+        "    if launch is None:\n        return False\n"
+        "    if stream is None:\n        stream = current_stream(device)\n"
+        "    else:\n        stream = stream_handle(stream)\n"
+        f"    try:\n        launch({', '.join(values)}, stream)\n"
+        "    except Problem:\n        return False  # nothing was queued; the full path says why\n"
+        "    return True\n"
+    )
+    # The raw handle, without making a torch.cuda.Stream object (a few µs a launch).
+    current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _torch_stream
+    namespace = {
+        "Tensor": tensor_type,
+        "per_thread": per_thread,
+        "current_stream": current_stream,
+        "stream_handle": stream_handle,
+        "Problem": _Problem,
+    }
+    # The text holds only indices and the names of `namespace`: safe to run.
+    exec(compile(text, "<tilec fast path>", "exec"), namespace)
+    return namespace["fast_call"], namespace["signature"]
 
 
 def _power_of_two(n: int) -> int:

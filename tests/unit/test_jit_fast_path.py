@@ -5,8 +5,11 @@ alignment, device) takes the full path again, and bad ones are refused as before
 
 from __future__ import annotations
 
+import ctypes
 import struct
+import threading
 from contextlib import ExitStack, suppress
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -14,27 +17,83 @@ import torch
 import tilec
 from tilec.benchmarks import launch_overhead
 from tilec.runtime import LaunchError
+from tilec.runtime.arguments import SCALAR_CODES
+
+MIXED = """
+def mixed(x: f32[N], y: f32[N], alpha: f16, n: i32, big: i64, beta: f64):
+    for tn in tiles(N):
+        y[tn] = x[tn] * alpha + n + big + beta
+"""
+
+
+class Launch(NamedTuple):
+    """One `cuLaunchKernel` call: its arguments, and the kernel parameters they point at, read
+    during the call (the driver copies them then)."""
+
+    args: tuple
+    parameters: tuple
+
+    @property
+    def grid(self) -> tuple:
+        return self.args[1:4]
+
+    @property
+    def stream(self) -> Any:
+        return self.args[8]
+
+
+class Stream:
+    def __init__(self, handle: int):
+        self.cuda_stream = handle
+
+
+def received(launcher: Any, address: int) -> tuple:
+    """The parameter values behind the `void*[]` at `address`, as the kernel's ABI types them."""
+    parameters = launcher.abi.parameters
+    pointers = (ctypes.c_void_p * len(parameters)).from_address(address)
+    values = []
+    for p, pointer in zip(parameters, pointers):
+        code = {"pointer": "Q", "scalar": SCALAR_CODES.get(p.dtype)}.get(p.kind, "q")
+        raw = ctypes.string_at(pointer, struct.calcsize(code))
+        values.append(struct.unpack("<" + code, raw)[0])
+    return tuple(values)
 
 
 @pytest.fixture
 def kernels(tmp_path):
     path = tmp_path / "k.tile"
-    path.write_text(launch_overhead.SOURCE)
-    launches = []
+    path.write_text(launch_overhead.SOURCE + MIXED)
+    launches: list[Launch] = []
+    results: list[int] = []  # what the next launches return (then success)
+    made: list[Any] = []
     with ExitStack() as stack:
         launch_overhead._stubs(stack)
         driver = launch_overhead._Driver
 
         def record(*args):
-            launches.append(args)
-            return (0,)
+            (launcher,) = [
+                launcher
+                for kernel in made
+                for launcher in kernel._launchers.values()
+                if args[0] in launcher._functions.values()
+            ]
+            launches.append(Launch(args, received(launcher, args[9])))
+            return (results.pop(0) if results else 0,)
 
         stack.enter_context(pytest.MonkeyPatch.context()).setattr(
             driver, "cuLaunchKernel", staticmethod(record)
         )
         scale = tilec.load_kernel(path, "scale", tile={"N": 256})
         add2d = tilec.load_kernel(path, "add2d", tile={"M": 16, "N": 64})
-        yield scale, add2d, launches
+        mixed = tilec.load_kernel(path, "mixed", tile={"N": 256})
+        made += [scale, add2d, mixed]
+        yield scale, add2d, launches, mixed, results
+
+
+def expected(kernel, *args) -> tuple:
+    """The parameters the full path packs for `args`."""
+    (launcher,) = kernel._launchers.values()
+    return launcher.parameters(launcher.checker.convert(args).values)
 
 
 def full_checks(kernel):
@@ -54,24 +113,125 @@ def full_checks(kernel):
     return calls
 
 
-def test_a_repeated_call_skips_the_checks_and_packs_the_same_parameters(kernels):
-    scale, _add2d, launches = kernels
+def test_a_repeated_call_skips_the_checks_and_hands_the_driver_the_same_parameters(kernels):
+    scale, _add2d, launches, *_ = kernels
     x, y = torch.randn(1000), torch.empty(1000)
     slow = full_checks(scale)
     scale(x, y, 2.0)
-    launcher = next(iter(scale._launchers.values()))
-    first = bytes(launcher._buffer)
     scale(x, y, 2.0)
     assert len(slow) == 1 and len(launches) == 2
-    assert bytes(launcher._buffer) == first
+    assert launches[0].parameters == launches[1].parameters == expected(scale, x, y, 2.0)
+    assert launches[0].args[:9] == launches[1].args[:9]  # function, grid, block, stream
     x2, y2 = torch.randn(1000), torch.empty(1000)  # new addresses, same signature
     scale(x2, y2, 3.0)
     assert len(slow) == 1
-    fmt = launcher._struct
-    values = fmt.unpack_from(bytes(launcher._buffer))
-    assert x2.data_ptr() in values and y2.data_ptr() in values and 3.0 in values
-    assert launches[-1][1:4] == (4, 1, 1)  # the grid: 1000 / 256 blocks
-    assert struct.calcsize(fmt.format) == fmt.size
+    assert launches[-1].parameters == expected(scale, x2, y2, 3.0)
+    assert launches[-1].grid == (4, 1, 1)  # 1000 / 256 blocks
+    assert launches[-1].args[4:8] == launches[0].args[4:8]  # block, shared memory
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # f16: 1e6 is inf
+def test_scalars_of_every_type_are_converted_as_the_full_path_does(kernels):
+    *_, launches, mixed, _results = kernels
+    x, y = torch.randn(100), torch.empty(100)
+    slow = full_checks(mixed)
+    mixed(x, y, 1.5, 7, 2**40, 0.25)
+    mixed(x, y, 1e6, -3, -(2**62), 1e300)  # f16 overflows to inf, as numpy rounds it
+    mixed(x, y, 2, 3, 4, 5)  # ints for the floats: a signature of its own
+    mixed(x, y, 3, 4, 5, 6)
+    assert len(slow) == 2
+    for launch, args in zip(
+        launches,
+        [(1.5, 7, 2**40, 0.25), (1e6, -3, -(2**62), 1e300), (2, 3, 4, 5), (3, 4, 5, 6)],
+    ):
+        assert launch.parameters == expected(mixed, x, y, *args)
+    assert launches[1].parameters[6] == float("inf")
+    with pytest.raises(LaunchError, match="does not fit i32"):
+        mixed(x, y, 1.5, 2**31, 0, 0.0)  # out of range: the full path says why
+    with pytest.raises(LaunchError, match="expected an integer for i32, got float"):
+        mixed(x, y, 1.5, 2.5, 0, 0.0)
+    assert len(launches) == 4
+
+
+def test_the_stream_is_looked_up_on_every_call(kernels, monkeypatch):
+    scale, _add2d, launches, *_ = kernels
+    current = [0]
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: current[0])
+    x, y = torch.randn(100), torch.empty(100)
+    scale(x, y, 2.0)
+    scale(x, y, 2.0)
+    current[0] = 0x5000  # torch.cuda.stream(...) or graph capture switched it
+    scale(x, y, 2.0)
+    scale(x, y, 2.0, stream=0x6000)
+    scale(x, y, 2.0, stream=Stream(0x7000))  # an object with `cuda_stream`, as torch's
+    assert [launch.stream for launch in launches] == [0, 0, 0x5000, 0x6000, 0x7000]
+
+
+def test_each_thread_launches_from_parameters_of_its_own(kernels):
+    scale, _add2d, launches, *_ = kernels
+    slow = full_checks(scale)
+    x, y = torch.randn(1000), torch.empty(1000)
+    scale(x, y, 2.0)
+    scale(x, y, 2.0)
+    a, b = torch.randn(1000), torch.empty(1000)
+
+    def work():
+        scale(a, b, 3.0)  # the full path: this thread has not launched it yet
+        scale(a, b, 4.0)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    scale(x, y, 5.0)
+    assert len(slow) == 2
+    assert [launch.parameters for launch in launches[2:]] == [
+        expected(scale, a, b, 3.0),
+        expected(scale, a, b, 4.0),
+        expected(scale, x, y, 5.0),
+    ]
+    assert launches[3].args[9] != launches[4].args[9]  # separate parameter storage
+
+
+def test_a_thread_without_a_context_gets_one_and_launches_again(kernels, monkeypatch):
+    scale, _add2d, launches, _mixed, results = kernels
+    from tilec.runtime import launcher as launcher_module
+
+    made_current = []
+    device = type("Device", (), {"set_current": lambda self: made_current.append(1)})()
+    monkeypatch.setattr(launcher_module, "get_device", lambda ordinal=None: device)
+    x, y = torch.randn(100), torch.empty(100)
+    scale(x, y, 2.0)
+    results.append(launch_overhead._Driver.CUresult.CUDA_ERROR_INVALID_CONTEXT)
+    scale(x, y, 3.0)  # the fast path
+    assert made_current == [1] and len(launches) == 3
+    assert launches[1].parameters == launches[2].parameters == expected(scale, x, y, 3.0)
+    assert launches[1].args == launches[2].args
+
+
+def test_empty_tensors_launch_nothing(kernels):
+    scale, _add2d, launches, *_ = kernels
+    slow = full_checks(scale)
+    x, y = torch.randn(0), torch.empty(0)
+    scale(x, y, 2.0)
+    scale(x, y, 2.0)
+    assert len(slow) == 1 and launches == []
+
+
+def test_other_tensor_types_and_argument_counts_take_the_full_path(kernels):
+    scale, _add2d, launches, *_ = kernels
+    slow = full_checks(scale)
+    x, y = torch.randn(100), torch.empty(100)
+    scale(x, y, 2.0)
+    scale(torch.nn.Parameter(x), y, 2.0)  # a subclass of torch.Tensor
+    scale(torch.nn.Parameter(x), y, 2.0)
+    assert len(slow) == 3
+    with pytest.raises(LaunchError, match="takes 3 argument"):
+        scale(x, y)
+    with pytest.raises(LaunchError, match="takes 3 argument"):
+        scale(x, y, 2.0, 1.0)
+    scale(x=x, y=y, alpha=2.0)  # by name: the full path
+    assert len(slow) == 6 and len(launches) == 4
+    assert launches[-1].parameters == expected(scale, x, y, 2.0)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +244,7 @@ def test_a_repeated_call_skips_the_checks_and_packs_the_same_parameters(kernels)
     ],
 )
 def test_any_change_takes_the_full_path(kernels, change):
-    scale, _add2d, _launches = kernels
+    scale, _add2d, _launches, *_ = kernels
     x, y = torch.randn(1000), torch.empty(1000)
     slow = full_checks(scale)
     scale(x, y, 2.0)
@@ -97,7 +257,7 @@ def test_any_change_takes_the_full_path(kernels, change):
 
 
 def test_bad_arguments_after_good_ones_are_still_refused(kernels, monkeypatch):
-    scale, add2d, _launches = kernels
+    scale, add2d, _launches, *_ = kernels
     x, y = torch.randn(64, 256), torch.randn(64, 256)
     out = torch.empty(64, 256)
     add2d(x, y, out)

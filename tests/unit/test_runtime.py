@@ -4,6 +4,7 @@ The launches themselves are tests/gpu's."""
 
 from __future__ import annotations
 
+import ctypes
 import struct
 
 import numpy as np
@@ -125,14 +126,16 @@ def test_arguments_must_keep_the_promises_of_the_specialization():
 
 
 def test_the_grid_and_its_limits():
-    matmul = launcher("matmul", "matmul")  # 64x64 tiles
+    matmul = launcher("matmul", "matmul")
+    tile = {axis.dim: axis.tile for axis in matmul.abi.grid}  # what the pipeline chose
+    assert [axis.dim for axis in matmul.abi.grid] == ["M", "N"]
     args = matmul.checker.convert(
         [gpu((1000, 5), dtype="f16"), gpu((5, 130), dtype="f16"), gpu((1000, 130), dtype="f16")]
     )
-    assert matmul.grid(args) == (16, 3, 1)
-    wide = gpu((5, 65536 * 64 + 1), dtype="f16")
+    assert matmul.grid(args) == (-(-1000 // tile["M"]), -(-130 // tile["N"]), 1)
+    n = 65535 * tile["N"] + 1  # one block more than grid axis y takes
     args = matmul.checker.convert(
-        [gpu((64, 5), dtype="f16"), wide, gpu((64, 65536 * 64 + 1), dtype="f16")]
+        [gpu((64, 5), dtype="f16"), gpu((5, n), dtype="f16"), gpu((64, n), dtype="f16")]
     )
     assert "more than CUDA's 65535" in message(lambda: matmul.grid(args))
 
@@ -152,6 +155,46 @@ def test_parameters_are_packed_in_abi_order_at_aligned_offsets():
     assert struct.unpack_from("<f", raw, 0) == (1.5,)
     assert struct.unpack_from("<Qqq", raw, 8) == (0x1000, 10, 1)  # the pointer 8-byte aligned
     assert saxpy._struct.size == 4 + 4 + 3 * 24
+
+
+def test_a_fast_launch_hands_the_driver_the_parameters_of_the_full_path(monkeypatch):
+    from tilec.runtime import launcher as launcher_module
+
+    saxpy = launcher("vector_add", "saxpy")
+    calls = []
+
+    def launch_kernel(*args):
+        count = len(saxpy.abi.parameters)
+        pointers = (ctypes.c_void_p * count).from_address(args[9])
+        codes = [saxpy._struct.format[1:].replace("x", "")[i] for i in range(count)]
+        calls.append(
+            (
+                args[:9],
+                tuple(
+                    struct.unpack("<" + code, ctypes.string_at(address, struct.calcsize(code)))[0]
+                    for code, address in zip(codes, pointers)
+                ),
+            )
+        )
+        return (0,)
+
+    driver = type("Driver", (), {"cuLaunchKernel": staticmethod(launch_kernel)})
+    monkeypatch.setattr(launcher_module, "cuda_modules", lambda: (None, driver))
+    function = object()
+    saxpy._functions[0] = function
+    x, y = gpu((1000,), address=0x1000), gpu((1000,), address=0x2000)
+    out = gpu((1000,), (3,), "f32", 0x3000)
+    values = saxpy.checker.convert([1.5, x, y, out]).values
+    launch = saxpy.fast_launch(values, {}, (4, 1, 1), 0)
+    launch(1.5, 0x1000, 0x2000, 0x3000, 77)
+    launch(-2.0, 0x5000, 0x6000, 0x7000, 78)  # new addresses and scalar, same extents
+    assert calls[0] == (
+        (function, 4, 1, 1, saxpy.abi.num_threads, 1, 1, saxpy.abi.shared_bytes, 77),
+        saxpy.parameters(values),
+    )
+    assert calls[1][1] == (-2.0, 0x5000, 1000, 1, 0x6000, 1000, 1, 0x7000, 1000, 3)
+    assert saxpy.fast_launch(values, {}, (0, 1, 1), 0)(1.5, 0, 0, 0, 77) is None  # empty
+    assert len(calls) == 2
 
 
 @pytest.mark.skipif(gpu_available(), reason="this machine has a GPU")

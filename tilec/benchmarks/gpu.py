@@ -307,10 +307,13 @@ def _host_overhead(triton: Any) -> list[Result]:
     stream = torch.cuda.current_stream().cuda_stream
     grid = launcher.grid(kernel._checker.convert([x, y, out]))
     block, pointers = launcher.abi.num_threads, launcher._pointers_address
+    shared = launcher.abi.shared_bytes  # what the kernel's own launches ask for
     calls.append(
         (
             "cuLaunchKernel",
-            lambda: driver.cuLaunchKernel(function, *grid, block, 1, 1, 0, stream, pointers, 0),
+            lambda: driver.cuLaunchKernel(
+                function, *grid, block, 1, 1, shared, stream, pointers, 0
+            ),
         )
     )
     results = []
