@@ -12,7 +12,6 @@ tiles in L2. `docs/passes.md` is the contract.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
@@ -52,7 +51,6 @@ MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest o
 TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for small extents)
 CONTRACTED_SIZES = (64, 32, 16)
 PREFERRED_K_ROW_BYTES = 64  # BK = 32 for 16-bit operands: one 64-byte row per k-step
-LARGE_TILE_ELEMENTS = 8192  # non-dot kernels: tiles this large get 8 warps
 INSTR_M, INSTR_N, INSTR_K = MMA_INSTR_SHAPE
 
 
@@ -262,7 +260,8 @@ class _KernelTiling:
             self.ctx.remark(kernel, self.plan.remark())
         if config is None:
             num_warps = self.plain_warps()
-        kernel.attributes["tilec.num_warps"] = IntegerAttr(num_warps)
+        if num_warps is not None:
+            kernel.attributes["tilec.num_warps"] = IntegerAttr(num_warps)
         if config is not None:
             layout = mma_accumulator_layout(config.warps)
             for dot in mma_dots:
@@ -270,27 +269,13 @@ class _KernelTiling:
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         self.group(bool(dot_ops))
 
-    def plain_warps(self) -> int:
+    def plain_warps(self) -> int | None:
+        """A kernel without tensor-core dots: its pin, else None (assign-layouts chooses, from
+        the tiles it lays out: one warp per 1024 elements of the largest, 4 to 16)."""
         if self.warps_pin is not None:
             self.ctx.remark(self.kernel, f"{self.warps_pin} warps ({self.warps_source})")
             return self.warps_pin
-        largest = max(
-            (
-                math.prod(v.type.shape)
-                for op in self.kernel.walk()
-                for v in op.results
-                if isinstance(v.type, TileType)
-            ),
-            default=0,
-        )
-        warps = 8 if largest >= LARGE_TILE_ELEMENTS else 4
-        self.ctx.remark(
-            self.kernel,
-            f"{warps} warps: the largest tile holds {largest} elements "
-            f"({'≥' if warps == 8 else '<'} {LARGE_TILE_ELEMENTS}: "
-            f"{math.ceil(largest / (WARP_SIZE * warps))} per thread)",
-        )
-        return warps
+        return None
 
     # -- the mma search -------------------------------------------------------------------------
 

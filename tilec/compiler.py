@@ -41,7 +41,9 @@ __all__ = [
 
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
-DEFAULT_PIPELINE = "canonicalize,cse,specialize,assign-layouts,canonicalize,cse,dce"
+DEFAULT_PIPELINE = (
+    "canonicalize,cse,tiling,assign-layouts,smem-placement,pipeline,vectorize,canonicalize,cse,dce"
+)
 
 # What a compilation can produce; after the passes, the steps that produce each.
 TARGETS = ("tir", "llvm", "ptx", "cubin")

@@ -282,7 +282,7 @@ class JitFunction:
         pipeline = DEFAULT_PIPELINE
         if extents:
             text = ",".join(f"{d}={n}" for d, n in extents.items())
-            pipeline = pipeline.replace("specialize", f'specialize{{extents="{text}"}}', 1)
+            pipeline = pipeline.replace("tiling", f'tiling{{extents="{text}"}}', 1)
         # The facts go into the IR first, for the passes (vectorize) and the lowering alike.
         pipeline = f"{_assume_pass(specialization)},{pipeline}"
         key = kernel_cache.KernelCacheKey(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import tilec
+from tilec.compiler import DEFAULT_PIPELINE
 
 TILEC = os.path.join(os.path.dirname(sys.executable), "tilec")
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,8 +78,9 @@ def test_dump_dir_holds_every_step_through_ptx(tmp_path):
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "dump").iterdir())
     assert names[0] == "00-input.tir"
-    assert names[-2:] == ["08-lower-to-llvm.ll", "09-ptx.ptx"]
-    assert (tmp_path / "dump" / "09-ptx.ptx").read_text() == result.stdout
+    n = len(DEFAULT_PIPELINE.split(",")) + 1  # the input, then one file per pass
+    assert names[-2:] == [f"{n:02d}-lower-to-llvm.ll", f"{n + 1:02d}-ptx.ptx"]
+    assert (tmp_path / "dump" / f"{n + 1:02d}-ptx.ptx").read_text() == result.stdout
 
 
 def test_lowering_without_specialize_is_a_user_error(tmp_path):
@@ -94,7 +96,7 @@ def test_lowering_without_specialize_is_a_user_error(tmp_path):
 
 def test_stop_after_a_pass_prints_its_ir(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
-    result = run("compile", "k.tile", "--stop-after", "specialize", cwd=tmp_path)
+    result = run("compile", "k.tile", "--stop-after", "tiling", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("module {") and "tilec.tile_sizes" in result.stdout
 

@@ -129,6 +129,8 @@ def op_scratch_bytes(op: Operation) -> int:
             return 0
         return plan.scratch_elements * element_bytes(op.input.type.element)
     if isinstance(op, T.DotOp):
+        if isinstance(op.a.type.layout, T.DotOperandLayout):
+            return 0  # a tensor-core dot reads its operands from their own buffers
         b = op.b.type
         return dot_b_offset(op) + math.prod(b.shape) * element_bytes(b.element)
     return 0

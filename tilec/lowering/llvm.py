@@ -47,6 +47,7 @@ from llvmlite import ir
 from tilec.diagnostics import InternalCompilerError, TileError
 from tilec.dialects import arith, scf
 from tilec.dialects import math as mathd
+from tilec.dialects import shared as S
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.ir.attributes import BoolAttr, FloatAttr
@@ -62,7 +63,7 @@ from tilec.ir.types import (
     Type,
     element_type,
 )
-from tilec.lowering import mathlib, memory
+from tilec.lowering import mathlib, memory, tensorcore
 from tilec.lowering.abi import (
     ALIGNMENT,
     DIVISOR,
@@ -80,7 +81,7 @@ from tilec.lowering.exchange import (
     remap_source_slots,
     thread_map,
 )
-from tilec.lowering.layouts import DimMap, ThreadMap, row_major_strides
+from tilec.lowering.layouts import WARP_SIZE, DimMap, ThreadMap, row_major_strides
 from tilec.passmanager import save_crash_ir
 
 __all__ = ["ARCHES", "DATA_LAYOUT", "SHARED_SYMBOL", "TRIPLE", "NotLowered", "lower_to_llvm"]
@@ -304,6 +305,12 @@ class _KernelLowering:
         tid = self._sreg("tid.x")
         self.lane = self.b.and_(tid, ir.Constant(I32, 31))
         self.warp = self.b.lshr(tid, ir.Constant(I32, 5))
+        self.num_warps = self.abi.num_threads // WARP_SIZE
+        self.buffer_offsets = tensorcore.buffer_offsets(func)
+        # Each op's scratch starts after the buffers live at it (tensorcore.scratch_bases).
+        self.scratch_bases = tensorcore.scratch_bases(func)
+        self.scratch_fences = tensorcore.scratch_fences(func)
+        self.scratch_base = 0
         self.scratch = None
         if self.abi.shared_bytes:
             self.scratch = _shared_array(llmod)
@@ -364,9 +371,12 @@ class _KernelLowering:
         return None
 
     def op(self, op: Operation) -> None:
+        self.scratch_base = self.scratch_bases.get(op, 0)
         method = _LOWERINGS.get(type(op))
         if method is None:
             raise NotLowered(op)
+        if op in self.scratch_fences:
+            self.barrier()
         results = method(self, op)
         if results is not None:
             for r, v in zip(op.results, results):
@@ -444,6 +454,7 @@ class _KernelLowering:
     def scratch_pointer(self, t: Type, index: ir.Value, byte_offset: int = 0) -> ir.Value:
         assert self.scratch is not None, "shared scratch used but not sized"
         base = self.scratch
+        byte_offset += self.scratch_base
         if byte_offset:
             base = self.b.gep(base, [ir.Constant(I32, byte_offset)], source_etype=I8)
         return self.b.gep(base, [index], source_etype=memory_type(t))
@@ -456,6 +467,24 @@ class _KernelLowering:
     def scratch_load(self, t: Type, index: ir.Value, byte_offset: int = 0) -> ir.Value:
         v = self.b.load(self.scratch_pointer(t, index, byte_offset), typ=memory_type(t))
         return self.b.trunc(v, I1) if t == IntegerType(1) else v
+
+    memory_type = staticmethod(memory_type)
+
+    def shared_store(self, t: Type, byte_offset: ir.Value, value: ir.Value) -> None:
+        """Store `value` at `byte_offset` (i32) bytes into the shared array."""
+        if t == IntegerType(1):
+            value = self.b.zext(value, I8)
+        pointer = self.b.gep(self.scratch, [byte_offset], source_etype=I8)
+        self.b.store(value, pointer)
+
+    def shared_load(self, t: Type, byte_offset: ir.Value) -> ir.Value:
+        pointer = self.b.gep(self.scratch, [byte_offset], source_etype=I8)
+        v = self.b.load(pointer, typ=memory_type(t))
+        return self.b.trunc(v, I1) if t == IntegerType(1) else v
+
+    def guarded_load(self, t: Type, pointer: ir.Value, predicate: ir.Value) -> ir.Value:
+        """A global load where `predicate` holds, else zero."""
+        return self._global_load(t, pointer, predicate, constant(t, 0))
 
     def when(self, predicate: ir.Value | None, emit) -> None:
         """Run `emit()` only in threads where `predicate` holds (always when None)."""
@@ -906,6 +935,8 @@ class _KernelLowering:
         return [results] if isinstance(result_t, TileType) else [results[0]]
 
     def dot(self, op: Operation) -> list[Any]:
+        if tensorcore.is_tensor_core_dot(op):
+            return tensorcore.lower_mma_dot(self, op)
         b = self.b
         a_t, b_t, acc_t = op.a.type, op.b.type, op.result.type
         inner, cols = b_t.shape
@@ -1141,6 +1172,13 @@ _LOWERINGS: dict[type, Any] = {
     T.CastOp: _KernelLowering.cast,
     T.SelectOp: _KernelLowering.select,
     **{cls: _KernelLowering.remap for cls in REMAP_OPS},
+    S.AllocSharedOp: tensorcore.lower_alloc_shared,
+    S.AsyncCopyOp: tensorcore.lower_async_copy,
+    S.AsyncCommitOp: tensorcore.lower_async_commit,
+    S.AsyncWaitOp: tensorcore.lower_async_wait,
+    S.BarrierOp: tensorcore.lower_barrier,
+    S.LoadSharedOp: tensorcore.lower_load_shared,
+    S.StoreSharedOp: tensorcore.lower_store_shared,
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
 }
