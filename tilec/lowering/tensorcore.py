@@ -334,7 +334,12 @@ def _swizzled_bytes(
 
 
 def lower_async_copy(k: _KernelLowering, op: Operation) -> None:
-    """Each thread copies its runs of `vector` elements (see the module docstring)."""
+    """Each thread copies its runs of `vector` elements (see the module docstring).
+
+    The tile's origin is one address for the block; each run adds its thread's offset, which
+    does not change between iterations of a loop. When the whole tile lies inside the view
+    (every block but those on the edges), the runs are copied without bounds arithmetic; only
+    otherwise is each run's size clamped to the extent."""
     if op.mask is not None:
         raise ValueError("tile.async_copy with a mask is not lowered; copy without one")
     b = k.b
@@ -352,49 +357,90 @@ def lower_async_copy(k: _KernelLowering, op: Operation) -> None:
     indices = k.dim_indices(m)
     last = len(shape) - 1
     row_strides = [math.prod(shape[d + 1 : last]) for d in range(last)]
+    element = k.memory_type(buf.type.element)
+    origin: ir.Value = ir.Constant(I64, 0)
+    for d in range(len(shape)):
+        term = b.mul(offsets[d], view.strides[d])
+        origin = term if d == 0 else b.add(origin, term)
+    tile_pointer = b.gep(view.pointer, [origin], source_etype=element)
+    runs = []  # per run: (destination byte offset, pointer, positions)
     for slot in range(0, m.num_slots, v):
         multi = m.slot_multi_index(slot)
         pos = [indices[d][multi[d]] for d in range(len(shape))]
-        # global address and bounds
-        inside: ir.Value | None = None
-        offset64: ir.Value | None = None
+        within: ir.Value | None = None
         for d in range(len(shape)):
-            g = b.add(offsets[d], b.sext(pos[d], I64))
-            term = b.mul(g, view.strides[d])
-            offset64 = term if offset64 is None else b.add(offset64, term)
-            if d != last:
-                ok = b.icmp_unsigned("<", g, view.extents[d])
-                inside = ok if inside is None else b.and_(inside, ok)
-            else:
-                col_g = g
-        pointer = b.gep(view.pointer, [offset64], source_etype=k.memory_type(buf.type.element))
+            term = b.mul(b.sext(pos[d], I64), view.strides[d])
+            within = term if within is None else b.add(within, term)
         row = _i32(0)
         for d in range(last):
             row = b.add(row, b.mul(pos[d], _i32(row_strides[d])))
         dst = b.add(slot_base, _swizzled_bytes(k, buf, row, pos[last]))
-        if v == 1:
-            ok = _and(b, inside, b.icmp_unsigned("<", col_g, view.extents[last]))
-            k.shared_store(buf.type.element, dst, k.guarded_load(buf.type.element, pointer, ok))
-            continue
-        dst = _shared_address(k, dst)
-        # bytes inside the extent along the last dimension: clamp(extent - g, 0, v) * elem
-        left = b.sub(view.extents[last], col_g)
-        left = b.select(b.icmp_signed("<", left, ir.Constant(I64, 0)), ir.Constant(I64, 0), left)
-        left = b.select(b.icmp_signed(">", left, ir.Constant(I64, v)), ir.Constant(I64, v), left)
-        nbytes = b.mul(b.trunc(left, I32), _i32(elem))
-        if inside is not None:
-            nbytes = b.select(inside, nbytes, _i32(0))
-        # A fully outside run still needs a valid source address: point it at the base.
-        keep = b.icmp_unsigned("!=", nbytes, _i32(0))
-        pointer = b.select(keep, pointer, view.pointer)
-        cache = "cg" if v * elem == 16 else "ca"
+        runs.append((dst, b.gep(tile_pointer, [within], source_etype=element), pos))
+
+    def checked() -> None:
+        for dst, pointer, pos in runs:
+            inside: ir.Value | None = None
+            for d in range(last):
+                ok = b.icmp_unsigned("<", b.add(offsets[d], b.sext(pos[d], I64)), view.extents[d])
+                inside = ok if inside is None else b.and_(inside, ok)
+            col_g = b.add(offsets[last], b.sext(pos[last], I64))
+            if v == 1:
+                ok = _and(b, inside, b.icmp_unsigned("<", col_g, view.extents[last]))
+                k.shared_store(buf.type.element, dst, k.guarded_load(buf.type.element, pointer, ok))
+                continue
+            # bytes inside the extent along the last dimension: clamp(extent - g, 0, v) * elem
+            left = b.sub(view.extents[last], col_g)
+            zero, most = ir.Constant(I64, 0), ir.Constant(I64, v)
+            left = b.select(b.icmp_signed("<", left, zero), zero, left)
+            left = b.select(b.icmp_signed(">", left, most), most, left)
+            nbytes = b.mul(b.trunc(left, I32), _i32(elem))
+            if inside is not None:
+                nbytes = b.select(inside, nbytes, _i32(0))
+            # A run wholly outside still needs a valid source address: the view's base.
+            keep = b.icmp_unsigned("!=", nbytes, _i32(0))
+            _cp_async(k, dst, b.select(keep, pointer, view.pointer), v * elem, nbytes)
+
+    def unchecked() -> None:
+        for dst, pointer, _ in runs:
+            if v == 1:
+                k.shared_store(buf.type.element, dst, b.load(pointer, typ=element))
+            else:
+                _cp_async(k, dst, pointer, v * elem, None)
+
+    whole: ir.Value | None = None
+    for d in range(len(shape)):
+        end = b.add(offsets[d], ir.Constant(I64, shape[d]))
+        ok = b.icmp_unsigned("<=", end, view.extents[d])
+        whole = ok if whole is None else b.and_(whole, ok)
+    with b.if_else(whole) as (then, otherwise):
+        with then:
+            unchecked()
+        with otherwise:
+            checked()
+
+
+def _cp_async(
+    k: _KernelLowering, dst: ir.Value, src: ir.Value, size: int, nbytes: ir.Value | None
+) -> None:
+    """One `cp.async` of `size` bytes; `nbytes` (None: all) are read, the rest zero-filled."""
+    cache = "cg" if size == 16 else "ca"
+    address = _shared_address(k, dst)
+    if nbytes is None:
         _asm(
             k,
             ir.VoidType(),
-            [dst, pointer, nbytes],
-            f"cp.async.{cache}.shared.global [$0], [$1], {v * elem}, $2;",
-            "r,l,r,~{memory}",
+            [address, src],
+            f"cp.async.{cache}.shared.global [$0], [$1], {size};",
+            "r,l,~{memory}",
         )
+        return
+    _asm(
+        k,
+        ir.VoidType(),
+        [address, src, nbytes],
+        f"cp.async.{cache}.shared.global [$0], [$1], {size}, $2;",
+        "r,l,r,~{memory}",
+    )
 
 
 def _and(b: ir.IRBuilder, x: ir.Value | None, y: ir.Value) -> ir.Value:
@@ -478,6 +524,66 @@ def _dot_follows(op: Operation) -> bool:
     return True
 
 
+class _SwizzledAddresses:
+    """Byte offsets within a slot of elements `(row_t + row_c, col_t + col_c)`, where `row_t`
+    and `col_t` are per-thread values (computed once, in the entry block) and `row_c`, `col_c`
+    compile-time constants. When the constants keep the swizzle phase and do not overlap the
+    thread's chunk bits, the offset is a per-thread part that depends only on `col_c` plus
+    a constant: `row_t * R + ((col_t / vec) ^ phase(row_t) ^ col_c / vec) * 16 + row_c * R`,
+    so that in the loop each address is one add of a loop-invariant value (and the constant
+    rides in the instruction's immediate offset)."""
+
+    def __init__(self, k: _KernelLowering, buf: SharedBuffer, row_t, col_t, col_t_limit: int):
+        self.k, self.buf = k, buf
+        self.row_t, self.col_t, self.col_t_limit = row_t, col_t, col_t_limit
+        self.layout = buf.layout
+        self.cols = buf.slot_shape[-1]
+        self.size = element_bytes(buf.type.element)
+        self.parts: dict[int, ir.Value] = {}
+        p = k.prologue
+        L = self.layout
+        if L is None or L.max_phase == 1:
+            self.linear = p.mul(p.add(p.mul(row_t, _i32(self.cols)), col_t), _i32(self.size))
+            return
+        self.linear = None
+        phase = p.and_(p.lshr(row_t, _i32(L.per_phase.bit_length() - 1)), _i32(L.max_phase - 1))
+        chunk = p.lshr(col_t, _i32(L.vec.bit_length() - 1))
+        self.thread_chunk = p.xor(chunk, phase)
+        self.row_bytes = p.mul(row_t, _i32(self.cols * self.size))
+
+    def splits(self, row_c: int, col_c: int) -> bool:
+        L = self.layout
+        if L is None or L.max_phase == 1:
+            return True
+        chunk_c = col_c // L.vec
+        span = 1 << max(0, (self.col_t_limit // L.vec - 1).bit_length())
+        return (
+            row_c % (L.per_phase * L.max_phase) == 0
+            and col_c % L.vec == 0
+            and chunk_c % span == 0
+        )
+
+    def offset(self, row_c: int, col_c: int) -> tuple[ir.Value, int]:
+        """(per-thread part, constant bytes) of the element's offset within the slot."""
+        constant = row_c * self.cols * self.size
+        if self.linear is not None:
+            return self.linear, constant + col_c * self.size
+        L = self.layout
+        if not self.splits(row_c, col_c):
+            b = self.k.b
+            row = b.add(self.row_t, _i32(row_c))
+            col = b.add(self.col_t, _i32(col_c))
+            return _swizzled_bytes(self.k, self.buf, row, col), 0
+        chunk_c = col_c // L.vec
+        part = self.parts.get(chunk_c)
+        if part is None:
+            p = self.k.prologue
+            chunk = p.xor(self.thread_chunk, _i32(chunk_c)) if chunk_c else self.thread_chunk
+            part = p.add(self.row_bytes, p.shl(chunk, _i32((L.vec * self.size).bit_length() - 1)))
+            self.parts[chunk_c] = part
+        return part, constant
+
+
 def _fragments(
     k: _KernelLowering, buf: SharedBuffer, slot_base: ir.Value, t: TileType
 ) -> Fragments:
@@ -489,10 +595,16 @@ def _fragments(
     j = p.lshr(k.lane, _i32(3))
     j_lo, j_hi = p.and_(j, _i32(1)), p.lshr(j, _i32(1))
     four = ir.LiteralStructType([I32] * 4)
+    slot_address = _shared_address(k, slot_base)
 
-    def ldmatrix(row: ir.Value, col: ir.Value, count: int, trans: str) -> list[ir.Value]:
+    def ldmatrix(
+        where: _SwizzledAddresses, row_c: int, col_c: int, count: int, trans: str
+    ) -> list[ir.Value]:
         b = k.b
-        address = _shared_address(k, b.add(slot_base, _swizzled_bytes(k, buf, row, col)))
+        part, constant = where.offset(row_c, col_c)
+        address = b.add(slot_address, part)
+        if constant:
+            address = b.add(address, _i32(constant))
         names = ", ".join(f"${i}" for i in range(count))
         out = _asm(
             k,
@@ -507,13 +619,11 @@ def _fragments(
         rows, depth = t.shape
         # lanes 8j..8j+7 address rows rr of matrix j: j & 1 picks the row half, j >> 1 the k half
         row_t = p.add(p.add(p.shl(warp_m, _i32(3)), rr), p.mul(j_lo, _i32(8 * wm)))
-        col_t = p.shl(j_hi, _i32(3))
+        where = _SwizzledAddresses(k, buf, row_t, p.shl(j_hi, _i32(3)), 16)
 
         def load_a(kk: int) -> dict:
-            b = k.b
-            col = b.add(col_t, _i32(16 * kk)) if kk else col_t
             return {
-                (mi, kk): ldmatrix(b.add(row_t, _i32(16 * wm * mi)) if mi else row_t, col, 4, "")
+                (mi, kk): ldmatrix(where, 16 * wm * mi, 16 * kk, 4, "")
                 for mi in range(rows // (16 * wm))
             }
 
@@ -523,19 +633,17 @@ def _fragments(
     # lanes 8j..8j+7 address k-rows rr of matrix j: j & 1 picks the k half, j >> 1 the n tile
     row_t = p.add(rr, p.shl(j_lo, _i32(3)))
     col_t = p.add(p.shl(warp_n, _i32(3)), p.mul(j_hi, _i32(8 * wn)))
+    where = _SwizzledAddresses(k, buf, row_t, col_t, 16 * wn)
     n_tiles = cols // (8 * wn)
 
     def load_b(kk: int) -> dict:
-        b = k.b
-        row = b.add(row_t, _i32(16 * kk)) if kk else row_t
         regs = {}
         for ni in range(0, n_tiles, 2):
-            col = b.add(col_t, _i32(8 * wn * ni)) if ni else col_t
             if ni + 1 < n_tiles:
-                got = ldmatrix(row, col, 4, ".trans")
+                got = ldmatrix(where, 16 * kk, 8 * wn * ni, 4, ".trans")
                 regs[(ni, kk)], regs[(ni + 1, kk)] = got[:2], got[2:]
             else:
-                regs[(ni, kk)] = ldmatrix(row, col, 2, ".trans")
+                regs[(ni, kk)] = ldmatrix(where, 16 * kk, 8 * wn * ni, 2, ".trans")
         return regs
 
     return Fragments(1, depth // 16, load_b)
