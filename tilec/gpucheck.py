@@ -73,6 +73,9 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         ],
         "matmul_pinned": [{"M": 300, "N": 200, "K": 100}, {"M": 129, "N": 257, "K": 70}],
     },
+    "matmul_bf16": {
+        "matmul_bf16": [{"M": 130, "N": 77, "K": 100}, {"M": 256, "N": 256, "K": 256}],
+    },
     "matmul_bias_gelu": {
         "matmul_bias_gelu": [{"M": 130, "N": 77, "K": 100}, {"M": 64, "N": 64, "K": 64}]
     },

@@ -56,6 +56,7 @@ AWKWARD = [
         "matmul",
         [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
     ),
+    ("matmul_bf16", "matmul_bf16", [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}]),
     # Pinned to 128 x 128 x 32: 131 x 257 x 67 spans two tiles of M, three of N and K.
     ("matmul", "matmul_pinned", [{"M": 1, "N": 1, "K": 1}, {"M": 131, "N": 257, "K": 67}]),
     (
