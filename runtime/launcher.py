@@ -18,10 +18,10 @@ one buffer made when the launcher is (`struct.pack_into`, no allocation) and han
 `cuLaunchKernel` as the array of pointers it takes: converting arguments one by one through
 `cuda.core.launch` costs more than the whole launch may (10 µs). `fast_launch` writes a launch
 out for one signature of arguments (`@tilec.jit`'s repeated calls): its own parameter storage
-with the extents and strides written once, no lock. The stream is, in order: the
-`stream` argument; torch's current stream when torch tensors are passed (CuPy's for CuPy
-arrays); the legacy default stream. With device arrays only, a launch neither allocates nor
-synchronises, so it can be captured into a CUDA graph.
+with the extents and strides written once, no lock, the stream as a `CUstream` made once.
+The stream is, in order: the `stream` argument; torch's current stream when torch tensors
+are passed (CuPy's for CuPy arrays); the legacy default stream. With device arrays only, a
+launch neither allocates nor synchronises, so it can be captured into a CUDA graph.
 
 **numpy arrays** are copied to the GPU (stream-ordered allocations), the kernel runs, the ones
 it writes are copied back, and the call waits for the stream: simple and slow, and refused
@@ -53,6 +53,7 @@ __all__ = ["Launcher", "stream_handle"]
 # CUDA's limits on the grid (x, y, z) and the dynamic shared memory a kernel gets unasked.
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 DEFAULT_SHARED_LIMIT = 48 * 1024
+_STREAMS_KEPT = 64  # `CUstream`s a launcher keeps for its fast launches
 
 _POINTER, _EXTENT, _STRIDE, _SCALAR = range(4)
 
@@ -79,6 +80,7 @@ class Launcher:
         self.loc = loc
         self.checker = ArgumentChecker(abi.name, abi.parameters, loc)
         self._functions: dict[int, Any] = {}  # device ordinal -> CUfunction
+        self._streams: dict[int, Any] = {}  # stream handle -> CUstream (`fast_launch`)
         self._keep: list[Any] = []  # cuda.core objects that own the loaded code
         self._lock = threading.Lock()
         self._plan_parameters()
@@ -276,7 +278,7 @@ class Launcher:
                 self._launch_failed(err, function, grid, stream, ordinal, pointers)
 
     def _launch_failed(
-        self, err: Any, function: Any, grid: tuple, stream: int, ordinal: int, pointers: int
+        self, err: Any, function: Any, grid: tuple, stream: Any, ordinal: int, pointers: int
     ) -> None:
         """After `cuLaunchKernel` returned `err` with the parameters at `pointers` (still
         there): launch again where the thread only lacked a context, else raise `GPUError`."""
@@ -306,16 +308,33 @@ class Launcher:
           and a buffer for the addresses and scalars, one `struct.pack_into` a call; the grid,
           block and the address of the parameter array are constants of its text;
         * it takes no lock: one thread may call it at a time (`@tilec.jit` keeps one per
-          thread), and the driver has copied the parameters when `cuLaunchKernel` returns."""
+          thread), and the driver has copied the parameters when `cuLaunchKernel` returns;
+        * the stream goes to `cuLaunchKernel` as a `CUstream` made once per handle: given an
+          int, cuda.bindings makes a new `CUstream` on every call, which costs more than
+          finding the one made before. (cuda.bindings' own checks are a few hundred ns of a
+          launch's several µs, and cheaper than calling libcuda through ctypes: see
+          docs/runtime.md.)"""
         arity = len(self.checker.arguments)
         inputs = ", ".join(f"v{i}" for i in range(arity))
         if 0 in grid:  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
             return eval(f"lambda {inputs}, stream: None")
         _, driver = cuda_modules()
+        streams, make_stream = self._streams, driver.CUstream
+
+        def as_stream(handle: int) -> Any:
+            # A handle is a value, not an owner: an entry for a destroyed stream is never
+            # wrong, only unused; the table starts again rather than grow without bound.
+            if len(streams) >= _STREAMS_KEPT:
+                streams.clear()
+            stream = streams[handle] = make_stream(handle)
+            return stream
+
         namespace: dict[str, Any] = {
             "launch_kernel": driver.cuLaunchKernel,
             "function": self._functions[ordinal],
             "failed": self._launch_failed,
+            "streams": streams,
+            "as_stream": as_stream,
         }
         # Two buffers, each field at an offset aligned to its size: what changes per call
         # (addresses, scalars) and what does not (extents, strides).
@@ -351,15 +370,18 @@ class Launcher:
         x, y, z = (int(n) for n in grid)
         arguments = (
             f"function, {x}, {y}, {z}, {int(self.abi.num_threads)}, 1, 1, "
-            f"{int(self.abi.shared_bytes)}, stream, {address}, 0"
+            f"{int(self.abi.shared_bytes)}, handle, {address}, 0"
         )
         # The text holds only indices, integers and the names of `namespace`: safe to run.
         text = (
             f"def launch({inputs}, stream):\n"
             f"    pack_into(buffer, 0, {', '.join(terms)})\n"
+            "    handle = streams.get(stream)\n"
+            "    if handle is None:\n"
+            "        handle = as_stream(stream)\n"
             f"    (err,) = launch_kernel({arguments})\n"
             "    if err:  # CUDA_SUCCESS is 0\n"
-            f"        failed(err, function, ({x}, {y}, {z}), stream, {int(ordinal)}, {address})\n"
+            f"        failed(err, function, ({x}, {y}, {z}), handle, {int(ordinal)}, {address})\n"
         )
         exec(compile(text, f"<tilec launch of {self.name}>", "exec"), namespace)
         return namespace["launch"]

@@ -282,3 +282,59 @@ def test_bad_arguments_after_good_ones_are_still_refused(kernels, monkeypatch):
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 1 if self is b else 0)
     with pytest.raises(LaunchError, match="on GPU 1"):
         scale(a, b, 2.0)
+
+
+class CountedStream(int):
+    """A stand-in for cuda.bindings' `CUstream` that counts how many are made."""
+
+    made: list[int] = []
+
+    def __new__(cls, handle: int):
+        cls.made.append(handle)
+        return super().__new__(cls, handle)
+
+
+def test_each_stream_is_made_into_a_cuda_stream_once(kernels, monkeypatch):
+    scale, _add2d, launches, *_ = kernels
+    monkeypatch.setattr(launch_overhead._Driver, "CUstream", CountedStream)
+    monkeypatch.setattr(CountedStream, "made", [])
+    x, y = torch.randn(100), torch.empty(100)
+    scale(x, y, 2.0)  # the full path: the handle as it is
+    for stream in [0, 0x5000, 0x5000, 0, Stream(0x5000)]:
+        scale(x, y, 2.0, stream=stream)
+    assert CountedStream.made == [0, 0x5000]
+    assert [launch.stream for launch in launches] == [0, 0, 0x5000, 0x5000, 0, 0x5000]
+    assert all(type(launch.stream) is CountedStream for launch in launches[1:])
+    full, *fast = launches
+    assert all(launch.args[:8] == full.args[:8] for launch in fast)  # function, grid, block
+    assert all(launch.parameters == full.parameters for launch in fast)
+    (launcher,) = scale._launchers.values()
+    for handle in range(0x10000, 0x10000 + 100):  # many streams: the table stays small
+        scale(x, y, 2.0, stream=handle)
+    assert len(launcher._streams) <= 64
+    assert [launch.stream for launch in launches[-100:]] == list(range(0x10000, 0x10000 + 100))
+
+
+def test_a_failed_fast_launch_raises_what_the_full_path_raises(kernels, monkeypatch):
+    scale, _add2d, launches, _mixed, results = kernels
+    from tilec.runtime import GPUError
+
+    driver = launch_overhead._Driver
+    names = {700: b"CUDA_ERROR_ILLEGAL_ADDRESS"}
+    monkeypatch.setattr(driver, "cuGetErrorName", lambda err: (0, names[err]), raising=False)
+    monkeypatch.setattr(driver, "cuGetErrorString", lambda err: (0, b"bad"), raising=False)
+    x, y = torch.randn(100), torch.empty(100)
+    slow = full_checks(scale)
+    messages = []
+    for _ in range(2):  # the full path, then the fast one
+        results.append(700)
+        with pytest.raises(GPUError) as info:
+            scale(x, y, 2.0)
+        messages.append(str(info.value))
+        scale(x, y, 2.0)  # remembered only after a launch that succeeded
+    assert len(slow) == 2 and len(launches) == 4
+    assert messages[0] == messages[1]
+    assert (
+        "launching kernel 'scale' (cuLaunchKernel) failed: CUDA_ERROR_ILLEGAL_ADDRESS"
+        in (messages[0])
+    )

@@ -178,7 +178,7 @@ def test_a_fast_launch_hands_the_driver_the_parameters_of_the_full_path(monkeypa
         )
         return (0,)
 
-    driver = type("Driver", (), {"cuLaunchKernel": staticmethod(launch_kernel)})
+    driver = type("Driver", (), {"cuLaunchKernel": staticmethod(launch_kernel), "CUstream": int})
     monkeypatch.setattr(launcher_module, "cuda_modules", lambda: (None, driver))
     function = object()
     saxpy._functions[0] = function

@@ -51,6 +51,8 @@ SIZES = {
         (4096, 4096, 4096),
         (8192, 8192, 8192),
         (4000, 3000, 1000),
+        (4096, 4096, 4096, "bf16"),
+        (8192, 8192, 8192, "bf16"),
     ],
 }
 QUICK_SIZES = {
@@ -244,18 +246,21 @@ def _matmul(size: tuple, triton: Any) -> list[Result]:
 
     from tilec.jit import load_kernel
 
-    m, n, k = size
-    kernel = load_kernel(EXAMPLES / "matmul.tile", "matmul")
+    m, n, k, *rest = size
+    dtype = rest[0] if rest else "f16"
+    torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    example = "matmul" if dtype == "f16" else "matmul_bf16"
+    kernel = load_kernel(EXAMPLES / f"{example}.tile", example)
     sets = _sets(
         lambda: (
-            torch.randn(m, k, device="cuda").half(),
-            torch.randn(k, n, device="cuda").half(),
+            torch.randn(m, k, device="cuda").to(torch_dtype),
+            torch.randn(k, n, device="cuda").to(torch_dtype),
         ),
         (m * k + k * n) * 2,
     )
-    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(m, n, device="cuda", dtype=torch_dtype)
     a, b = sets[0]
-    expected = (a.double() @ b.double()).half()
+    expected = (a.double() @ b.double()).to(torch_dtype)
     implementations: list[tuple[str, Callable[..., Any], Any]] = [
         ("tilec", lambda x, z: kernel(x, z, c), lambda: c),
         ("cuBLAS", lambda x, z: torch.matmul(x, z), None),
@@ -263,7 +268,7 @@ def _matmul(size: tuple, triton: Any) -> list[Result]:
     if triton is not None:
         implementations.append(("triton", lambda x, z: triton.matmul(x, z), None))
     return _measure(
-        "matmul", f"{m}x{n}x{k} f16", implementations, sets, expected, 2 * m * n * k, "TFLOP/s"
+        "matmul", f"{m}x{n}x{k} {dtype}", implementations, sets, expected, 2 * m * n * k, "TFLOP/s"
     )
 
 
@@ -322,24 +327,61 @@ def _host_overhead(triton: Any) -> list[Result]:
             ),
         )
     )
-    results = []
+    # The same with the stream as a `CUstream` made once, as tilec's repeated calls pass it;
+    # and libcuda's function called through ctypes instead of cuda.bindings.
+    stream_object = driver.CUstream(stream)
+    calls.append(
+        (
+            "cuLaunchKernel (CUstream)",
+            lambda: driver.cuLaunchKernel(
+                function, *grid, block, 1, 1, shared, stream_object, pointers, 0
+            ),
+        )
+    )
+    direct, handle = _ctypes_launch_kernel(), int(function)
+    if direct is not None and direct(handle, *grid, block, 1, 1, shared, stream, pointers, 0) == 0:
+        calls.append(
+            (
+                "cuLaunchKernel (ctypes)",
+                lambda: direct(handle, *grid, block, 1, 1, shared, stream, pointers, None),
+            )
+        )
     # Batches of 100 calls, each drained before the next: a deeper queue of tiny kernels would
     # fill the driver's launch queue, and then the host waits for the GPU, which is not what
-    # this measures. The median batch is reported.
-    for name, call in calls:
+    # this measures. The implementations take turns, a batch each, so that a noisy host slows
+    # them alike; the median batch is reported.
+    for _name, call in calls:
         for _ in range(100):
             call()
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(30):
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name, _call in calls}
+    for _ in range(30):
+        for name, call in calls:
             start = time.perf_counter()
             for _ in range(100):
                 call()
-            samples.append((time.perf_counter() - start) / 100 * 1e6)
+            samples[name].append((time.perf_counter() - start) / 100 * 1e6)
             torch.cuda.synchronize()
-        us = statistics.median(samples)
+    results = []
+    for name, times in samples.items():
+        us = statistics.median(times)
         results.append(Result("host overhead", "1 call", name, us / 1e3, us, "µs/call"))
     return results
+
+
+def _ctypes_launch_kernel() -> Any:
+    """libcuda's `cuLaunchKernel` through ctypes, its argument types declared (None: no
+    libcuda to load)."""
+    import ctypes
+
+    try:
+        launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    except (OSError, AttributeError):
+        return None
+    pointer, unsigned = ctypes.c_void_p, ctypes.c_uint
+    launch.argtypes = [pointer, *[unsigned] * 7, pointer, pointer, pointer]
+    launch.restype = ctypes.c_int
+    return launch
 
 
 def _cold_compile() -> list[Result]:

@@ -62,6 +62,7 @@ class _Driver:
     """The few names of `cuda.bindings.driver` a cached launch uses; every call succeeds."""
 
     CUresult = SimpleNamespace(CUDA_SUCCESS=0, CUDA_ERROR_INVALID_CONTEXT=201)
+    CUstream = int  # a stream handle as `cuLaunchKernel` takes it
 
     @staticmethod
     def cuLaunchKernel(*args: Any) -> tuple[int]:  # the driver's name
