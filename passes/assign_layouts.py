@@ -42,8 +42,14 @@ __all__ = ["AssignLayouts"]
 
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 ACCESS_BYTES = 16  # the widest global access per thread (ld.global.v4.b32)
-ELEMENTS_PER_WARP = 1024  # automatic warps: one per this many elements of the largest tile
-AUTO_WARPS = (4, 16)  # ... at least, at most
+# Automatic warps: the count among these that lets an SM hold the most elements of the largest
+# tile at once (bytes in flight), by a register estimate of each thread's share of it.
+AUTO_WARPS = (4, 8, 16)
+REGISTERS_PER_SM = 65536
+WARPS_PER_SM = 64
+BLOCKS_PER_SM = 32
+OVERHEAD_REGISTERS = 50  # besides one register per element: addresses, masks, temporaries
+MAX_ELEMENTS_PER_THREAD = 64  # more than this spills (255 registers per thread)
 
 
 @register_pass
@@ -51,7 +57,9 @@ class AssignLayouts(Pass):
     """Gives every tile a layout; converts operands that an op needs elsewhere.
 
     Warps: the kernel's pin (`tilec.num_warps`), else the option `num_warps`, else (option 0)
-    one warp per 1024 elements of the largest tile, 4 to 16; written on the kernel.
+    4, 8 or 16, whichever lets an SM hold the most elements of the largest tile at once, by
+    an estimate of registers per thread (one per element held plus 50; at most 64 elements
+    per thread; ties: fewer warps); written on the kernel.
 
     Default layout of a shape: `default_layout` (row-major, lanes along the last dimension,
     warps along the first: see `tilec.lowering.layouts`) with 16 bytes of consecutive elements
@@ -391,12 +399,32 @@ def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
         ),
         default=0,
     )
-    low, high = AUTO_WARPS
-    warps = low
-    while warps < high and warps * ELEMENTS_PER_WARP < largest:
-        warps *= 2
+    warps = max(AUTO_WARPS, key=lambda w: (_resident_elements(largest, w), -w))
+    if largest and not _resident_blocks(largest, warps):
+        warps = AUTO_WARPS[-1]  # too big for registers whatever the warps: the most threads
     per_thread = -(-largest // (WARP_SIZE * warps))
-    return warps, f"the largest tile holds {largest} elements: {per_thread} per thread"
+    blocks = _resident_blocks(largest, warps)
+    return warps, (
+        f"the largest tile holds {largest} elements: {per_thread} per thread, "
+        f"~{per_thread + OVERHEAD_REGISTERS} registers, {blocks} blocks per SM"
+    )
+
+
+def _resident_blocks(elements: int, warps: int) -> int:
+    """Blocks of `warps` warps an SM holds when each thread keeps its share of a tile of
+    `elements` in registers (an estimate: one register per element plus a fixed overhead)."""
+    per_thread = -(-elements // (WARP_SIZE * warps))
+    if per_thread > MAX_ELEMENTS_PER_THREAD:
+        return 0
+    registers = -(-(per_thread + OVERHEAD_REGISTERS) // 8) * 8  # allocated 8 at a time
+    by_registers = REGISTERS_PER_SM // (registers * WARP_SIZE * warps)
+    return min(by_registers, WARPS_PER_SM // warps, BLOCKS_PER_SM)
+
+
+def _resident_elements(elements: int, warps: int) -> int:
+    """Elements of the largest tile an SM holds at once: what it has in flight when every
+    block loads its tile up front (ties go to fewer warps: fewer partials per reduction)."""
+    return _resident_blocks(elements, warps) * elements
 
 
 def _count(n: int, noun: str) -> str:

@@ -255,6 +255,8 @@ class _KernelTiling:
                 s.reason = s.reason.split(":")[0] + ": mma.sync tiling"
             num_warps = config.num_warps
         self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
+        if not dot_ops:
+            _single_rows(self.plan, self.opts.max_tile_elements)
         if symbols_of(kernel):
             bind_tile_sizes(kernel, self.plan)
             self.ctx.remark(kernel, self.plan.remark())
@@ -559,6 +561,28 @@ class _KernelTiling:
             return None
         tile = self.size(str(symbol)) if isinstance(symbol, str) else int(symbol)  # type: ignore[call-overload]
         return -(-self.extents[str(dim)] // tile)
+
+
+def _single_rows(plan: TilePlan, maximum: int) -> None:
+    """Tiles still over `maximum` elements at 2 rows (`fit_to_elements` stops there) take one:
+    a block of one long row keeps as many bytes in flight as two half-size blocks would, but
+    the SM runs more blocks (fewer registers each) whose load, reduce and store phases
+    overlap, where two rows in one block wait for each other at every barrier."""
+    for shape in plan.shapes:
+        if _plan_elements(plan, shape) <= maximum:
+            continue
+        for d in shape:
+            s = plan.symbols.get(d) if isinstance(d, str) else None
+            if s is not None and s.free and s.size == 2:
+                s.size = 1
+                s.adjusted = f"halved to 1: at 2 a tile still holds > {maximum} elements"
+
+
+def _plan_elements(plan: TilePlan, shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= plan.symbols[d].size if isinstance(d, str) else (d if isinstance(d, int) else 1)
+    return n
 
 
 def _either(values: list[int]) -> str:
