@@ -75,8 +75,9 @@ class Tiling(Pass):
     left to `assign-layouts`. A dot that cannot use mma (f32 operands, a K tile below 16, too
     much shared memory) keeps the FMA path and a remark says why; pins that cannot work (a tile
     that is not a whole number of warp tiles, warps that do not tile the block) are errors.
-    Other kernels keep `specialize`'s heuristic sizes and get 4 warps, or 8 when a tile holds at
-    least 8192 elements. Block order: a kernel with a dot over a 2-D grid has its program ids
+    Other kernels keep `specialize`'s heuristic sizes, except that a free size left at 2
+    whose tile still holds more than `max_tile_elements` takes 1 (one row per block); their
+    warps are left to `assign-layouts` unless pinned. Block order: a kernel with a dot over a 2-D grid has its program ids
     remapped so that consecutive blocks (axis 0 fastest) walk `group_m` tiles down axis 0
     before moving along axis 1 (Triton's GROUP_M): a bijection computed from `tile.program_id`
     and `tile.num_programs`, so partial groups at the edge work; `tilec.group_m` records it.
