@@ -1,7 +1,8 @@
 """The `tilec` command line.
 
     tilec opt FILE.tir -p PIPELINE [-o OUT]    run passes over IR text (tilec's mlir-opt)
-    tilec compile FILE.tile [-k KERNEL]        the tile IR of a .tile file
+    tilec compile FILE.tile [-k KERNEL]        PTX (or tile IR, LLVM IR, a cubin) of a .tile
+                                               file; --explain: what the passes decided
     tilec run FILE.tile -k KERNEL --sizes M=1000,N=777
                                                the kernel in the interpreter, on random
                                                inputs, checked against its numpy reference
@@ -149,6 +150,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comp.add_argument("--warps", type=int, help="pin the number of warps per block")
     comp.add_argument("--stages", type=int, help="pin the number of pipeline stages")
+    comp.add_argument(
+        "--disable",
+        metavar="PASS,...",
+        action="append",
+        default=[],
+        help="turn optimisation passes off (repeatable): tiling (heuristic sizes, no tensor "
+        "cores, launch block order), smem-placement, pipeline, vectorize; e.g. "
+        "--disable pipeline,vectorize",
+    )
+    comp.add_argument(
+        "--pass-option",
+        metavar="PASS.OPTION=VALUE",
+        action="append",
+        default=[],
+        help="set an option of a pass of the pipeline (repeatable; `tilec passes` lists "
+        "them), e.g. --pass-option pipeline.num_stages=2 --pass-option vectorize.max_bytes=8",
+    )
+    comp.add_argument(
+        "--explain",
+        action="store_true",
+        help="print, per kernel, what the passes decided and why (tile sizes, grid, warps, "
+        "layouts, shared buffers, stages, vector widths; registers and spills from ptxas) "
+        "instead of the output; with -o the output still goes to the file",
+    )
     comp.add_argument(
         "--assume",
         metavar="FACT,...",
@@ -371,6 +396,37 @@ def _with_assumptions(pipeline: str | None, assume: str, emit: str) -> str | Non
     return f'assume{{all="{",".join(facts)}"}}{rest}'
 
 
+def _pass_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """`--pass-option pipeline.num_stages=2 ...` as {"pipeline": {"num_stages": "2"}}."""
+    options: dict[str, dict[str, str]] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        pass_name, dot, option_name = key.strip().rpartition(".")
+        if not eq or not dot or not pass_name or not option_name or not value.strip():
+            raise TileError(
+                f"--pass-option: expected PASS.OPTION=VALUE, got '{item}'",
+                hint="e.g. --pass-option pipeline.num_stages=2",
+            )
+        options.setdefault(pass_name, {})[option_name] = value.strip()
+    return options
+
+
+def _compile_pipeline(args: argparse.Namespace) -> str | None:
+    """The passes `tilec compile` runs: -p, else the default pipeline when lowering or when
+    --explain, --disable or --pass-option ask about its passes, else none (None: the
+    default of the target); with --disable and --pass-option applied, after `assume`."""
+    from tilec.compiler import DEFAULT_PIPELINE, build_pipeline
+
+    disable = [name for v in args.disable for name in v.split(",") if name.strip()]
+    options = _pass_options(args.pass_option)
+    pipeline = args.pipeline
+    if pipeline is None and (args.emit != "tir" or args.explain or disable or options):
+        pipeline = DEFAULT_PIPELINE
+    if disable or options:
+        pipeline = build_pipeline(pipeline, disable=[d.strip() for d in disable], options=options)
+    return _with_assumptions(pipeline, args.assume, args.emit)
+
+
 def _compile(args: argparse.Namespace) -> int:
     from tilec.compiler import compile_module
     from tilec.frontend import parse_source
@@ -383,7 +439,7 @@ def _compile(args: argparse.Namespace) -> int:
         parse_source(text, filename),
         kernels=args.kernel or None,
         options=_pinned_options(args) or None,
-        pipeline=_with_assumptions(args.pipeline, args.assume, args.emit),
+        pipeline=_compile_pipeline(args),
         instrumentation=_instrumentation(args),
         target=args.emit,
         arch=args.arch,
@@ -392,12 +448,13 @@ def _compile(args: argparse.Namespace) -> int:
     if args.timing and manager is not None:
         sys.stderr.write(manager.timing_report())
     # The furthest stage reached (--stop-after may end the compilation early).
+    result: str | bytes
     if args.emit == "cubin" and compiled.cubin is not None:
-        _write_output(compiled.cubin, args.output)
+        result = compiled.cubin
     elif args.emit in ("ptx", "cubin") and compiled.ptx is not None:
-        _write_output(compiled.ptx, args.output)
+        result = compiled.ptx
     elif args.emit != "tir" and compiled.llvm is not None:
-        _write_output(compiled.llvm, args.output)
+        result = compiled.llvm
     else:
         result = print_op(
             compiled.module,
@@ -407,7 +464,13 @@ def _compile(args: argparse.Namespace) -> int:
             else None,
             local_scope=args.print_local_scope,
         )
+    if not args.explain:
         _write_output(result, args.output)
+        return 0
+    explanation = compiled.explain()  # before writing: ptxas may reject the PTX
+    if args.output:
+        _write_output(result, args.output)
+    sys.stdout.write(explanation)
     return 0
 
 

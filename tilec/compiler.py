@@ -12,8 +12,9 @@ stage with the IR after it and the remarks it made. Lowering to PTX comes with S
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tilec.diagnostics import InternalCompilerError, Location, TileError
@@ -27,13 +28,24 @@ from tilec.ir.verifier import VerifyError, verify
 from tilec.lowering import lower_to_llvm
 from tilec.lowering.ptx import default_arch, optimize, target_machine
 from tilec.lowering.ptxas import KernelResources, PtxasError, assemble_cubin
-from tilec.passmanager import Instrumentation, PassManager, Remark, save_crash_ir
+from tilec.passmanager import (
+    Instrumentation,
+    PassManager,
+    Remark,
+    _convert_option,
+    _type_name,
+    parse_pipeline,
+    registered_passes,
+    save_crash_ir,
+)
 
 __all__ = [
     "DEFAULT_PIPELINE",
+    "OPTIONAL_PASSES",
     "TARGETS",
     "CompiledProgram",
     "Stage",
+    "build_pipeline",
     "compile",
     "compile_module",
     "compile_program",
@@ -45,9 +57,112 @@ DEFAULT_PIPELINE = (
     "canonicalize,cse,tiling,assign-layouts,smem-placement,pipeline,vectorize,canonicalize,cse,dce"
 )
 
+# The optimisation passes of the default pipeline that `build_pipeline` (`tilec compile
+# --disable`, `@tilec.jit(disable=...)`) can turn off, and what each becomes when off: the
+# options it then runs with, or None when it is left out. `tiling` binds the tile sizes that
+# the lowering needs, so it stays, with `specialize`'s heuristic sizes (no tensor cores) and
+# blocks in launch order; `vectorize` stays to say, per access, that it is not vectorized.
+OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
+    "tiling": {"mma": False, "group_m": 1},
+    "smem-placement": None,
+    "pipeline": None,
+    "vectorize": {"enable": False},
+}
+
 # What a compilation can produce; after the passes, the steps that produce each.
 TARGETS = ("tir", "llvm", "ptx", "cubin")
 LOWERING_STEPS = ("lower-to-llvm", "ptx", "cubin")
+
+
+def build_pipeline(
+    pipeline: str | None = None,
+    *,
+    disable: Iterable[str] = (),
+    options: Mapping[str, Mapping[str, object]] | None = None,
+) -> str:
+    """The pipeline text for `pipeline` (None: `DEFAULT_PIPELINE`) with the passes named in
+    `disable` turned off (`OPTIONAL_PASSES` says how) and `options` set:
+    `{"vectorize": {"max_bytes": 8}, "pipeline": {"num_stages": 2}}` (values as Python values
+    or as pipeline text, `"8"`). What `tilec compile --disable/--pass-option` and
+    `@tilec.jit(disable=..., pass_options=...)` both use; the result is what enters the kernel
+    cache key. Raises `TileError` naming the pass or option that cannot be applied."""
+    base = DEFAULT_PIPELINE if pipeline is None else pipeline
+    passes = parse_pipeline(base)
+    present = [p.name for p in passes]
+    hint_present = "passes of this pipeline: " + (", ".join(present) or "none")
+    disabled = list(dict.fromkeys(disable))
+    for name in disabled:
+        if name not in OPTIONAL_PASSES:
+            why = (
+                "it is not one of the optimisation passes"
+                if name in registered_passes()
+                else f"there is no pass '{name}'"
+            )
+            raise TileError(
+                f"cannot disable '{name}': {why}",
+                hint="passes that can be disabled: " + ", ".join(OPTIONAL_PASSES),
+            )
+        if name not in present:
+            raise TileError(
+                f"cannot disable '{name}': it is not in the pipeline", hint=hint_present
+            )
+    values_by_pass: dict[str, dict[str, object]] = {}
+    registry = registered_passes()
+    for name, values in (options or {}).items():
+        cls = registry.get(name)
+        if cls is None:
+            raise TileError(
+                f"pass option for '{name}': there is no pass '{name}'",
+                hint="passes: " + ", ".join(registry),
+            )
+        if name not in present:
+            raise TileError(
+                f"pass option for '{name}': the pass is not in the pipeline", hint=hint_present
+            )
+        fields = {f.name: f for f in dataclasses.fields(cls.Options)}
+        listing = ", ".join(f"{k} ({_type_name(cls, f)})" for k, f in fields.items()) or "none"
+        converted: dict[str, object] = {}
+        for key, value in values.items():
+            f = fields.get(key)
+            if f is None:
+                raise TileError(
+                    f"pass '{name}' has no option '{key}'", hint=f"options of '{name}': {listing}"
+                )
+            raw = ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+            def error(message: str, name: str = name, key: str = key) -> TileError:
+                return TileError(f"pass option {name}.{key}: " + message.split("' ", 1)[-1])
+
+            converted[key] = _convert_option(cls, f, raw, error)
+        values_by_pass[name] = converted
+    result = []
+    for p in passes:
+        options_now = dataclasses.replace(p.options, **values_by_pass.get(p.name, {}))
+        if p.name in disabled:
+            off = OPTIONAL_PASSES[p.name]
+            if off is None:
+                continue
+            options_now = dataclasses.replace(options_now, **off)
+        result.append(_pass_text(p.name, options_now))
+    return ",".join(result)
+
+
+def _pass_text(name: str, options: object) -> str:
+    """`name{option=value ...}` with the options that differ from their defaults; string
+    values holding separators or '=' are quoted (`tiling{extents="N=1024"}`)."""
+    changed = []
+    for f in dataclasses.fields(options):  # type: ignore[arg-type]
+        value = getattr(options, f.name)
+        if value == f.default:
+            continue
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, str) and (not value or any(c in value for c in ' ,{}="')):
+            text = f'"{value}"'
+        else:
+            text = str(value)
+        changed.append(f"{f.name}={text}")
+    return name + ("{" + " ".join(changed) + "}" if changed else "")
 
 
 @dataclass(frozen=True)
@@ -83,6 +198,14 @@ class CompiledProgram:
     def tir(self) -> str:
         """The final IR as text."""
         return print_op(self.module)
+
+    def explain(self, ptxas: bool = True) -> str:
+        """Per kernel, what the passes decided and why: tile sizes, grid, warps, layouts,
+        shared buffers, stages, vector widths, and (with `ptxas`, when the program was
+        lowered and ptxas is installed) registers and spills (`tilec.explain`)."""
+        from tilec.explain import explain
+
+        return explain(self, ptxas)
 
     def __str__(self) -> str:
         return self.tir

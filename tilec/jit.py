@@ -14,7 +14,9 @@
 The function's source is read with `inspect`, its decorators dropped, and it is parsed with
 the same grammar as `.tile` files; errors point at the lines of the `.py` file. Options pin
 decisions like `@kernel(...)` does in a `.tile` file: `tile={"M": 128}`, `warps=4`,
-`stages=3`. `tilec.load_kernel("examples/softmax.tile", "softmax")` makes the same object from
+`stages=3`; `disable=("pipeline",)` turns optimisation passes off and
+`pass_options={"vectorize": {"max_bytes": 8}}` sets pass options, as `tilec compile --disable`
+and `--pass-option` do (`tilec.compiler.build_pipeline`; the pipeline is in the cache key). `tilec.load_kernel("examples/softmax.tile", "softmax")` makes the same object from
 a kernel of a `.tile` file.
 
 **On the GPU** a call checks the arguments (`tilec.runtime`), then looks up the compiled
@@ -45,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tilec.compiler import DEFAULT_PIPELINE, CompiledProgram, compile_module
+from tilec.compiler import CompiledProgram, build_pipeline, compile_module
 from tilec.frontend import parse_source
 from tilec.frontend.source import Source, function_source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
@@ -87,6 +89,13 @@ class JitFunction:
         options = dict(options)
         # Not a compile option: how calls run.
         self.interpret = bool(options.pop("interpret", False))
+        # Not kernel pins but pipeline controls (`build_pipeline`), checked now.
+        disable = options.pop("disable", ())
+        self.disable: tuple[str, ...] = (disable,) if isinstance(disable, str) else tuple(disable)
+        self.pass_options: dict[str, dict[str, Any]] = {
+            name: dict(values) for name, values in dict(options.pop("pass_options", {})).items()
+        }
+        build_pipeline(disable=self.disable, options=self.pass_options)
         self.options = options
         self._source = source
         self.name = name or getattr(fn, "__name__", "")
@@ -279,10 +288,14 @@ class JitFunction:
 
         specialization = _specialization(kernel_parameters(self._kernel), arguments)
         extents = {d: _power_of_two(arguments.extents[d]) for d in self._whole_dims}
-        pipeline = DEFAULT_PIPELINE
-        if extents:
+        pass_options = self.pass_options
+        if extents and "extents" not in pass_options.get("tiling", {}):
             text = ",".join(f"{d}={n}" for d, n in extents.items())
-            pipeline = pipeline.replace("tiling", f'tiling{{extents="{text}"}}', 1)
+            pass_options = {
+                **pass_options,
+                "tiling": {**pass_options.get("tiling", {}), "extents": text},
+            }
+        pipeline = build_pipeline(disable=self.disable, options=pass_options)
         # The facts go into the IR first, for the passes (vectorize) and the lowering alike.
         pipeline = f"{_assume_pass(specialization)},{pipeline}"
         key = kernel_cache.KernelCacheKey(
@@ -454,7 +467,8 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """Decorator: `@tilec.jit` or `@tilec.jit(tile={...}, warps=..., stages=...)`."""
+    """Decorator: `@tilec.jit` or `@tilec.jit(tile={...}, warps=..., stages=...,
+    disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, interpret=...)`."""
     if fn is not None:
         return JitFunction(fn, options)
     return lambda f: JitFunction(f, options)

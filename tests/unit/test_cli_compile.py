@@ -281,3 +281,114 @@ def test_examples_compile_from_the_command_line(tmp_path):
         assert result.returncode == 0, result.stderr
         assert result.stdout == tilec.compile(path).tir
     assert list(tmp_path.iterdir()) == []
+
+
+# -- --explain, --disable, --pass-option and pins that cannot work ------------------------------
+
+MATMUL = str(ROOT / "examples" / "matmul.tile")
+MATMUL_DEF = "examples/matmul.tile:3:1: error: kernel 'matmul'"
+
+
+def test_explain_prints_the_decisions_instead_of_the_ptx(tmp_path):
+    result = run("compile", MATMUL, "-k", "matmul", "--explain", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("kernel matmul  (")
+    for label in ("grid", "tiles", "warps", "layouts", "shared", "stages", "vectors", "ptxas"):
+        assert f"\n  {label} " in result.stdout
+    assert ".entry" not in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_explain_with_output_writes_the_ptx_too(tmp_path):
+    result = run("compile", MATMUL, "-k", "matmul", "--explain", "-o", "m.ptx", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "BM=128 BN=128 BK=32" in result.stdout
+    assert ".entry matmul" in (tmp_path / "m.ptx").read_text()
+
+
+def test_disable_and_pass_options_change_the_pipeline(tmp_path):
+    result = run(
+        "compile", MATMUL, "-k", "matmul", "--emit", "tir", "--disable", "pipeline",
+        "--disable", "tiling,vectorize", "--pass-option", "tiling.max_extent=512",
+        "--print-ir-after-all", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    headers = [ln for ln in result.stderr.splitlines() if ln.startswith("// -----// IR Dump")]
+    assert [h.split()[5] for h in headers] == [
+        "canonicalize", "cse", "tiling", "assign-layouts", "smem-placement", "vectorize",
+        "canonicalize", "cse", "dce",
+    ]  # fmt: skip
+    assert "#mma" not in result.stdout and "tile.async_copy" not in result.stdout
+    assert "vector =" not in result.stdout
+
+
+def test_pass_option_pins_the_stages(tmp_path):
+    result = run(
+        "compile", MATMUL, "-k", "matmul", "--explain", "--pass-option", "pipeline.num_stages=2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    stages = [ln for ln in result.stdout.splitlines() if ln.startswith("  stages")]
+    assert stages[0].split()[1] == "2"
+    assert "option num_stages" in result.stdout
+
+
+def test_warps_pin_reaches_the_kernel(tmp_path):
+    result = run("compile", MATMUL, "-k", "matmul", "--warps", "8", "--explain", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "  warps       8: 2x4 warp tiles of 64x32" in result.stdout
+
+
+def bad(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """A compile that must fail as a user error: exit 1, no traceback, no output file."""
+    result = run("compile", *args, "-o", "out.ptx", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out.ptx").exists()
+    return result
+
+
+def test_pinned_tile_that_is_not_a_whole_mma_shape(tmp_path):
+    result = bad(tmp_path, MATMUL, "-k", "matmul", "--tile", "M=8")
+    assert MATMUL_DEF + ": the pinned sizes cannot use mma.sync m16n8k16" in result.stderr
+    assert "BM=8 (pinned by the kernel) is not a multiple of 16" in result.stderr
+
+
+def test_pinned_warps_that_do_not_tile_the_block(tmp_path):
+    result = bad(tmp_path, MATMUL, "-k", "matmul", "--tile", "M=16,N=16", "--warps", "8")
+    assert MATMUL_DEF + ": warps=8 (pinned by the kernel) do not tile" in result.stderr
+    assert "1 or 2 warps would" in result.stderr
+
+
+def test_pinned_stages_that_overflow_shared_memory(tmp_path):
+    result = bad(tmp_path, MATMUL, "-k", "matmul", "--tile", "M=128,N=128,K=64", "--stages", "8")
+    assert MATMUL_DEF + ": the pinned sizes cannot use mma.sync" in result.stderr
+    assert "over the limit of 227 KiB (option shared_limit)" in result.stderr
+
+
+def test_stages_option_that_overflows_shared_memory(tmp_path):
+    result = bad(
+        tmp_path, MATMUL, "-k", "matmul", "--tile", "M=128,N=128,K=64",
+        "--pass-option", "pipeline.num_stages=8",
+    )  # fmt: skip
+    assert "examples/matmul.tile:3:1: error: kernel 'matmul' needs 262144 bytes" in result.stderr
+    assert "option shared_limit of pipeline" in result.stderr
+    assert "8 are set by the option num_stages of pipeline" in result.stderr
+
+
+def test_bad_controls_are_user_errors(tmp_path):
+    cases = {
+        ("--disable", "cse"): "error: cannot disable 'cse': it is not one of the optimisation",
+        ("--disable", "tilling"): "error: cannot disable 'tilling': there is no pass 'tilling'",
+        ("--pass-option", "vectorize.max_bytes=big"): (
+            "error: pass option vectorize.max_bytes: must be an integer, got 'big'"
+        ),
+        ("--pass-option", "vectorize.width=8"): "error: pass 'vectorize' has no option 'width'",
+        ("--pass-option", "stages=8"): "error: --pass-option: expected PASS.OPTION=VALUE",
+        ("-p", "canonicalize", "--disable", "pipeline"): (
+            "error: cannot disable 'pipeline': it is not in the pipeline"
+        ),
+    }
+    for args, message in cases.items():
+        result = bad(tmp_path, MATMUL, "-k", "matmul", *args)
+        assert result.stderr.startswith(message), (args, result.stderr)

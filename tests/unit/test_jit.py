@@ -193,3 +193,65 @@ def test_a_function_without_source_is_a_tile_error():
     built = tilec.jit(functools.partial(print))
     with pytest.raises(TileError, match="cannot read the source"):
         _ = built.ir
+
+
+# -- pipeline controls: disable=, pass_options= -------------------------------------------------
+
+
+def matmul_arrays():
+    import numpy as np
+
+    return (
+        np.zeros((128, 64), np.float16),
+        np.zeros((64, 96), np.float16),
+        np.zeros((128, 96), np.float16),
+    )
+
+
+def test_disabled_passes_and_pass_options_change_the_pipeline_and_the_key(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    base = matmul.compile_for(*matmul_arrays(), arch="sm_90a")
+    assert base.pipeline.endswith(tilec.compiler.DEFAULT_PIPELINE)
+    plain = tilec.jit(matmul.fn, tile={"M": 64, "K": 32}, warps=4, disable=("pipeline", "tiling"))
+    off = plain.compile_for(*matmul_arrays(), arch="sm_90a")
+    assert ",pipeline" not in off.pipeline and "tiling{mma=false group_m=1}" in off.pipeline
+    assert off.key.digest() != base.key.digest()
+    assert "cp.async" not in off.ptx and "mma.sync" not in off.ptx
+    narrow = tilec.jit(matmul.fn, pass_options={"vectorize": {"max_bytes": 8}})
+    compiled = narrow.compile_for(*matmul_arrays(), arch="sm_90a")
+    assert "vectorize{max_bytes=8}" in compiled.pipeline
+    assert compiled.key.digest() not in {base.key.digest(), off.key.digest()}
+
+
+def test_whole_dimension_extents_still_reach_a_disabled_tiling(monkeypatch, tmp_path):
+    import numpy as np
+
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    softmax = tilec.load_kernel(
+        THIS_FILE.parents[2] / "examples" / "softmax.tile", "softmax", disable=["tiling"]
+    )
+    x = np.zeros((8, 100), np.float32)
+    compiled = softmax.compile_for(x, x.copy(), arch="sm_90a")
+    assert 'tiling{extents="N=128" mma=false group_m=1}' in compiled.pipeline
+
+
+def test_bad_pipeline_controls_fail_when_decorating():
+    with pytest.raises(TileError, match="cannot disable 'cse'"):
+        tilec.jit(scale.fn, disable=("cse",))
+    with pytest.raises(TileError, match="pass 'pipeline' has no option 'stages'"):
+        tilec.jit(scale.fn, pass_options={"pipeline": {"stages": 2}})
+    with pytest.raises(TileError, match=r"pass option pipeline\.num_stages: must be an integer"):
+        tilec.jit(scale.fn, pass_options={"pipeline": {"num_stages": "two"}})
+
+
+def test_interpreter_ignores_the_pipeline_controls():
+    import numpy as np
+
+    kernel = tilec.jit(
+        scale.fn, interpret=True, disable="vectorize", pass_options={"tiling": {"group_m": 4}}
+    )
+    x = np.arange(10, dtype=np.float32)
+    y = np.zeros_like(x)
+    kernel(x, y, 2.0)
+    assert np.array_equal(y, 2 * x)
+    assert kernel.options == {}  # the controls are not kernel pins

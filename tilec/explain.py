@@ -1,0 +1,375 @@
+"""`tilec compile --explain`: what the passes decided for each kernel, and why, in a few lines.
+
+Everything is read back from the compiled program, never decided again: the kernel's
+attributes (`tilec.tile_sizes`, `tilec.grid`, `tilec.num_warps`, `tilec.group_m`,
+`tilec.shared_bytes`), the layouts on its tile values, its `tile.alloc_shared` buffers (type,
+offset, swizzle; their slots are the pipeline's stages), the `vector` widths on its global
+accesses, the remarks the passes made (the reasons), and `ptxas`'s report on the PTX
+(registers, spills) when ptxas is installed.
+
+    kernel matmul  (examples/matmul.tile:3)
+      grid      M/128 x N/128 blocks, grouped 8 along M for L2 reuse
+      tiles     BM=128 BN=128 BK=32
+      warps     4: 2x2 warp tiles of 64x64, mma.sync m16n8k16
+      ...
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tilec.dialects import shared
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.dialects.tile import MmaLayout, SharedLayout
+from tilec.ir.core import Operation, Value
+from tilec.ir.types import TileType
+from tilec.lowering.layouts import element_bytes
+from tilec.lowering.ptxas import KernelResources, PtxasError, assemble, find_ptxas
+from tilec.passmanager import Remark
+
+if TYPE_CHECKING:
+    from tilec.compiler import CompiledProgram
+
+__all__ = ["explain"]
+
+LABEL_WIDTH = 10
+WRAP = 100
+INDENT = "  "
+REASON_INDENT = INDENT + " " * LABEL_WIDTH + "  "
+
+
+def explain(compiled: CompiledProgram, ptxas: bool = True) -> str:
+    """The explanation of every kernel of `compiled`, as text. With `ptxas`, PTX that has not
+    been through ptxas yet is assembled for its report (`compiled.resources` keeps it)."""
+    passes_run = [s.name for s in compiled.stages[1:]]
+    report = _ptxas_report(compiled) if ptxas else "not asked for"
+    sections = []
+    for kernel in compiled.module.functions:
+        remarks = [r for r in compiled.remarks if r.op is not None]
+        sections.append(_Kernel(kernel, remarks, passes_run, compiled, report).text())
+    return "\n".join(sections)
+
+
+def _ptxas_report(compiled: CompiledProgram) -> str | None:
+    """None when `compiled.resources` holds ptxas's report; else why there is none."""
+    if compiled.resources is not None:
+        return None
+    if compiled.ptx is None:
+        return "no PTX (compiled only to tile IR): registers and spills unknown"
+    if find_ptxas() is None:
+        return (
+            "ptxas not found: registers and spills unknown "
+            "(put the CUDA toolkit on PATH, or pip install nvidia-cuda-nvcc)"
+        )
+    try:
+        compiled.resources = assemble(compiled.ptx, compiled.arch or "sm_90a")
+    except PtxasError as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def _kib(n: int) -> str:
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n} B"
+
+
+def _pairs(kernel: FuncOp, name: str) -> list[tuple]:
+    a = kernel.attributes.get(name)
+    return [tuple(p) for p in a.value] if a is not None else []
+
+
+def _int_attr(op: Operation, name: str) -> int | None:
+    a = op.attributes.get(name)
+    return a.value if a is not None else None
+
+
+class _Kernel:
+    def __init__(
+        self,
+        kernel: FuncOp,
+        remarks: list[Remark],
+        passes_run: Sequence[str],
+        compiled: CompiledProgram,
+        ptxas_problem: str | None,
+    ):
+        self.kernel = kernel
+        self.ops = list(kernel.walk())
+        ids = {id(op) for op in self.ops}
+        self.remarks = [r for r in remarks if id(r.op) in ids]
+        self.passes_run = passes_run
+        self.compiled = compiled
+        self.ptxas_problem = ptxas_problem
+        self.sizes = {str(k): int(v) for k, v in _pairs(kernel, "tilec.tile_sizes")}
+        self.names = {id(arg): arg.name_hint or f"arg{i}" for i, arg in enumerate(kernel.arguments)}
+        self.lines: list[str] = []
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def said(self, op: Operation, pass_name: str | None = None, prefix: str = "") -> list[str]:
+        """The remarks on `op` (of `pass_name`, starting with `prefix`), in order."""
+        return [
+            r.message
+            for r in self.remarks
+            if r.op is op
+            and (pass_name is None or r.pass_name == pass_name)
+            and r.message.startswith(prefix)
+        ]
+
+    def line(self, label: str, text: str, reasons: Sequence[str] = ()) -> None:
+        first = f"{INDENT}{label:<{LABEL_WIDTH}}  "
+        self.lines += textwrap.wrap(
+            text, WRAP, initial_indent=first, subsequent_indent=REASON_INDENT
+        ) or [first.rstrip()]
+        for reason in dict.fromkeys(reasons):
+            self.lines += textwrap.wrap(
+                reason,
+                WRAP,
+                initial_indent=REASON_INDENT + "- ",
+                subsequent_indent=REASON_INDENT + "  ",
+            )
+
+    def name_of(self, v: Value) -> str:
+        if id(v) in self.names:
+            return self.names[id(v)]
+        return v.name_hint or "?"
+
+    def ran(self, pass_name: str) -> bool:
+        return pass_name in self.passes_run
+
+    # -- the sections -------------------------------------------------------------------------
+
+    def text(self) -> str:
+        k = self.kernel
+        where = f"{k.loc.file}:{k.loc.line}" if k.loc.known else "unknown location"
+        self.lines.append(f"kernel {k.sym_name}  ({where})")
+        self.grid()
+        self.tiles()
+        self.warps()
+        self.layouts()
+        self.shared_memory()
+        self.stages()
+        self.vectors()
+        self.ptxas()
+        return "\n".join(self.lines) + "\n"
+
+    def grid(self) -> None:
+        grid = _pairs(self.kernel, "tilec.grid")
+        if not grid:
+            self.line("grid", "one block")
+            return
+        parts = []
+        for dim, symbol in grid:
+            size = self.sizes.get(str(symbol)) if isinstance(symbol, str) else symbol
+            parts.append(f"{dim}/{size if size is not None else symbol}")
+        text = " x ".join(parts) + " blocks (rounded up)"
+        group = _int_attr(self.kernel, "tilec.group_m")
+        if group is not None:
+            text += f", grouped {group} along {grid[0][0]} for L2 reuse"
+        self.line("grid", text, self.said(self.kernel, "tiling", "block order"))
+
+    def tiles(self) -> None:
+        if not self.sizes:
+            self.line("tiles", "not chosen (the pipeline runs neither tiling nor specialize)")
+            return
+        text = " ".join(f"{k}={v}" for k, v in self.sizes.items())
+        reasons = [
+            m.removeprefix("tile sizes: ") for m in self.said(self.kernel, prefix="tile sizes:")
+        ]
+        self.line("tiles", text, reasons)
+
+    def warps(self) -> None:
+        warps = _int_attr(self.kernel, "tilec.num_warps")
+        if warps is None:
+            self.line("warps", "not chosen (the pipeline runs no assign-layouts)")
+            return
+        dots = [op for op in self.ops if isinstance(op, T.DotOp)]
+        mma = [d for d in dots if isinstance(d.result.type.layout, MmaLayout)]
+        text = str(warps)
+        reasons: list[str] = []
+        if mma:
+            wm, wn = mma[0].result.type.layout.warps_per_cta
+            m, n = mma[0].result.type.shape
+            text += f": {wm}x{wn} warp tiles of {m // wm}x{n // wn}, mma.sync m16n8k16"
+            reasons += [
+                m_ for m_ in self.said(self.kernel, "tiling") if "accumulator registers" in m_
+            ]
+        if len(mma) < len(dots):
+            text += f"; {len(dots) - len(mma)} tile.dot on the FMA path"
+            for d in dots:
+                reasons += self.said(d, "tiling", "FMA path")
+            reasons += self.said(self.kernel, "tiling", "FMA path")
+        if not mma:
+            reasons += [
+                m_.split(";")[0]
+                for m_ in self.said(self.kernel, "assign-layouts")
+                if "warps" in m_.split(";")[0]
+            ]
+        self.line("warps", text, reasons)
+
+    def layouts(self) -> None:
+        by_layout: dict[str, list[str]] = {}
+        unnamed: dict[str, int] = {}
+
+        def note(v: Value) -> None:
+            t = v.type
+            if not isinstance(t, TileType) or t.layout is None:
+                return
+            key = str(t.layout)
+            names = by_layout.setdefault(key, [])
+            if v.name_hint and v.name_hint not in names:
+                names.append(v.name_hint)
+            elif not v.name_hint:
+                unnamed[key] = unnamed.get(key, 0) + 1
+
+        for op in self.ops:
+            for r in op.results:
+                note(r)
+            for region in op.regions:
+                for block in region.blocks:
+                    for arg in block.args:
+                        note(arg)
+        if not by_layout:
+            self.line("layouts", "none (the pipeline runs no assign-layouts)")
+            return
+        first = True
+        for layout, names in by_layout.items():
+            shown = ", ".join(names[:6]) + (f" (+{len(names) - 6})" if len(names) > 6 else "")
+            others = unnamed.get(layout, 0)
+            if others:
+                more = f"{others} unnamed value{'s' if others > 1 else ''}"
+                shown = f"{shown} and {more}" if shown else more
+            self.line("layouts" if first else "", f"{layout}: {shown}")
+            first = False
+        conversions = [op for op in self.ops if isinstance(op, T.ConvertLayoutOp)]
+        if conversions:
+            why = [m for c in conversions for m in self.said(c, "assign-layouts")]
+            count = len(conversions)
+            self.line("", f"{count} layout conversion{'s' if count > 1 else ''}", why)
+
+    def buffers(self) -> list[shared.AllocSharedOp]:
+        return [op for op in self.ops if isinstance(op, shared.AllocSharedOp)]
+
+    def shared_memory(self) -> None:
+        buffers = self.buffers()
+        if not buffers:
+            self.line(
+                "shared",
+                "no buffers"
+                + ("" if self.ran("smem-placement") else " (smem-placement did not run)"),
+            )
+            return
+        first = True
+        for alloc in buffers:
+            t = alloc.result.type
+            size = element_bytes(t.element)
+            for d in t.shape:
+                size *= d
+            shape = "x".join(map(str, t.shape)) + f"x{t.element}"
+            offset = _int_attr(alloc, "offset")
+            text = f"%{alloc.result.name_hint or 'buffer'} {shape}  {_kib(size)}"
+            text += f" @{offset}" if offset is not None else " (no offset yet)"
+            layout = t.layout
+            if isinstance(layout, SharedLayout) and layout.max_phase > 1:
+                text += (
+                    f"  swizzle vec={layout.vec} per_phase={layout.per_phase} "
+                    f"max_phase={layout.max_phase}"
+                )
+            else:
+                text += "  no swizzle"
+            why = [m.split(": ", 1)[-1] for m in self.said(alloc, "smem-placement", "operand")]
+            self.line("shared" if first else "", text, why)
+            first = False
+        total = _int_attr(self.kernel, "tilec.shared_bytes")
+        summary = [m.split("; ", 1)[-1] for m in self.said(self.kernel, prefix="shared memory:")][
+            -1:
+        ]
+        if total is not None:
+            self.line("", f"total {_kib(total)} of buffers (tilec.shared_bytes)", summary)
+
+    def stages(self) -> None:
+        streamed = [
+            alloc
+            for alloc in self.buffers()
+            if any(isinstance(u, shared.AsyncCopyOp) for u in alloc.result.uses)
+        ]
+        if not self.ran("pipeline"):
+            self.line("stages", "1 (pipeline did not run)")
+            return
+        chosen = self.said(self.kernel, "pipeline")
+        chosen = [m for m in chosen if "stage" in m.split(":")[0]]
+        if streamed:
+            counts = sorted({a.result.type.shape[0] for a in streamed})
+            names = ", ".join(f"%{a.result.name_hint}" for a in streamed)
+            text = f"{'/'.join(map(str, counts))} ({names} filled by cp.async)"
+            self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen])
+            return
+        why = chosen + [
+            m for op in self.ops if isinstance(op, shared.StoreSharedOp) for m in self.said(op)
+        ]
+        text = "1" + ("" if why else " (no loop streams a tile into shared memory)")
+        self.line("stages", text, why)
+
+    def vectors(self) -> None:
+        accesses = [
+            op for op in self.ops if isinstance(op, (T.LoadOp, T.StoreOp, shared.AsyncCopyOp))
+        ]
+        if not accesses:
+            self.line("vectors", "no global loads or stores")
+            return
+        groups: dict[str, tuple[int, list[str]]] = {}
+        for op in accesses:
+            view = self.name_of(op.view)
+            size = element_bytes(op.view.type.element)
+            width = (_int_attr(op, "vector") or 1) * size
+            if isinstance(op, shared.AsyncCopyOp):
+                what = f"cp.async {view} -> %{op.buffer.name_hint or 'buffer'}"
+            else:
+                what = f"{'load' if isinstance(op, T.LoadOp) else 'store'} {view}"
+            key = f"{what}: {width} B"
+            why = [
+                "not " + m.split(", not ", 1)[1].replace(":", " B:", 1)
+                for m in self.said(op, "vectorize")
+                if ", not " in m
+            ]
+            why += [m for m in self.said(op, "vectorize") if "not vectorized" in m]
+            count, reasons = groups.get(key, (0, []))
+            groups[key] = (count + 1, reasons + [w for w in why if w not in reasons])
+        first = True
+        for key, (count, reasons) in groups.items():
+            text = key + (f" (x{count})" if count > 1 else "")
+            if not self.ran("vectorize"):
+                reasons = [*reasons, "vectorize did not run"]
+            self.line("vectors" if first else "", text, reasons)
+            first = False
+
+    def ptxas(self) -> None:
+        if self.ptxas_problem is not None:
+            self.line("ptxas", self.ptxas_problem)
+            return
+        resources: KernelResources | None = (self.compiled.resources or {}).get(
+            self.kernel.sym_name
+        )
+        if resources is None:
+            self.line("ptxas", "no report for this kernel")
+            return
+        from tilec.lowering.tensorcore import shared_bytes
+
+        spilled = resources.spill_stores + resources.spill_loads
+        text = (
+            f"{self.compiled.arch}: {resources.registers} registers, "
+            + (
+                f"SPILLS {resources.spill_stores} B stored / {resources.spill_loads} B loaded"
+                if spilled
+                else "0 spills"
+            )
+            + f", {resources.stack_frame} B stack, {shared_bytes(self.kernel)} B dynamic shared"
+        )
+        if resources.static_shared:
+            text += f" + {resources.static_shared} B static"
+        self.line("ptxas", text)
