@@ -406,7 +406,7 @@ def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
     blocks = _resident_blocks(largest, warps)
     return warps, (
         f"the largest tile holds {largest} elements: {per_thread} per thread, "
-        f"~{per_thread + OVERHEAD_REGISTERS} registers, {blocks} blocks per SM"
+        f"~{per_thread + OVERHEAD_REGISTERS} registers, {_count(blocks, 'block')} per SM"
     )
 
 
