@@ -392,3 +392,19 @@ def test_bad_controls_are_user_errors(tmp_path):
     for args, message in cases.items():
         result = bad(tmp_path, MATMUL, "-k", "matmul", *args)
         assert result.stderr.startswith(message), (args, result.stderr)
+
+
+def test_passes_lists_the_options_of_the_optimisation_passes(tmp_path):
+    result = run("passes", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for line in (
+        "    option num_warps: int = 0  -- ",
+        "    option mma: bool = true  -- ",
+        "    option num_stages: int = 0  -- ",
+        "    option shared_limit: int = 232448  -- ",
+        "    option max_bytes: int = 16  -- ",
+        "    option enable: bool = true  -- ",
+    ):
+        assert line in result.stdout
+    for name in ("tiling", "smem-placement", "pipeline", "vectorize"):
+        assert f"\n{name}: " in result.stdout
