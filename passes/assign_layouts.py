@@ -42,14 +42,13 @@ __all__ = ["AssignLayouts"]
 
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 ACCESS_BYTES = 16  # the widest global access per thread (ld.global.v4.b32)
-# Automatic warps: the count among these that lets an SM hold the most elements of the largest
-# tile at once (bytes in flight), by a register estimate of each thread's share of it.
+# Automatic warps: the fewest of these that leave each warp at most ROW_ELEMENTS_PER_WARP of
+# a row (the last dimension) of the largest tile. Measured on the H200 (rowwise_probe at
+# a72ebcd, docs/benchmarks.md): softmax f32 rows of 1024 (4 per block) were fastest on 4 warps,
+# rows of 4096 on 8, rows of 16384 on 16 (8 warps ran 1.4x slower), layernorm f16 rows of
+# 8192 on 16.
 AUTO_WARPS = (4, 8, 16)
-REGISTERS_PER_SM = 65536
-WARPS_PER_SM = 64
-BLOCKS_PER_SM = 32
-OVERHEAD_REGISTERS = 50  # besides one register per element: addresses, masks, temporaries
-MAX_ELEMENTS_PER_THREAD = 64  # more than this spills (255 registers per thread)
+ROW_ELEMENTS_PER_WARP = 512
 
 
 @register_pass
@@ -57,9 +56,9 @@ class AssignLayouts(Pass):
     """Gives every tile a layout; converts operands that an op needs elsewhere.
 
     Warps: the kernel's pin (`tilec.num_warps`), else the option `num_warps`, else (option 0)
-    4, 8 or 16, whichever lets an SM hold the most elements of the largest tile at once, by
-    an estimate of registers per thread (one per element held plus 50; at most 64 elements
-    per thread; ties: fewer warps); written on the kernel.
+    the fewest of 4, 8 and 16 that leave each warp at most 512 elements of a row of the
+    largest tile (16 when none does; measured on the H200, see `ROW_ELEMENTS_PER_WARP`);
+    written on the kernel.
 
     Default layout of a shape: `default_layout` (row-major, lanes along the last dimension,
     warps along the first: see `tilec.lowering.layouts`) with 16 bytes of consecutive elements
@@ -390,41 +389,22 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
 
 
 def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
-    largest = max(
+    shape = max(
         (
-            prod(v.type.shape)
+            v.type.shape
             for op in kernel.walk()
             for v in op.results
-            if isinstance(v.type, TileType) and v.type.is_static
+            if isinstance(v.type, TileType) and v.type.is_static and v.type.rank
         ),
-        default=0,
+        key=prod,
+        default=(0,),
     )
-    warps = max(AUTO_WARPS, key=lambda w: (_resident_elements(largest, w), -w))
-    if largest and not _resident_blocks(largest, warps):
-        warps = AUTO_WARPS[-1]  # too big for registers whatever the warps: the most threads
-    per_thread = -(-largest // (WARP_SIZE * warps))
-    blocks = _resident_blocks(largest, warps)
+    row = shape[-1]
+    warps = next((w for w in AUTO_WARPS if row <= w * ROW_ELEMENTS_PER_WARP), AUTO_WARPS[-1])
+    per_thread = -(-prod(shape) // (WARP_SIZE * warps))
     return warps, (
-        f"the largest tile holds {largest} elements: {per_thread} per thread, "
-        f"~{per_thread + OVERHEAD_REGISTERS} registers, {_count(blocks, 'block')} per SM"
+        f"the largest tile holds {prod(shape)} elements: {per_thread} per thread, rows of {row}"
     )
-
-
-def _resident_blocks(elements: int, warps: int) -> int:
-    """Blocks of `warps` warps an SM holds when each thread keeps its share of a tile of
-    `elements` in registers (an estimate: one register per element plus a fixed overhead)."""
-    per_thread = -(-elements // (WARP_SIZE * warps))
-    if per_thread > MAX_ELEMENTS_PER_THREAD:
-        return 0
-    registers = -(-(per_thread + OVERHEAD_REGISTERS) // 8) * 8  # allocated 8 at a time
-    by_registers = REGISTERS_PER_SM // (registers * WARP_SIZE * warps)
-    return min(by_registers, WARPS_PER_SM // warps, BLOCKS_PER_SM)
-
-
-def _resident_elements(elements: int, warps: int) -> int:
-    """Elements of the largest tile an SM holds at once: what it has in flight when every
-    block loads its tile up front (ties go to fewer warps: fewer partials per reduction)."""
-    return _resident_blocks(elements, warps) * elements
 
 
 def _count(n: int, noun: str) -> str:

@@ -558,9 +558,7 @@ class _SwizzledAddresses:
         chunk_c = col_c // L.vec
         span = 1 << max(0, (self.col_t_limit // L.vec - 1).bit_length())
         return (
-            row_c % (L.per_phase * L.max_phase) == 0
-            and col_c % L.vec == 0
-            and chunk_c % span == 0
+            row_c % (L.per_phase * L.max_phase) == 0 and col_c % L.vec == 0 and chunk_c % span == 0
         )
 
     def offset(self, row_c: int, col_c: int) -> tuple[ir.Value, int]:
