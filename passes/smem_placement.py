@@ -125,12 +125,17 @@ def swizzle_for(tile: TileType) -> tuple[SharedLayout, str]:
     per_phase = max(1, BANK_LINE // row_bytes)
     max_phase = max(1, 8 // per_phase)
     chunks = row_bytes // LDMATRIX_ROW
-    why = (
+    lines = (
         f"{note}rows of {row_bytes} bytes ({chunks} chunk{'s' if chunks != 1 else ''} of 16), "
-        f"{per_phase} row{'s' if per_phase != 1 else ''} per 128-byte bank line: XOR of the "
-        f"chunk with (row / {per_phase}) % {max_phase} puts the 8 rows of an ldmatrix and a "
-        "wave of 16-byte stores on all 32 banks once"
+        f"{per_phase} row{'s' if per_phase != 1 else ''} per 128-byte bank line: "
     )
+    if max_phase == 1:
+        why = lines + "the 8 rows of an ldmatrix already fill all 32 banks once: no swizzle"
+    else:
+        why = lines + (
+            f"XOR of the chunk with (row / {per_phase}) % {max_phase} puts the 8 rows of an "
+            "ldmatrix and a wave of 16-byte stores on all 32 banks once"
+        )
     return SharedLayout(vec, per_phase, max_phase, (1, 0)), why
 
 
