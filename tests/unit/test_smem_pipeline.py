@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import tilec
+from tests.validation import kernel_dimensions, run_kernel
 from tilec.diagnostics import TileError
 from tilec.dialects import scf, shared
 from tilec.dialects import tile as T
-from tilec.interp import TensorView, prepare_launch
 from tilec.interp.runner import random_arguments
 from tilec.ir.parser import parse_module
-from tilec.ir.types import FloatType, TensorType, TileType
+from tilec.ir.types import FloatType, TileType
 from tilec.ir.verifier import verify
 from tilec.lowering.layouts import mma_accumulator_layout
 from tilec.passes.smem_placement import plan_shared_memory, swizzle_for
@@ -27,14 +27,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.tile")))
 SIZE_SETS = [(1, 3, 2), (37, 19, 53), (70, 33, 150)]
 HEAD_DIM = 64  # attention's whole dimension D, kept small enough for tensor-core tiles
-
-
-def _dimensions(func) -> list[str]:
-    dims: list[str] = []
-    for arg in func.arguments:
-        if isinstance(arg.type, TensorType):
-            dims += [d for d in arg.type.shape if isinstance(d, str) and d not in dims]
-    return dims
 
 
 def _mma_accumulators(module) -> None:
@@ -73,7 +65,7 @@ def _prepare(path: str, name: str):
     """The example after the passes before smem-placement (tiling when registered)."""
     module = tilec.compile(path, kernels=[name]).module
     func = module.lookup(name)
-    dims = _dimensions(func)
+    dims = kernel_dimensions(func)
     if "tiling" in registered_passes():
         front = "canonicalize,cse,tiling" + (f'{{extents="D={HEAD_DIM}"}}' if "D" in dims else "")
     else:
@@ -105,13 +97,6 @@ def _inputs(func, dims, sizes):
     return random_arguments(func, extents, seed=len(dims))
 
 
-def _run(module, name, inputs):
-    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
-    launch = prepare_launch(module, name, args)
-    launch.run()
-    return [v.array for v in launch.arguments if isinstance(v, TensorView)]
-
-
 def _cases():
     for path in EXAMPLES:
         for name in tilec.compile(path).kernels:
@@ -125,7 +110,7 @@ def test_examples_same_results_and_race_free(path, name, stages):
     func.attributes.pop("tilec.num_stages", None)  # a pin would win over the stages tested
     context = PassContext()
     all_inputs = [_inputs(func, dims, sizes) for sizes in SIZE_SETS]
-    expected = [_run(module, name, inputs) for inputs in all_inputs]
+    expected = [run_kernel(module, name, inputs)[0] for inputs in all_inputs]
     passes = f"smem-placement,pipeline{{num_stages={stages}}},canonicalize,cse,dce"
     for p in parse_pipeline(passes):
         context.current_pass = p.name
@@ -133,7 +118,7 @@ def test_examples_same_results_and_race_free(path, name, stages):
         verify(module)
         for inputs, before in zip(all_inputs, expected):
             # A race is an interpreter error: reaching the comparison means there was none.
-            after = _run(module, name, inputs)
+            after = run_kernel(module, name, inputs)[0]
             for got, want in zip(after, before):
                 np.testing.assert_array_equal(got, want, err_msg=f"after {p.name}")
     copies = [op for op in func.walk() if isinstance(op, shared.AsyncCopyOp)]

@@ -11,12 +11,11 @@ import pytest
 
 import tilec
 import tilec.passes.tiling  # registers the pass even where tilec.passes does not import it
+from tests.validation import kernel_dimensions, run_kernel
 from tilec.diagnostics import TileError
 from tilec.dialects import tile as T
 from tilec.dialects.tile import MmaLayout
-from tilec.interp import TensorView, prepare_launch
 from tilec.interp.runner import random_arguments
-from tilec.ir.types import TensorType
 from tilec.ir.verifier import verify
 from tilec.passmanager import PassContext, parse_pipeline
 
@@ -26,28 +25,12 @@ PIPELINE = "canonicalize,cse,tiling,assign-layouts,canonicalize,cse,dce"
 SIZE_SETS = [(1, 3, 2), (37, 19, 53)]
 
 
-def _dimensions(func) -> list[str]:
-    dims: list[str] = []
-    for arg in func.arguments:
-        if isinstance(arg.type, TensorType):
-            dims += [d for d in arg.type.shape if isinstance(d, str) and d not in dims]
-    return dims
-
-
-def _run(module, name: str, inputs: list, tile_sizes: dict[str, int] | None):
-    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
-    launch = prepare_launch(module, name, args, tile_sizes=tile_sizes)
-    launch.run()
-    outputs = [v.array for v in launch.arguments if isinstance(v, TensorView)]
-    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}
-
-
 def _extents(func, sizes) -> dict[str, int]:
     pins = func.attributes.get("tilec.pinned_tiles")
     pinned = dict(pins.value) if pins is not None else {}
     return {
         d: 2 if pinned.get("B" + d) == 1 else sizes[i % len(sizes)]
-        for i, d in enumerate(_dimensions(func))
+        for i, d in enumerate(kernel_dimensions(func))
     }
 
 
@@ -59,8 +42,8 @@ def _validate(module, name: str, pipeline: str, inputs: list) -> None:
         context.current_pass = p.name
         p.run(module, context)
         verify(module)
-        after, tile_sizes = _run(module, name, inputs, None)
-        expected, _ = _run(before, name, inputs, tile_sizes)
+        after, tile_sizes = run_kernel(module, name, inputs, None)
+        expected, _ = run_kernel(before, name, inputs, tile_sizes)
         for got, want in zip(after, expected):
             np.testing.assert_array_equal(got, want, err_msg=f"pass '{p.name}' changed {name}")
 
@@ -76,7 +59,7 @@ def _cases():
 def test_tiling_pipeline_preserves_results(path, name, sizes):
     module = tilec.compile(path, kernels=[name]).module
     func = module.lookup(name)
-    inputs = random_arguments(func, _extents(func, sizes), seed=len(_dimensions(func)))
+    inputs = random_arguments(func, _extents(func, sizes), seed=len(kernel_dimensions(func)))
     _validate(module, name, PIPELINE, inputs)
 
 
@@ -87,7 +70,7 @@ def test_attention_with_mma_layouts_preserves_results(name):
     path = os.path.join(ROOT, "examples", "attention.tile")
     module = tilec.compile(path, kernels=[name]).module
     func = module.lookup(name)
-    extents = {d: {"B": 2, "H": 1, "D": 16}.get(d, 37) for d in _dimensions(func)}
+    extents = {d: {"B": 2, "H": 1, "D": 16}.get(d, 37) for d in kernel_dimensions(func)}
     inputs = random_arguments(func, extents, seed=3)
     _validate(module, name, PIPELINE.replace("tiling", 'tiling{extents="D=16"}'), inputs)
     dots = [op for op in module.walk() if isinstance(op, T.DotOp)]
@@ -116,7 +99,7 @@ def test_grouped_block_order_is_a_permutation(rows, cols, group_m):
         func = program.module.lookup("matmul")
         assert ("tilec.group_m" in func.attributes) == (g > 1)
         inputs = random_arguments(func, extents, seed=7)
-        results[g], _ = _run(program.module, "matmul", inputs, None)
+        results[g], _ = run_kernel(program.module, "matmul", inputs, None)
     np.testing.assert_array_equal(results[group_m][2], results[1][2])
     a, b = (x.astype(np.float32) for x in inputs[:2])
     np.testing.assert_allclose(results[group_m][2].astype(np.float32), a @ b, rtol=2e-2, atol=0.1)

@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 
 import tilec
+from tests.validation import kernel_dimensions, run_kernel
 from tilec.compiler import DEFAULT_PIPELINE
-from tilec.interp import TensorView, prepare_launch
 from tilec.interp.runner import random_arguments
-from tilec.ir.types import TensorType
 from tilec.ir.verifier import verify
 from tilec.passmanager import PassContext, parse_pipeline
 
@@ -42,27 +41,11 @@ def _cases():
                 yield pytest.param(path, name, sizes, id=f"{os.path.basename(path)}:{name}:{sizes}")
 
 
-def _dimensions(func) -> list[str]:
-    dims: list[str] = []
-    for arg in func.arguments:
-        if isinstance(arg.type, TensorType):
-            dims += [d for d in arg.type.shape if isinstance(d, str) and d not in dims]
-    return dims
-
-
-def _run(module, name: str, inputs: list, tile_sizes: dict[str, int] | None):
-    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
-    launch = prepare_launch(module, name, args, tile_sizes=tile_sizes)
-    launch.run()
-    outputs = [v.array for v in launch.arguments if isinstance(v, TensorView)]
-    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}
-
-
 @pytest.mark.parametrize(("path", "name", "sizes"), list(_cases()))
 def test_every_pass_preserves_results(path, name, sizes):
     module = tilec.compile(path, kernels=[name]).module
     func = module.lookup(name)
-    dims = _dimensions(func)
+    dims = kernel_dimensions(func)
     pins = func.attributes.get("tilec.pinned_tiles")
     pinned = dict(pins.value) if pins is not None else {}
     # Dimensions iterated one element at a time (batch, heads) stay small: each element is a
@@ -78,8 +61,8 @@ def test_every_pass_preserves_results(path, name, sizes):
         p.run(module, context)
         verify(module)
         # The tile sizes the IR after the pass uses (pinned or chosen by it), for both runs.
-        after_outputs, tile_sizes = _run(module, name, inputs, None)
-        before_outputs, _ = _run(before, name, inputs, tile_sizes)
+        after_outputs, tile_sizes = run_kernel(module, name, inputs, None)
+        before_outputs, _ = run_kernel(before, name, inputs, tile_sizes)
         for got, expected in zip(after_outputs, before_outputs):
             if p.exact:
                 np.testing.assert_array_equal(
@@ -117,9 +100,9 @@ def test_validation_catches_a_wrong_pass():
     path = os.path.join(ROOT, "examples", "vector_add.tile")
     module = tilec.compile(path, kernels=["vector_add"]).module
     func = module.lookup("vector_add")
-    inputs = random_arguments(func, {d: 37 for d in _dimensions(func)}, seed=1)
+    inputs = random_arguments(func, {d: 37 for d in kernel_dimensions(func)}, seed=1)
     before = module.clone()
     Miscompile().run(module, PassContext())
-    after, sizes = _run(module, "vector_add", inputs, None)
-    expected, _ = _run(before, "vector_add", inputs, sizes)
+    after, sizes = run_kernel(module, "vector_add", inputs, None)
+    expected, _ = run_kernel(before, "vector_add", inputs, sizes)
     assert not all(np.array_equal(a, e) for a, e in zip(after, expected))
