@@ -19,11 +19,12 @@ from tilec.dialects import arith, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout
-from tilec.ir.attributes import IntegerAttr
+from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.types import TileType, bf16, f16, f32, index
 from tilec.ir.verifier import VerifyError, verify_op_structure
+from tilec.lowering.abi import argument_name
 from tilec.lowering.layouts import (
     MMA_INSTR_SHAPE,
     WARP_SIZE,
@@ -48,6 +49,9 @@ WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 # 64x64 warp tiles on a 128x128 block) is the GEMM sweet spot of mma.sync on sm_80/sm_90.
 SEARCH_WARPS = (4, 8, 2, 1)
 MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest of 255 is operands
+# Accumulator registers per thread when operands are copied element by element (unknown
+# strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
+SCATTERED_ACCUMULATORS = 32
 TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for small extents)
 CONTRACTED_SIZES = (64, 32, 16)
 PREFERRED_K_ROW_BYTES = 64  # BK = 32 for 16-bit operands: one 64-byte row per k-step
@@ -162,6 +166,31 @@ def _streamed(v: Value, dot: Operation) -> bool:
     return False
 
 
+def _scattered_operands(kernel: FuncOp) -> list[str]:
+    """The last strides of dot operands' tensors not known to be 1 (`tilec.unit`, from the
+    `assume` pass): such operands are copied one element at a time, each with its own 64-bit
+    address, which leaves registers for a smaller accumulator only."""
+    unit = {str(x) for x in (kernel.attributes.get("tilec.unit") or ArrayAttr(())).value}
+    found: list[str] = []
+    for op in kernel.walk():
+        if not (isinstance(op, T.DotOp) and _is_mma_dot(op)):
+            continue
+        for v in (op.a, op.b):
+            while isinstance(v, OpResult) and not isinstance(v.op, T.LoadOp):
+                if not isinstance(v.op, (T.CastOp, T.TransposeOp, T.ReshapeOp)):
+                    break
+                v = v.op.operands[0]
+            if not (isinstance(v, OpResult) and isinstance(v.op, T.LoadOp)):
+                continue
+            view = v.op.view
+            if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
+                continue
+            stride = f"{argument_name(kernel, view.index)}.stride.{view.type.rank - 1}"
+            if stride not in unit and stride not in found:
+                found.append(stride)
+    return found
+
+
 def _is_mma_dot(op: T.DotOp) -> bool:
     a, b, c = op.a.type, op.b.type, op.acc.type
     return a.element == b.element and a.element in (f16, bf16) and c.element == f32
@@ -196,6 +225,7 @@ class _KernelTiling:
         self.stages = stages.value if stages is not None else opts.stages
         self.stages_source = "pinned by the kernel" if stages is not None else "option stages"
         self.reduces = any(isinstance(op, T.ReduceOp) for op in kernel.walk())
+        self.scattered = _scattered_operands(kernel)
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -389,7 +419,10 @@ class _KernelTiling:
             if isinstance(d.k, str) and d.k in c.sizes
         )
         taller = -sum(self.size(d.m, c) for d in dots)
+        # Operands copied element by element: a big accumulator would spill.
+        crowded = bool(self.scattered) and self.registers(dots, c) > SCATTERED_ACCUMULATORS
         return (
+            crowded,
             -fill,
             warps_rank,
             -area,
@@ -517,6 +550,12 @@ class _KernelTiling:
         blocks = self.blocks(c)
         if blocks is not None:
             text += f"; grid of {blocks} blocks for {self.opts.sm_count} SMs (option sm_count)"
+        if self.scattered:
+            text += (
+                f"; at most {SCATTERED_ACCUMULATORS} accumulator registers/thread preferred: "
+                f"operands are copied element by element ({', '.join(self.scattered)} not "
+                "known to be 1: state it with --assume or the assume pass; @tilec.jit does)"
+            )
         return text
 
     # -- block order ----------------------------------------------------------------------------

@@ -300,7 +300,10 @@ def test_explain_prints_the_decisions_instead_of_the_ptx(tmp_path):
 
 
 def test_explain_with_output_writes_the_ptx_too(tmp_path):
-    result = run("compile", MATMUL, "-k", "matmul", "--explain", "-o", "m.ptx", cwd=tmp_path)
+    result = run(
+        "compile", MATMUL, "-k", "matmul", "--assume", "aligned,unit,divisible",
+        "--explain", "-o", "m.ptx", cwd=tmp_path,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "BM=128 BN=128 BK=32" in result.stdout
     assert ".entry matmul" in (tmp_path / "m.ptx").read_text()
@@ -334,7 +337,10 @@ def test_pass_option_pins_the_stages(tmp_path):
 
 
 def test_warps_pin_reaches_the_kernel(tmp_path):
-    result = run("compile", MATMUL, "-k", "matmul", "--warps", "8", "--explain", cwd=tmp_path)
+    result = run(
+        "compile", MATMUL, "-k", "matmul", "--assume", "aligned,unit,divisible",
+        "--warps", "8", "--explain", cwd=tmp_path,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "  warps       8: 2x4 warp tiles of 64x32" in result.stdout
 

@@ -72,7 +72,8 @@ def test_attention_with_mma_layouts_preserves_results(name):
     func = module.lookup(name)
     extents = {d: {"B": 2, "H": 1, "D": 16}.get(d, 37) for d in kernel_dimensions(func)}
     inputs = random_arguments(func, extents, seed=3)
-    _validate(module, name, PIPELINE.replace("tiling", 'tiling{extents="D=16"}'), inputs)
+    pipeline = PIPELINE.replace("tiling", 'tiling{extents="D=16"}')
+    _validate(module, name, f'assume{{all="aligned,unit,divisible"}},{pipeline}', inputs)
     dots = [op for op in module.walk() if isinstance(op, T.DotOp)]
     assert len(dots) == 2
     assert {op.result.type.layout for op in dots} == {MmaLayout(2, (4, 1), (16, 8, 16))}
@@ -105,8 +106,12 @@ def test_grouped_block_order_is_a_permutation(rows, cols, group_m):
     np.testing.assert_allclose(results[group_m][2].astype(np.float32), a @ b, rtol=2e-2, atol=0.1)
 
 
-def _tiled(source_path: str, kernel: str, options: str = "") -> tuple:
-    pipeline = f"canonicalize,cse,tiling{{{options}}}" if options else "canonicalize,cse,tiling"
+FACTS = 'assume{all="aligned,unit,divisible"}'  # what @tilec.jit finds for contiguous tensors
+
+
+def _tiled(source_path: str, kernel: str, options: str = "", facts: str = FACTS) -> tuple:
+    tiling = f"tiling{{{options}}}" if options else "tiling"
+    pipeline = ",".join(p for p in (facts, "canonicalize,cse", tiling) if p)
     program = tilec.compile(source_path, kernels=[kernel], pipeline=pipeline)
     func = program.module.lookup(kernel)
     sizes = {str(s): int(n) for s, n in func.attributes["tilec.tile_sizes"].value}
@@ -120,6 +125,15 @@ def test_default_matmul_is_128x128x32_on_2x2_warps():
     assert func.attributes["tilec.num_warps"].value == 4
     assert dots[0].result.type.layout == MmaLayout(2, (2, 2), (16, 8, 16))
     assert any("48 KiB shared" in r and "128 accumulator registers/thread" in r for r in remarks)
+
+
+def test_without_facts_on_the_operands_a_smaller_accumulator_is_preferred():
+    """Operand rows not known contiguous are copied element by element (a 64-bit address
+    each): a 128x128 accumulator would spill, so 64x64 wins and the remark says why."""
+    path = os.path.join(ROOT, "examples", "matmul.tile")
+    _, sizes, _, remarks = _tiled(path, "matmul", facts="")
+    assert (sizes["BM"], sizes["BN"]) == (64, 64)
+    assert any("a.stride.1, b.stride.1 not known to be 1" in r for r in remarks)
 
 
 def test_known_small_extents_give_more_blocks():
