@@ -22,7 +22,7 @@ from tilec.dialects.tile import MmaLayout
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
-from tilec.ir.types import TileType, bf16, f16, f32, index
+from tilec.ir.types import TensorType, TileType, bf16, f16, f32, index
 from tilec.ir.verifier import VerifyError, verify_op_structure
 from tilec.lowering.abi import argument_name
 from tilec.lowering.layouts import (
@@ -85,9 +85,13 @@ class Tiling(Pass):
     remapped so that consecutive blocks (axis 0 fastest) walk `group_m` tiles down axis 0
     before moving along axis 1 (Triton's GROUP_M): a bijection computed from `tile.program_id`
     and `tile.num_programs`, so partial groups at the edge work; `tilec.group_m` records it.
+    Exact extents: dimensions named in the option `exact` have exactly their `extents` value
+    at every launch (the jit says so when a whole dimension fills its tile); they become
+    static in the kernel's tensor types, so `tile.dim` and the padding masks fold away and
+    the launcher checks the extent like any fixed one.
     Assumes the frontend's conventions (symbol `B<D>` tiles dimension `D`, `tilec.grid`).
     Remarks: per kernel, the sizes and why, the warps and mma tiling with their shared memory
-    and registers, dots left on the FMA path, and the block order.
+    and registers, dots left on the FMA path, the block order, and the extents made exact.
     """
 
     name = "tiling"
@@ -97,6 +101,11 @@ class Tiling(Pass):
     class Options:
         tiles: str = option("", 'tile sizes by symbol, e.g. "BM=64,BN=32" (kernel pins win)')
         extents: str = option("", 'known extents by dimension, e.g. "M=4096,N=4096"')
+        exact: str = option(
+            "",
+            'dimensions whose extent is exactly the one in extents, e.g. "N" (fixed in the '
+            "tensor types: a launch with another extent is refused)",
+        )
         num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
         mma: bool = option(True, "tile f16/bf16 dots for mma.sync m16n8k16 (false: FMA path)")
         group_m: int = option(8, "blocks grouped along grid axis 0 for L2 reuse (1: off)")
@@ -120,8 +129,15 @@ class Tiling(Pass):
                 raise TileError(
                     f"tiling: option '{name}' must be at least 1, got {getattr(opts, name)}"
                 )
+        exact = [d.strip() for d in opts.exact.split(",") if d.strip()]
+        for d in exact:
+            if d not in extents:
+                raise TileError(
+                    f"tiling: option exact names '{d}', which has no extent in option extents"
+                )
         for kernel in kernels_of(module):
             _KernelTiling(kernel, tiles, extents, opts, ctx).run()
+            _fix_extents(kernel, {d: extents[d] for d in exact}, ctx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,6 +180,25 @@ def _streamed(v: Value, dot: Operation) -> bool:
             return False
         v = op.operands[1] if isinstance(op, T.SelectOp) else op.operands[0]
     return False
+
+
+def _fix_extents(kernel: FuncOp, fixed: dict[str, int], ctx: PassContext) -> None:
+    """Make the dimensions of `fixed` static in the kernel's tensor types: `tile.dim` of them
+    folds to a constant, and with it the padding masks of a dimension that fills its tile
+    (the ABI then has the extent as a fixed one, which every launch must match)."""
+    done = []
+    for arg in kernel.arguments:
+        t = arg.type
+        if isinstance(t, TensorType) and any(d in fixed for d in t.shape):
+            arg.type = TensorType(tuple(fixed.get(d, d) for d in t.shape), t.element)
+            done.append(arg.name_hint or "?")
+    if done:
+        sizes = ", ".join(f"{d}={n}" for d, n in fixed.items())
+        ctx.remark(
+            kernel,
+            f"extents {sizes} are exact (option exact): fixed in the types of "
+            f"{', '.join(done)}, so their masks fold",
+        )
 
 
 def _scattered_operands(kernel: FuncOp) -> list[str]:

@@ -256,7 +256,9 @@ class JitFunction:
                 parts.append(bits)
         extents = arguments.extents
         for dim in self._whole_dims:
-            parts.append(_power_of_two(extents[dim]))
+            # The tile's size, and whether the extent fills it (its masks then fold away).
+            tile = _power_of_two(extents[dim])
+            parts.append(tile if extents[dim] != tile else -tile)
         return tuple(parts)
 
     def _launcher(self, key: tuple, arguments: Any) -> Any:
@@ -288,13 +290,16 @@ class JitFunction:
 
         specialization = _specialization(kernel_parameters(self._kernel), arguments)
         extents = {d: _power_of_two(arguments.extents[d]) for d in self._whole_dims}
+        # A whole dimension whose extent is exactly its tile is fixed in the kernel's types
+        # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
+        exact = [d for d in self._whole_dims if arguments.extents[d] == extents[d]]
         pass_options = self.pass_options
         if extents and "extents" not in pass_options.get("tiling", {}):
             text = ",".join(f"{d}={n}" for d, n in extents.items())
-            pass_options = {
-                **pass_options,
-                "tiling": {**pass_options.get("tiling", {}), "extents": text},
-            }
+            tiling = {**pass_options.get("tiling", {}), "extents": text}
+            if exact:
+                tiling["exact"] = ",".join(exact)
+            pass_options = {**pass_options, "tiling": tiling}
         pipeline = build_pipeline(disable=self.disable, options=pass_options)
         # The facts go into the IR first, for the passes (vectorize) and the lowering alike.
         pipeline = f"{_assume_pass(specialization)},{pipeline}"

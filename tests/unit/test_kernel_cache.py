@@ -137,6 +137,13 @@ def test_every_input_of_a_jit_compilation_reaches_the_key(tmp_path, monkeypatch)
     assert 'extents="N=1024"' in narrow.pipeline and 'extents="N=2048"' in wide.pipeline
     assert narrow.abi.max_extents == {"N": 1024} and wide.abi.max_extents == {"N": 2048}
     assert narrow.key.digest() != wide.key.digest()
+    # An extent that fills its tile is fixed in the kernel (its masks fold): another kernel,
+    # whose ABI has the extent as a fixed one that launches must match.
+    full = np.zeros((4, 1024), np.float32)
+    exact = softmax.compile_for(full, full, arch="sm_90a")
+    assert "exact=N" in exact.pipeline and "exact" not in narrow.pipeline
+    assert exact.key.digest() != narrow.key.digest()
+    assert {p.dim for p in exact.abi.parameters if p.kind == "extent"} == {"M", 1024}
 
 
 def test_specialization_reaches_the_ptx(monkeypatch):

@@ -676,11 +676,27 @@ def _fold_compare(op: Operation) -> list[Attribute | Value] | None:
             return [BoolAttr(_cmpi(predicate, a, b, bit_width(op.lhs.type)))]
         if op.lhs is op.rhs:  # x == x holds for integers (not for floats: NaN)
             return [BoolAttr(predicate in ("eq", "sle", "sge", "ule", "uge"))]
+        if b is not None and _iota_below(op.lhs, predicate, b):
+            return [BoolAttr(True)]
         return None
     x, y = _float_constant(op.lhs), _float_constant(op.rhs)
     if x is not None and y is not None:
         return [BoolAttr(_cmpf(predicate, x, y))]
     return None
+
+
+def _iota_below(v: Value, predicate: str, bound: int) -> bool:
+    """Whether `v < bound` (or `<=`) holds for every element of `v`, a `tile.iota` (its
+    elements are 0 .. n-1): the padding mask of a whole dimension whose extent is known to
+    fill its tile."""
+    if not (isinstance(v, OpResult) and v.op.name == "tile.iota"):
+        return False
+    largest = v.type.shape[0] - 1
+    if predicate in ("slt", "ult"):
+        return largest < bound
+    if predicate in ("sle", "ule"):
+        return largest <= bound
+    return False
 
 
 def _int_to_float(v: int, dtype: np.dtype) -> np.floating:
