@@ -42,13 +42,13 @@ __all__ = ["AssignLayouts"]
 
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 ACCESS_BYTES = 16  # the widest global access per thread (ld.global.v4.b32)
-# Automatic warps: the fewest of these that leave each warp at most ROW_ELEMENTS_PER_WARP of
-# a row (the last dimension) of the largest tile. Measured on the H200 (rowwise_probe at
-# a72ebcd, docs/benchmarks.md): softmax f32 rows of 1024 (4 per block) were fastest on 4 warps,
-# rows of 4096 on 8, rows of 16384 on 16 (8 warps ran 1.4x slower), layernorm f16 rows of
-# 8192 on 16.
+# Automatic warps: the fewest of these that leave each warp at most ROW_BYTES_PER_WARP of the
+# widest row a load or store moves. Measured on the H200 (rowwise_probe at 564edbd,
+# docs/benchmarks.md, with whole extents exact): softmax f32 rows of 1024 fastest on 4 warps,
+# of 4096 on 8 (4: 0.5% slower; 16: 13%), of 16384 on 16; layernorm f16 rows of 8192 on 8
+# (85.8% of copy bandwidth; 16 warps: 67%, 4: 81%).
 AUTO_WARPS = (4, 8, 16)
-ROW_ELEMENTS_PER_WARP = 512
+ROW_BYTES_PER_WARP = 2048
 
 
 @register_pass
@@ -56,9 +56,9 @@ class AssignLayouts(Pass):
     """Gives every tile a layout; converts operands that an op needs elsewhere.
 
     Warps: the kernel's pin (`tilec.num_warps`), else the option `num_warps`, else (option 0)
-    the fewest of 4, 8 and 16 that leave each warp at most 512 elements of a row of the
-    largest tile (16 when none does; measured on the H200, see `ROW_ELEMENTS_PER_WARP`);
-    written on the kernel.
+    the fewest of 4, 8 and 16 that leave each warp at most 2 KiB of the widest row a
+    `tile.load` or `tile.store` moves (16 when none does; measured on the H200, see
+    `ROW_BYTES_PER_WARP`); written on the kernel.
 
     Default layout of a shape: `default_layout` (row-major, lanes along the last dimension,
     warps along the first: see `tilec.lowering.layouts`) with 16 bytes of consecutive elements
@@ -389,21 +389,21 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
 
 
 def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
-    shape = max(
-        (
-            v.type.shape
-            for op in kernel.walk()
-            for v in op.results
-            if isinstance(v.type, TileType) and v.type.is_static and v.type.rank
-        ),
-        key=prod,
-        default=(0,),
-    )
-    row = shape[-1]
-    warps = next((w for w in AUTO_WARPS if row <= w * ROW_ELEMENTS_PER_WARP), AUTO_WARPS[-1])
-    per_thread = -(-prod(shape) // (WARP_SIZE * warps))
+    moved = [
+        t
+        for op in kernel.walk()
+        if isinstance(op, (T.LoadOp, T.StoreOp))
+        for t in [op.result.type if isinstance(op, T.LoadOp) else op.value.type]
+        if isinstance(t, TileType) and t.is_static and t.rank
+    ]
+    if not moved:
+        return AUTO_WARPS[0], "no tile is loaded or stored"
+    widest = max(moved, key=lambda t: t.shape[-1] * element_bytes(t.element))
+    row_bytes = widest.shape[-1] * element_bytes(widest.element)
+    warps = next((w for w in AUTO_WARPS if row_bytes <= w * ROW_BYTES_PER_WARP), AUTO_WARPS[-1])
     return warps, (
-        f"the largest tile holds {prod(shape)} elements: {per_thread} per thread, rows of {row}"
+        f"rows of {widest.shape[-1]} x {widest.element} = {row_bytes} bytes moved: "
+        f"{ROW_BYTES_PER_WARP} per warp at most"
     )
 
 

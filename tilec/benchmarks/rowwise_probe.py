@@ -44,7 +44,7 @@ def configurations(n: int) -> dict[str, dict[str, dict[str, Any]]]:
             "tiling": {"tiles": "BM=2"},
             "assign-layouts": {"num_warps": old_warps},
         }
-    for warps in (4, 8, 16):
+    for warps in (4, 8, 16, 32):
         if n // (32 * warps) <= 64 and n >= 32 * warps * 4:  # no spills, 16-byte runs
             configs[f"1 row, {warps} warps"] = {
                 "tiling": {"tiles": "BM=1"},
