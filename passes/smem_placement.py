@@ -22,6 +22,7 @@ from tilec.ir.core import BlockArgument, Operation, Value
 from tilec.ir.types import FloatType, IndexType, SharedType, TileType
 from tilec.lowering.exchange import op_scratch_bytes
 from tilec.lowering.layouts import element_bytes
+from tilec.lowering.tensorcore import BUFFER_ALIGNMENT, buffer_live_ranges, scratch_bases_for
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
@@ -39,10 +40,9 @@ __all__ = [
 
 # Shared memory one block may use on sm_90 (227 KiB); sm_80 allows 163 KiB, sm_86/89 99 KiB.
 SHARED_LIMIT_SM90 = 232448
-# Every buffer starts on a 128-byte line: 16-byte aligned as cp.async and ldmatrix need, and
-# the swizzle's phases line up with the banks (the lowering aligns its buffers the same way).
-ALIGNMENT = 128
-SCRATCH_ALIGNMENT = 16
+# Every buffer starts on a 128-byte line (the lowering's BUFFER_ALIGNMENT): 16-byte aligned
+# as cp.async and ldmatrix need, and the swizzle's phases line up with the banks.
+ALIGNMENT = BUFFER_ALIGNMENT
 BANK_LINE = 128  # bytes: 32 banks of 4 bytes
 LDMATRIX_ROW = 16  # bytes: one row of an 8x8 ldmatrix of 16-bit elements
 
@@ -319,34 +319,9 @@ def plan_shared_memory(kernel: Operation, slots: dict[int, int] | None = None) -
     loop, and a buffer fed by `tile.async_copy` stays live until the next `tile.async_wait 0`
     (a copy in flight still writes it). `slots` (by `id` of the alloc) plans with that many
     slots instead of the buffer's own."""
-    ops = list(kernel.walk())
-    position = {id(op): i for i, op in enumerate(ops)}
-    end = {id(op): position[id(list(op.walk())[-1])] for op in ops if op.regions}
-
-    def span(use: Operation) -> tuple[int, int]:
-        outer = None
-        parent = use.parent_op
-        while parent is not None and parent is not kernel:
-            if isinstance(parent, scf.ForOp):
-                outer = parent
-            parent = parent.parent_op
-        if outer is None:
-            return position[id(use)], position[id(use)]
-        return position[id(outer)], end[id(outer)]
-
+    _, ranges = buffer_live_ranges(kernel)
     buffers: list[BufferPlace] = []
-    for op in ops:
-        if not isinstance(op, shared.AllocSharedOp):
-            continue
-        spans = [span(u) for u in op.result.uses] or [(position[id(op)], position[id(op)])]
-        first, last = min(s[0] for s in spans), max(s[1] for s in spans)
-        if any(isinstance(u, shared.AsyncCopyOp) for u in op.result.uses):
-            waits = [
-                position[id(w)]
-                for w in ops[last + 1 :]
-                if isinstance(w, shared.AsyncWaitOp) and w.pending == 0
-            ]
-            last = waits[0] if waits else len(ops)
+    for op, (first, last) in ranges.items():
         t = op.result.type
         stages = (slots or {}).get(id(op), t.shape[0])
         planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
@@ -362,14 +337,9 @@ def plan_shared_memory(kernel: Operation, slots: dict[int, int] | None = None) -
         b.offset = offset
         placed.append(b)
     total = _aligned(max((b.offset + b.bytes for b in buffers), default=0))
-    # The lowering's scratch for an op (layout conversions, reductions) starts after the
-    # buffers not yet dead there (`tilec.lowering.tensorcore.scratch_bases`).
-    scratch_end = 0
-    for i, op in enumerate(ops):
-        need = op_scratch_bytes(op)
-        if need:
-            base = max((b.offset + b.bytes for b in buffers if i <= b.last), default=0)
-            scratch_end = max(scratch_end, _aligned(base, SCRATCH_ALIGNMENT) + need)
+    # The lowering's scratch goes where the lowering will put it (one rule for both).
+    bases = scratch_bases_for(kernel, {b.alloc: b.offset + b.bytes for b in buffers})
+    scratch_end = max((base + op_scratch_bytes(op) for op, base in bases.items()), default=0)
     return SharedPlan(buffers, total, scratch_end)
 
 

@@ -63,9 +63,11 @@ __all__ = [
     "BUFFER_ALIGNMENT",
     "SharedBuffer",
     "buffer_bytes",
+    "buffer_live_ranges",
     "buffer_offsets",
     "is_tensor_core_dot",
     "scratch_bases",
+    "scratch_bases_for",
     "scratch_fences",
     "shared_bytes",
     "swizzled_offset",
@@ -118,53 +120,65 @@ def buffer_bytes(kernel: Operation) -> int:
     return _aligned(end) if end else 0
 
 
-def _live_ends(kernel: Operation) -> tuple[dict[Operation, int], dict[Operation, int]]:
-    """Program-order positions: of every op, and of the last op at which each buffer is live
-    (a use inside a loop that does not contain the allocation keeps it live to the loop's end,
-    since the next iteration uses it again)."""
-    order = {op: i for i, op in enumerate(kernel.walk())}
-    ends: dict[Operation, int] = {}
-    for alloc in order:
-        if not isinstance(alloc, S.AllocSharedOp):
+def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operation, tuple]]:
+    """The kernel's ops in program order, and for each `tile.alloc_shared` the first and last
+    position at which its bytes are in use. A use inside a loop keeps the buffer in use for
+    the whole outermost loop around it (the next iteration uses it again); a buffer that
+    `tile.async_copy` fills stays in use until the next `tile.async_wait 0` (a copy in flight
+    still writes it). smem-placement places buffers and the lowering places its scratch by
+    these same ranges."""
+    ops = list(kernel.walk())
+    position = {id(op): i for i, op in enumerate(ops)}
+
+    def span(use: Operation) -> tuple[int, int]:
+        outer = None
+        parent = use.parent_op
+        while parent is not None and parent is not kernel:
+            if isinstance(parent, scf.ForOp):
+                outer = parent
+            parent = parent.parent_op
+        if outer is None:
+            return position[id(use)], position[id(use)]
+        return position[id(outer)], position[id(list(outer.walk())[-1])]
+
+    ranges: dict[Operation, tuple] = {}
+    for op in ops:
+        if not isinstance(op, S.AllocSharedOp):
             continue
-        end = order[alloc]
-        for use in alloc.result.uses:
-            last = order[use]
-            parent = use.parent_op
-            while parent is not None and parent is not kernel:
-                if isinstance(parent, scf.ForOp) and not _contains(parent, alloc):
-                    last = max(last, max(order[o] for o in parent.walk()))
-                parent = parent.parent_op
-            end = max(end, last)
-        ends[alloc] = end
-    return order, ends
+        spans = [span(u) for u in op.result.uses] or [(position[id(op)], position[id(op)])]
+        first, last = min(a for a, _ in spans), max(b for _, b in spans)
+        if any(isinstance(u, S.AsyncCopyOp) for u in op.result.uses):
+            waits = [
+                position[id(w)]
+                for w in ops[last + 1 :]
+                if isinstance(w, S.AsyncWaitOp) and w.pending == 0
+            ]
+            last = waits[0] if waits else len(ops)
+        ranges[op] = (first, last)
+    return ops, ranges
 
 
-def _contains(op: Operation, inner: Operation) -> bool:
-    parent = inner.parent_op
-    while parent is not None:
-        if parent is op:
-            return True
-        parent = parent.parent_op
-    return False
+def scratch_bases_for(kernel: Operation, ends: dict[Operation, int]) -> dict[Operation, int]:
+    """Where each op that needs scratch (`exchange.op_scratch_bytes`) starts it, given where
+    each buffer ends (`ends`, bytes): after every buffer not yet out of use at that op
+    (`buffer_live_ranges`)."""
+    ops, ranges = buffer_live_ranges(kernel)
+    bases: dict[Operation, int] = {}
+    for i, op in enumerate(ops):
+        if op_scratch_bytes(op) == 0:
+            continue
+        end = max((e for alloc, e in ends.items() if i <= ranges[alloc][1]), default=0)
+        bases[op] = _aligned(end, SCRATCH_ALIGNMENT)
+    return bases
 
 
 def scratch_bases(kernel: Operation) -> dict[Operation, int]:
-    """Where each op that needs scratch (`exchange.op_scratch_bytes`) may start it: after the
-    buffers live at that op (a buffer's bytes are free once its last use is behind)."""
-    order, ends = _live_ends(kernel)
-    offsets = buffer_offsets(kernel)
-    bases: dict[Operation, int] = {}
-    for op, i in order.items():
-        if op_scratch_bytes(op) == 0:
-            continue
-        end = 0
-        for alloc, last in ends.items():
-            if order[alloc] <= i <= last:
-                t = alloc.result.type
-                end = max(end, offsets[alloc] + _slot_bytes(t) * t.shape[0])
-        bases[op] = _aligned(end, SCRATCH_ALIGNMENT)
-    return bases
+    """`scratch_bases_for` the kernel's buffers where they are (`buffer_offsets`)."""
+    ends = {}
+    for alloc, offset in buffer_offsets(kernel).items():
+        t = alloc.result.type
+        ends[alloc] = offset + _slot_bytes(t) * t.shape[0]
+    return scratch_bases_for(kernel, ends)
 
 
 def scratch_fences(kernel: Operation) -> set[Operation]:
@@ -239,8 +253,7 @@ class Fragments:
     registers as the accumulator); otherwise every k-step is loaded at the `tile.load_shared`.
     """
 
-    def __init__(self, index: int, k_steps: int, load) -> None:
-        self.index = index
+    def __init__(self, k_steps: int, load) -> None:
         self.k_steps = k_steps
         self._load = load
         self.regs: dict[tuple[int, int], list[ir.Value]] = {}
@@ -625,7 +638,7 @@ def _fragments(
                 for mi in range(rows // (16 * wm))
             }
 
-        return Fragments(0, depth // 16, load_a)
+        return Fragments(depth // 16, load_a)
 
     depth, cols = t.shape
     # lanes 8j..8j+7 address k-rows rr of matrix j: j & 1 picks the k half, j >> 1 the n tile
@@ -644,7 +657,7 @@ def _fragments(
                 regs[(ni, kk)] = ldmatrix(where, 16 * kk, 8 * wn * ni, 2, ".trans")
         return regs
 
-    return Fragments(1, depth // 16, load_b)
+    return Fragments(depth // 16, load_b)
 
 
 def lower_mma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
