@@ -309,7 +309,7 @@ class _KernelLowering:
         self.buffer_offsets = tensorcore.buffer_offsets(func)
         # Each op's scratch starts after the buffers live at it (tensorcore.scratch_bases).
         self.scratch_bases = tensorcore.scratch_bases(func)
-        self.scratch_fences = tensorcore.scratch_fences(func)
+        self.scratch_fences = tensorcore.scratch_fences(func, self.scratch_bases)
         self.scratch_base = 0
         self.scratch = None
         if self.abi.shared_bytes:

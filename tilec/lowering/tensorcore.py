@@ -130,6 +130,8 @@ def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operati
     ops = list(kernel.walk())
     position = {id(op): i for i, op in enumerate(ops)}
 
+    loop_end: dict[int, int] = {}
+
     def span(use: Operation) -> tuple[int, int]:
         outer = None
         parent = use.parent_op
@@ -139,7 +141,9 @@ def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operati
             parent = parent.parent_op
         if outer is None:
             return position[id(use)], position[id(use)]
-        return position[id(outer)], position[id(list(outer.walk())[-1])]
+        if id(outer) not in loop_end:
+            loop_end[id(outer)] = position[id(list(outer.walk())[-1])]
+        return position[id(outer)], loop_end[id(outer)]
 
     ranges: dict[Operation, tuple] = {}
     for op in ops:
@@ -181,10 +185,11 @@ def scratch_bases(kernel: Operation) -> dict[Operation, int]:
     return scratch_bases_for(kernel, ends)
 
 
-def scratch_fences(kernel: Operation) -> set[Operation]:
+def scratch_fences(kernel: Operation, bases: dict[Operation, int] | None = None) -> set[Operation]:
     """The ops whose scratch reuses bytes of a buffer: a barrier must precede them, so that
-    no thread still reads the buffer while another writes the scratch."""
-    bases = scratch_bases(kernel)
+    no thread still reads the buffer while another writes the scratch. `bases`: the kernel's
+    `scratch_bases`, when already computed."""
+    bases = scratch_bases(kernel) if bases is None else bases
     end = buffer_bytes(kernel)
     return {op for op, base in bases.items() if base < end}
 
