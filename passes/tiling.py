@@ -166,20 +166,24 @@ class _Config:
         return self.warps[0] * self.warps[1]
 
 
+def _operand_load(v: Value) -> T.LoadOp | None:
+    """The `tile.load` a dot operand is (a cast, transpose, reshape or select of), if any."""
+    while isinstance(v, OpResult):
+        op = v.op
+        if isinstance(op, T.LoadOp):
+            return op
+        if not isinstance(op, (T.CastOp, T.TransposeOp, T.ReshapeOp, T.SelectOp)):
+            return None
+        v = op.operands[1] if isinstance(op, T.SelectOp) else op.operands[0]
+    return None
+
+
 def _streamed(v: Value, dot: Operation) -> bool:
     """Whether `v` is (a cast, transpose or reshape of) a `tile.load` in the dot's loop body:
     such an operand needs one shared buffer per pipeline stage, any other one buffer."""
     loop = dot.parent_op
-    if not isinstance(loop, scf.ForOp):
-        return False
-    while isinstance(v, OpResult):
-        op = v.op
-        if isinstance(op, T.LoadOp):
-            return loop.is_ancestor_of(op)
-        if not isinstance(op, (T.CastOp, T.TransposeOp, T.ReshapeOp, T.SelectOp)):
-            return False
-        v = op.operands[1] if isinstance(op, T.SelectOp) else op.operands[0]
-    return False
+    load = _operand_load(v)
+    return isinstance(loop, scf.ForOp) and load is not None and loop.is_ancestor_of(load)
 
 
 def _fix_extents(kernel: FuncOp, fixed: dict[str, int], ctx: PassContext) -> None:
@@ -211,13 +215,10 @@ def _scattered_operands(kernel: FuncOp) -> list[str]:
         if not (isinstance(op, T.DotOp) and _is_mma_dot(op)):
             continue
         for v in (op.a, op.b):
-            while isinstance(v, OpResult) and not isinstance(v.op, T.LoadOp):
-                if not isinstance(v.op, (T.CastOp, T.TransposeOp, T.ReshapeOp)):
-                    break
-                v = v.op.operands[0]
-            if not (isinstance(v, OpResult) and isinstance(v.op, T.LoadOp)):
+            load = _operand_load(v)
+            if load is None:
                 continue
-            view = v.op.view
+            view = load.view
             if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
                 continue
             stride = f"{argument_name(kernel, view.index)}.stride.{view.type.rank - 1}"
