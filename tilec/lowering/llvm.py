@@ -299,6 +299,18 @@ class _KernelLowering:
             "nvvm.annotations",
             [self.fn, ir.MetaDataString(llmod, "reqntidx"), ir.Constant(I32, self.abi.num_threads)],
         )
+        # The occupancy a pass asked for (`tilec.min_blocks_per_sm`): ptxas then keeps each
+        # thread to the registers that let that many blocks share an SM.
+        min_blocks = func.attributes.get("tilec.min_blocks_per_sm")
+        if min_blocks is not None:
+            llmod.add_named_metadata(
+                "nvvm.annotations",
+                [
+                    self.fn,
+                    ir.MetaDataString(llmod, "minctasm"),
+                    ir.Constant(I32, int(min_blocks.value)),
+                ],
+            )
         entry = self.fn.append_basic_block("entry")
         body = self.fn.append_basic_block("body")
         self.b = ir.IRBuilder(entry)
