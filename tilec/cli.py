@@ -54,7 +54,9 @@ def _add_instrumentation_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--dump-dir",
         metavar="DIR",
-        help="write the IR before the first pass and after each pass to DIR/NN-PASS.tir",
+        help="write every step to DIR as numbered files: the IR before the first pass and "
+        "after each pass (NN-PASS.tir); for compile also the source, LLVM IR, PTX, ptxas's "
+        "report and remarks.json (docs/debugging.md)",
     )
     g.add_argument(
         "--verify-each",
@@ -183,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
         "extents and other strides multiples of 16; e.g. --assume aligned,unit,divisible "
         "(what @tilec.jit finds for contiguous tensors). Default none: the code is right for "
         "any arguments",
+    )
+    comp.add_argument(
+        "--no-line-info",
+        dest="line_info",
+        action="store_false",
+        help="leave out the .file/.loc directives that tie the PTX to the source lines "
+        "(for profilers' source views)",
     )
     _add_instrumentation_flags(comp)
 
@@ -443,6 +452,8 @@ def _compile(args: argparse.Namespace) -> int:
         instrumentation=_instrumentation(args),
         target=args.emit,
         arch=args.arch,
+        line_info=args.line_info,
+        source=text,
     )
     manager = compiled.pass_manager
     if args.timing and manager is not None:

@@ -13,23 +13,28 @@ stage with the IR after it and the remarks it made. Lowering to PTX comes with S
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tilec.diagnostics import InternalCompilerError, Location, TileError
 from tilec.dialects.builtin import ModuleOp
-from tilec.frontend import analyze, parse_file, parse_source
+from tilec.frontend import analyze, parse_source
 from tilec.frontend.irgen import generate_ir
 from tilec.frontend.sema import Program
+from tilec.frontend.source import Source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
-from tilec.ir.printer import print_op
+from tilec.ir.core import Operation
+from tilec.ir.printer import print_op, print_op_lines
 from tilec.ir.verifier import VerifyError, verify
 from tilec.lowering import lower_to_llvm
-from tilec.lowering.ptx import default_arch, optimize, target_machine
-from tilec.lowering.ptxas import KernelResources, PtxasError, assemble_cubin
+from tilec.lowering.llvm import llvm_line_locations
+from tilec.lowering.ptx import default_arch, optimize, ptx_line_locations, target_machine
+from tilec.lowering.ptxas import KernelResources, PtxasError, assemble_cubin, find_ptxas
 from tilec.passmanager import (
     Instrumentation,
+    Pass,
     PassManager,
     Remark,
     _convert_option,
@@ -49,6 +54,7 @@ __all__ = [
     "compile",
     "compile_module",
     "compile_program",
+    "tile_ir_stage",
 ]
 
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
@@ -167,37 +173,83 @@ def _pass_text(name: str, options: object) -> str:
 
 @dataclass(frozen=True)
 class Stage:
-    """The IR after one step of compilation (the frontend, then each pass)."""
+    """The output of one step of compilation: the tile IR after the frontend and after each
+    pass, then the LLVM IR ("lower-to-llvm"), the PTX ("ptx") and ptxas's report ("cubin").
+
+    What ties the text to the source and to the decisions:
+    * `locations`: per line of `ir` (`ir.splitlines()`), the source location of what that
+      line comes from, None where none is known. Tile IR: the op printed on the line (for a
+      closing brace or block label, the op whose region it is; None for `#alias` lines).
+      LLVM IR: the instruction's `!dbg` location; PTX: the `.loc` in force. Empty for
+      ptxas's report, and for LLVM IR and PTX compiled with `line_info=False`.
+    * `remark_lines`: per remark in `remarks` (the ones this pass made), the index of the
+      line of `ir` where the op it concerns is printed; None when that op is not in this IR
+      (a remark on the module as a whole, or on an op the pass erased).
+    """
 
     name: str
     ir: str
     remarks: tuple[Remark, ...] = ()
+    locations: tuple[Location | None, ...] = ()
+    remark_lines: tuple[int | None, ...] = ()
+
+    def remarks_on_line(self, line: int) -> list[Remark]:
+        """The remarks of this stage on the op printed on line `line` (0-based) of `ir`."""
+        return [r for r, at in zip(self.remarks, self.remark_lines) if at == line]
+
+
+def tile_ir_stage(name: str, module: Operation, remarks: Sequence[Remark] = ()) -> Stage:
+    """The stage holding `module`'s IR as text, its per-line locations, and where each of
+    `remarks` (made on ops of `module`) is printed."""
+    text, line_ops = print_op_lines(module)
+    locations = tuple(op.loc if op is not None and op.loc.known else None for op in line_ops)
+    first_line: dict[int, int] = {}
+    for index, op in enumerate(line_ops):
+        if op is not None:
+            first_line.setdefault(id(op), index)
+    remark_lines = tuple(first_line.get(id(r.op)) if r.op is not None else None for r in remarks)
+    return Stage(name, text, tuple(remarks), locations, remark_lines)
 
 
 @dataclass
 class CompiledProgram:
-    """What `compile` produced: the IR, and every stage on the way to it."""
+    """What `compile` produced: the IR, and every stage on the way to it.
 
-    module: ModuleOp
-    program: Program
+    With `keep_going=True` a compilation that fails still returns one: `error` holds the
+    `TileError` or `InternalCompilerError`, `failed_stage` names the step that raised it
+    ("frontend" for parsing, analysis and IR generation; a pass name; "lower-to-llvm",
+    "ptx", "cubin"), and `stages` holds every step that succeeded. When the frontend fails
+    there is no IR: `module` and `program` are None and `stages` is empty.
+    """
+
+    module: ModuleOp | None
+    program: Program | None
     stages: list[Stage] = field(default_factory=list)
     remarks: list[Remark] = field(default_factory=list)
     pass_manager: PassManager | None = None  # the one that ran the pipeline (timings)
+    # The source text that locations index into (`.tile` text; for `@tilec.jit`, the whole
+    # `.py` file), and its name as locations give it. None when not known (`compile_module`
+    # or `compile_program` called without `source`).
+    source: str | None = None
+    filename: str | None = None
     # Filled by lowering (`target` llvm, ptx or cubin):
     arch: str | None = None
     llvm: str | None = None  # LLVM IR as tilec emits it (before LLVM's optimizer)
     ptx: str | None = None
     cubin: bytes | None = None
     resources: dict[str, KernelResources] | None = None  # ptxas's report, per kernel
+    # With `keep_going`: what stopped the compilation, and in which step.
+    error: TileError | InternalCompilerError | None = None
+    failed_stage: str | None = None
 
     @property
     def kernels(self) -> list[str]:
-        return [f.sym_name for f in self.module.functions]
+        return [f.sym_name for f in self.module.functions] if self.module is not None else []
 
     @property
     def tir(self) -> str:
-        """The final IR as text."""
-        return print_op(self.module)
+        """The final IR as text ("" when the frontend failed)."""
+        return print_op(self.module) if self.module is not None else ""
 
     def explain(self, ptxas: bool = True) -> str:
         """Per kernel, what the passes decided and why: tile sizes, grid, warps, layouts,
@@ -206,6 +258,21 @@ class CompiledProgram:
         from tilec.explain import explain
 
         return explain(self, ptxas)
+
+    def remarks_json(self) -> list[dict[str, object]]:
+        """Every remark, in the order made, as `remarks.json` in a dump directory holds
+        them: `Remark.to_json()` plus the stage it belongs to (`stage`, `stage_index` into
+        `stages`) and the line (`ir_line`, 1-based; null when the op is not printed) of that
+        stage's IR where the op it concerns is printed."""
+        entries = []
+        for index, stage in enumerate(self.stages):
+            for remark, line in zip(stage.remarks, stage.remark_lines):
+                entry = remark.to_json()
+                entry["stage"] = stage.name
+                entry["stage_index"] = index
+                entry["ir_line"] = line + 1 if line is not None else None
+                entries.append(entry)
+        return entries
 
     def __str__(self) -> str:
         return self.tir
@@ -220,6 +287,8 @@ def compile(
     instrumentation: Instrumentation | None = None,
     target: str = "tir",
     arch: str | None = None,
+    line_info: bool = True,
+    keep_going: bool = False,
 ) -> CompiledProgram:
     """Compile a `.tile` file (a path) or tile source text (a string holding a `def`).
 
@@ -231,12 +300,30 @@ def compile(
     `target` says how far to go: "tir" (the tile IR after `pipeline`, default none), or
     "llvm", "ptx", "cubin" (after `pipeline`, default `DEFAULT_PIPELINE`, the kernels are
     lowered for `arch`, default the GPU present else sm_90a; "cubin" needs ptxas). The result
-    keeps every stage: `.stages`, `.llvm`, `.ptx`, `.cubin`, `.resources`.
+    keeps every stage: `.stages`, `.llvm`, `.ptx`, `.cubin`, `.resources`, and the source
+    (`.source`, `.filename`). `line_info` (default on) puts `.file`/`.loc` lines in the PTX
+    that point at the source lines, for profilers' source views.
+
+    `keep_going=True`: a `TileError` or internal compiler error in the source (frontend,
+    passes, lowering) does not raise; the result says what and where (`.error`,
+    `.failed_stage`) and holds every stage that succeeded. Mistakes in the arguments
+    (`target`, `pipeline` text, an unreadable path) still raise.
+
+    With `instrumentation.dump_dir`, the directory receives the whole dump set, numbered in
+    order: the source, the tile IR, the IR after each pass, LLVM IR, PTX, ptxas's report
+    (with ptxas installed) and `remarks.json` (docs/debugging.md). A failed compilation keeps
+    what was written up to the failure, and `remarks.json` of the remarks made until then.
     """
     if isinstance(source_or_path, os.PathLike) or _looks_like_path(source_or_path):
-        module_ast = parse_file(source_or_path)
+        source = read_tile_file(source_or_path)
     else:
-        module_ast = parse_source(str(source_or_path), "<string>")
+        source = Source(str(source_or_path), "<string>")
+    try:
+        module_ast = parse_source(source.text, source.filename)
+    except TileError as e:
+        if not keep_going:
+            raise
+        return _frontend_failure(e, source.text, source.filename)
     return compile_module(
         module_ast,
         kernels=kernels,
@@ -245,6 +332,15 @@ def compile(
         instrumentation=instrumentation,
         target=target,
         arch=arch,
+        line_info=line_info,
+        keep_going=keep_going,
+        source=source.text,
+    )
+
+
+def _frontend_failure(error: TileError, source: str | None, filename: str) -> CompiledProgram:
+    return CompiledProgram(
+        None, None, source=source, filename=filename, error=error, failed_stage="frontend"
     )
 
 
@@ -257,16 +353,24 @@ def compile_module(
     instrumentation: Instrumentation | None = None,
     target: str = "tir",
     arch: str | None = None,
+    line_info: bool = True,
+    keep_going: bool = False,
+    source: str | None = None,
 ) -> CompiledProgram:
     """Analysis, IR generation and passes for a parsed module (what `compile` and
-    `tilec compile` share).
+    `tilec compile` share); `source` is the text of `module.filename`, kept on the result.
 
     With `kernels`, the other kernels are left out before analysis: `options` pin the chosen
     kernels only, so `-k attention --tile M=64` works in a file whose other kernels have no M.
     """
-    if kernels:
-        module = _select_kernels(module, kernels)
-    program = analyze(module, options)
+    try:
+        if kernels:
+            module = _select_kernels(module, kernels)
+        program = analyze(module, options)
+    except TileError as e:
+        if not keep_going:
+            raise
+        return _frontend_failure(e, source, module.filename)
     return compile_program(
         program,
         kernels=kernels,
@@ -274,6 +378,9 @@ def compile_module(
         instrumentation=instrumentation,
         target=target,
         arch=arch,
+        line_info=line_info,
+        keep_going=keep_going,
+        source=source,
     )
 
 
@@ -299,8 +406,56 @@ def compile_program(
     instrumentation: Instrumentation | None = None,
     target: str = "tir",
     arch: str | None = None,
+    line_info: bool = True,
+    keep_going: bool = False,
+    source: str | None = None,
 ) -> CompiledProgram:
     """IR generation and passes for an analysed program (the part `compile` shares with jit)."""
+    if target not in TARGETS:
+        raise TileError(f"unknown target '{target}'", hint="targets: " + ", ".join(TARGETS))
+    lowering = target != "tir"
+    if pipeline is None:
+        pipeline = DEFAULT_PIPELINE if lowering else ""
+    arch = (arch or default_arch()) if lowering else arch
+    # The steps after the passes; with a dump directory, PTX goes through ptxas for its
+    # report whenever ptxas is installed.
+    dump_dir = instrumentation.dump_dir if instrumentation is not None else None
+    steps = LOWERING_STEPS[: TARGETS.index(target)]  # tir: none; llvm: lower-to-llvm; ...
+    if target == "ptx" and dump_dir is not None and find_ptxas() is not None:
+        steps = LOWERING_STEPS
+    manager = PassManager.from_text(pipeline, instrumentation, steps)
+    result = CompiledProgram(None, program, source=source, filename=program.filename)
+    result.pass_manager = manager
+    if source is not None:
+        manager.dump_text("source", source, _source_suffix(program.filename))
+    try:
+        _compile_stages(result, manager, kernels, steps, arch, line_info)
+    except (TileError, InternalCompilerError) as e:
+        if not keep_going:
+            raise
+        result.error = e
+        step_names = ["frontend", *(p.name for p in manager.passes), *steps]
+        result.failed_stage = step_names[len(result.stages)]
+    finally:
+        result.remarks = list(manager.context.remarks)
+        if dump_dir is not None:
+            _dump_remarks(result, dump_dir)
+    return result
+
+
+def _compile_stages(
+    result: CompiledProgram,
+    manager: PassManager,
+    kernels: Sequence[str] | None,
+    steps: Sequence[str],
+    arch: str | None,
+    line_info: bool,
+) -> None:
+    """The frontend's IR, the passes and the lowering `steps`, each adding its stage to
+    `result` as it succeeds."""
+    program = result.program
+    assert program is not None
+    instrumentation = manager.instr
     names = [k.name for k in program.kernels]
     if kernels:
         kernels = list(dict.fromkeys(kernels))  # `-k k -k k` asks for one kernel, once
@@ -320,44 +475,53 @@ def compile_program(
     try:
         verify(module)
     except VerifyError as e:
-        dump_dir = instrumentation.dump_dir if instrumentation is not None else None
-        path = save_crash_ir("irgen", print_op(module, print_locations=True), dump_dir)
+        path = save_crash_ir(
+            "irgen", print_op(module, print_locations=True), instrumentation.dump_dir
+        )
         raise InternalCompilerError(
             "irgen", RuntimeError(f"IR generation produced invalid IR: {e.render()}"), path
         ) from e
-    if target not in TARGETS:
-        raise TileError(f"unknown target '{target}'", hint="targets: " + ", ".join(TARGETS))
-    lowering = target != "tir"
-    if pipeline is None:
-        pipeline = DEFAULT_PIPELINE if lowering else ""
-    result = CompiledProgram(module, program, [Stage("frontend", print_op(module))])
-    steps = LOWERING_STEPS[: TARGETS.index(target)]  # tir: none; llvm: lower-to-llvm; ...
-    manager = PassManager.from_text(pipeline, instrumentation, steps)
-    result.pass_manager = manager
-    if pipeline:
-        seen = 0
+    result.module = module
+    result.stages.append(tile_ir_stage("frontend", module))
+    seen = 0
 
-        def record(p, module) -> None:
-            nonlocal seen
-            new = tuple(manager.context.remarks[seen:])
-            seen = len(manager.context.remarks)
-            result.stages.append(Stage(p.name, print_op(module), new))
+    def record(p: Pass, module: Operation) -> None:
+        nonlocal seen
+        new = manager.context.remarks[seen:]
+        seen = len(manager.context.remarks)
+        result.stages.append(tile_ir_stage(p.name, module, new))
 
-        manager.run(module, after_each=record)
-        result.remarks = list(manager.context.remarks)
-    if lowering and not manager.stopped:
-        _lower(result, manager, target, arch or default_arch())
-    return result
+    manager.run(module, after_each=record, input_name="frontend")
+    if steps and not manager.stopped:
+        assert arch is not None
+        _lower(result, manager, steps, arch, line_info)
 
 
-def _lower(result: CompiledProgram, manager: PassManager, target: str, arch: str) -> None:
-    """LLVM IR, PTX and (for "cubin") the cubin of the compiled module, each a stage that the
-    instrumentation prints, dumps and may stop after."""
+def _source_suffix(filename: str) -> str:
+    suffix = os.path.splitext(filename)[1]
+    return suffix if suffix in (".tile", ".py") else ".tile"
+
+
+def _dump_remarks(result: CompiledProgram, dump_dir: str) -> None:
+    os.makedirs(dump_dir, exist_ok=True)
+    with open(os.path.join(dump_dir, "remarks.json"), "w", encoding="utf-8") as f:
+        json.dump(result.remarks_json(), f, indent=1)
+        f.write("\n")
+
+
+def _lower(
+    result: CompiledProgram, manager: PassManager, steps: Sequence[str], arch: str, line_info: bool
+) -> None:
+    """LLVM IR, PTX and (for "cubin" in `steps`) the cubin of the compiled module, each a
+    stage that the instrumentation prints, dumps and may stop after."""
     instr = manager.instr
     result.arch = arch
+    module = result.module
+    assert module is not None
 
-    def step(name: str, text: str, suffix: str) -> bool:
-        result.stages.append(Stage(name, text))
+    def step(stage: Stage, suffix: str) -> bool:
+        result.stages.append(stage)
+        name, text = stage.name, stage.ir
         if instr.print_ir_after_all or name in instr.print_ir_after:
             manager.print_text(f"IR Dump After {name}", text)
         manager.dump_text(name, text, suffix)
@@ -365,7 +529,7 @@ def _lower(result: CompiledProgram, manager: PassManager, target: str, arch: str
 
     unready = [
         f.sym_name
-        for f in result.module.functions
+        for f in module.functions
         if "tilec.tile_sizes" not in f.attributes or "tilec.num_warps" not in f.attributes
     ]
     if unready:
@@ -376,19 +540,31 @@ def _lower(result: CompiledProgram, manager: PassManager, target: str, arch: str
             f"(the default one does: {DEFAULT_PIPELINE})",
         )
     try:
-        llvm_module = lower_to_llvm(result.module, arch)
+        llvm_module = lower_to_llvm(module, arch, line_info=line_info)
     except (TileError, InternalCompilerError):
         raise
     except Exception as e:
         path = save_crash_ir(
-            "lower-to-llvm", print_op(result.module, print_locations=True), instr.dump_dir
+            "lower-to-llvm", print_op(module, print_locations=True), instr.dump_dir
         )
         raise InternalCompilerError("lower-to-llvm", e, path) from e
     result.llvm = str(llvm_module)
-    if step("lower-to-llvm", result.llvm, ".ll") or target == "llvm":
+    llvm_stage = Stage(
+        "lower-to-llvm",
+        result.llvm,
+        locations=llvm_line_locations(result.llvm) if line_info else (),
+    )
+    if step(llvm_stage, ".ll") or "ptx" not in steps:
         return
-    result.ptx = target_machine(arch).emit_assembly(optimize(result.llvm, arch))
-    if step("ptx", result.ptx, ".ptx") or target != "cubin":
+    try:
+        result.ptx = target_machine(arch).emit_assembly(optimize(result.llvm, arch))
+    except Exception as e:
+        path = save_crash_ir("ptx", result.llvm, instr.dump_dir, suffix=".ll")
+        raise InternalCompilerError("ptx", e, path) from e
+    ptx_stage = Stage(
+        "ptx", result.ptx, locations=ptx_line_locations(result.ptx) if line_info else ()
+    )
+    if step(ptx_stage, ".ptx") or "cubin" not in steps:
         return
     try:
         result.cubin, result.resources = assemble_cubin(result.ptx, arch)
@@ -401,7 +577,7 @@ def _lower(result: CompiledProgram, manager: PassManager, target: str, arch: str
         f"{r.spill_loads} bytes spill loads, {r.stack_frame} bytes stack frame"
         for r in result.resources.values()
     )
-    step("cubin", report + "\n", ".ptxas.txt")
+    step(Stage("cubin", report + "\n"), ".ptxas.txt")
 
 
 def _looks_like_path(s: str | os.PathLike[str]) -> bool:

@@ -79,10 +79,13 @@ class Remark:
         return f"remark[{self.pass_name}]: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
+        """`{"pass", "op" (its name, or null), "loc" ({"file", "line", "col"} or null when
+        unknown), "message"}`."""
+        loc = self.loc
         return {
             "pass": self.pass_name,
             "op": self.op.name if self.op is not None else None,
-            "loc": str(self.loc) if self.loc.known else None,
+            "loc": {"file": loc.file, "line": loc.line, "col": loc.col} if loc.known else None,
             "message": self.message,
         }
 
@@ -413,12 +416,17 @@ class PassManager:
             f.write(text)
 
     def run(
-        self, module: Operation, after_each: Callable[[Pass, Operation], None] | None = None
+        self,
+        module: Operation,
+        after_each: Callable[[Pass, Operation], None] | None = None,
+        *,
+        input_name: str = "input",
     ) -> Operation:
         """Run the pipeline; returns the module (passes rewrite it in place). `after_each`
-        is called with each pass and the module once the pass has run and verified."""
+        is called with each pass and the module once the pass has run and verified. The IR
+        before the first pass is dumped as `input_name`."""
         instr = self.instr
-        self._dump("input", module)
+        self._dump(input_name, module)
         for p in self.passes:
             if p.name in instr.print_ir_before:
                 self._print(f"IR Dump Before {p.name}", module)
@@ -471,14 +479,18 @@ class PassManager:
         return iter(self.passes)
 
 
-def save_crash_ir(pass_name: str, text: str | None, dump_dir: str | None) -> str | None:
+def save_crash_ir(
+    pass_name: str, text: str | None, dump_dir: str | None, suffix: str = ".tir"
+) -> str | None:
+    """Write the text a step failed on to `dump_dir` (else the temporary directory) as
+    `tilec-crash-<step>-*<suffix>`; its path, or None when it could not be written."""
     if text is None:
         return None
     directory = dump_dir or tempfile.gettempdir()
     try:
         os.makedirs(directory, exist_ok=True)
         fd, path = tempfile.mkstemp(
-            prefix=f"tilec-crash-{pass_name}-", suffix=".tir", dir=directory
+            prefix=f"tilec-crash-{pass_name}-", suffix=suffix, dir=directory
         )
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

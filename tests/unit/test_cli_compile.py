@@ -57,7 +57,9 @@ def test_emit_defaults_to_ptx(tmp_path):
     (tmp_path / "k.tile").write_text(GOOD)
     result = run("compile", "k.tile", "--arch", "sm_80", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == tilec.compile(GOOD, target="ptx", arch="sm_80").ptx
+    # The same PTX as from Python, but for the file name that line info gives.
+    from_text = tilec.compile(GOOD, target="ptx", arch="sm_80").ptx
+    assert result.stdout == from_text.replace('.file\t1 "<string>"', '.file\t1 "k.tile"')
     assert ".target sm_80" in result.stdout and ".visible .entry scale(" in result.stdout
 
 
@@ -77,9 +79,10 @@ def test_dump_dir_holds_every_step_through_ptx(tmp_path):
     result = run("compile", "k.tile", "--dump-dir", "dump", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "dump").iterdir())
-    assert names[0] == "00-input.tir"
-    n = len(DEFAULT_PIPELINE.split(",")) + 1  # the input, then one file per pass
-    assert names[-2:] == [f"{n:02d}-lower-to-llvm.ll", f"{n + 1:02d}-ptx.ptx"]
+    assert names[:2] == ["00-source.tile", "01-frontend.tir"]
+    n = len(DEFAULT_PIPELINE.split(",")) + 2  # the source and its IR, then one file per pass
+    assert names[n : n + 2] == [f"{n:02d}-lower-to-llvm.ll", f"{n + 1:02d}-ptx.ptx"]
+    assert names[-1] == "remarks.json"
     assert (tmp_path / "dump" / f"{n + 1:02d}-ptx.ptx").read_text() == result.stdout
 
 
@@ -191,12 +194,15 @@ def test_dump_dir_holds_the_frontend_ir_and_each_pass(tmp_path):
     assert result.returncode == 0, result.stderr
     dumps = tmp_path / "dumps"
     assert sorted(p.name for p in dumps.iterdir()) == [
-        "00-input.tir",
-        "01-canonicalize.tir",
-        "02-cse.tir",
+        "00-source.tile",
+        "01-frontend.tir",
+        "02-canonicalize.tir",
+        "03-cse.tir",
+        "remarks.json",
     ]
-    assert (dumps / "00-input.tir").read_text() == tilec.compile(GOOD).tir
-    assert (dumps / "02-cse.tir").read_text() == result.stdout
+    assert (dumps / "00-source.tile").read_text() == GOOD
+    assert (dumps / "01-frontend.tir").read_text() == tilec.compile(GOOD).tir
+    assert (dumps / "03-cse.tir").read_text() == result.stdout
 
 
 def test_print_ir_after_all_shows_each_pass_on_stderr(tmp_path):

@@ -4,6 +4,10 @@ Value names come from `name_hint`s (so names written by a frontend or read from 
 survive), made unique within each kernel, else numbers `%0, %1, ...` in order of definition.
 The printed form is canonical: printing what the parser read from printed text gives the same
 text again.
+
+`print_op_lines` also says which op each printed line belongs to (the op printed on it, or for
+a closing brace or block label the op whose region it is; None for alias definitions): what
+ties a stage's IR lines to source locations and remarks (`tilec.compiler.Stage`).
 """
 
 from __future__ import annotations
@@ -42,10 +46,14 @@ class Printer:
         print_locations: bool = False,
         generic: bool = False,
         remarks: RemarkLookup | None = None,
+        track_lines: bool = False,
     ):
         self.print_locations = print_locations
         self.generic = generic
         self.remarks = remarks
+        # With `track_lines`, per printed line the op it belongs to, and the ops being printed.
+        self.line_ops: list[Operation | None] | None = [None] if track_lines else None
+        self._open_ops: list[Operation] = []
         self._parts: list[str] = []
         self._indent = 0
         self._at_line_start = True
@@ -81,6 +89,8 @@ class Printer:
         self._parts.append("\n" + "  " * self._indent)
         self._at_line_start = True
         self._last = "("
+        if self.line_ops is not None:
+            self.line_ops.append(self._open_ops[-1] if self._open_ops else None)
 
     def text(self) -> str:
         return "".join(self._parts)
@@ -245,6 +255,11 @@ class Printer:
     # -- ops ------------------------------------------------------------------------------
 
     def op(self, op: Operation) -> None:
+        line_ops = self.line_ops
+        if line_ops is not None:
+            if self._at_line_start:
+                line_ops[-1] = op
+            self._open_ops.append(op)
         if self.remarks is not None:
             for remark in self.remarks(op):
                 self.raw("// " + remark)
@@ -274,6 +289,8 @@ class Printer:
             self.location(op.loc)
         if isolated:
             self._used, self._next_number = saved
+        if line_ops is not None:
+            self._open_ops.pop()
 
     def _generic_op(self, op: Operation) -> None:
         self.token(quote_string(op.name))
@@ -329,12 +346,44 @@ def print_op(
 
     A top-level op defines aliases for its layout attributes first (`#blocked1 = ...`) and
     uses them; `local_scope` prints every attribute in full where it is used instead."""
-    p = Printer(print_locations=print_locations, generic=generic, remarks=remarks)
+    return _print(op, print_locations, generic, remarks, local_scope, False)[0]
+
+
+def print_op_lines(
+    op: Operation,
+    *,
+    print_locations: bool = False,
+    generic: bool = False,
+    remarks: RemarkLookup | None = None,
+    local_scope: bool = False,
+) -> tuple[str, tuple[Operation | None, ...]]:
+    """`print_op`'s text, and per line of it (`text.splitlines()`) the op the line belongs
+    to: the op printed on it (also its remark comments), else the innermost op whose region
+    the line is in (a closing brace, a block label); None for `#alias = ...` lines."""
+    text, line_ops = _print(op, print_locations, generic, remarks, local_scope, True)
+    assert line_ops is not None
+    return text, tuple(line_ops)
+
+
+def _print(
+    op: Operation,
+    print_locations: bool,
+    generic: bool,
+    remarks: RemarkLookup | None,
+    local_scope: bool,
+    track_lines: bool,
+) -> tuple[str, list[Operation | None] | None]:
+    p = Printer(
+        print_locations=print_locations,
+        generic=generic,
+        remarks=remarks,
+        track_lines=track_lines,
+    )
     if op.parent is None and op.regions and not local_scope:
         p.define_aliases(op)
     p.op(op)
     text = p.text()
-    return text + "\n" if op.regions else text
+    return (text + "\n" if op.regions else text), p.line_ops
 
 
 def value_names(op: Operation) -> dict[Value, str]:
@@ -344,4 +393,11 @@ def value_names(op: Operation) -> dict[Value, str]:
     return dict(p._names)
 
 
-__all__ = ["SEGMENTS_ATTR", "BlockArgument", "Printer", "print_op", "value_names"]
+__all__ = [
+    "SEGMENTS_ATTR",
+    "BlockArgument",
+    "Printer",
+    "print_op",
+    "print_op_lines",
+    "value_names",
+]

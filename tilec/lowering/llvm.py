@@ -28,6 +28,14 @@ How ops become per-thread code:
   counts are scalars, which every thread computes alike.
 * math functions: `tilec.lowering.mathlib` (its docstring states their precision).
 
+Line info (`line_info=True`, the default): the module carries LLVM debug metadata that only
+asks for line tables (`emissionKind: DebugDirectivesOnly`, as Triton does: `.file`/`.loc`
+directives in the PTX, no DWARF sections): a `DISubprogram` per kernel at its `def`, and on
+every instruction the `DILocation` of the op it was lowered from (hoisted per-thread
+constants carry the op that first needed them). Files are named as the ops' locations name
+them, i.e. as the user gave the path. `llvm_line_locations` reads the locations back from
+the text.
+
 Shared memory is one dynamic `extern .shared` array per module (`SHARED_SYMBOL`); each op that
 uses it does so between two barriers, so the launch needs the largest single use
 (`KernelABI.shared_bytes`). Ops without a lowering yet stop compilation with an internal
@@ -38,13 +46,14 @@ levels, and f64 transcendental functions.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
 
-from tilec.diagnostics import InternalCompilerError, TileError
+from tilec.diagnostics import InternalCompilerError, Location, TileError
 from tilec.dialects import arith, scf
 from tilec.dialects import math as mathd
 from tilec.dialects import shared as S
@@ -84,7 +93,15 @@ from tilec.lowering.exchange import (
 from tilec.lowering.layouts import WARP_SIZE, DimMap, ThreadMap, row_major_strides
 from tilec.passmanager import save_crash_ir
 
-__all__ = ["ARCHES", "DATA_LAYOUT", "SHARED_SYMBOL", "TRIPLE", "NotLowered", "lower_to_llvm"]
+__all__ = [
+    "ARCHES",
+    "DATA_LAYOUT",
+    "SHARED_SYMBOL",
+    "TRIPLE",
+    "NotLowered",
+    "llvm_line_locations",
+    "lower_to_llvm",
+]
 
 ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -189,6 +206,8 @@ def lower_to_llvm(
     module: ModuleOp,
     arch: str,
     specializations: Mapping[str, Specialization] | None = None,
+    *,
+    line_info: bool = True,
 ) -> ir.Module:
     """An LLVM module with one kernel function per `func` of `module` (specialized and laid
     out), for NVPTX architecture `arch` (one of `ARCHES`). The code assumes the facts about the
@@ -196,23 +215,151 @@ def lower_to_llvm(
     `tilec.lowering.abi.kernel_specialization`, written by the `assume` pass): pointers marked
     `align 16`, unit strides folded to the constant 1, `llvm.assume` that extents and strides
     divide by 16. `specializations` (by kernel name) must agree with those; a kernel whose IR
-    records none takes the one given (it is recorded on the kernel). An op that cannot be
-    lowered raises `InternalCompilerError` naming it, with the IR saved to a file."""
+    records none takes the one given (it is recorded on the kernel). With `line_info`, each
+    instruction carries the source location of its op (the module docstring says how). An op
+    that cannot be lowered raises `InternalCompilerError` naming it, with the IR saved."""
     if arch not in ARCHES:
         raise TileError(f"unknown architecture '{arch}'", hint="one of " + ", ".join(ARCHES))
     llmod = ir.Module(name=module.loc.file or "tilec")
     llmod.triple = TRIPLE
     llmod.data_layout = DATA_LAYOUT
+    debug_info = _DebugInfo(llmod, module.loc.file) if line_info else None
     for func in module.functions:
         try:
             specialization = _specialization(func, (specializations or {}).get(func.sym_name))
-            _KernelLowering(func, llmod, specialization).lower()
+            _KernelLowering(func, llmod, specialization, debug_info).lower()
         except TileError:
             raise
         except Exception as e:
             path = save_crash_ir("lower-to-llvm", print_op(module, print_locations=True), None)
             raise InternalCompilerError("lower-to-llvm", e, path) from e
     return llmod
+
+
+class _DebugInfo:
+    """The module's line-table metadata: one compile unit, a file per source file, a
+    subprogram per kernel, and a location per distinct (scope, line, column)."""
+
+    def __init__(self, llmod: ir.Module, filename: str):
+        self.module = llmod
+        self._files: dict[str, ir.DIValue] = {}
+        self.unit = llmod.add_debug_info(
+            "DICompileUnit",
+            {
+                "language": ir.DIToken("DW_LANG_C"),
+                "file": self.file(filename or "<unknown>"),
+                "producer": "tilec",
+                "isOptimized": True,
+                "runtimeVersion": 0,
+                "emissionKind": ir.DIToken("DebugDirectivesOnly"),
+            },
+            is_distinct=True,
+        )
+        llmod.add_named_metadata("llvm.dbg.cu", self.unit)
+        for flag, value in (("Dwarf Version", 4), ("Debug Info Version", 3)):
+            llmod.add_named_metadata("llvm.module.flags", [I32(2), flag, I32(value)])
+        self._no_types = llmod.add_debug_info("DISubroutineType", {"types": llmod.add_metadata([])})
+        self._locations: dict[tuple[int, str, int, int], ir.DIValue] = {}
+
+    def file(self, name: str) -> ir.DIValue:
+        found = self._files.get(name)
+        if found is None:
+            found = self.module.add_debug_info("DIFile", {"filename": name, "directory": ""})
+            self._files[name] = found
+        return found
+
+    def subprogram(self, fn: ir.Function, loc: Location) -> ir.DIValue:
+        """The kernel's subprogram (at its `def`), attached to `fn`."""
+        file = self.file(loc.file or "<unknown>")
+        line = max(loc.line, 0)
+        sp = self.module.add_debug_info(
+            "DISubprogram",
+            {
+                "name": fn.name,
+                "linkageName": fn.name,
+                "scope": file,
+                "file": file,
+                "line": line,
+                "type": self._no_types,
+                "scopeLine": line,
+                "unit": self.unit,
+                "spFlags": ir.DIToken("DISPFlagDefinition | DISPFlagOptimized"),
+            },
+            is_distinct=True,
+        )
+        fn.set_metadata("dbg", sp)
+        return sp
+
+    def location(self, subprogram: ir.DIValue, sp_file: str, loc: Location) -> ir.DIValue | None:
+        """The `DILocation` of `loc` in `subprogram` (whose file is `sp_file`); a location in
+        another file is scoped by a `DILexicalBlockFile` naming it. None: `loc` is unknown."""
+        if not loc.known:
+            return None
+        key = (id(subprogram), loc.file, loc.line, loc.col)
+        found = self._locations.get(key)
+        if found is None:
+            scope = subprogram
+            if loc.file != sp_file:
+                scope = self.module.add_debug_info(
+                    "DILexicalBlockFile",
+                    {"scope": subprogram, "file": self.file(loc.file), "discriminator": 0},
+                )
+            found = self.module.add_debug_info(
+                "DILocation", {"line": loc.line, "column": loc.col, "scope": scope}
+            )
+            self._locations[key] = found
+        return found
+
+
+_METADATA_NODE = re.compile(r"^!(\d+) = (?:distinct )?!(DI\w+)\((.*)\)\s*$")
+_METADATA_FIELD = re.compile(r'(\w+): ("(?:[^"\\]|\\.)*"|[^,]+)')
+_DEBUG_REFERENCE = re.compile(r"!dbg !(\d+)")
+
+
+def llvm_line_locations(text: str) -> tuple[Location | None, ...]:
+    """Per line of LLVM IR `text`, the source location its `!dbg` attachment names (a
+    kernel's `define` line: its `def`), None for lines without one."""
+    nodes: dict[str, tuple[str, dict[str, str]]] = {}
+    lines = text.splitlines()
+    for line in lines:
+        if line.startswith("!") and (m := _METADATA_NODE.match(line)):
+            fields = {k: v.strip() for k, v in _METADATA_FIELD.findall(m.group(3))}
+            nodes[m.group(1)] = (m.group(2), fields)
+
+    def file_of(ref: str) -> str:
+        kind, fields = nodes.get(ref.lstrip("!"), ("", {}))
+        if kind == "DIFile":
+            return _unescape(fields.get("filename", '""')[1:-1])
+        return file_of(fields["file"]) if "file" in fields else ""
+
+    found: dict[str, Location | None] = {}
+
+    def location(ref: str) -> Location | None:
+        if ref not in found:
+            kind, fields = nodes.get(ref, ("", {}))
+            if kind == "DILocation":
+                scope = fields.get("scope", "")
+                found[ref] = Location(
+                    file_of(scope), int(fields.get("line", 0)), int(fields.get("column", 0))
+                )
+            elif kind == "DISubprogram":
+                found[ref] = Location(file_of(fields.get("file", "")), int(fields["line"]), 1)
+            else:
+                found[ref] = None
+        return found[ref]
+
+    return tuple(
+        location(m.group(1)) if "!dbg" in line and (m := _DEBUG_REFERENCE.search(line)) else None
+        for line in lines
+    )
+
+
+def _unescape(text: str) -> str:
+    """An LLVM string's contents (`\\XX` escapes hex bytes of UTF-8) as text."""
+    if "\\" not in text:
+        return text
+    data = re.sub(rb"\\([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), text.encode())
+    return data.decode("utf-8", "replace")
 
 
 def _specialization(func: FuncOp, given: Specialization | None) -> Specialization:
@@ -282,7 +429,13 @@ class _KernelLowering:
     end of the entry block, where per-thread constants (thread coordinates) are computed once
     so that every later block may use them."""
 
-    def __init__(self, func: FuncOp, llmod: ir.Module, specialization: Specialization):
+    def __init__(
+        self,
+        func: FuncOp,
+        llmod: ir.Module,
+        specialization: Specialization,
+        debug_info: _DebugInfo | None = None,
+    ):
         self.func = func
         self.module = llmod
         self.specialization = specialization
@@ -290,6 +443,10 @@ class _KernelLowering:
         types = [_parameter_type(p.kind, p.dtype) for p in self.abi.parameters]
         self.fn = ir.Function(llmod, ir.FunctionType(ir.VoidType(), types), func.sym_name)
         self.fn.calling_convention = "ptx_kernel"
+        self.debug_info = debug_info
+        if debug_info is not None:
+            self.subprogram = debug_info.subprogram(self.fn, func.loc)
+            self.subprogram_file = func.loc.file or "<unknown>"
         for arg, p in zip(self.fn.args, self.abi.parameters):
             arg.name = p.name
             if p.name in specialization.aligned:
@@ -387,9 +544,17 @@ class _KernelLowering:
         method = _LOWERINGS.get(type(op))
         if method is None:
             raise NotLowered(op)
+        if self.debug_info is not None:
+            # The op's instructions (and the constants it hoists) carry its location; an op
+            # with regions gets it back for what follows them (loop increments, merges).
+            outer = self.b.debug_metadata
+            here = self.debug_info.location(self.subprogram, self.subprogram_file, op.loc)
+            self.b.debug_metadata = self.prologue.debug_metadata = here or outer
         if op in self.scratch_fences:
             self.barrier()
         results = method(self, op)
+        if self.debug_info is not None:
+            self.b.debug_metadata = self.prologue.debug_metadata = outer
         if results is not None:
             for r, v in zip(op.results, results):
                 self.values[r] = v

@@ -2,24 +2,34 @@
 that `tilec.lowering.llvm` builds.
 
 The target machine is `sm_80` ... `sm_90a` with PTX ISA 8.0 (needs a CUDA 12.0 or newer
-driver); the optimizer is LLVM's `O3` pipeline.
+driver); the optimizer is LLVM's `O3` pipeline, which keeps the debug locations that line info
+puts on instructions, so the PTX carries `.file`/`.loc` directives (`ptx_line_locations` reads
+them back).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
 
 import llvmlite.binding as llvm
 
-from tilec.diagnostics import TileError
+from tilec.diagnostics import Location, TileError
 from tilec.dialects.builtin import ModuleOp
 from tilec.lowering.abi import Specialization
 from tilec.lowering.llvm import ARCHES, DATA_LAYOUT, TRIPLE, lower_to_llvm
 
-__all__ = ["PTX_VERSION", "compile_to_ptx", "default_arch", "optimize", "target_machine"]
+__all__ = [
+    "PTX_VERSION",
+    "compile_to_ptx",
+    "default_arch",
+    "optimize",
+    "ptx_line_locations",
+    "target_machine",
+]
 
 PTX_VERSION = "ptx80"
 
@@ -52,11 +62,37 @@ def compile_to_ptx(
     module: ModuleOp,
     arch: str,
     specializations: Mapping[str, Specialization] | None = None,
+    *,
+    line_info: bool = True,
 ) -> str:
     """PTX text for every kernel of `module` (specialized and laid out) on `arch`;
-    `specializations` by kernel name, as `lower_to_llvm` takes them."""
-    llvm_module = lower_to_llvm(module, arch, specializations)
+    `specializations` by kernel name, as `lower_to_llvm` takes them; `line_info`: `.loc`
+    directives pointing at the source lines."""
+    llvm_module = lower_to_llvm(module, arch, specializations, line_info=line_info)
     return target_machine(arch).emit_assembly(optimize(str(llvm_module), arch))
+
+
+_FILE_DIRECTIVE = re.compile(r'^\s*\.file\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_LOC_DIRECTIVE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
+
+
+def ptx_line_locations(ptx: str) -> tuple[Location | None, ...]:
+    """Per line of `ptx`, the source location of the `.loc` directive in force there (from
+    that line to the next `.loc` or the end of the function), None outside any."""
+    lines = ptx.splitlines()
+    files = {}
+    for line in lines:
+        if ".file" in line and (m := _FILE_DIRECTIVE.match(line)):
+            files[m.group(1)] = m.group(2).replace('\\"', '"').replace("\\\\", "\\")
+    result: list[Location | None] = []
+    current: Location | None = None
+    for line in lines:
+        if ".loc" in line and (m := _LOC_DIRECTIVE.match(line)):
+            current = Location(files.get(m.group(1), ""), int(m.group(2)), int(m.group(3)))
+        elif line.startswith("}"):
+            current = None
+        result.append(current)
+    return tuple(result)
 
 
 # The architecture to compile for when none is named: the GPU's own (sm_90 parts get the
