@@ -7,6 +7,8 @@
                                                the kernel in the interpreter, on random
                                                inputs, checked against its numpy reference
     tilec passes                               every pass with its summary and options
+    tilec explore FILE.tile [-k KERNEL] [-o OUT.html]
+                                               an HTML page to step through the passes
     tilec --version
 
 User errors print `file:line:col: error: ...` with the source line and a caret and exit 1;
@@ -81,6 +83,44 @@ def _add_instrumentation_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_pinning_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that pin what the passes decide (`tilec compile` and `tilec explore`)."""
+    parser.add_argument(
+        "--tile",
+        metavar="DIM=SIZE,...",
+        help="pin tile sizes, e.g. --tile M=128,N=64 (as @kernel(tile={...}) does)",
+    )
+    parser.add_argument("--warps", type=int, help="pin the number of warps per block")
+    parser.add_argument("--stages", type=int, help="pin the number of pipeline stages")
+    parser.add_argument(
+        "--disable",
+        metavar="PASS,...",
+        action="append",
+        default=[],
+        help="turn optimisation passes off (repeatable): tiling (heuristic sizes, no tensor "
+        "cores, launch block order), smem-placement, pipeline, vectorize; e.g. "
+        "--disable pipeline,vectorize",
+    )
+    parser.add_argument(
+        "--pass-option",
+        metavar="PASS.OPTION=VALUE",
+        action="append",
+        default=[],
+        help="set an option of a pass of the pipeline (repeatable; `tilec passes` lists "
+        "them), e.g. --pass-option pipeline.num_stages=2 --pass-option vectorize.max_bytes=8",
+    )
+    parser.add_argument(
+        "--assume",
+        metavar="FACT,...",
+        default="none",
+        help="what every launch's arguments will satisfy, for the code to use (the 'assume' "
+        "pass): aligned = pointers 16-byte aligned, unit = last strides 1, divisible = "
+        "extents and other strides multiples of 16; e.g. --assume aligned,unit,divisible "
+        "(what @tilec.jit finds for contiguous tensors). Default none: the code is right for "
+        "any arguments",
+    )
+
+
 def _split_names(values: list[str]) -> set[str]:
     return {name for v in values for name in v.split(",") if name}
 
@@ -145,46 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="passes to run on the tile IR, e.g. 'canonicalize,cse,dce' (default: none for "
         "--emit tir, else the default pipeline)",
     )
-    comp.add_argument(
-        "--tile",
-        metavar="DIM=SIZE,...",
-        help="pin tile sizes, e.g. --tile M=128,N=64 (as @kernel(tile={...}) does)",
-    )
-    comp.add_argument("--warps", type=int, help="pin the number of warps per block")
-    comp.add_argument("--stages", type=int, help="pin the number of pipeline stages")
-    comp.add_argument(
-        "--disable",
-        metavar="PASS,...",
-        action="append",
-        default=[],
-        help="turn optimisation passes off (repeatable): tiling (heuristic sizes, no tensor "
-        "cores, launch block order), smem-placement, pipeline, vectorize; e.g. "
-        "--disable pipeline,vectorize",
-    )
-    comp.add_argument(
-        "--pass-option",
-        metavar="PASS.OPTION=VALUE",
-        action="append",
-        default=[],
-        help="set an option of a pass of the pipeline (repeatable; `tilec passes` lists "
-        "them), e.g. --pass-option pipeline.num_stages=2 --pass-option vectorize.max_bytes=8",
-    )
+    _add_pinning_flags(comp)
     comp.add_argument(
         "--explain",
         action="store_true",
         help="print, per kernel, what the passes decided and why (tile sizes, grid, warps, "
         "layouts, shared buffers, stages, vector widths; registers and spills from ptxas) "
         "instead of the output; with -o the output still goes to the file",
-    )
-    comp.add_argument(
-        "--assume",
-        metavar="FACT,...",
-        default="none",
-        help="what every launch's arguments will satisfy, for the code to use (the 'assume' "
-        "pass): aligned = pointers 16-byte aligned, unit = last strides 1, divisible = "
-        "extents and other strides multiples of 16; e.g. --assume aligned,unit,divisible "
-        "(what @tilec.jit finds for contiguous tensors). Default none: the code is right for "
-        "any arguments",
     )
     comp.add_argument(
         "--no-line-info",
@@ -236,6 +243,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rtol", type=float, help="relative tolerance for float outputs")
 
     sub.add_parser("passes", help="list every pass with its summary and options")
+    explore = sub.add_parser(
+        "explore",
+        help="write an HTML page that steps through the compilation of a .tile file",
+        description="Compile a .tile file and write one self-contained HTML page: the "
+        "IR after each pass with its diff and remarks, the source beside it, pictures of "
+        "layouts and swizzles, the PTX with registers and shared memory (docs/explore.md).",
+    )
+    from tilec.explore.cli import add_arguments as add_explore_arguments
+
+    add_explore_arguments(explore)
     bench = sub.add_parser(
         "bench",
         help="time the examples on the GPU against the copy ceiling, torch/cuBLAS and Triton",
@@ -263,6 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "passes":
             return _passes()
+        if args.command == "explore":
+            from tilec.explore.cli import run as explore
+
+            return explore(args)
         if args.command == "bench":
             from tilec.benchmarks.gpu import run_command
 
