@@ -17,7 +17,8 @@ decisions like `@kernel(...)` does in a `.tile` file: `tile={"M": 128}`, `warps=
 `stages=3`; `disable=("pipeline",)` turns optimisation passes off and
 `pass_options={"vectorize": {"max_bytes": 8}}` sets pass options, as `tilec compile --disable`
 and `--pass-option` do (`tilec.compiler.build_pipeline`; the pipeline is in the cache key). `tilec.load_kernel("examples/softmax.tile", "softmax")` makes the same object from
-a kernel of a `.tile` file.
+a kernel of a `.tile` file. The PTX carries line info pointing at the `.py` (or `.tile`) lines,
+for profilers' source views; `line_info=False` leaves it out (docs/debugging.md).
 
 **On the GPU** a call checks the arguments (`tilec.runtime`), then looks up the compiled
 kernel for their *specialization*: which pointers are 16-byte aligned, which strides are 1,
@@ -89,6 +90,8 @@ class JitFunction:
         options = dict(options)
         # Not a compile option: how calls run.
         self.interpret = bool(options.pop("interpret", False))
+        # Not a kernel pin: whether the PTX carries .loc lines (it enters the cache key).
+        self.line_info = bool(options.pop("line_info", True))
         # Not kernel pins but pipeline controls (`build_pipeline`), checked now.
         disable = options.pop("disable", ())
         self.disable: tuple[str, ...] = (disable,) if isinstance(disable, str) else tuple(disable)
@@ -306,7 +309,7 @@ class JitFunction:
         key = kernel_cache.KernelCacheKey(
             self.source.text,
             self.name,
-            json.dumps(self.options, sort_keys=True, default=str),
+            json.dumps({**self.options, "line_info": self.line_info}, sort_keys=True, default=str),
             pipeline,
             json.dumps(specialization.to_json(), sort_keys=True),
             arch,
@@ -326,7 +329,7 @@ class JitFunction:
             )
         program = self._compile(pipeline)
         name = program.kernels[0]
-        ptx = compile_to_ptx(program.module, arch, {name: specialization})
+        ptx = compile_to_ptx(program.module, arch, {name: specialization}, line_info=self.line_info)
         abi = module_abi(program.module)[name]
         kernel_cache.store(
             key, {"ptx": ptx, "abi": abi.to_json(), "specialization": specialization.to_json()}
@@ -473,7 +476,7 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Decorator: `@tilec.jit` or `@tilec.jit(tile={...}, warps=..., stages=...,
-    disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, interpret=...)`."""
+    disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, line_info=..., interpret=...)`."""
     if fn is not None:
         return JitFunction(fn, options)
     return lambda f: JitFunction(f, options)
