@@ -254,7 +254,12 @@ class CompiledProgram:
     def explain(self, ptxas: bool = True) -> str:
         """Per kernel, what the passes decided and why: tile sizes, grid, warps, layouts,
         shared buffers, stages, vector widths, and (with `ptxas`, when the program was
-        lowered and ptxas is installed) registers and spills (`tilec.explain`)."""
+        lowered and ptxas is installed) registers and spills (`tilec.explain`). After a
+        `keep_going` compilation whose frontend failed there is nothing to explain: raises
+        its error."""
+        if self.module is None:
+            assert self.error is not None
+            raise self.error
         from tilec.explain import explain
 
         return explain(self, ptxas)

@@ -165,6 +165,7 @@ def test_keep_going_returns_the_stages_before_a_failing_pass(tmp_path):
     assert program.failed_stage == "tiling"
     assert [s.name for s in program.stages] == ["frontend", "canonicalize", "cse"]
     assert program.module is not None and program.ptx is None
+    assert "kernel matmul" in program.explain()  # what was decided before the failure
     assert program.source == MATMUL.read_text() and program.filename
     # The dumps up to the failure stay, with the remarks made so far.
     names = sorted(p.name for p in tmp_path.iterdir())
@@ -189,6 +190,8 @@ def test_keep_going_with_a_frontend_error_has_no_ir():
     assert program.module is None and program.program is None
     assert program.stages == [] and program.kernels == [] and program.tir == ""
     assert (program.source, program.filename) == (source, "<string>")
+    with pytest.raises(TileError, match="alpah"):
+        program.explain()
     syntax = tilec.compile("def k(x: f32[N]):\n    y = 1 +\n", keep_going=True)
     assert syntax.failed_stage == "frontend" and "expected an expression" in str(syntax.error)
     missing = tilec.compile(MATMUL, kernels=["nope"], keep_going=True)
@@ -240,3 +243,17 @@ def test_a_failed_compile_from_the_command_line_keeps_its_dumps(tmp_path):
     assert names[:2] == ["00-source.tile", "01-frontend.tir"] and names[-1] == "remarks.json"
     remarks = json.loads((tmp_path / "dump" / "remarks.json").read_text())
     assert {r["pass"] for r in remarks} <= {"canonicalize", "cse"}
+
+
+def test_a_kernel_that_does_not_exist_lists_the_kernels_and_writes_nothing(tmp_path):
+    (tmp_path / "m.tile").write_text(MATMUL.read_text())
+    result = run(
+        "compile", "m.tile", "-k", "matmull", "--dump-dir", "dump", "-o", "m.ptx", cwd=tmp_path
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "m.tile: error: no kernel named 'matmull'\n"
+        "hint: the kernels in this file are: matmul, matmul_pinned\n"
+    )
+    # The frontend stops it before anything is written, dumps included.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.tile"]
