@@ -458,15 +458,15 @@ def _compile_pipeline(args: argparse.Namespace) -> str | None:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from tilec.compiler import compile_module
-    from tilec.frontend import parse_source
+    from tilec.compiler import compile_source
     from tilec.ir.printer import print_op
 
     if args.emit == "cubin" and not args.output:
         raise TileError("--emit cubin writes a binary file: give it with -o FILE")
     text, filename = _read_input(args.file)
-    compiled = compile_module(
-        parse_source(text, filename),
+    compiled = compile_source(
+        text,
+        filename,
         kernels=args.kernel or None,
         options=_pinned_options(args) or None,
         pipeline=_compile_pipeline(args),
@@ -474,7 +474,6 @@ def _compile(args: argparse.Namespace) -> int:
         target=args.emit,
         arch=args.arch,
         line_info=args.line_info,
-        source=text,
     )
     manager = compiled.pass_manager
     if args.timing and manager is not None:

@@ -54,6 +54,7 @@ __all__ = [
     "compile",
     "compile_module",
     "compile_program",
+    "compile_source",
     "tile_ir_stage",
 ]
 
@@ -323,12 +324,41 @@ def compile(
         source = read_tile_file(source_or_path)
     else:
         source = Source(str(source_or_path), "<string>")
+    return compile_source(
+        source.text,
+        source.filename,
+        kernels=kernels,
+        options=options,
+        pipeline=pipeline,
+        instrumentation=instrumentation,
+        target=target,
+        arch=arch,
+        line_info=line_info,
+        keep_going=keep_going,
+    )
+
+
+def compile_source(
+    text: str,
+    filename: str = "<string>",
+    *,
+    kernels: Sequence[str] | None = None,
+    options: Mapping[str, object] | None = None,
+    pipeline: str | None = None,
+    instrumentation: Instrumentation | None = None,
+    target: str = "tir",
+    arch: str | None = None,
+    line_info: bool = True,
+    keep_going: bool = False,
+) -> CompiledProgram:
+    """`compile` for source text that is the contents of `filename` (what `tilec compile`
+    and `tilec explore` read, stdin too): errors and locations name `filename`."""
     try:
-        module_ast = parse_source(source.text, source.filename)
+        module_ast = parse_source(text, filename)
     except TileError as e:
         if not keep_going:
             raise
-        return _frontend_failure(e, source.text, source.filename)
+        return _frontend_failure(e, text, filename)
     return compile_module(
         module_ast,
         kernels=kernels,
@@ -339,7 +369,7 @@ def compile(
         arch=arch,
         line_info=line_info,
         keep_going=keep_going,
-        source=source.text,
+        source=text,
     )
 
 

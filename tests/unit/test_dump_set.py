@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tilec
-from tilec.compiler import DEFAULT_PIPELINE
+from tilec.compiler import DEFAULT_PIPELINE, compile_source
 from tilec.diagnostics import InternalCompilerError, Location, TileError, relative_name
 from tilec.lowering.ptxas import find_ptxas
 from tilec.passmanager import Instrumentation
@@ -194,6 +194,9 @@ def test_keep_going_with_a_frontend_error_has_no_ir():
         program.explain()
     syntax = tilec.compile("def k(x: f32[N]):\n    y = 1 +\n", keep_going=True)
     assert syntax.failed_stage == "frontend" and "expected an expression" in str(syntax.error)
+    # Text read from somewhere else (stdin, an editor): located in the name it is given.
+    named = compile_source("def k(x: f32[N]):\n    y = 1 +\n", "bad.tile", keep_going=True)
+    assert (named.filename, named.error.loc.file, named.error.loc.line) == ("bad.tile",) * 2 + (2,)
     missing = tilec.compile(MATMUL, kernels=["nope"], keep_going=True)
     assert missing.failed_stage == "frontend"
     assert "matmul, matmul_pinned" in str(missing.error)
