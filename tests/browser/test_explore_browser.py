@@ -4,8 +4,8 @@ and checks what a reader would: the pass name, the IR and the diff change; remar
 at their ops; a layout picture is drawn; source and IR lines point at each other. It saves a
 screenshot for people to look at in tests/artifacts/ (docs/explore.md).
 
-Without Chromium the tests fail and say how to install it; off CI, TILEC_SKIP_BROWSER=1 skips
-them instead. TILEC_CHROMIUM names another Chromium binary.
+Without Chromium the tests fail and say how to install it; off CI (no CI variable),
+TILEC_SKIP_BROWSER=1 skips them instead. TILEC_CHROMIUM names another Chromium binary.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ FLAGS = [
 
 
 def chromium_path() -> str:
+    if os.environ.get("TILEC_SKIP_BROWSER") == "1" and not os.environ.get("CI"):
+        pytest.skip("TILEC_SKIP_BROWSER=1: the explorer's browser test is skipped")
     path = os.environ.get("TILEC_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     if os.path.isfile(path) and os.access(path, os.X_OK):
         return path
-    if os.environ.get("TILEC_SKIP_BROWSER") == "1" and not os.environ.get("CI"):
-        pytest.skip("TILEC_SKIP_BROWSER=1: the explorer's browser test is skipped")
     pytest.fail(
         f"no Chromium at {path}: install it (apt-get install chromium, as .ci/run does), "
         "point TILEC_CHROMIUM at one, or set TILEC_SKIP_BROWSER=1 to skip this test off CI",
@@ -113,7 +113,13 @@ def test_stepping_through_the_passes_of_matmul(browser, tmp_path):
         seen.append(shown(page))
     titles = [s["title"] for s in seen]
     assert titles[names.index("tiling")] == "IR after tiling"
-    assert len(set(titles)) >= len(set(names))  # the pass name changes at every step
+    texts = page.evaluate("DATA.stages.map(s => s.text)")
+    for step in range(1, len(seen)):
+        before, after = seen[step - 1], seen[step]
+        assert after["title"] != before["title"], names[step]  # the pass name changes
+        assert after["diff"] != before["diff"], names[step]
+        if texts[step] != texts[step - 1]:
+            assert after["ir"] != before["ir"], names[step]
     tiling = names.index("tiling")
     assert seen[tiling]["ir"] != seen[tiling - 1]["ir"]
     assert seen[tiling]["diff"] != seen[tiling - 1]["diff"]
@@ -151,6 +157,10 @@ def test_stepping_through_the_passes_of_matmul(browser, tmp_path):
     hits = page.locator("#ir-text .ln.hit")
     assert hits.count() >= 1
     assert any("tile.dot" in text for text in hits.all_inner_texts())
+    # And back: an IR line highlights the source line it comes from.
+    page.locator("#ir-text .ln", has_text="tile.store %c").first.click()
+    assert page.locator("#source-text .ln.hit").count() == 1
+    assert "c[tm, tn] = acc" in page.inner_text("#source-text .ln.hit")
 
     page.keyboard.press("End")
     page.keyboard.press("3")
@@ -163,6 +173,7 @@ def test_stepping_through_the_passes_of_matmul(browser, tmp_path):
     for _ in range(names.index("smem-placement")):
         page.keyboard.press("ArrowRight")
     page.keyboard.press("2")
+    page.mouse.move(0, 0)
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / "explore-matmul.png"
     page.screenshot(path=str(screenshot))
