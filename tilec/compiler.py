@@ -7,7 +7,10 @@
     program.stages                          # [Stage("frontend", text, remarks), ...]
 
 A pipeline (`pipeline="canonicalize,cse"`) runs passes after the frontend; each pass adds a
-stage with the IR after it and the remarks it made. Lowering to PTX comes with Stage D.
+stage with the IR after it and the remarks it made, each IR line tied to its source location
+and remarks. `target="llvm"|"ptx"|"cubin"` lowers too (LLVM IR, PTX with line info, ptxas's
+report: stages as well). `keep_going=True` returns what succeeded when a step fails, and an
+`Instrumentation(dump_dir=...)` writes every stage to files (docs/debugging.md).
 """
 
 from __future__ import annotations
@@ -228,9 +231,9 @@ class CompiledProgram:
     stages: list[Stage] = field(default_factory=list)
     remarks: list[Remark] = field(default_factory=list)
     pass_manager: PassManager | None = None  # the one that ran the pipeline (timings)
-    # The source text that locations index into (`.tile` text; for `@tilec.jit`, the whole
-    # `.py` file), and its name as locations give it. None when not known (`compile_module`
-    # or `compile_program` called without `source`).
+    # The source text that locations index into, and its name as locations give it. The
+    # text is None when not given (`compile_module`/`compile_program` without `source`, as
+    # `@tilec.jit` compiles).
     source: str | None = None
     filename: str | None = None
     # Filled by lowering (`target` llvm, ptx or cubin):
