@@ -79,6 +79,13 @@ def test_diffs_are_against_the_stage_before(matmul):
     assert stage(data, "ptx")["diff"] is None
 
 
+def test_diff_keeps_removed_lines_that_look_like_its_header():
+    from tilec.explore.report import _diff
+
+    assert _diff("a\n-- x\n++ y\n", "a\n") == ["@@ -1,3 +1 @@", " a", "--- x", "-++ y"]
+    assert _diff("same\n", "same\n") == []
+
+
 def test_remarks_are_at_the_lines_of_their_ops(matmul):
     compiled, data = matmul
     placed = 0

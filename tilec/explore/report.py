@@ -42,14 +42,24 @@ def _error_data(error: BaseException, stage: str | None) -> dict[str, Any]:
             "loc": _loc(error.loc),
         }
     if isinstance(error, InternalCompilerError):
-        return {"stage": stage or error.pass_name, "message": str(error), "text": str(error)}
-    return {"stage": stage, "message": str(error), "text": f"{type(error).__name__}: {error}"}
+        return {
+            "stage": stage or error.pass_name,
+            "message": str(error),
+            "text": str(error),
+            "loc": None,
+        }
+    return {
+        "stage": stage,
+        "message": str(error),
+        "text": f"{type(error).__name__}: {error}",
+        "loc": None,
+    }
 
 
 def _diff(before: str, after: str) -> list[str]:
     """The unified diff of two stages' text, without its file header lines."""
-    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=3)
-    return [line for line in lines if not line.startswith(("---", "+++"))]
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=3))
+    return lines[2:]  # without "--- " and "+++ " (there when anything differs)
 
 
 def _source_lines(stage: Stage, filename: str | None) -> list[int]:
