@@ -18,6 +18,15 @@ A thread's run of `v` consecutive elements along the last dimension can move as 
   its source size) and the mask, if any, is known equal within runs of v (splats, broadcasts
   along the last dimension, `iota < n` with n a multiple of v, and elementwise combinations).
 
+It also proves, per dimension of every `tile.load` and `tile.store`, that the tile lies inside
+the view's extent, and records it as `in_bounds = [true, false, ...]` (a promise the lowering
+keeps no bounds check for, and the interpreter checks):
+
+* the extent is static E and the offset a constant c with 0 <= c and c + tile <= E; or
+* the offset is `program_id(a)` (times the tile) on grid axis a, which covers the dim in tiles
+  of exactly this tile's size, and the extent is a known multiple of the tile (`tilec.divisible`
+  promises 16; a tile of 1 divides everything): every block's tile is a whole one.
+
 The facts come from the kernel's attributes (`tilec.lowering.abi.kernel_specialization`), which
 the `assume` pass writes. It sets `vector = v` (v >= 2) on the op and remarks, for every access,
 its width; for an access narrower than `max_bytes`, why (every condition that bound it).
@@ -30,11 +39,12 @@ from dataclasses import dataclass
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.attributes import IntegerAttr
+from tilec.ir.attributes import ArrayAttr, BoolAttr, IntegerAttr
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.types import TileType
 from tilec.lowering.abi import Specialization, kernel_specialization
 from tilec.lowering.layouts import as_blocked, copy_layout, element_bytes, layout_error
+from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Vectorize"]
@@ -88,11 +98,22 @@ class Vectorize(Pass):
 
     def _vectorize(self, op: Operation, facts: _KernelFacts, ctx: PassContext) -> None:
         op.attributes.pop("vector", None)
+        op.attributes.pop("in_bounds", None)
         what = op.name.removeprefix("tile.").replace("_", " ")
         size = element_bytes(op.view.type.element)
         if not self.options.enable:
             ctx.remark(op, f"{what}: not vectorized (vectorize disabled)")
             return
+        bounds = ""
+        if isinstance(op, (T.LoadOp, T.StoreOp)):
+            inside = facts.in_bounds(op)
+            if any(inside):
+                op.attributes["in_bounds"] = ArrayAttr(tuple(BoolAttr(x) for x in inside))
+                dims = [str(d) for d, x in enumerate(inside) if x]
+                bounds = (
+                    f"; no bounds check along dim{'s' if len(dims) > 1 else ''} "
+                    f"{', '.join(dims)} (whole tiles inside the view)"
+                )
         widest = max(1, min(self.options.max_bytes, 16) // size)
         limits = facts.limits(op, widest)
         v = min([widest] + [limit for limit, _ in limits])
@@ -102,7 +123,15 @@ class Vectorize(Pass):
         if v < widest:
             reasons = [reason for limit, reason in limits if limit == v]
             message += ", not " + f"{widest * size}: " + "; ".join(reasons)
-        ctx.remark(op, message)
+        ctx.remark(op, message + bounds)
+
+
+def _constant(v: Value) -> int | None:
+    """The value of an integer `arith.constant`, else None."""
+    if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp):
+        value = v.op.attributes["value"].value
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
 
 
 def _low_bit(n: int) -> int:
@@ -120,6 +149,12 @@ class _KernelFacts:
         self._multiples: dict[Value, int] = {}
         warps = kernel.attributes.get("tilec.num_warps")
         self.num_warps = warps.value if warps is not None else None
+        # Each grid axis: the dimension it tiles and the tile (None where not yet specialized).
+        sizes = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
+        self.grid = [
+            (str(dim), sizes.get(str(symbol)))
+            for dim, symbol in attribute_pairs(kernel, "tilec.grid")
+        ]
 
     # -- the conditions ---------------------------------------------------------------------
 
@@ -202,6 +237,45 @@ class _KernelFacts:
         if isinstance(dim, int):
             return _low_bit(dim)
         return _DIVISIBLE if f"{name}.extent.{axis}" in self.spec.divisible else 1
+
+    # -- bounds -------------------------------------------------------------------------------
+
+    def in_bounds(self, op: T.LoadOp | T.StoreOp) -> list[bool]:
+        """Per dimension of the access, whether its tile is known to lie inside the view."""
+        view = op.view
+        name = self.names.get(view) if isinstance(view, BlockArgument) else None
+        tile = (op.result.type if isinstance(op, T.LoadOp) else op.value.type).shape
+        out = []
+        for d, (extent, offset, size) in enumerate(zip(view.type.shape, op.offsets, tile)):
+            if isinstance(extent, int):
+                start = _constant(offset)
+                out.append(start is not None and start >= 0 and start + size <= extent)
+            elif name is not None and isinstance(size, int):
+                whole = self._extent_multiple(name, extent, d) % size == 0
+                out.append(whole and self._tile_start(offset, str(extent), size))
+            else:
+                out.append(False)
+        return out
+
+    def _tile_start(self, offset: Value, dim: str, size: int) -> bool:
+        """Whether `offset` is `program_id(a) * size` on a grid axis a that tiles `dim` by
+        `size` (so the offsets are 0, size, 2 size, ... below the extent)."""
+        factor = 1
+        if isinstance(offset, OpResult) and isinstance(offset.op, arith.MulIOp):
+            for a, b in ((offset.op.lhs, offset.op.rhs), (offset.op.rhs, offset.op.lhs)):
+                c = _constant(b)
+                if c is not None:
+                    offset, factor = a, c
+                    break
+        if not (isinstance(offset, OpResult) and isinstance(offset.op, T.ProgramIdOp)):
+            return False
+        if factor != size:
+            return False
+        axis = offset.op.attributes["axis"].value
+        if axis >= len(self.grid):
+            return False
+        grid_dim, grid_tile = self.grid[axis]
+        return grid_dim == dim and grid_tile == size
 
     # -- index arithmetic ---------------------------------------------------------------------
 

@@ -761,3 +761,28 @@ def test_constant_folding_and_the_interpreter_agree_on_f16():
     )
     assert np.float16(folded_value) == got[0]
     assert constant_value(add.lhs) is not None
+
+
+BROKEN_PROMISE = """
+func @rows(%x: !tile.tensor<Mx8xf32>, %y: !tile.tensor<Mx8xf32>) attributes {tilec.grid = [["M", "BM"]], tilec.tile_sizes = [["BM", 4]]} {
+  %c0 = arith.constant 0 : index
+  %BM = arith.constant 4 : index
+  %p = tile.program_id 0
+  %r = arith.muli %p, %BM : index
+  %v = tile.load %x[%r, %c0] {in_bounds = [IN, true]} : !tile.tensor<Mx8xf32> -> tile<4x8xf32>
+  tile.store %y[%r, %c0], %v : !tile.tensor<Mx8xf32>, tile<4x8xf32>
+  return
+}
+"""
+
+
+def test_in_bounds_is_a_promise_the_interpreter_checks():
+    """`in_bounds` drops the lowering's bounds checks: a tile that reaches past the extent
+    there is a compiler bug, reported at the op rather than read as padding."""
+    x = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)
+    y = np.zeros_like(x)
+    run_ir(BROKEN_PROMISE.replace("IN", "false"), [x, y])  # 6 rows in tiles of 4: padded
+    np.testing.assert_array_equal(y, x)
+    with pytest.raises(InterpreterError, match=r"in_bounds promise along dim 0: elements 4..7"):
+        run_ir(BROKEN_PROMISE.replace("IN", "true"), [x, np.zeros_like(x)])
+    run_ir(BROKEN_PROMISE.replace("IN", "true"), [x[:4], y[:4]])  # whole tiles keep it

@@ -99,6 +99,24 @@ def test_loads_and_stores_are_predicated_per_element():
     assert "tilec_shared" not in body
 
 
+def test_accesses_promised_in_bounds_are_plain_llvm_loads_and_stores():
+    """vectorize's `in_bounds` on every dimension (one row per block of a fixed row): no
+    compares, no predicated inline PTX; LLVM's own vector loads and stores, whose constant
+    offsets the NVPTX backend folds into the address (`[%rd+8192]`)."""
+    module = tilec.compile(
+        str(EXAMPLES / "softmax.tile"),
+        pipeline='assume{all="aligned,unit,divisible"},tiling{extents="N=4096" exact=N},'
+        "assign-layouts,vectorize,canonicalize,cse,dce",
+    ).module
+    body = _lowered_text(module).split('@"softmax"')[1].split("\n}\n")[0]
+    assert "ld.global" not in body and "st.global" not in body
+    assert "icmp ult i64" not in body
+    assert re.search(r"load <4 x i32>, ptr addrspace\(1\) %.*, align 16", body)
+    assert re.search(r"store <4 x i32> %.*, ptr addrspace\(1\) %.*, align 16", body)
+    ptx = compile_to_ptx(module, "sm_90a")
+    assert re.search(r"ld\.global\.v4\.b32\s+\{[^}]*\}, \[%rd\d+\+\d+\];", ptx)
+
+
 def test_softmax_reduces_with_shuffles_in_registers():
     text = _lowered_text(_compiled("softmax.tile"))
     assert text.count("llvm.nvvm.shfl.sync.bfly.f32") >= 10  # 5 xor steps per reduction

@@ -367,6 +367,19 @@ def _check_mask(op: Operation, mask: Value | None, shape: tuple[Dim, ...]) -> No
 
 # Set by the vectorize pass (passes/vectorize.py), read by the lowering.
 _VECTOR_DOC = "elements per memory access along the last dimension (vectorize); default 1"
+_IN_BOUNDS_DOC = (
+    "per dimension, true where the tile is known to lie inside the view's extent (vectorize): "
+    "no bounds check there; the interpreter checks the promise"
+)
+
+
+def _check_in_bounds(op: Operation, rank: int) -> None:
+    in_bounds = op.attributes.get("in_bounds")
+    if in_bounds is None:
+        return
+    flags = in_bounds.elements
+    if len(flags) != rank or not all(isinstance(f, BoolAttr) for f in flags):
+        raise op.error(f"in_bounds must hold {rank} booleans, one per dimension of the view")
 
 
 @register_op
@@ -385,6 +398,7 @@ class LoadOp(Operation):
     mask = Operand(BOOL_LIKE, optional=True)
     padding = Attr((FloatAttr, IntegerAttr, BoolAttr), optional=True, doc="default 0")
     vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
+    in_bounds = Attr(ArrayAttr, optional=True, doc=_IN_BOUNDS_DOC)
     result = Result(TILE)
     assembly_format = (
         "$view `[` $offsets `]` (`,` `mask` $mask)? attr-dict `:` type($view) `->` type($result)"
@@ -393,6 +407,7 @@ class LoadOp(Operation):
     def verify_(self) -> None:
         _check_access(self, self.view, self.offsets, self.result.type, "result")
         _check_mask(self, self.mask, self.result.type.shape)
+        _check_in_bounds(self, self.view.type.rank)
         padding = self.attributes.get("padding")
         if padding is not None:
             check_constant_fits(self, padding, self.result.type.element, "padding")
@@ -413,6 +428,7 @@ class StoreOp(Operation):
     value = Operand(TILE)
     mask = Operand(BOOL_LIKE, optional=True)
     vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
+    in_bounds = Attr(ArrayAttr, optional=True, doc=_IN_BOUNDS_DOC)
     assembly_format = (
         "$view `[` $offsets `]` `,` $value (`,` `mask` $mask)? attr-dict "
         "`:` type($view) `,` type($value)"
@@ -421,6 +437,7 @@ class StoreOp(Operation):
     def verify_(self) -> None:
         _check_access(self, self.view, self.offsets, self.value.type, "value")
         _check_mask(self, self.mask, self.value.type.shape)
+        _check_in_bounds(self, self.view.type.rank)
 
 
 # ---------------------------------------------------------------------------------------------

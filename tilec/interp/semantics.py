@@ -495,6 +495,27 @@ def _access_operands(
     return view, offsets, value, mask
 
 
+def _check_in_bounds(
+    state: BlockState, op: Operation, extents: tuple[int, ...], offsets: list[Any], shape
+) -> None:
+    """The op's `in_bounds` promise (vectorize): the lowering checks no bounds along those
+    dimensions, so a tile that reaches outside there is a compiler error, caught here."""
+    promised = op.attributes.get("in_bounds")
+    if promised is None:
+        return
+    for d, (inside, extent, offset, size) in enumerate(
+        zip(promised.value, extents, offsets, shape)
+    ):
+        start = int(offset)
+        if inside and (start < 0 or start + size > extent):
+            raise state.error(
+                op,
+                f"breaks its in_bounds promise along dim {d}: elements {start}..{start + size - 1}"
+                f" of an extent of {extent}",
+                hint="the pass that set in_bounds (vectorize) proved something false",
+            )
+
+
 @semantics(tile_ops.LoadOp)
 def _load(state: BlockState, op: Operation, args: list[Any]) -> Any:
     view, offsets, _, mask = _access_operands(state, op, args, len(args[0].shape), False)
@@ -509,6 +530,7 @@ def _load(state: BlockState, op: Operation, args: list[Any]) -> Any:
     )
     if mask is not None and mask.shape != shape:
         raise state.error(op, f"has a mask of shape {mask.shape} for a tile of shape {shape}")
+    _check_in_bounds(state, op, view.shape, offsets, shape)
     tile = np.full(shape, padding, dtype)
     inside = _in_bounds(view.shape, offsets, shape)
     if inside is not None:
@@ -526,6 +548,7 @@ def _store(state: BlockState, op: Operation, args: list[Any]) -> Any:
         raise state.error(
             op, f"has a mask of shape {mask.shape} for a value of shape {value.shape}"
         )
+    _check_in_bounds(state, op, view.shape, offsets, value.shape)
     inside = _in_bounds(view.shape, offsets, value.shape)
     if inside is not None:
         box, local = inside

@@ -866,11 +866,14 @@ class _KernelLowering:
 
     # -- tile: memory ---------------------------------------------------------------------------
 
-    def _access(self, op: Operation, t: TileType) -> tuple[list[ir.Value], list[ir.Value]]:
-        """Per slot of a load or store of `t`: the element pointer and the in-bounds predicate."""
+    def _access(self, op: Operation, t: TileType) -> tuple[list[ir.Value], list[Any]]:
+        """Per slot of a load or store of `t`: the element pointer and the in-bounds predicate
+        (None where the op's `in_bounds` promises every dimension and there is no mask)."""
         b = self.b
         view: View = self.values[op.view]
         offsets = [self.values[v] for v in op.offsets]
+        promised = op.attributes.get("in_bounds")
+        checked = [not x for x in promised.value] if promised is not None else [True] * t.rank
         m = thread_map(t)
         addresses, inside = [], []
         for d, indices in enumerate(self.dim_indices(m)):
@@ -878,18 +881,22 @@ class _KernelLowering:
             for i in indices:
                 index = b.add(offsets[d], b.sext(i, I64))
                 # Unsigned: an index below 0 is out of bounds too.
-                oks.append(b.icmp_unsigned("<", index, view.extents[d]))
+                oks.append(b.icmp_unsigned("<", index, view.extents[d]) if checked[d] else None)
                 adds.append(b.mul(index, view.strides[d]))
             addresses.append(adds)
             inside.append(oks)
         pointers, predicates = [], []
         element = memory_type(t.element)
+        masks = self.values[op.mask] if op.mask is not None else None
         for slot in range(m.num_slots):
             k = m.slot_multi_index(slot)
             offset, ok = addresses[0][k[0]], inside[0][k[0]]
             for d in range(1, len(k)):
                 offset = b.add(offset, addresses[d][k[d]])
-                ok = b.and_(ok, inside[d][k[d]])
+                q = inside[d][k[d]]
+                ok = q if ok is None else ok if q is None else b.and_(ok, q)
+            if masks is not None:
+                ok = masks[slot] if ok is None else b.and_(ok, masks[slot])
             pointers.append(b.gep(view.pointer, [offset], source_etype=element))
             predicates.append(ok)
         return pointers, predicates
@@ -897,8 +904,6 @@ class _KernelLowering:
     def load(self, op: Operation) -> list[Any]:
         t = op.result.type
         pointers, predicates = self._access(op, t)
-        if op.mask is not None:
-            predicates = [self.b.and_(p, q) for p, q in zip(predicates, self.values[op.mask])]
         padding_attr = op.attributes.get("padding")
         padding = 0 if padding_attr is None else padding_attr.value
         if isinstance(padding, bool):
@@ -926,6 +931,11 @@ class _KernelLowering:
 
     def _global_load(self, t: Type, pointer: ir.Value, predicate, other: ir.Constant):
         b = self.b
+        if predicate is None:  # always in bounds: a plain load LLVM may schedule and fold
+            value = b.load(pointer, typ=memory_type(t), align=max(_bits(t) // 8, 1))
+            return (
+                b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if t == IntegerType(1) else value
+            )
         letter, ptx_type, reg = _register_kind(t)
         raw_other = self._to_bits(other, reg, t)
         # The register starts as `other`, and the load overwrites it only where allowed.
@@ -958,11 +968,9 @@ class _KernelLowering:
     def store(self, op: Operation) -> list[Any] | None:
         t = op.value.type
         pointers, predicates = self._access(op, t)
-        if op.mask is not None:
-            predicates = [self.b.and_(p, q) for p, q in zip(predicates, self.values[op.mask])]
         owner = self.unique_owner(thread_map(t))
         if owner is not None:
-            predicates = [self.b.and_(p, owner) for p in predicates]
+            predicates = [owner if p is None else self.b.and_(p, owner) for p in predicates]
         element = t.element
         vector = op.attributes.get("vector")
         if vector is not None and vector.value > 1:
@@ -976,7 +984,12 @@ class _KernelLowering:
             side_effect=True,
         )
         for p, v, q in zip(pointers, self.values[op.value], predicates):
-            self.b.call(asm, [p, self._to_bits(v, reg, element), q])
+            if q is None:  # always in bounds, one owner: a plain store
+                if element == IntegerType(1):
+                    v = self.b.zext(v, I8)
+                self.b.store(v, p, align=max(_bits(element) // 8, 1))
+            else:
+                self.b.call(asm, [p, self._to_bits(v, reg, element), q])
         return None
 
     def _vector_store(self, t: TileType, v: int, pointers, predicates, values) -> None:

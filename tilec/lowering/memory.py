@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+I32 = ir.IntType(32)
+
 __all__ = ["VectorAccess", "global_load_vector", "global_store_vector", "vector_slots"]
 
 
@@ -26,6 +28,7 @@ class VectorAccess:
             raise ValueError(f"no vector access of {v} x {element_bits} bits")
         self.v = v
         self.element_bits = element_bits
+        self.bytes = total // 8
         self.width = 64 if element_bits == 64 else min(32, total)
         self.count = total // self.width  # 1, 2 or 4 registers
         self.per_register = self.width // element_bits
@@ -94,8 +97,15 @@ def global_load_vector(
     other_bits: Sequence[ir.Value],
 ) -> list[ir.Value]:
     """Load `access.v` elements from `pointer` where `predicate` holds; elsewhere the result
-    is `other_bits` (the padding's bit patterns). Returns the elements' bit patterns."""
+    is `other_bits` (the padding's bit patterns). Returns the elements' bit patterns. With no
+    predicate (always in bounds) the load is LLVM's own, which it may schedule and whose
+    address arithmetic it folds into the instruction."""
     n = access.count
+    if predicate is None:
+        vector = b.load(pointer, typ=ir.VectorType(access.register, n), align=access.bytes)
+        return _unpack(
+            b, access, [b.extract_element(vector, ir.Constant(I32, i)) for i in range(n)]
+        )
     others = _pack(b, access, other_bits)
     moves = "\n\t".join(f"mov.b{access.width} ${i}, ${n + 2 + i};" for i in range(n))
     load = f"@${n + 1} ld.global{access.suffix} {access.registers(0)}, [${n}];"
@@ -118,9 +128,16 @@ def global_store_vector(
     predicate: ir.Value,
     bits: Sequence[ir.Value],
 ) -> None:
-    """Store `access.v` elements (their bit patterns) at `pointer` where `predicate` holds."""
+    """Store `access.v` elements (their bit patterns) at `pointer` where `predicate` holds
+    (with no predicate: always, as LLVM's own store)."""
     n = access.count
     registers = _pack(b, access, bits)
+    if predicate is None:
+        vector = ir.Constant(ir.VectorType(access.register, n), ir.Undefined)
+        for i, r in enumerate(registers):
+            vector = b.insert_element(vector, r, ir.Constant(I32, i))
+        b.store(vector, pointer, align=access.bytes)
+        return
     asm = ir.InlineAsm(
         ir.FunctionType(ir.VoidType(), [pointer.type] + [access.register] * n + [ir.IntType(1)]),
         f"@${n + 1} st.global{access.suffix} [$0], {access.registers(1)};",
