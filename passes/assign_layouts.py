@@ -51,6 +51,11 @@ AUTO_WARPS = (4, 8, 16)
 ROW_BYTES_PER_WARP = 2048
 
 
+# An SM's limits (sm_80 .. sm_90): what `min_blocks_per_sm` is checked against.
+MAX_THREADS_PER_SM = 2048
+REGISTERS_PER_SM = 65536
+
+
 @register_pass
 class AssignLayouts(Pass):
     """Gives every tile a layout; converts operands that an op needs elsewhere.
@@ -86,6 +91,9 @@ class AssignLayouts(Pass):
     `scf.if` results keep the default layout. Values that already have a layout keep it, so
     running the pass twice changes nothing. Assumes static tile shapes (run `specialize`).
     Remarks: per kernel, the warps and the conversions inserted; each conversion says why.
+    Option `min_blocks_per_sm` pins an occupancy: `tilec.min_blocks_per_sm` on the kernel,
+    which the lowering passes to ptxas (`.minnctapersm`) so that it budgets registers for
+    that many blocks per SM (an error when they would need more than 2048 threads).
     """
 
     name = "assign-layouts"
@@ -96,6 +104,11 @@ class AssignLayouts(Pass):
         num_warps: int = option(
             0, "warps per block when the kernel does not pin them (0: from the largest tile)"
         )
+        min_blocks_per_sm: int = option(
+            0,
+            "blocks that must fit on one SM together: ptxas then keeps each thread to "
+            "65536 / (blocks x threads) registers (0: ptxas decides)",
+        )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         if self.options.num_warps not in (0, *WARP_COUNTS):
@@ -103,8 +116,36 @@ class AssignLayouts(Pass):
                 f"assign-layouts: option num_warps must be 0 (automatic) or one of "
                 f"{WARP_COUNTS}, got {self.options.num_warps}"
             )
+        blocks = self.options.min_blocks_per_sm
+        if blocks < 0:
+            raise TileError(
+                f"assign-layouts: option min_blocks_per_sm must be 0 (automatic) or more, "
+                f"got {blocks}"
+            )
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             _KernelLayouts(kernel, self.options.num_warps, ctx).run()
+            if blocks:
+                _pin_occupancy(kernel, blocks, ctx)
+
+
+def _pin_occupancy(kernel: FuncOp, blocks: int, ctx: PassContext) -> None:
+    """Record `tilec.min_blocks_per_sm` (the lowering's `.minnctapersm`), after checking that
+    that many blocks of this kernel's threads fit on an SM at all."""
+    threads = kernel.attributes["tilec.num_warps"].value * 32
+    if blocks * threads > MAX_THREADS_PER_SM:
+        raise TileError(
+            f"assign-layouts: option min_blocks_per_sm={blocks}: {blocks} blocks of {threads} "
+            f"threads exceed the {MAX_THREADS_PER_SM} threads an SM holds",
+            kernel.loc,
+            hint=f"at most {MAX_THREADS_PER_SM // threads} for kernel '{kernel.sym_name}'",
+        )
+    kernel.attributes["tilec.min_blocks_per_sm"] = IntegerAttr(blocks)
+    registers = min(255, REGISTERS_PER_SM // (blocks * threads))
+    ctx.remark(
+        kernel,
+        f"{blocks} blocks per SM (option min_blocks_per_sm): ptxas keeps each thread to "
+        f"{registers} registers",
+    )
 
 
 class _KernelLayouts:

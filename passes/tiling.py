@@ -31,6 +31,7 @@ from tilec.lowering.layouts import (
     element_bytes,
     mma_accumulator_layout,
 )
+from tilec.passes.pipeline import MAX_DEFAULT_STAGES
 from tilec.passes.specialize import (
     TilePlan,
     attribute_pairs,
@@ -67,8 +68,9 @@ class Tiling(Pass):
     accumulator (and `mma=true`) is tiled for `mma.sync.m16n8k16`: every dot's M, N and K tile
     must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. Among the sizes (M, N: 128
     or 64, less only for smaller known extents; K: 64, 32, 16) and warps (4, 8, 2, 1, or the
-    pin) that qualify and keep the operand buffers (`stages` copies of each operand loaded in
-    the loop) under `shared_limit` and the accumulators at most 128 f32 registers per thread, it
+    pin) that qualify and keep the operand buffers (2 copies of each operand loaded in the
+    loop, or the pinned stages; the remark budgets pipeline's own choice: the most stages, up to
+    `stages`, that fit) under `shared_limit` and the accumulators at most 128 f32 registers per thread, it
     prefers: a grid of at least `sm_count` blocks when the option `extents` gives the grid's
     extents; then 4 warps; then the largest accumulator tiles; then warps along M only when the
     kernel reduces along rows (each row in one warp); then the squarest warp tiles (fewest
@@ -109,7 +111,11 @@ class Tiling(Pass):
         num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
         mma: bool = option(True, "tile f16/bf16 dots for mma.sync m16n8k16 (false: FMA path)")
         group_m: int = option(8, "blocks grouped along grid axis 0 for L2 reuse (1: off)")
-        stages: int = option(3, "copy-pipeline stages assumed unless the kernel pins them")
+        stages: int = option(
+            MAX_DEFAULT_STAGES,
+            "most copy-pipeline stages budgeted unless the kernel pins them (pipeline's "
+            "default: the most that fit, up to 4)",
+        )
         shared_limit: int = option(232448, "shared memory bytes per block (227 KiB on sm_90)")
         sm_count: int = option(132, "SMs to fill when extents are known (132 on H200)")
         max_extent: int = option(1024, "extent assumed for a whole dimension of unknown extent")
@@ -259,7 +265,12 @@ class _KernelTiling:
             )
         stages = kernel.attributes.get("tilec.num_stages")
         self.stages = stages.value if stages is not None else opts.stages
-        self.stages_source = "pinned by the kernel" if stages is not None else "option stages"
+        self.stages_pinned = stages is not None
+        self.stages_source = (
+            "pinned by the kernel"
+            if stages is not None
+            else f"the most that fit, up to {opts.stages}"
+        )
         self.reduces = any(isinstance(op, T.ReduceOp) for op in kernel.walk())
         self.scattered = _scattered_operands(kernel)
 
@@ -396,14 +407,30 @@ class _KernelTiling:
             )
         return list(dict.fromkeys(found))
 
-    def operand_buffers(self, dots: list[_Dot], c: _Config) -> list[tuple[int, int]]:
-        """(stages, bytes of one buffer) for each dot operand staged through shared memory."""
+    def stages_for(self, dots: list[_Dot], c: _Config) -> int:
+        """The stages `c` is budgeted for: the pin, else pipeline's own rule — the most, up to
+        the option `stages`, whose operand buffers fit `shared_limit` (at least 2)."""
+        if self.stages_pinned:
+            return self.stages
+        for stages in range(self.stages, 2, -1):
+            if self._buffer_bytes(dots, c, stages) <= self.opts.shared_limit:
+                return stages
+        return min(2, self.stages)
+
+    def _buffer_bytes(self, dots: list[_Dot], c: _Config, stages: int) -> int:
+        return sum(s * b for s, b in self._buffers(dots, c, stages))
+
+    def _buffers(self, dots: list[_Dot], c: _Config, stages: int) -> list[tuple[int, int]]:
         buffers = []
         for dot in dots:
             m, n, k = (self.size(d, c) for d in (dot.m, dot.n, dot.k))
             for elements, streamed in zip((m * k, k * n), dot.streamed):
-                buffers.append((self.stages if streamed else 1, elements * dot.element_bytes))
+                buffers.append((stages if streamed else 1, elements * dot.element_bytes))
         return buffers
+
+    def operand_buffers(self, dots: list[_Dot], c: _Config) -> list[tuple[int, int]]:
+        """(stages, bytes of one buffer) for each dot operand staged through shared memory."""
+        return self._buffers(dots, c, self.stages_for(dots, c))
 
     def shared_bytes(self, dots: list[_Dot], c: _Config) -> int:
         return sum(s * b for s, b in self.operand_buffers(dots, c))
@@ -580,7 +607,7 @@ class _KernelTiling:
         text = (
             f"{sizes}, {c.num_warps} warps{source} ({'; '.join(tiles)}): "
             f"{self.shared_text(dots, c)} = {_kib(self.shared_bytes(dots, c))} shared "
-            f"({self.stages} stages, {self.stages_source}), "
+            f"({self.stages_for(dots, c)} stages, {self.stages_source}), "
             f"{self.registers(dots, c)} accumulator registers/thread"
         )
         blocks = self.blocks(c)

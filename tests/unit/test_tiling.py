@@ -124,7 +124,9 @@ def test_default_matmul_is_128x128x32_on_2x2_warps():
     assert sizes == {"BM": 128, "BN": 128, "BK": 32}
     assert func.attributes["tilec.num_warps"].value == 4
     assert dots[0].result.type.layout == MmaLayout(2, (2, 2), (16, 8, 16))
-    assert any("48 KiB shared" in r and "128 accumulator registers/thread" in r for r in remarks)
+    assert any(
+        "64 KiB shared (4 stages" in r and "128 accumulator registers/thread" in r for r in remarks
+    )
 
 
 def test_without_facts_on_the_operands_a_smaller_accumulator_is_preferred():

@@ -4,7 +4,7 @@
     python -m tilec.benchmarks.gemm_probe --size 8192 --config 128,128,32,2,2,4
     python -m tilec.benchmarks.gemm_probe --print 128,128,32,2,2,4   # the IR, no GPU needed
 
-A configuration is `BM,BN,BK,W_m,W_n,STAGES`: the IR is `tests/lit/lowering/mma_matmul.tir`
+A configuration is `BM,BN,BK,W_m,W_n,STAGES[,MIN_BLOCKS_PER_SM]`: the IR is `tests/lit/lowering/mma_matmul.tir`
 (what smem-placement, pipeline and vectorize leave for a matmul) rewritten for those tile
 sizes, warps and stages, with the copies of step i + STAGES - 1 issued right after the
 barrier, as the pipeline pass places them. Each configuration is checked against torch and
@@ -35,8 +35,9 @@ def _swizzle(row_bytes: int) -> str:
     )
 
 
-def probe_ir(bm: int, bn: int, bk: int, wm: int, wn: int, stages: int) -> str:
-    """The template matmul for one configuration (see the module docstring)."""
+def probe_ir(bm: int, bn: int, bk: int, wm: int, wn: int, stages: int, min_blocks: int = 0) -> str:
+    """The template matmul for one configuration (see the module docstring); `min_blocks`
+    (the optional seventh field) asks ptxas for that many blocks per SM."""
     text = TEMPLATE.read_text()
     text = text[text.index("#mma =") :]
     warps = wm * wn
@@ -55,7 +56,8 @@ def probe_ir(bm: int, bn: int, bk: int, wm: int, wn: int, stages: int) -> str:
         "#blocked<size_per_thread = [1, 1], threads_per_warp = [1, 32], "
         f"warps_per_cta = [{warps}, 1], order = [1, 0]>",
     )
-    text = text.replace("tilec.num_warps = 4", f"tilec.num_warps = {warps}")
+    occupancy = f", tilec.min_blocks_per_sm = {min_blocks}" if min_blocks else ""
+    text = text.replace("tilec.num_warps = 4", f"tilec.num_warps = {warps}{occupancy}")
     text = text.replace(
         '["BM", 128], ["BN", 128], ["BK", 32]', f'["BM", {bm}], ["BN", {bn}], ["BK", {bk}]'
     )
@@ -117,7 +119,9 @@ def _time_ms(fn, repeat: int = 20) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=4096, help="M = N = K (default 4096)")
-    parser.add_argument("--config", action="append", help="BM,BN,BK,W_m,W_n,STAGES")
+    parser.add_argument(
+        "--config", action="append", help="BM,BN,BK,W_m,W_n,STAGES[,MIN_BLOCKS_PER_SM]"
+    )
     parser.add_argument("--print", metavar="CONFIG", help="print the IR of one configuration")
     args = parser.parse_args(argv)
     if args.print:
