@@ -166,8 +166,10 @@ def _format_option(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     text = str(v)
-    # A value with separators in it is quoted, as the pipeline parser reads it back.
-    return f'"{text}"' if isinstance(v, str) and any(c in text for c in " ,{}") else text
+    # A value with separators in it is quoted, as the pipeline parser reads it back; so is the
+    # empty string, which would otherwise print as nothing at all.
+    quoted = isinstance(v, str) and (not text or any(c in text for c in " ,{}"))
+    return f'"{text}"' if quoted else text
 
 
 def _option_type(cls: type[Pass], f: dataclasses.Field) -> Any:

@@ -120,6 +120,13 @@ def test_passes_lists_each_pass_with_its_options():
         assert line in out
 
 
+def test_passes_shows_an_empty_default_as_quotes():
+    result = run("passes")
+    assert result.returncode == 0
+    assert '    option extents: str = ""  -- ' in result.stdout
+    assert not [ln for ln in result.stdout.splitlines() if " =   -- " in ln]
+
+
 def test_dump_dir_from_the_command_line(tmp_path):
     (tmp_path / "k.tir").write_text(KERNEL)
     result = run("opt", "k.tir", "-p", "canonicalize,cse", "--dump-dir", "dumps", cwd=tmp_path)
