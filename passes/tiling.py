@@ -564,7 +564,9 @@ class _KernelTiling:
         name = self.kernel.sym_name
         hint = (
             "mma.sync m16n8k16 needs M, N and K tiles that are multiples of 16·W_m, 8·W_n and "
-            "16 for W_m x W_n warps; change the pin, or run tiling{mma=false} for the FMA path"
+            "16 for W_m x W_n warps; change the pin, or take the FMA path with "
+            "--pass-option tiling.mma=false (in @tilec.jit: "
+            'pass_options={"tiling": {"mma": False}})'
         )
         if self.warps_pin is not None:
             fitting = [
