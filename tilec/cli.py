@@ -83,6 +83,18 @@ def _add_instrumentation_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_arch_flag(parser: argparse.ArgumentParser) -> None:
+    """`--arch` (`tilec compile` and `tilec explore`): one of the architectures the lowering
+    supports."""
+    from tilec.lowering import llvm
+
+    parser.add_argument(
+        "--arch",
+        choices=llvm.ARCHES,
+        help="GPU architecture to compile for (default: the GPU present, else sm_90a)",
+    )
+
+
 def _add_pinning_flags(parser: argparse.ArgumentParser) -> None:
     """The flags that pin what the passes decide (`tilec compile` and `tilec explore`)."""
     parser.add_argument(
@@ -169,11 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ptx (default); cubin (needs ptxas and -o). llvm/ptx/cubin run the default pipeline "
         "unless -p is given",
     )
-    comp.add_argument(
-        "--arch",
-        choices=["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"],
-        help="GPU architecture to compile for (default: the GPU present, else sm_90a)",
-    )
+    _add_arch_flag(comp)
     comp.add_argument(
         "-k", "--kernel", action="append", default=[], help="compile only this kernel (repeatable)"
     )

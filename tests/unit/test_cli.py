@@ -127,6 +127,17 @@ def test_passes_shows_an_empty_default_as_quotes():
     assert not [ln for ln in result.stdout.splitlines() if " =   -- " in ln]
 
 
+def test_compile_and_explore_take_the_architectures_the_lowering_supports(monkeypatch):
+    import tilec.lowering.llvm
+    from tilec.cli import build_parser
+
+    # A new architecture added to the lowering is one `--arch` accepts everywhere.
+    monkeypatch.setattr(tilec.lowering.llvm, "ARCHES", (*tilec.lowering.llvm.ARCHES, "sm_100"))
+    parser = build_parser()
+    for command in ("compile", "explore"):
+        assert parser.parse_args([command, "k.tile", "--arch", "sm_100"]).arch == "sm_100"
+
+
 def test_dump_dir_from_the_command_line(tmp_path):
     (tmp_path / "k.tir").write_text(KERNEL)
     result = run("opt", "k.tir", "-p", "canonicalize,cse", "--dump-dir", "dumps", cwd=tmp_path)

@@ -20,7 +20,7 @@ __all__ = ["add_arguments", "default_output", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `explore` subcommand's arguments."""
-    from tilec.cli import _add_pinning_flags
+    from tilec.cli import _add_arch_flag, _add_pinning_flags
 
     parser.add_argument("file", help=".tile file to explore ('-' for stdin)")
     parser.add_argument(
@@ -32,11 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the HTML file to write (default: FILE with .html in place of .tile, in the "
         "current directory)",
     )
-    parser.add_argument(
-        "--arch",
-        choices=["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"],
-        help="GPU architecture to compile for (default: the GPU present, else sm_90a)",
-    )
+    _add_arch_flag(parser)
     parser.add_argument(
         "-p",
         "--pipeline",
