@@ -54,6 +54,8 @@ from tilec.passmanager import Pass, PassContext, option, register_pass
 __all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
 
 MAX_DEFAULT_STAGES = 4
+SM_SHARED_SM90 = 233472  # bytes of shared memory per SM on sm_90 (228 KiB)
+DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's share (sm_80+)
 
 
 @register_pass
@@ -91,6 +93,11 @@ class Pipeline(Pass):
         )
         shared_limit: int = option(
             SHARED_LIMIT_SM90, "shared memory per block in bytes (sm_90: 227 KiB)"
+        )
+        sm_shared: int = option(
+            SM_SHARED_SM90,
+            "shared memory per SM in bytes (sm_90: 228 KiB), shared by the blocks a kernel's "
+            "tilec.min_blocks_per_sm asks for (each also holds 1 KiB the driver reserves)",
         )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
@@ -169,6 +176,9 @@ def _choose_stages(
     if options.num_stages > 0:
         return options.num_stages, "option num_stages"
     limit = options.shared_limit
+    blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
+    if blocks is not None and blocks.value > 1:  # the occupancy a pass asked for
+        limit = min(limit, options.sm_shared // blocks.value - DRIVER_RESERVED_SHARED)
     needed = {}
     for stages in range(MAX_DEFAULT_STAGES, 1, -1):
         plan = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams})
@@ -179,7 +189,13 @@ def _choose_stages(
                 if stages + 1 in needed
                 else f" (at most {MAX_DEFAULT_STAGES} by default)"
             )
-            return stages, f"the most that fit: {plan.total} of {limit} bytes{more}"
+            share = (
+                f" (the SM's {options.sm_shared} over {blocks.value} blocks, less "
+                f"{DRIVER_RESERVED_SHARED} reserved each: tilec.min_blocks_per_sm)"
+                if blocks is not None and blocks.value > 1 and limit < options.shared_limit
+                else ""
+            )
+            return stages, f"the most that fit: {plan.total} of {limit} bytes{share}{more}"
     return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
 
 

@@ -139,6 +139,30 @@ def swizzle_for(tile: TileType) -> tuple[SharedLayout, str]:
     return SharedLayout(vec, per_phase, max_phase, (1, 0)), why
 
 
+def wgmma_swizzle_for(tile: TileType, index: int) -> tuple[SharedLayout, str]:
+    """The `#shared` layout of a `wgmma` operand (`tilec.lowering.tensorcore.lower_wgmma_dot`):
+    the 128-byte swizzle of its canonical layouts, A (index 0, K-major) with its 8-row groups
+    in the accumulator's row order, B (index 1, N-major) in blocks of 64 columns."""
+    columns = tile.shape[1]
+    size = element_bytes(tile.element)
+    vec = LDMATRIX_ROW // size
+    if index == 0:
+        if columns * size != BANK_LINE:
+            raise ValueError(f"wgmma's A tile needs rows of 128 bytes, not {columns * size}")
+        return SharedLayout(vec, 1, 8, (1, 0), interleave=2), (
+            "wgmma's K-major operand in 128-byte swizzle atoms (8 rows of 128 bytes, 16-byte "
+            "chunk XOR row % 8); its 8-row groups stored in the order of the accumulator's rows "
+            "(interleave = 2)"
+        )
+    block = BANK_LINE // size
+    if columns % block:
+        raise ValueError(f"wgmma's B tile needs a multiple of {block} columns, not {columns}")
+    return SharedLayout(vec, 1, 8, (1, 0), col_block=block), (
+        f"wgmma's N-major operand in 128-byte swizzle atoms: blocks of {block} columns, each "
+        "holding every row (16-byte chunk XOR row % 8)"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Staging dot operands
 
@@ -165,7 +189,10 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
         for dot, index in members:
             operand = dot.operands[index]
             tile = operand.type
-            layout, why = swizzle_for(tile)
+            if dot.result.type.layout.version == 3:
+                layout, why = wgmma_swizzle_for(tile, index)
+            else:
+                layout, why = swizzle_for(tile)
             buffer_type = SharedType((1, *tile.shape), tile.element, layout)
             with top.located(dot.loc):
                 alloc = top.create(shared.AllocSharedOp, result_types=[buffer_type])
@@ -188,7 +215,11 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
                 buffer=alloc.result,
                 slot=zero,
                 result_types=[
-                    TileType(tile.shape, tile.element, DotOperandLayout(index, mma.warps_per_cta))
+                    TileType(
+                        tile.shape,
+                        tile.element,
+                        DotOperandLayout(index, mma.warps_per_cta, 3 if mma.version == 3 else 2),
+                    )
                 ],
                 loc=dot.loc,
             )

@@ -30,6 +30,7 @@ from tilec.lowering.layouts import (
     WARP_SIZE,
     element_bytes,
     mma_accumulator_layout,
+    wgmma_accumulator_layout,
 )
 from tilec.passes.pipeline import MAX_DEFAULT_STAGES
 from tilec.passes.specialize import (
@@ -44,6 +45,7 @@ from tilec.passes.specialize import (
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Tiling"]
+
 
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 # Warp counts the search tries when none is pinned, most preferred first: 4 warps (a 2x2 grid of
@@ -110,6 +112,14 @@ class Tiling(Pass):
         )
         num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
         mma: bool = option(True, "tile f16/bf16 dots for mma.sync m16n8k16 (false: FMA path)")
+        wgmma: bool = option(
+            True,
+            "on sm_90a (option arch), a single matmul dot with free tile sizes takes wgmma "
+            "m64n128k16 on 8 warps (false: mma.sync)",
+        )
+        arch: str = option(
+            "", "the target architecture (the compiler sets it when lowering; '': unknown)"
+        )
         group_m: int = option(8, "blocks grouped along grid axis 0 for L2 reuse (1: off)")
         stages: int = option(
             MAX_DEFAULT_STAGES,
@@ -325,12 +335,18 @@ class _KernelTiling:
                         (_streamed(op.a, op), _streamed(op.b, op)),
                     )
                 )
-        config = self.choose_mma(mma_dots) if mma_dots else None
+        wgmma = self.opts.wgmma and self.opts.arch == "sm_90a" and self.wgmma_fits(mma_dots)
+        if wgmma:
+            config = _Config({mma_dots[0].m: 128, mma_dots[0].n: 128, mma_dots[0].k: 64}, (8, 1))
+        else:
+            config = self.choose_mma(mma_dots) if mma_dots else None
         if config is not None:
             for name, size in config.sizes.items():
                 s = self.plan.symbols[name]
                 s.size, s.free = size, False
-                s.reason = s.reason.split(":")[0] + ": mma.sync tiling"
+                s.reason = s.reason.split(":")[0] + (
+                    ": wgmma tiling" if wgmma else ": mma.sync tiling"
+                )
             num_warps = config.num_warps
         self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
         if not dot_ops:
@@ -342,12 +358,43 @@ class _KernelTiling:
             num_warps = self.plain_warps()
         if num_warps is not None:
             kernel.attributes["tilec.num_warps"] = IntegerAttr(num_warps)
-        if config is not None:
+        if config is not None and wgmma:
+            _set_accumulator_layout(mma_dots[0].op, wgmma_accumulator_layout(8, 128))
+            # Two blocks per SM: ptxas keeps to 128 registers a thread (left alone it took
+            # 148 on the H200, and one block fit) and pipeline sizes the stages for half an
+            # SM's shared memory (3 of 32 KiB; 4 leave one block: measured slower).
+            kernel.attributes.setdefault("tilec.min_blocks_per_sm", IntegerAttr(2))
+            self.ctx.remark(
+                kernel,
+                "BM=128, BN=128, BK=64, 8 warps: wgmma m64n128k16 (sm_90a, option wgmma), two "
+                "warpgroups of 64x128, both operands read from shared memory; two blocks per SM "
+                "(tilec.min_blocks_per_sm = 2: at most 128 registers a thread, stages for half "
+                "an SM's shared memory)",
+            )
+        elif config is not None:
             layout = mma_accumulator_layout(config.warps)
             for dot in mma_dots:
                 _set_accumulator_layout(dot.op, layout)
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         self.group(bool(dot_ops))
+
+    def wgmma_fits(self, dots: list[_Dot]) -> bool:
+        """Whether the kernel takes the wgmma tiling: one f16/bf16 dot whose M, N and K tile
+        sizes are free to be 128, 128 and 64, both operands loaded from memory (wgmma reads
+        them from shared memory; a computed operand such as attention's P stays on mma.sync),
+        and no other warp count pinned."""
+        if len(dots) != 1 or (self.warps_pin is not None and self.warps_pin != 8):
+            return False
+        dot = dots[0]
+        for name, size in ((dot.m, 128), (dot.n, 128), (dot.k, 64)):
+            if not isinstance(name, str):
+                return False
+            symbol = self.plan.symbols[name]
+            if not symbol.free or (symbol.cap is not None and symbol.cap < size):
+                return False
+        if len({dot.m, dot.n, dot.k}) != 3:
+            return False
+        return _operand_load(dot.op.a) is not None and _operand_load(dot.op.b) is not None
 
     def plain_warps(self) -> int | None:
         """A kernel without tensor-core dots: its pin, else None (assign-layouts chooses, from

@@ -84,6 +84,15 @@ TARGETS = ("tir", "llvm", "ptx", "cubin")
 LOWERING_STEPS = ("lower-to-llvm", "ptx", "cubin")
 
 
+def _tell_target(manager: PassManager, arch: str) -> None:
+    """Passes that decide by the target (tiling: wgmma on sm_90a) learn the architecture the
+    compilation lowers for, unless the pipeline text names one."""
+    for p in manager.passes:
+        options = getattr(p, "options", None)
+        if options is not None and hasattr(options, "arch") and not options.arch:
+            p.options = dataclasses.replace(options, arch=arch)
+
+
 def build_pipeline(
     pipeline: str | None = None,
     *,
@@ -462,6 +471,8 @@ def compile_program(
     if target == "ptx" and dump_dir is not None and find_ptxas() is not None:
         steps = LOWERING_STEPS
     manager = PassManager.from_text(pipeline, instrumentation, steps)
+    if steps:
+        _tell_target(manager, arch or default_arch())
     result = CompiledProgram(None, program, source=source, filename=program.filename)
     result.pass_manager = manager
     if source is not None:

@@ -193,12 +193,17 @@ class _Kernel:
         text = str(warps)
         reasons: list[str] = []
         if mma:
-            wm, wn = mma[0].result.type.layout.warps_per_cta
+            layout = mma[0].result.type.layout
+            wm, wn = layout.warps_per_cta
             m, n = mma[0].result.type.shape
-            text += f": {wm}x{wn} warp tiles of {m // wm}x{n // wn}, mma.sync m16n8k16"
-            reasons += [
-                m_ for m_ in self.said(self.kernel, "tiling") if "accumulator registers" in m_
-            ]
+            if layout.version == 3:
+                text += f": {wm // 4} warpgroups of 64x{n}, wgmma m64n{n}k16"
+                reasons += [m_ for m_ in self.said(self.kernel, "tiling") if "wgmma" in m_]
+            else:
+                text += f": {wm}x{wn} warp tiles of {m // wm}x{n // wn}, mma.sync m16n8k16"
+                reasons += [
+                    m_ for m_ in self.said(self.kernel, "tiling") if "accumulator registers" in m_
+                ]
         if len(mma) < len(dots):
             text += f"; {len(dots) - len(mma)} tile.dot on the FMA path"
             for d in dots:

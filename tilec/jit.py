@@ -297,12 +297,13 @@ class JitFunction:
         # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
         exact = [d for d in self._whole_dims if arguments.extents[d] == extents[d]]
         pass_options = self.pass_options
-        if extents and "extents" not in pass_options.get("tiling", {}):
-            text = ",".join(f"{d}={n}" for d, n in extents.items())
-            tiling = {**pass_options.get("tiling", {}), "extents": text}
+        tiling = dict(pass_options.get("tiling", {}))
+        tiling.setdefault("arch", arch)  # the target decides the tensor-core path (wgmma)
+        if extents and "extents" not in tiling:
+            tiling["extents"] = ",".join(f"{d}={n}" for d, n in extents.items())
             if exact:
                 tiling["exact"] = ",".join(exact)
-            pass_options = {**pass_options, "tiling": tiling}
+        pass_options = {**pass_options, "tiling": tiling}
         pipeline = build_pipeline(disable=self.disable, options=pass_options)
         # The facts go into the IR first, for the passes (vectorize) and the lowering alike.
         pipeline = f"{_assume_pass(specialization)},{pipeline}"

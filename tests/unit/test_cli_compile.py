@@ -308,10 +308,10 @@ def test_explain_prints_the_decisions_instead_of_the_ptx(tmp_path):
 def test_explain_with_output_writes_the_ptx_too(tmp_path):
     result = run(
         "compile", MATMUL, "-k", "matmul", "--assume", "aligned,unit,divisible",
-        "--explain", "-o", "m.ptx", cwd=tmp_path,
+        "--arch", "sm_90a", "--explain", "-o", "m.ptx", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "BM=128 BN=128 BK=32" in result.stdout
+    assert "BM=128 BN=128 BK=64" in result.stdout and "wgmma" in result.stdout
     assert ".entry matmul" in (tmp_path / "m.ptx").read_text()
 
 
@@ -345,7 +345,7 @@ def test_pass_option_pins_the_stages(tmp_path):
 def test_warps_pin_reaches_the_kernel(tmp_path):
     result = run(
         "compile", MATMUL, "-k", "matmul", "--assume", "aligned,unit,divisible",
-        "--warps", "8", "--explain", cwd=tmp_path,
+        "--warps", "8", "--arch", "sm_80", "--explain", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "  warps       8: 2x4 warp tiles of 64x32" in result.stdout

@@ -15,9 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def explained(name: str, kernel: str, pipeline: str | None = None, **kw) -> str:
+def explained(
+    name: str, kernel: str, pipeline: str | None = None, arch: str = "sm_90a", **kw
+) -> str:
     compiled = tilec.compile(
-        EXAMPLES / f"{name}.tile", kernels=[kernel], target="ptx", arch="sm_90a", pipeline=pipeline
+        EXAMPLES / f"{name}.tile", kernels=[kernel], target="ptx", arch=arch, pipeline=pipeline
     )
     return compiled.explain(**kw)
 
@@ -42,7 +44,7 @@ def no_ptxas(monkeypatch) -> None:
 
 def test_matmul_explains_every_decision(monkeypatch):
     no_ptxas(monkeypatch)
-    text = explained("matmul", "matmul", aligned_pipeline())
+    text = explained("matmul", "matmul", aligned_pipeline(), arch="sm_80")  # mma.sync
     assert text.startswith("kernel matmul  (")
     assert "examples/matmul.tile:3)" in text.splitlines()[0]
     grid = section(text, "grid")
@@ -139,7 +141,23 @@ def test_real_ptxas_reports_registers_and_shared_memory():
     text = explained("matmul", "matmul", aligned_pipeline())
     ptxas = section(text, "ptxas")
     assert ptxas.split()[1] == "sm_90a:" and "registers" in ptxas
-    assert "65536 B dynamic shared" in ptxas
+    assert "98304 B dynamic shared" in ptxas  # wgmma: 3 stages of 32 KiB
+
+
+def test_matmul_on_sm_90a_explains_the_wgmma_tiling(monkeypatch):
+    no_ptxas(monkeypatch)
+    text = explained("matmul", "matmul", aligned_pipeline())
+    assert "BM=128 BN=128 BK=64" in section(text, "tiles")
+    warps = section(text, "warps")
+    assert "8: 2 warpgroups of 64x128, wgmma m64n128k16" in warps
+    assert "two blocks per SM" in warps
+    assert "#mma<version = 3, warps_per_cta = [8, 1], instr_shape = [64, 128, 16]>" in section(
+        text, "layouts"
+    )
+    shared = section(text, "shared")
+    assert "interleave = 2" in shared and "col_block = 64" in shared
+    stages = section(text, "stages")
+    assert stages.split()[1] == "3" and "tilec.min_blocks_per_sm" in stages
 
 
 def test_tile_ir_only_says_there_is_no_ptx():

@@ -42,11 +42,28 @@ def u16(text: str) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def matmul():
+    # sm_80: the mma.sync tiling whose pictures the tests below know (sm_90a takes wgmma:
+    # test_wgmma_swizzle_pictures_are_permutations_of_each_row).
     compiled = tilec.compile(
-        MATMUL, kernels=["matmul"], pipeline=ASSUME, target="ptx", keep_going=True
+        MATMUL, kernels=["matmul"], pipeline=ASSUME, target="ptx", arch="sm_80", keep_going=True
     )
     assert compiled.error is None
     return compiled, report_data(compiled)
+
+
+def test_wgmma_swizzle_pictures_are_permutations_of_each_row():
+    compiled = tilec.compile(
+        MATMUL, kernels=["matmul"], pipeline=ASSUME, target="ptx", arch="sm_90a"
+    )
+    data = report_data(compiled)
+    pictures = [data["pictures"][i] for i in stage(data, "smem-placement")["pictures"]]
+    swizzles = [p for p in pictures if p["kind"] == "swizzle"]
+    assert len(swizzles) == 2
+    assert any("interleave" in p["layout"] for p in swizzles)
+    assert any("col_block" in p["layout"] for p in swizzles)
+    for p in swizzles:
+        for row in p["chunks"]:
+            assert sorted(row) == list(range(len(row)))
 
 
 def stage(data: dict, name: str) -> dict:

@@ -146,6 +146,12 @@ class SharedLayout(ParametricAttr):
     per_phase: int
     max_phase: int
     order: tuple[int, ...]
+    # wgmma operands (`tilec.lowering.tensorcore`): `interleave = 2` stores the slot's 8-row
+    # group L of G at position 2 (L mod G/2) + L div G/2, the row order of a wgmma accumulator
+    # whose warps hold 8-row groups G/2 apart; `col_block = n` stores the last dimension in
+    # blocks of n elements, each block holding every row (the N-major operand's 128-byte atoms).
+    interleave: int = 1
+    col_block: int = 0
 
 
 @parametric_attr
@@ -162,6 +168,9 @@ class DotOperandLayout(ParametricAttr):
     mnemonic: ClassVar[str] = "dot_operand"
     index: int
     warps_per_cta: tuple[int, ...]
+    # 3: the operand of a `wgmma` dot, read by the tensor cores from its shared buffer (the
+    # value is that buffer's slot, no registers).
+    version: int = 2
 
 
 @parametric_attr

@@ -118,12 +118,16 @@ def swizzle_picture(buffer: SharedType) -> dict[str, Any]:
     period = layout.per_phase * layout.max_phase
     shown_rows = min(rows, max(2 * period, 8), MAX_SWIZZLE_ROWS)
     grid = [[0] * chunks_per_row for _ in range(shown_rows)]
-    banks = []
+    banks = [[0] * chunks_per_row for _ in range(shown_rows)]
+    # A row is stored as segments of `segment` elements (the whole row, or wgmma's column
+    # blocks); position p of a row counts chunks segment by segment.
+    segment = layout.col_block or cols
     for r in range(shown_rows):
         for c in range(chunks_per_row):
             offset = swizzled_offset(layout, slot_shape, r, c * vec)
-            grid[r][(offset - r * cols) // vec] = c
-        banks.append([(r * cols + p * vec) * width // 4 % 32 for p in range(chunks_per_row)])
+            p = (c * vec // segment) * (segment // vec) + offset % segment // vec
+            grid[r][p] = c
+            banks[r][p] = (offset - offset % vec) * width // 4 % 32
     # What one ldmatrix phase reads: the same logical chunk of 8 consecutive rows. On 8
     # different 16-byte bank groups it is conflict-free.
     first = [

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar
 
 from tilec.ir.types import Type
@@ -151,9 +151,12 @@ class ParametricAttr(Attribute):
     mnemonic: ClassVar[str]
 
     def __str__(self) -> str:
+        # A field with a default is printed only when it differs from it (optional params).
         params = ", ".join(
-            f"{f.name} = {_format_param(getattr(self, f.name))}" for f in fields(self)
-        )  # type: ignore[arg-type]
+            f"{f.name} = {_format_param(getattr(self, f.name))}"
+            for f in fields(self)  # type: ignore[arg-type]
+            if f.default is MISSING or getattr(self, f.name) != f.default
+        )
         return f"#{self.mnemonic}<{params}>"
 
 

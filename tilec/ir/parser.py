@@ -310,7 +310,7 @@ class Parser:
             raise self.error(
                 f"unknown attribute '#{mnemonic}'", at=at, hint=f"known attributes: {known}"
             )
-        from dataclasses import fields
+        from dataclasses import MISSING, fields
 
         declared = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         self.expect("<", f"after '#{mnemonic}'")
@@ -329,7 +329,7 @@ class Parser:
             if not self.optional(","):
                 break
         self.expect(">", f"to close '#{mnemonic}<'")
-        missing = declared - values.keys()
+        missing = {f.name for f in fields(cls) if f.default is MISSING} - values.keys()  # type: ignore[arg-type]
         if missing:
             raise self.error(f"'#{mnemonic}' is missing {', '.join(sorted(missing))}", at=at)
         try:

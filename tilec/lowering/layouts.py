@@ -61,6 +61,7 @@ __all__ = [
     "row_major_strides",
     "same_placement",
     "slice_layout",
+    "wgmma_accumulator_layout",
 ]
 
 WARP_SIZE = 32
@@ -92,6 +93,12 @@ def mma_accumulator_layout(warps_per_cta: Sequence[int]) -> MmaLayout:
     return MmaLayout(2, tuple(warps_per_cta), MMA_INSTR_SHAPE)
 
 
+def wgmma_accumulator_layout(warps: int, n: int) -> MmaLayout:
+    """The `#mma` layout of a `wgmma.m64nNk16` accumulator on `warps` warps (warpgroups of 4
+    stacked along M, 16 rows per warp) with N = `n`."""
+    return MmaLayout(3, (warps, 1), (64, n, 16))
+
+
 def as_blocked(layout: Attribute) -> BlockedLayout:
     """The `#blocked` layout that spreads elements exactly as `layout` does.
 
@@ -103,6 +110,14 @@ def as_blocked(layout: Attribute) -> BlockedLayout:
     works on `#blocked` tiles works on accumulators unchanged.
     """
     if isinstance(layout, MmaLayout):
+        if layout.version == 3:
+            # wgmma: the same per-instruction pattern with the warps stacked along M, each
+            # warp's two 8-row halves 8 W rows apart (the A buffer's `interleave` makes the
+            # hardware's rows these: `tilec.lowering.tensorcore.lower_wgmma_dot`).
+            warps = tuple(layout.warps_per_cta)
+            if len(warps) != 2 or warps[1] != 1 or warps[0] % 4:
+                raise ValueError(f"{layout}: wgmma needs warps_per_cta [4 k, 1]")
+            return BlockedLayout((1, 2), (8, 4), warps, (1, 0))
         if layout.version != 2 or tuple(layout.instr_shape) != MMA_INSTR_SHAPE:
             raise ValueError(f"{layout}: only version 2 with instr_shape [16, 8, 16] is lowered")
         return BlockedLayout((1, 2), (8, 4), tuple(layout.warps_per_cta), (1, 0))
@@ -139,6 +154,8 @@ def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str
             except ValueError as e:
                 return str(e)
             m, n = 16 * warps[0], 8 * warps[1]
+            if layout.version == 3 and tuple(shape) != (m, layout.instr_shape[1]):
+                return f"a wgmma accumulator on {warps[0]} warps is {m}x{layout.instr_shape[1]}"
             if shape[0] % m or shape[1] % n:
                 return f"tile {list(shape)} is not a whole number of {m}x{n} warp tiles"
         return None

@@ -483,6 +483,8 @@ class _KernelLowering:
         self.scratch = None
         if self.abi.shared_bytes:
             self.scratch = _shared_array(llmod)
+            if tensorcore.uses_wgmma(func):  # wgmma's 128-byte swizzle repeats every 1 KiB
+                self.scratch.align = max(self.scratch.align, tensorcore.SWIZZLE_ATOM)
         self.prologue = ir.IRBuilder(entry)
         self.prologue.position_before(self.b.branch(body))
         self.b.position_at_end(body)
@@ -1125,6 +1127,8 @@ class _KernelLowering:
         return [results] if isinstance(result_t, TileType) else [results[0]]
 
     def dot(self, op: Operation) -> list[Any]:
+        if tensorcore.is_wgmma_dot(op):
+            return tensorcore.lower_wgmma_dot(self, op)
         if tensorcore.is_tensor_core_dot(op):
             return tensorcore.lower_mma_dot(self, op)
         b = self.b

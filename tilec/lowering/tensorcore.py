@@ -203,15 +203,55 @@ def shared_bytes(kernel: Operation) -> int:
     return _aligned(need, SCRATCH_ALIGNMENT) if need else 0
 
 
+def stored_row(layout: SharedLayout | None, rows: int, r: int) -> int:
+    """The row of a slot of `rows` rows where `layout` stores row `r` (`interleave`)."""
+    if layout is None or layout.interleave == 1:
+        return r
+    half = rows // 16  # G/2 for G groups of 8 rows
+    group, within = divmod(r, 8)
+    return (2 * (group % half) + group // half) * 8 + within
+
+
 def swizzled_offset(layout: SharedLayout | None, shape: tuple[int, ...], r: int, c: int) -> int:
     """Element offset, within a slot of `shape`, of row `r` (leading dimensions flattened)
     and column `c` of the last dimension."""
     cols = shape[-1]
-    if layout is None or layout.max_phase == 1:
+    if layout is None:
         return r * cols + c
+    rows = math.prod(shape[:-1])
+    r = stored_row(layout, rows, r)
+    base = 0
+    if layout.col_block:
+        block, c = divmod(c, layout.col_block)
+        cols = layout.col_block
+        base = block * rows * cols
+    if layout.max_phase == 1:
+        return base + r * cols + c
     vec = layout.vec
     chunk = (c // vec) ^ ((r // layout.per_phase) % layout.max_phase)
-    return r * cols + chunk * vec + c % vec
+    return base + r * cols + chunk * vec + c % vec
+
+
+def is_wgmma_dot(op: Operation) -> bool:
+    """Whether `op` is a `tile.dot` the lowering turns into `wgmma` (sm_90a)."""
+    return (
+        isinstance(op, T.DotOp)
+        and isinstance(op.result.type.layout, MmaLayout)
+        and op.result.type.layout.version == 3
+        and all(
+            isinstance(x.type.layout, DotOperandLayout) and x.type.layout.version == 3
+            for x in (op.a, op.b)
+        )
+    )
+
+
+def uses_wgmma(kernel: Operation) -> bool:
+    """Whether the kernel has a `wgmma` dot (memoized on the op: asked at every barrier)."""
+    found = getattr(kernel, "_tilec_wgmma", None)
+    if found is None:
+        found = any(is_wgmma_dot(op) for op in kernel.walk())
+        object.__setattr__(kernel, "_tilec_wgmma", found)
+    return found
 
 
 def is_tensor_core_dot(op: Operation) -> bool:
@@ -311,6 +351,10 @@ def lower_alloc_shared(k: _KernelLowering, op: Operation) -> list[Any]:
 
 
 def lower_barrier(k: _KernelLowering, op: Operation) -> None:
+    if uses_wgmma(k.func):
+        # Shared memory written by this thread (landed cp.async copies, st.shared) that wgmma
+        # reads next goes through the async proxy: make it visible there before the barrier.
+        _asm(k, ir.VoidType(), [], "fence.proxy.async.shared::cta;", "")
     k.barrier()
 
 
@@ -340,15 +384,30 @@ def _swizzled_bytes(
     size = element_bytes(buf.type.element)
     layout = buf.layout
     col_v = _i32(col) if isinstance(col, int) else col
+    base: ir.Value = _i32(0)
+    if layout is not None and layout.interleave != 1:  # `stored_row`
+        half = math.prod(shape[:-1]) // 16
+        group = b.lshr(row, _i32(3))
+        moved = b.or_(
+            b.shl(b.and_(group, _i32(half - 1)), _i32(1)),
+            b.lshr(group, _i32(half.bit_length() - 1)),
+        )
+        row = b.or_(b.shl(moved, _i32(3)), b.and_(row, _i32(7)))
+    if layout is not None and layout.col_block:
+        width = layout.col_block
+        block = b.lshr(col_v, _i32(width.bit_length() - 1))
+        base = b.mul(block, _i32(math.prod(shape[:-1]) * width))
+        col_v = b.and_(col_v, _i32(width - 1))
+        cols = width
     if layout is None or layout.max_phase == 1:
-        flat = b.add(b.mul(row, _i32(cols)), col_v)
+        flat = b.add(base, b.add(b.mul(row, _i32(cols)), col_v))
         return b.mul(flat, _i32(size))
     vec = layout.vec
     phase = b.and_(b.lshr(row, _i32(layout.per_phase.bit_length() - 1)), _i32(layout.max_phase - 1))
     chunk = b.xor(b.lshr(col_v, _i32(vec.bit_length() - 1)), phase)
     within = b.and_(col_v, _i32(vec - 1))
     flat = b.add(b.add(b.mul(row, _i32(cols)), b.shl(chunk, _i32(vec.bit_length() - 1))), within)
-    return b.mul(flat, _i32(size))
+    return b.mul(b.add(base, flat), _i32(size))
 
 
 def lower_async_copy(k: _KernelLowering, op: Operation) -> None:
@@ -481,10 +540,20 @@ def lower_store_shared(k: _KernelLowering, op: Operation) -> None:
     k.when(k.unique_owner(m), emit)
 
 
+@dataclass
+class WgmmaOperand:
+    """A `wgmma` operand: no registers, the slot of the shared buffer it is read from."""
+
+    buffer: SharedBuffer
+    slot_base: ir.Value  # i32 byte offset of the slot in the shared array
+
+
 def lower_load_shared(k: _KernelLowering, op: Operation) -> list[Any]:
     buf: SharedBuffer = k.values[op.buffer]
     t: TileType = op.result.type
     slot_base = _slot_base(k, buf, k.values[op.slot])
+    if isinstance(t.layout, DotOperandLayout) and t.layout.version == 3:
+        return [WgmmaOperand(buf, slot_base)]
     if isinstance(t.layout, DotOperandLayout):
         fragments = _fragments(k, buf, slot_base, t)
         return [fragments if _dot_follows(op) else fragments.load_all()]
@@ -708,4 +777,95 @@ def lower_mma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
                 )
                 for i, s in enumerate(slots):
                     acc[s] = b.extract_value(out, i)
+    return [acc]
+
+
+# ---------------------------------------------------------------------------------------------
+# wgmma (sm_90a)
+
+WGMMA_ROWS = 64  # one warpgroup's rows of the accumulator (m64nNk16)
+SWIZZLE_ATOM = 1024  # bytes: the 128-byte swizzle repeats every 8 rows of 128 bytes
+_SWIZZLE_128B = 1 << 30  # the descriptor's swizzle mode 1, in its high 32 bits (bit 62)
+
+
+def wgmma_descriptor_low(address: ir.Value, lbo: int, b: ir.IRBuilder) -> ir.Value:
+    """The low 32 bits of a matrix descriptor: the start address and the leading byte offset
+    (both >> 4). The high word (stride offset 1024, 128-byte swizzle) is a constant."""
+    start = b.and_(b.lshr(address, _i32(4)), _i32(0x3FFF))
+    return b.or_(start, _i32((lbo >> 4) << 16))
+
+
+def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
+    """`wgmma.mma_async.m64nNk16` for each k-step of 16, both operands read from shared memory.
+
+    The accumulator `#mma<version = 3, warps_per_cta = [W, 1]>` is the `#blocked` layout
+    ((1, 2), (8, 4), (W, 1)): thread (w, l) holds, for i in 0..1, row 8 w + 8 W i + l / 4.
+    wgmma gives warp w rows 16 w + 8 i + l / 4 of the rows as stored, so the A buffer stores
+    8-row group L at 2 (L mod W) + L div W (`#shared<..., interleave = 2>`): the two agree.
+    A (K-major, 128-byte rows) and B (N-major, in blocks of 64 columns: `col_block = 64`) use
+    the 128-byte swizzle; descriptors: A's stride offset 1024 (8 rows of 128 bytes), B's
+    leading offset the bytes of one column block, stride offset 1024. Warpgroup g reads its 64
+    rows of A from stored row 64 g. Register d[4 j + 2 i + c] of n8 block j is the slot of
+    row repeat i and column 8 j + 2 (l % 4) + c. One asm statement fences, issues the k-steps,
+    commits and waits for them, so LLVM cannot move anything into the asynchronous window.
+    """
+    a: WgmmaOperand = k.values[op.a]
+    bop: WgmmaOperand = k.values[op.b]
+    acc_t: TileType = op.result.type
+    a_t: TileType = op.a.type
+    kind = str(a_t.element)
+    if kind not in ("f16", "bf16") or str(op.b.type.element) != kind:
+        raise ValueError(f"wgmma takes f16 or bf16 operands here, not {a_t.element}")
+    if not isinstance(acc_t.element, FloatType) or acc_t.element.width != 32:
+        raise ValueError(f"wgmma accumulates in f32 here, not {acc_t.element}")
+    n = acc_t.shape[1]
+    depth = a_t.shape[1]
+    if depth * element_bytes(a_t.element) != 128 or n % 64 or n > 256:
+        raise ValueError("wgmma lowering needs K tiles of 128 bytes and N a multiple of 64 <= 256")
+    for operand in (a, bop):
+        offset = operand.buffer.offset
+        if offset % SWIZZLE_ATOM or operand.buffer.slot_bytes % SWIZZLE_ATOM:
+            raise ValueError(
+                f"wgmma operand buffer at byte {offset} (slots of {operand.buffer.slot_bytes}): "
+                f"its slots must start on {SWIZZLE_ATOM}-byte boundaries"
+            )
+    b = k.b
+    group = k.prologue.lshr(k.warp, _i32(2))
+    a_rows = k.prologue.mul(group, _i32(WGMMA_ROWS * 128))
+    a_addr = b.add(_shared_address(k, a.slot_base), a_rows)
+    b_addr = _shared_address(k, bop.slot_base)
+    b_lbo = depth * 128  # one block of 64 columns: every k row of 128 bytes
+    high = _i32((SWIZZLE_ATOM >> 4) | _SWIZZLE_128B)
+    descriptors: list[ir.Value] = []
+    for kk in range(depth // 16):
+        for address, lbo, step in ((a_addr, 16, 32), (b_addr, b_lbo, 16 * 128)):
+            low = wgmma_descriptor_low(b.add(address, _i32(kk * step)), lbo, b)
+            wide = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
+            descriptors.append(wide)
+    acc = list(k.values[op.acc])
+    per_row = n // 4  # slots per row repeat: n/8 column groups x 2
+    order = [i * per_row + 2 * j + c for j in range(n // 8) for i in range(2) for c in range(2)]
+    count = len(order)
+    regs = "{" + ", ".join(f"${r}" for r in range(count)) + "}"
+    lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;", "wgmma.fence.sync.aligned;"]
+    for kk in range(depth // 16):
+        da, db = 2 * count + 2 * kk, 2 * count + 2 * kk + 1
+        lines.append(
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
+            f"${da}, ${db}, p, 1, 1, 0, 1;"
+        )
+    lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "}"]
+    text = "\n\t".join(lines)
+    constraints = ",".join(
+        ["=f"] * count + [str(r) for r in range(count)] + ["l"] * len(descriptors)
+    )
+    out = _asm(
+        k,
+        ir.LiteralStructType([F32] * count),
+        [*(acc[s] for s in order), *descriptors],
+        text,
+        constraints,
+    )
+    for r, s in enumerate(order):
+        acc[s] = b.extract_value(out, r)
     return [acc]

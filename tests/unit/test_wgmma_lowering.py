@@ -1,0 +1,136 @@
+"""The wgmma path of the compiler (sm_90a), checked on the CPU against a model of the hardware.
+
+`tilec.benchmarks.wgmma_probe` holds the model (which shared address a descriptor's canonical
+layout reads for each element, from the PTX ISA) and was checked on the H200. Here the
+compiler's own pieces must agree with it: the `#shared` layouts smem-placement gives wgmma
+operands (`swizzled_offset`, which the copies write by), the descriptors
+`lower_wgmma_dot` builds, and the register order of the accumulator against its `#blocked`
+equivalent (`as_blocked`, which every other op reads by).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.benchmarks.wgmma_probe import descriptor, k_major_address, mn_major_address
+from tilec.dialects.tile import MmaLayout, SharedLayout
+from tilec.ir.types import TileType, f16
+from tilec.lowering.layouts import ThreadMap, as_blocked, wgmma_accumulator_layout
+from tilec.lowering.tensorcore import SWIZZLE_ATOM, stored_row, swizzled_offset
+from tilec.passes.smem_placement import wgmma_swizzle_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+BM, BN, BK, WARPS = 128, 128, 64, 8
+
+
+def test_operand_layouts_are_what_the_descriptors_read():
+    a_layout, _ = wgmma_swizzle_for(TileType((BM, BK), f16), 0)
+    b_layout, _ = wgmma_swizzle_for(TileType((BK, BN), f16), 1)
+    assert a_layout == SharedLayout(8, 1, 8, (1, 0), interleave=2)
+    assert b_layout == SharedLayout(8, 1, 8, (1, 0), col_block=64)
+    a_base, b_base = 0, 3 * BM * BK * 2  # two buffers, 1 KiB aligned like the lowering's
+    for kk in range(BK // 16):
+        for g in range(BM // 64):
+            desc = descriptor(a_base + g * 64 * 128 + kk * 32, 16, SWIZZLE_ATOM)
+            for s in range(64):  # the row of the warpgroup's 64 as the hardware counts it
+                w = 4 * g + s // 16  # its warp, and which 8-row half
+                logical = 8 * w + 8 * WARPS * ((s // 8) % 2) + s % 8
+                for kc in range(16):
+                    written = a_base + 2 * swizzled_offset(
+                        a_layout, (BM, BK), logical, 16 * kk + kc
+                    )
+                    assert k_major_address(desc, s, kc) == written, (g, s, kk, kc)
+        desc = descriptor(b_base + kk * 16 * 128, BK * 128, SWIZZLE_ATOM)
+        for kc in range(16):
+            for n in range(BN):
+                written = b_base + 2 * swizzled_offset(b_layout, (BK, BN), 16 * kk + kc, n)
+                assert mn_major_address(desc, kc, n) == written, (kk, kc, n)
+
+
+def test_stored_rows_are_a_permutation_of_8_row_groups():
+    layout = SharedLayout(8, 1, 8, (1, 0), interleave=2)
+    rows = [stored_row(layout, BM, r) for r in range(BM)]
+    assert sorted(rows) == list(range(BM))
+    assert all(rows[r] % 8 == r % 8 for r in range(BM))  # the swizzle phase is kept
+
+
+def test_accumulator_registers_follow_the_blocked_equivalent():
+    """d[4 j + 2 i + c] of warp w, lane l is hardware row 16 w + 8 i + l / 4, column
+    8 j + 2 (l % 4) + c; through the A buffer's row order that is the logical row the
+    `#blocked` equivalent gives the slot `lower_wgmma_dot` reads the register from."""
+    layout = wgmma_accumulator_layout(WARPS, BN)
+    assert layout == MmaLayout(3, (8, 1), (64, 128, 16))
+    m = ThreadMap(as_blocked(layout), (BM, BN))
+    rows, cols = m.indices()
+    a_layout = SharedLayout(8, 1, 8, (1, 0), interleave=2)
+    logical_of_stored = {stored_row(a_layout, BM, r): r for r in range(BM)}
+    per_row = BN // 4
+    for thread in range(WARPS * 32):
+        w, lane = divmod(thread, 32)
+        for j in range(BN // 8):
+            for i in range(2):
+                for c in range(2):
+                    slot = i * per_row + 2 * j + c
+                    multi = m.slot_multi_index(slot)
+                    hardware_row = 16 * w + 8 * i + lane // 4
+                    assert rows[thread, multi[0]] == logical_of_stored[hardware_row]
+                    assert cols[thread, multi[1]] == 8 * j + 2 * (lane % 4) + c
+
+
+def test_matmul_for_sm_90a_takes_wgmma():
+    compiled = tilec.compile(
+        str(EXAMPLES / "matmul.tile"),
+        kernels=["matmul"],
+        pipeline=None,
+        target="ptx",
+        arch="sm_90a",
+    )
+    ptx = compiled.ptx
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") == BK // 16
+    assert "wgmma.fence.sync.aligned" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
+    assert "fence.proxy.async.shared::cta" in ptx
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx
+    assert re.search(r"\.extern \.shared \.align 1024", ptx)
+    remarks = [r.message for r in compiled.remarks if r.pass_name == "tiling"]
+    assert any("wgmma m64n128k16 (sm_90a" in r and "two blocks per SM" in r for r in remarks)
+    assert "tilec.min_blocks_per_sm = 2" in compiled.tir and ".minnctapersm 2" in ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_other_architectures_keep_mma_sync(arch):
+    ptx = tilec.compile(
+        str(EXAMPLES / "matmul.tile"), kernels=["matmul"], target="ptx", arch=arch
+    ).ptx
+    assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
+
+
+def test_wgmma_can_be_turned_off_and_pins_keep_mma_sync():
+    off = tilec.compile(
+        str(EXAMPLES / "matmul.tile"),
+        kernels=["matmul"],
+        pipeline=tilec.compiler.build_pipeline(options={"tiling": {"wgmma": False}}),
+        target="ptx",
+        arch="sm_90a",
+    ).ptx
+    assert "wgmma" not in off
+    pinned = tilec.compile(
+        str(EXAMPLES / "matmul.tile"), kernels=["matmul_pinned"], target="ptx", arch="sm_90a"
+    ).ptx
+    assert "wgmma" not in pinned  # its tiles are pinned to 128x128x32 on 8 warps
+
+
+def test_bank_layout_model_is_a_bijection_of_each_slot():
+    for layout, shape in (
+        (SharedLayout(8, 1, 8, (1, 0), interleave=2), (BM, BK)),
+        (SharedLayout(8, 1, 8, (1, 0), col_block=64), (BK, BN)),
+    ):
+        seen = np.zeros(shape[0] * shape[1], dtype=bool)
+        for r in range(shape[0]):
+            for c in range(shape[1]):
+                seen[swizzled_offset(layout, shape, r, c)] = True
+        assert seen.all()
