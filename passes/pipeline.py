@@ -37,6 +37,7 @@ from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
+from tilec.dialects.tile import MmaLayout
 from tilec.ir.attributes import IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
@@ -372,9 +373,19 @@ def _pipeline_loop(kernel: FuncOp, streams: list[_Stream], stages: int, ctx: Pas
     slot_ahead.name_hint = "slot_ahead"
     iv_ahead = top.create(arith.AddIOp, lhs=iv, rhs=distance).result
     iv_ahead.name_hint = f"{iv.name_hint or 'iv'}_ahead"
+    # A wgmma dot reads shared memory asynchronously: the copies go after it, to be issued
+    # while the tensor cores work (the slot they fill was last read an iteration ago, before
+    # the barrier); other loops copy where the tile was stored.
+    after_dot = any(
+        isinstance(op, T.DotOp)
+        and isinstance(op.result.type.layout, MmaLayout)
+        and op.result.type.layout.version == 3
+        for op in body.ops
+    )
     last_copy = None
     for s in streams:
-        last_copy = _copy(Builder.before_op(s.store), s, iv_ahead, slot_ahead)
+        anchor = loop.yield_op if after_dot else s.store
+        last_copy = _copy(Builder.before_op(anchor), s, iv_ahead, slot_ahead)
         for use in list(s.alloc.result.uses):
             if isinstance(use, shared.LoadSharedOp):
                 use.set_operand(1, slot)
