@@ -134,3 +134,23 @@ def test_bank_layout_model_is_a_bijection_of_each_slot():
             for c in range(shape[1]):
                 seen[swizzled_offset(layout, shape, r, c)] = True
         assert seen.all()
+
+
+def test_wgmma_loop_overlaps_the_copies_with_the_tensor_cores():
+    """The pipeline issues a wgmma loop's copies after the dot, and the lowering waits for
+    the wgmmas only at the next barrier (and after the loop), so the copies run while the
+    tensor cores work; the race check of the interpreter accepts the order."""
+    compiled = tilec.compile(
+        str(EXAMPLES / "matmul.tile"), kernels=["matmul"], target="ptx", arch="sm_90a"
+    )
+    loop = next(op for op in compiled.module.walk() if op.name == "scf.for")
+    names = [op.name for op in loop.body.block.ops]
+    assert names.index("tile.dot") < names.index("tile.async_copy")
+    ptx = compiled.ptx
+    issue = ptx[ptx.index("wgmma.fence") : ptx.index("wgmma.commit_group")]
+    assert "wgmma.wait_group" not in issue  # the dot only issues
+    # One wait before the loop's barrier (the slot is refilled after it), one after the loop.
+    assert ptx.count("wgmma.wait_group.sync.aligned 0") == 2
+    tir = compiled.tir
+    top = tir[tir.index("scf.for") :]
+    assert top.index("tile.barrier") < top.index("tile.dot") < top.index("tile.async_copy")
