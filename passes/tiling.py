@@ -381,9 +381,12 @@ class _KernelTiling:
     def wgmma_fits(self, dots: list[_Dot]) -> bool:
         """Whether the kernel takes the wgmma tiling: one f16/bf16 dot whose M, N and K tile
         sizes are free to be 128, 128 and 64, both operands loaded from memory (wgmma reads
-        them from shared memory; a computed operand such as attention's P stays on mma.sync),
-        and no other warp count pinned."""
+        them from shared memory; a computed operand such as attention's P stays on mma.sync)
+        with unit last strides (copied a 16-byte chunk at a time: element by element, copies
+        would starve the tensor cores), and no other warp count pinned."""
         if len(dots) != 1 or (self.warps_pin is not None and self.warps_pin != 8):
+            return False
+        if self.scattered:
             return False
         dot = dots[0]
         for name, size in ((dot.m, 128), (dot.n, 128), (dot.k, 64)):

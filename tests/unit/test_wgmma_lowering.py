@@ -25,6 +25,8 @@ from tilec.lowering.tensorcore import SWIZZLE_ATOM, stored_row, swizzled_offset
 from tilec.passes.smem_placement import wgmma_swizzle_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# What the jit records for contiguous, aligned tensors: wgmma needs unit last strides.
+CONTIGUOUS = f'assume{{all="aligned,unit,divisible"}},{tilec.compiler.DEFAULT_PIPELINE}'
 BM, BN, BK, WARPS = 128, 128, 64, 8
 
 
@@ -86,7 +88,7 @@ def test_matmul_for_sm_90a_takes_wgmma():
     compiled = tilec.compile(
         str(EXAMPLES / "matmul.tile"),
         kernels=["matmul"],
-        pipeline=None,
+        pipeline=CONTIGUOUS,
         target="ptx",
         arch="sm_90a",
     )
@@ -141,7 +143,11 @@ def test_wgmma_loop_overlaps_the_copies_with_the_tensor_cores():
     the wgmmas only at the next barrier (and after the loop), so the copies run while the
     tensor cores work; the race check of the interpreter accepts the order."""
     compiled = tilec.compile(
-        str(EXAMPLES / "matmul.tile"), kernels=["matmul"], target="ptx", arch="sm_90a"
+        str(EXAMPLES / "matmul.tile"),
+        kernels=["matmul"],
+        pipeline=CONTIGUOUS,
+        target="ptx",
+        arch="sm_90a",
     )
     loop = next(op for op in compiled.module.walk() if op.name == "scf.for")
     names = [op.name for op in loop.body.block.ops]
@@ -154,3 +160,12 @@ def test_wgmma_loop_overlaps_the_copies_with_the_tensor_cores():
     tir = compiled.tir
     top = tir[tir.index("scf.for") :]
     assert top.index("tile.barrier") < top.index("tile.dot") < top.index("tile.async_copy")
+
+
+def test_operands_of_unknown_strides_keep_mma_sync():
+    """Without unit last strides the operands are copied element by element: the wgmma
+    tiling's 128x128x64 tiles would starve, so tiling keeps the smaller mma.sync ones."""
+    ptx = tilec.compile(
+        str(EXAMPLES / "matmul.tile"), kernels=["matmul"], target="ptx", arch="sm_90a"
+    ).ptx
+    assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
