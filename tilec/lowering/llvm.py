@@ -1213,11 +1213,8 @@ class _KernelLowering:
             self.values[arg] = phis
         yielded = self.block(op.body.block)
         assert yielded is not None
-        yielded = tensorcore.finish_wgmma_iteration(self, op, yielded)
         latch = b.block
-        # Index loops never wrap: `nsw` lets LLVM see the induction variable stay >= lower
-        # (divisions of it by the step, remainders by the stages, become cheap unsigned ops).
-        iv.add_incoming(b.add(iv, step, flags=["nsw"]), latch)
+        iv.add_incoming(b.add(iv, step), latch)
         for phis, value in zip(carried, yielded):
             _add_incoming(phis, value, latch)
         b.branch(header)

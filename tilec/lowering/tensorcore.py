@@ -351,6 +351,14 @@ def lower_alloc_shared(k: _KernelLowering, op: Operation) -> list[Any]:
 
 
 def lower_barrier(k: _KernelLowering, op: Operation) -> None:
+    loop = op.parent_op
+    if isinstance(loop, scf.ForOp) and deferred_wgmma_slots(loop):
+        # Last iteration's wgmmas must have finished reading their slot before anyone
+        # passes the barrier and refills it (`lower_wgmma_dot`).
+        args = loop.body.block.args
+        for j in deferred_wgmma_slots(loop):
+            arg = args[1 + j]
+            k.values[arg] = _wgmma_wait(k, k.values[arg])
     if uses_wgmma(k.func):
         # Shared memory written by this thread (landed cp.async copies, st.shared) that wgmma
         # reads next goes through the async proxy: make it visible there before the barrier.
@@ -363,39 +371,47 @@ def lower_async_commit(k: _KernelLowering, op: Operation) -> None:
 
 
 def lower_async_wait(k: _KernelLowering, op: Operation) -> None:
+    block = op.block
+    index = block.ops.index(op) if block is not None else 0
+    before = block.ops[index - 1] if index > 0 else None
+    if isinstance(before, scf.ForOp) and deferred_wgmma_slots(before):
+        # The loop's last wgmmas are still in flight: its results are read only after this.
+        for j in deferred_wgmma_slots(before):
+            result = before.results[j]
+            k.values[result] = _wgmma_wait(k, k.values[result])
     _asm(k, ir.VoidType(), [], f"cp.async.wait_group {op.pending};", "~{memory}")
 
 
 def deferred_wgmma_slots(loop: Operation) -> list[int]:
-    """The loop-carried values of `loop` that a `wgmma` dot of its body feeds straight to the
-    `scf.yield` (memoized). `lower_wgmma_dot` issues those without waiting, and
-    `finish_wgmma_iteration` waits at the end of the body: what the body does after the dot
-    (the pipeline puts the next copies there) runs while the tensor cores work, and the
-    loop-carried copies of the accumulators happen after the wait (ptxas serializes wgmmas
-    whose accumulator registers other instructions redefine while they are in flight)."""
+    """The loop-carried values of `loop` that a `wgmma` dot leaves in flight at the end of an
+    iteration (memoized): those the dot's result feeds straight to the `scf.yield` of a loop
+    that the pipeline pass made (its body starts with a wait and a barrier, an `async_wait`
+    follows it). `lower_wgmma_dot` then issues without waiting, the barrier at the top of
+    the next iteration waits (before any thread refills the slot the wgmmas read), and so
+    does the `async_wait` after the loop (before the results are read)."""
     found = getattr(loop, "_tilec_deferred", None)
     if found is not None:
         return found
     found = []
-    for j, v in enumerate(loop.yield_op.operands):
-        owner = getattr(v, "op", None)
-        if (
-            owner is not None
-            and owner.parent_op is loop
-            and is_wgmma_dot(owner)
-            and all(u is loop.yield_op for u in v.uses)
-        ):
-            found.append(j)
+    body = loop.body.block.ops
+    block = loop.block
+    after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
+    shaped = (
+        len(body) > 2
+        and isinstance(body[0], S.AsyncWaitOp)
+        and isinstance(body[1], S.BarrierOp)
+        and bool(after)
+        and isinstance(after[0], S.AsyncWaitOp)
+    )
+    if shaped:
+        for j, v in enumerate(loop.yield_op.operands):
+            owner = getattr(v, "op", None)
+            if owner is not None and owner.parent_op is loop and is_wgmma_dot(owner):
+                uses = [u for u in v.uses if u is not loop.yield_op]
+                if not uses:
+                    found.append(j)
     object.__setattr__(loop, "_tilec_deferred", found)
     return found
-
-
-def finish_wgmma_iteration(k: _KernelLowering, loop: Operation, yielded: list[Any]) -> list[Any]:
-    """The values the body of `loop` yields, its in-flight wgmma accumulators waited for."""
-    out = list(yielded)
-    for j in deferred_wgmma_slots(loop):
-        out[j] = _wgmma_wait(k, out[j])
-    return out
 
 
 def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
