@@ -30,6 +30,17 @@ CONTIGUOUS = f'assume{{all="aligned,unit,divisible"}},{tilec.compiler.DEFAULT_PI
 BM, BN, BK, WARPS = 128, 128, 64, 8
 
 
+def contiguous_matmul():
+    """examples/matmul.tile's kernel for sm_90a, as the jit compiles it for contiguous tensors."""
+    return tilec.compile(
+        str(EXAMPLES / "matmul.tile"),
+        kernels=["matmul"],
+        pipeline=CONTIGUOUS,
+        target="ptx",
+        arch="sm_90a",
+    )
+
+
 def test_operand_layouts_are_what_the_descriptors_read():
     a_layout, _ = wgmma_swizzle_for(TileType((BM, BK), f16), 0)
     b_layout, _ = wgmma_swizzle_for(TileType((BK, BN), f16), 1)
@@ -85,13 +96,7 @@ def test_accumulator_registers_follow_the_blocked_equivalent():
 
 
 def test_matmul_for_sm_90a_takes_wgmma():
-    compiled = tilec.compile(
-        str(EXAMPLES / "matmul.tile"),
-        kernels=["matmul"],
-        pipeline=CONTIGUOUS,
-        target="ptx",
-        arch="sm_90a",
-    )
+    compiled = contiguous_matmul()
     ptx = compiled.ptx
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") == BK // 16
     assert "wgmma.fence.sync.aligned" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
@@ -142,13 +147,7 @@ def test_wgmma_loop_overlaps_the_copies_with_the_tensor_cores():
     """The pipeline issues a wgmma loop's copies after the dot, and the lowering waits for
     the wgmmas only at the next barrier (and after the loop), so the copies run while the
     tensor cores work; the race check of the interpreter accepts the order."""
-    compiled = tilec.compile(
-        str(EXAMPLES / "matmul.tile"),
-        kernels=["matmul"],
-        pipeline=CONTIGUOUS,
-        target="ptx",
-        arch="sm_90a",
-    )
+    compiled = contiguous_matmul()
     loop = next(op for op in compiled.module.walk() if op.name == "scf.for")
     names = [op.name for op in loop.body.block.ops]
     assert names.index("tile.dot") < names.index("tile.async_copy")
