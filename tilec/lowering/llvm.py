@@ -481,9 +481,10 @@ class _KernelLowering:
         self.scratch_fences = tensorcore.scratch_fences(func, self.scratch_bases)
         self.scratch_base = 0
         self.scratch = None
+        self.wgmma = tensorcore.uses_wgmma(func)  # barriers then fence the async proxy
         if self.abi.shared_bytes:
             self.scratch = _shared_array(llmod)
-            if tensorcore.uses_wgmma(func):  # wgmma's 128-byte swizzle repeats every 1 KiB
+            if self.wgmma:  # wgmma's 128-byte swizzle repeats every 1 KiB
                 self.scratch.align = max(self.scratch.align, tensorcore.SWIZZLE_ATOM)
         self.prologue = ir.IRBuilder(entry)
         self.prologue.position_before(self.b.branch(body))

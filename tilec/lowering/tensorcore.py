@@ -47,7 +47,7 @@ from tilec.dialects import scf
 from tilec.dialects import shared as S
 from tilec.dialects import tile as T
 from tilec.dialects.tile import DotOperandLayout, MmaLayout, SharedLayout
-from tilec.ir.core import Operation
+from tilec.ir.core import Operation, OpResult
 from tilec.ir.types import FloatType, SharedType, TileType
 from tilec.lowering.exchange import SCRATCH_ALIGNMENT, op_scratch_bytes
 from tilec.lowering.layouts import (
@@ -246,12 +246,8 @@ def is_wgmma_dot(op: Operation) -> bool:
 
 
 def uses_wgmma(kernel: Operation) -> bool:
-    """Whether the kernel has a `wgmma` dot (memoized on the op: asked at every barrier)."""
-    found = getattr(kernel, "_tilec_wgmma", None)
-    if found is None:
-        found = any(is_wgmma_dot(op) for op in kernel.walk())
-        object.__setattr__(kernel, "_tilec_wgmma", found)
-    return found
+    """Whether the kernel has a `wgmma` dot (`_KernelLowering.wgmma` holds the answer)."""
+    return any(is_wgmma_dot(op) for op in kernel.walk())
 
 
 def is_tensor_core_dot(op: Operation) -> bool:
@@ -359,7 +355,7 @@ def lower_barrier(k: _KernelLowering, op: Operation) -> None:
         for j in deferred_wgmma_slots(loop):
             arg = args[1 + j]
             k.values[arg] = _wgmma_wait(k, k.values[arg])
-    if uses_wgmma(k.func):
+    if k.wgmma:
         # Shared memory written by this thread (landed cp.async copies, st.shared) that wgmma
         # reads next goes through the async proxy: make it visible there before the barrier.
         _asm(k, ir.VoidType(), [], "fence.proxy.async.shared::cta;", "")
@@ -384,15 +380,11 @@ def lower_async_wait(k: _KernelLowering, op: Operation) -> None:
 
 def deferred_wgmma_slots(loop: Operation) -> list[int]:
     """The loop-carried values of `loop` that a `wgmma` dot leaves in flight at the end of an
-    iteration (memoized): those the dot's result feeds straight to the `scf.yield` of a loop
-    that the pipeline pass made (its body starts with a wait and a barrier, an `async_wait`
-    follows it). `lower_wgmma_dot` then issues without waiting, the barrier at the top of
-    the next iteration waits (before any thread refills the slot the wgmmas read), and so
-    does the `async_wait` after the loop (before the results are read)."""
-    found = getattr(loop, "_tilec_deferred", None)
-    if found is not None:
-        return found
-    found = []
+    iteration: those the dot's result feeds straight to the `scf.yield` of a loop that the
+    pipeline pass made (its body starts with a wait and a barrier, an `async_wait` follows
+    it). `lower_wgmma_dot` then issues without waiting, the barrier at the top of the next
+    iteration waits (before any thread refills the slot the wgmmas read), and so does the
+    `async_wait` after the loop (before the results are read)."""
     body = loop.body.block.ops
     block = loop.block
     after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
@@ -403,15 +395,16 @@ def deferred_wgmma_slots(loop: Operation) -> list[int]:
         and bool(after)
         and isinstance(after[0], S.AsyncWaitOp)
     )
-    if shaped:
-        for j, v in enumerate(loop.yield_op.operands):
-            owner = getattr(v, "op", None)
-            if owner is not None and owner.parent_op is loop and is_wgmma_dot(owner):
-                uses = [u for u in v.uses if u is not loop.yield_op]
-                if not uses:
-                    found.append(j)
-    object.__setattr__(loop, "_tilec_deferred", found)
-    return found
+    if not shaped:
+        return []
+    return [
+        j
+        for j, v in enumerate(loop.yield_op.operands)
+        if isinstance(v, OpResult)
+        and v.op.parent_op is loop
+        and is_wgmma_dot(v.op)
+        and all(u is loop.yield_op for u in v.uses)
+    ]
 
 
 def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
