@@ -37,12 +37,12 @@ from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
-from tilec.dialects.tile import MmaLayout
 from tilec.ir.attributes import IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType
+from tilec.lowering.tensorcore import is_wgmma_dot
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -376,12 +376,7 @@ def _pipeline_loop(kernel: FuncOp, streams: list[_Stream], stages: int, ctx: Pas
     # A wgmma dot reads shared memory asynchronously: the copies go after it, to be issued
     # while the tensor cores work (the slot they fill was last read an iteration ago, before
     # the barrier); other loops copy where the tile was stored.
-    after_dot = any(
-        isinstance(op, T.DotOp)
-        and isinstance(op.result.type.layout, MmaLayout)
-        and op.result.type.layout.version == 3
-        for op in body.ops
-    )
+    after_dot = any(is_wgmma_dot(op) for op in body.ops)
     last_copy = None
     for s in streams:
         anchor = loop.yield_op if after_dot else s.store

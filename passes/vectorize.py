@@ -41,6 +41,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import ArrayAttr, BoolAttr, IntegerAttr
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
+from tilec.ir.folding import constant_value
 from tilec.ir.types import TileType
 from tilec.lowering.abi import Specialization, kernel_specialization
 from tilec.lowering.layouts import as_blocked, copy_layout, element_bytes, layout_error
@@ -127,11 +128,10 @@ class Vectorize(Pass):
 
 
 def _constant(v: Value) -> int | None:
-    """The value of an integer `arith.constant`, else None."""
-    if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp):
-        value = v.op.attributes["value"].value
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return None
+    """The integer constant `v` holds (`constant_value`), else None."""
+    attr = constant_value(v)
+    value = attr.value if attr is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _low_bit(n: int) -> int:

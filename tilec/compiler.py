@@ -84,13 +84,17 @@ TARGETS = ("tir", "llvm", "ptx", "cubin")
 LOWERING_STEPS = ("lower-to-llvm", "ptx", "cubin")
 
 
-def _tell_target(manager: PassManager, arch: str) -> None:
-    """Passes that decide by the target (tiling: wgmma on sm_90a) learn the architecture the
-    compilation lowers for, unless the pipeline text names one."""
-    for p in manager.passes:
-        options = getattr(p, "options", None)
-        if options is not None and hasattr(options, "arch") and not options.arch:
-            p.options = dataclasses.replace(options, arch=arch)
+def target_pipeline(pipeline: str, arch: str) -> str:
+    """`pipeline` with `arch` given to every pass that decides by the target (tiling: wgmma on
+    sm_90a) and does not name one already: what `compile` and `@tilec.jit` run when they
+    lower for `arch` (the text is the jit's cache key)."""
+    passes = []
+    for p in parse_pipeline(pipeline):
+        options = p.options
+        if hasattr(options, "arch") and not options.arch:
+            options = dataclasses.replace(options, arch=arch)
+        passes.append(_pass_text(p.name, options))
+    return ",".join(passes)
 
 
 def build_pipeline(
@@ -470,9 +474,9 @@ def compile_program(
     steps = LOWERING_STEPS[: TARGETS.index(target)]  # tir: none; llvm: lower-to-llvm; ...
     if target == "ptx" and dump_dir is not None and find_ptxas() is not None:
         steps = LOWERING_STEPS
+    if steps and pipeline:
+        pipeline = target_pipeline(pipeline, arch)
     manager = PassManager.from_text(pipeline, instrumentation, steps)
-    if steps:
-        _tell_target(manager, arch or default_arch())
     result = CompiledProgram(None, program, source=source, filename=program.filename)
     result.pass_manager = manager
     if source is not None:

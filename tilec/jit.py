@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tilec.compiler import CompiledProgram, build_pipeline, compile_module
+from tilec.compiler import CompiledProgram, build_pipeline, compile_module, target_pipeline
 from tilec.frontend import parse_source
 from tilec.frontend.source import Source, function_source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
@@ -297,14 +297,14 @@ class JitFunction:
         # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
         exact = [d for d in self._whole_dims if arguments.extents[d] == extents[d]]
         pass_options = self.pass_options
-        tiling = dict(pass_options.get("tiling", {}))
-        tiling.setdefault("arch", arch)  # the target decides the tensor-core path (wgmma)
-        if extents and "extents" not in tiling:
-            tiling["extents"] = ",".join(f"{d}={n}" for d, n in extents.items())
+        if extents and "extents" not in pass_options.get("tiling", {}):
+            text = ",".join(f"{d}={n}" for d, n in extents.items())
+            tiling = {**pass_options.get("tiling", {}), "extents": text}
             if exact:
                 tiling["exact"] = ",".join(exact)
-        pass_options = {**pass_options, "tiling": tiling}
-        pipeline = build_pipeline(disable=self.disable, options=pass_options)
+            pass_options = {**pass_options, "tiling": tiling}
+        # The target decides the tensor-core path (tiling: wgmma on sm_90a).
+        pipeline = target_pipeline(build_pipeline(disable=self.disable, options=pass_options), arch)
         # The facts go into the IR first, for the passes (vectorize) and the lowering alike.
         pipeline = f"{_assume_pass(specialization)},{pipeline}"
         key = kernel_cache.KernelCacheKey(
