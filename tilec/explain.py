@@ -378,3 +378,5 @@ class _Kernel:
         if resources.static_shared:
             text += f" + {resources.static_shared} B static"
         self.line("ptxas", text)
+        for warning in resources.performance_warnings:
+            self.line("ptxas", f"performance loss {warning}")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tilec
-from tilec.compiler import DEFAULT_PIPELINE
+from tilec.compiler import DEFAULT_PIPELINE, target_pipeline
 from tilec.ir import parse_module, verify
 from tilec.lowering import compile_to_ptx
 from tilec.lowering.ptxas import _parse_report, assemble, find_ptxas
@@ -32,8 +32,10 @@ NO_SPILLS = {"vector_add.tile", "softmax.tile", "layernorm.tile", "matmul.tile"}
 
 
 @functools.cache
-def _program(path: Path, assumptions: str):
-    return tilec.compile(str(path), pipeline=PIPELINES[assumptions])
+def _program(path: Path, arch: str, assumptions: str):
+    """The tile IR of `path` after the pipeline as `compile` runs it for `arch` (on sm_90a,
+    tiling takes the wgmma path for the matmuls it can)."""
+    return tilec.compile(str(path), pipeline=target_pipeline(PIPELINES[assumptions], arch))
 
 
 def test_ptxas_is_found():
@@ -50,7 +52,7 @@ def test_ptxas_is_found_in_the_wheel_without_path(monkeypatch):
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_kernel_assembles(example: Path, arch: str, assumptions: str):
-    program = _program(example, assumptions)
+    program = _program(example, arch, assumptions)
     report = assemble(compile_to_ptx(program.module, arch), arch)
     assert sorted(report) == sorted(program.kernels)
     if example.name in NO_SPILLS:
@@ -59,6 +61,7 @@ def test_every_example_kernel_assembles(example: Path, arch: str, assumptions: s
                 f"{kernel.name} on {arch}: {kernel.spill_stores} bytes spill stores, "
                 f"{kernel.spill_loads} bytes spill loads ({kernel.registers} registers)"
             )
+            assert not kernel.performance_warnings, (kernel.name, arch, assumptions)
 
 
 def test_ptxas_report_is_read_per_kernel():
@@ -78,6 +81,28 @@ ptxas info    : Used 40 registers, used 0 barriers
     assert (softmax.registers, softmax.spill_stores, softmax.spill_loads) == (122, 4, 12)
     assert (softmax.stack_frame, softmax.static_shared, softmax.barriers) == (8, 16, 1)
     assert softmax.spills and not add.spills and add.registers == 40
+    assert softmax.performance_warnings == add.performance_warnings == ()
+
+
+def test_ptxas_performance_losses_are_read_per_kernel():
+    text = """\
+ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized \
+due to non wgmma instructions defining accumulator registers of a wgmma between start and end of \
+the pipeline stage in the function 'matmul'
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'matmul' for 'sm_90a'
+ptxas info    : Function properties for matmul
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 128 registers, used 1 barriers
+ptxas info    : Compiling entry function 'add' for 'sm_90a'
+ptxas info    : Function properties for add
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers
+"""
+    report = _parse_report(text)
+    (loss,) = report["matmul"].performance_warnings
+    assert loss.startswith("C7515: wgmma.mma_async instructions are serialized due to non wgmma")
+    assert report["add"].performance_warnings == ()
 
 
 FLOATS = ("f16", "bf16", "f32", "f64")

@@ -1195,32 +1195,45 @@ class _KernelLowering:
     # -- scf ------------------------------------------------------------------------------------
 
     def for_op(self, op: scf.ForOp) -> list[Any]:
+        """A bottom-tested loop behind a guard: `loop.body` runs while the induction variable
+        is below the bound, `loop.exit` is reached only from the last iteration and
+        `loop.end` joins it with the guard's path (the loop ran zero times). Work that must
+        finish before the loop's results are read, and that a zero-trip path must not reach,
+        goes in `loop.exit` (`tensorcore.drain_loop`): e.g. the wait for wgmmas still in
+        flight, since ptxas serializes every wgmma whose accumulators some path defines
+        before that wait."""
         b = self.b
         lower, upper, step = (self.values[v] for v in (op.lower, op.upper, op.step))
         inits = [self.values[v] for v in op.inits]
         before = b.block
-        header = self.fn.append_basic_block("loop")
         body = self.fn.append_basic_block("loop.body")
         exit_ = self.fn.append_basic_block("loop.exit")
-        b.branch(header)
-        b.position_at_end(header)
+        end = self.fn.append_basic_block("loop.end")
+        b.cbranch(b.icmp_signed("<", lower, upper), body, end)
+        b.position_at_end(body)
         iv = b.phi(lower.type)
         iv.add_incoming(lower, before)
         carried = [_phis(b, init, before) for init in inits]
-        b.cbranch(b.icmp_signed("<", iv, upper), body, exit_)
-        b.position_at_end(body)
         self.values[op.induction_var] = iv
         for arg, phis in zip(op.iter_args, carried):
             self.values[arg] = phis
         yielded = self.block(op.body.block)
         assert yielded is not None
         latch = b.block
-        iv.add_incoming(b.add(iv, step), latch)
+        following = b.add(iv, step)
+        iv.add_incoming(following, latch)
         for phis, value in zip(carried, yielded):
             _add_incoming(phis, value, latch)
-        b.branch(header)
+        b.cbranch(b.icmp_signed("<", following, upper), body, exit_)
         b.position_at_end(exit_)
-        return carried
+        results = tensorcore.drain_loop(self, op, list(yielded))
+        last = b.block
+        b.branch(end)
+        b.position_at_end(end)
+        merged = [_phis(b, init, before) for init in inits]
+        for phis, value in zip(merged, results):
+            _add_incoming(phis, value, last)
+        return merged
 
     def if_op(self, op: scf.IfOp) -> list[Any]:
         b = self.b

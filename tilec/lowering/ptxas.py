@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 
 __all__ = ["KernelResources", "PtxasError", "assemble", "find_ptxas"]
@@ -53,6 +53,9 @@ class KernelResources:
     stack_frame: int  # bytes
     static_shared: int  # bytes (tilec's scratch is dynamic shared memory, not counted here)
     barriers: int
+    # ptxas's "Potential Performance Loss" notes for this kernel, e.g. "C7515: wgmma.mma_async
+    # instructions are serialized due to ...": code that assembles but runs slower than written.
+    performance_warnings: tuple[str, ...] = ()
 
     @property
     def spills(self) -> bool:
@@ -62,6 +65,7 @@ class KernelResources:
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers(.*)")
+_LOSS = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*) in the function '([^']+)'")
 
 
 def assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, KernelResources]:
@@ -99,10 +103,13 @@ def assemble_cubin(
 
 def _parse_report(text: str) -> dict[str, KernelResources]:
     kernels: dict[str, KernelResources] = {}
+    losses: dict[str, list[str]] = {}
     name: str | None = None
     frame = (0, 0, 0)
     for line in text.splitlines():
-        if m := _ENTRY.search(line):
+        if m := _LOSS.search(line):
+            losses.setdefault(m.group(3), []).append(f"{m.group(1)}: {m.group(2)}")
+        elif m := _ENTRY.search(line):
             name, frame = m.group(1), (0, 0, 0)
         elif (m := _FRAME.search(line)) and name is not None:
             frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
@@ -120,4 +127,7 @@ def _parse_report(text: str) -> dict[str, KernelResources]:
                 int(barriers.group(1)) if barriers else 0,
             )
             name = None
-    return kernels
+    return {
+        n: replace(r, performance_warnings=tuple(losses.get(n, ())))
+        for n, r in kernels.items()
+    }

@@ -367,15 +367,17 @@ def lower_async_commit(k: _KernelLowering, op: Operation) -> None:
 
 
 def lower_async_wait(k: _KernelLowering, op: Operation) -> None:
-    block = op.block
-    index = block.ops.index(op) if block is not None else 0
-    before = block.ops[index - 1] if index > 0 else None
-    if isinstance(before, scf.ForOp) and deferred_wgmma_slots(before):
-        # The loop's last wgmmas are still in flight: its results are read only after this.
-        for j in deferred_wgmma_slots(before):
-            result = before.results[j]
-            k.values[result] = _wgmma_wait(k, k.values[result])
     _asm(k, ir.VoidType(), [], f"cp.async.wait_group {op.pending};", "~{memory}")
+
+
+def drain_loop(k: _KernelLowering, loop: Operation, results: list[Any]) -> list[Any]:
+    """The values `loop` leaves when its last iteration ends (`for_op`'s `loop.exit`): the
+    wgmmas of that iteration are still in flight, so their accumulators are waited for here,
+    before the path where the loop never ran joins with its initial values."""
+    if isinstance(loop, scf.ForOp):
+        for j in deferred_wgmma_slots(loop):
+            results[j] = _wgmma_wait(k, results[j])
+    return results
 
 
 def deferred_wgmma_slots(loop: Operation) -> list[int]:
@@ -384,7 +386,7 @@ def deferred_wgmma_slots(loop: Operation) -> list[int]:
     pipeline pass made (its body starts with a wait and a barrier, an `async_wait` follows
     it). `lower_wgmma_dot` then issues without waiting, the barrier at the top of the next
     iteration waits (before any thread refills the slot the wgmmas read), and so does the
-    `async_wait` after the loop (before the results are read)."""
+    loop's exit (`drain_loop`), before the results are read."""
     body = loop.body.block.ops
     block = loop.block
     after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
