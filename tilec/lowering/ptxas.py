@@ -128,6 +128,5 @@ def _parse_report(text: str) -> dict[str, KernelResources]:
             )
             name = None
     return {
-        n: replace(r, performance_warnings=tuple(losses.get(n, ())))
-        for n, r in kernels.items()
+        n: replace(r, performance_warnings=tuple(losses.get(n, ()))) for n, r in kernels.items()
     }
