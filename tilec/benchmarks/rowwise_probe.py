@@ -11,7 +11,9 @@ run, and the time over Triton's. Needs a GPU; about a minute on an H200.
 
 Configurations: "default" (what the pipeline chooses), "c2b80c4" (two rows per block on a warp
 per 1024 elements: the choice before one-row blocks), and one row per block on 4, 8 and 16
-warps (those that give each thread 16-byte runs and at most 64 elements).
+warps (those that give each thread 16-byte runs and at most 64 elements). For softmax also
+"e / sum": the example with a division per element (correctly rounded) instead of its product
+with the row's reciprocal, at the default choices.
 """
 
 from __future__ import annotations
@@ -59,6 +61,24 @@ def _kernel(name: str, options: dict[str, dict[str, Any]]) -> Any:
     return load_kernel(EXAMPLES / f"{name}.tile", name, pass_options=options)
 
 
+RECIPROCAL = "e * (1.0 / sum(e, axis=1, keepdims=True))"
+
+
+def _divided_softmax() -> Any:
+    """examples/softmax.tile with `e / sum(...)`: one correctly rounded division per element."""
+    import tempfile
+    from pathlib import Path
+
+    from tilec.jit import load_kernel
+
+    source = (EXAMPLES / "softmax.tile").read_text()
+    if RECIPROCAL not in source:
+        raise RuntimeError(f"examples/softmax.tile no longer has {RECIPROCAL!r}")
+    path = Path(tempfile.mkdtemp(prefix="tilec-rowwise-")) / "softmax.tile"
+    path.write_text(source.replace(RECIPROCAL, "e / sum(e, axis=1, keepdims=True)"))
+    return load_kernel(path, "softmax")
+
+
 def _row(workload: str, size: str, config: str, run: Callable[..., Any], check, sets, moved):
     try:
         correct = check(run(*sets[0]))
@@ -85,6 +105,9 @@ def softmax_rows(m: int, n: int, triton: Any) -> list[tuple]:
         kernel = _kernel("softmax", options)
         run = lambda a, kernel=kernel: kernel(a, y)  # noqa: E731
         rows.append(_row("softmax", size, config, run, check, sets, moved))
+    divided = _divided_softmax()
+    run = lambda a: divided(a, y)  # noqa: E731
+    rows.append(_row("softmax", size, "e / sum", run, check, sets, moved))
     rows.append(
         _row("softmax", size, "torch", lambda a: torch.softmax(a, dim=1), check, sets, moved)
     )

@@ -1,0 +1,90 @@
+"""Probe the block order of tilec's matmul: `tiling`'s option `group_m`, against cuBLAS.
+
+    python -m tilec.benchmarks.block_order                    # 2048^3 .. 8192^3, f16 and bf16
+    python -m tilec.benchmarks.block_order --size 4096 --dtype bf16 --groups 1,8
+
+For each size and dtype, `examples/matmul.tile` (or `matmul_bf16.tile`) is compiled as
+`@tilec.jit` compiles it for contiguous tensors, once per `group_m` (1: launch order, blocks
+walking down M; g > 1: groups of g blocks down M, Triton's GROUP_M), and timed as
+`tilec.benchmarks.gpu` times it: the median of CUDA-event runs with the inputs rotated past
+the L2 cache, cuBLAS measured in the same pass. Each size is swept twice, to show the
+run-to-run spread. One line per sweep: TFLOP/s and, in brackets, the fraction of cuBLAS. The
+first launch of each kernel is checked against cuBLAS's product. Needs a GPU; about 20
+seconds on an H200. `tiling` chooses launch order for its wgmma tiling from this probe
+(docs/benchmarks.md, "Block order of the wgmma kernel").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tilec.benchmarks.gpu import EXAMPLES, _close, _sets, time_ms
+
+__all__ = ["main"]
+
+SIZES = (2048, 4096, 8192)
+GROUPS = (1, 2, 4, 8, 16, 32)
+
+
+def sweep(n: int, dtype: str, groups: tuple[int, ...]) -> str:
+    """One line: cuBLAS, then tilec for each `group_m`, at n^3 in `dtype`."""
+    import torch
+
+    from tilec.jit import load_kernel
+
+    torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    example = "matmul" if dtype == "f16" else "matmul_bf16"
+    sets = _sets(
+        lambda: (
+            torch.randn(n, n, device="cuda").to(torch_dtype),
+            torch.randn(n, n, device="cuda").to(torch_dtype),
+        ),
+        2 * n * n * 2,
+    )
+    c = torch.empty(n, n, device="cuda", dtype=torch_dtype)
+    flops = 2 * n**3
+    cublas = time_ms(lambda x, z: torch.matmul(x, z), sets)
+    fields = [f"{dtype} {n}^3: cuBLAS {flops / cublas / 1e9:.0f}"]
+    a, b = sets[0]
+    expected = torch.matmul(a, b)
+    for g in groups:
+        kernel = load_kernel(
+            EXAMPLES / f"{example}.tile", example, pass_options={"tiling": {"group_m": g}}
+        )
+        kernel(a, b, c)
+        if not _close(c, expected, 2e-3 if dtype == "f16" else 1.6e-2):
+            fields.append(f"g{g} WRONG")
+            continue
+        ms = time_ms(lambda x, z, kernel=kernel: kernel(x, z, c), sets)
+        fields.append(f"g{g} {flops / ms / 1e9:.0f} ({cublas / ms:.3f})")
+    return "  ".join(fields)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, action="append", help="M = N = K (repeatable)")
+    parser.add_argument("--dtype", choices=("f16", "bf16"), action="append")
+    parser.add_argument("--groups", default=",".join(map(str, GROUPS)), help="group_m values")
+    parser.add_argument("--repeat", type=int, default=2, help="sweeps per size (default 2)")
+    args = parser.parse_args(argv)
+    try:
+        groups = tuple(int(g) for g in args.groups.split(","))
+    except ValueError:
+        parser.error(f"--groups takes integers separated by commas, got {args.groups!r}")
+    if any(g < 1 for g in groups):
+        parser.error("--groups: every group_m is at least 1")
+    import torch
+
+    if not torch.cuda.is_available():
+        print("block_order: no CUDA device", file=sys.stderr)
+        return 1
+    for dtype in args.dtype or ("f16", "bf16"):
+        for n in args.size or SIZES:
+            for _ in range(args.repeat):
+                print(sweep(n, dtype, groups), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
