@@ -1,7 +1,8 @@
 """Where tilec keeps files worth reusing between runs: the user's cache directory.
 
-Today that is the tile grammar's parser tables (building them takes a third of a second,
-loading them a few milliseconds); compiled kernels will join them with the runtime.
+Today that is the tile grammar's parser tables when the ones shipped with the grammar do not
+match it (an edited grammar, another lark: building them takes a third of a second, loading
+them a few milliseconds); compiled kernels will join them with the runtime.
 
 The directory is `$TILEC_CACHE_DIR` when it is set (set to the empty string, it turns caching
 off), else the platform's user cache directory for tilec as `platformdirs` knows it
@@ -19,8 +20,6 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-import platformdirs
-
 __all__ = ["cache_dir", "write_atomically"]
 
 CACHE_DIR_VARIABLE = "TILEC_CACHE_DIR"
@@ -34,6 +33,9 @@ def cache_dir() -> Path | None:
             return None
         directory = Path(configured)
     else:
+        # Imported here: a compile with the shipped parser tables never asks for the directory.
+        import platformdirs
+
         directory = Path(platformdirs.user_cache_dir("tilec", appauthor=False))
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
-"""tilec's cache directory, and the parser tables kept in it: where they go (never the
-working directory), that they are used, that a damaged file is replaced, and that
-TILEC_CACHE_DIR= turns caching off."""
+"""tilec's cache directory, and the parser tables kept in it when the shipped ones do not match
+the grammar: where they go (never the working directory), that they are used, that a damaged
+file is replaced, that TILEC_CACHE_DIR= turns caching off, and that a compile with the shipped
+tables writes nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tilec import cache
+from tilec.frontend import syntax
 
 TILEC = os.path.join(os.path.dirname(sys.executable), "tilec")
 
@@ -94,34 +96,44 @@ def compile_in(
     )
 
 
-def test_the_parser_tables_are_cached_and_reused(tmp_path):
+def test_a_compile_with_the_shipped_tables_writes_no_cache(tmp_path):
     home = tmp_path / "home"
-    first = compile_in(tmp_path, None, home)
-    assert first.returncode == 0, first.stderr
-    (tables,) = (home / ".cache" / "tilec").iterdir()
-    assert tables.name.startswith("tile-parser-") and tables.suffix == ".pickle"
-    stamp = tables.stat().st_mtime_ns
-    second = compile_in(tmp_path, None, home)
-    assert second.stdout == first.stdout
-    assert tables.stat().st_mtime_ns == stamp  # read, not rewritten
+    result = compile_in(tmp_path, None, home)
+    assert result.returncode == 0, result.stderr
+    assert not home.exists()
     # Nothing was written next to the program.
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["k.tile"]
 
 
-def test_a_damaged_cache_file_is_replaced(tmp_path):
-    home = tmp_path / "home"
-    reference = compile_in(tmp_path, None, home)
-    (tables,) = (home / ".cache" / "tilec").iterdir()
+def parser_without_shipped_tables() -> syntax._Parser:
+    """A parser made as when the shipped tables do not match the grammar."""
+    parser = syntax._Parser(shipped_tables=None)
+    (kernel,) = parser.parse(GOOD, syntax._Position("k.tile", 0, 0))
+    assert isinstance(kernel, syntax.FunctionDef) and kernel.name == "scale"
+    return parser
+
+
+def test_unshipped_parser_tables_are_cached_and_reused(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    assert parser_without_shipped_tables().tables_source == "built"
+    (tables,) = (tmp_path / "cache").iterdir()
+    assert tables.name.startswith("tile-parser-") and tables.suffix == ".pickle"
+    stamp = tables.stat().st_mtime_ns
+    assert parser_without_shipped_tables().tables_source == "cache"
+    assert tables.stat().st_mtime_ns == stamp  # read, not rewritten
+
+
+def test_a_damaged_cache_file_is_replaced(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    parser_without_shipped_tables()
+    (tables,) = (tmp_path / "cache").iterdir()
     tables.write_bytes(b"not a parser\n" + b"\x00" * 64)
-    result = compile_in(tmp_path, None, home)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == reference.stdout
-    assert result.stderr == ""
+    assert parser_without_shipped_tables().tables_source == "built"
     assert tables.stat().st_size > 10_000
+    assert parser_without_shipped_tables().tables_source == "cache"
 
 
-def test_an_empty_setting_writes_no_cache(tmp_path):
-    home = tmp_path / "home"
-    result = compile_in(tmp_path, "", home)
-    assert result.returncode == 0, result.stderr
-    assert not home.exists()
+def test_an_empty_setting_writes_no_cache(clean_environment, monkeypatch):
+    monkeypatch.setenv(cache.CACHE_DIR_VARIABLE, "")
+    assert parser_without_shipped_tables().tables_source == "built"
+    assert not any(clean_environment.iterdir())

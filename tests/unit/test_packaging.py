@@ -53,6 +53,7 @@ def test_wheel_maps_top_level_folders_into_tilec(wheel):
         "tilec/passes/canonicalize.py",
         "tilec/grammar/__init__.py",
         "tilec/grammar/tile.lark",
+        "tilec/grammar/tile.tables.json",
         "tilec/explore/report.html",
     }
     assert expected <= names, sorted(expected - names)
@@ -66,7 +67,7 @@ def test_wheel_maps_top_level_folders_into_tilec(wheel):
         for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, folder)):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
             for f in filenames:
-                if f.endswith((".py", ".lark", ".html")):
+                if f.endswith((".py", ".lark", ".html", ".tables.json")):
                     rel = os.path.relpath(os.path.join(dirpath, f), os.path.join(ROOT, folder))
                     assert f"{package}/{rel}" in names, f"{folder}/{rel} is missing from the wheel"
 
@@ -121,11 +122,15 @@ def test_normal_install_of_the_wheel_works(wheel, tmp_path):
         f"assert tilec.__file__.startswith({str(target)!r}), tilec.__file__\n"
         f"assert tilec.passes.__file__.startswith({str(target)!r})\n"
         "assert 'start' in files('tilec.grammar').joinpath('tile.lark').read_text()\n"
+        # The parser comes from the tables in the wheel, not from analysing the grammar.
+        "from tilec.frontend import syntax\n"
+        f"assert str(syntax.TABLES_PATH).startswith({str(target)!r}), syntax.TABLES_PATH\n"
+        "assert syntax._get_parser().tables_source == 'shipped'\n"
         # The explorer reads its page template as report.py does.
         "assert '<html' in files('tilec.explore').joinpath('report.html').read_text('utf-8')\n"
         "raise SystemExit(tilec.cli.main(['passes']))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(target))
+    env = dict(os.environ, PYTHONPATH=str(target), TILEC_CACHE_DIR="")
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,
