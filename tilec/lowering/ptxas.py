@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, replace
-from importlib import metadata
 
 __all__ = ["KernelResources", "PtxasError", "assemble", "find_ptxas"]
 
@@ -30,6 +29,10 @@ def find_ptxas() -> str | None:
     found = shutil.which("ptxas")
     if found:
         return found
+    # Imported here: importlib.metadata costs every `tilec compile` ~8 ms, and only a run that
+    # assembles (or dumps next to ptxas's report) gets this far.
+    from importlib import metadata
+
     try:
         files = metadata.distribution(WHEEL).files or []
     except metadata.PackageNotFoundError:
