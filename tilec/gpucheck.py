@@ -1,10 +1,12 @@
 """Everything tilec proves on a GPU, in one command: `python -m tilec.gpucheck`.
 
 1. the GPU tests (`pytest -m gpu tests/gpu`, in a process of their own);
-2. `compute-sanitizer --tool memcheck` over every example: one sanitizer process per `.tile`
-   file, each running this module's driver (`--sanitize-driver FILE`), which runs every kernel
-   of the file at its awkward shapes on numpy inputs (no torch: only tilec's kernels run) and
-   checks the results against the example's numpy reference;
+2. `compute-sanitizer` over every example, with `--tool memcheck` (out-of-bounds and
+   misaligned accesses) and `--tool racecheck` (shared-memory hazards: a missing barrier): one
+   sanitizer process per tool and `.tile` file, each running this module's driver
+   (`--sanitize-driver FILE`), which runs every kernel of the file at its awkward shapes on
+   numpy inputs (no torch: only tilec's kernels run) and checks the results against the
+   example's numpy reference;
 3. the benchmarks (`tilec.benchmarks.gpu`: vector add, softmax, layernorm, matmul against the
    device copy, torch/cuBLAS and Triton measured in the same run; host overhead of a call).
 
@@ -280,17 +282,27 @@ def sanitize_driver(example: str) -> int:
     return 1 if failed else 0
 
 
-def run_sanitizer(example: str, timeout: float = 120) -> dict[str, Any]:
-    """`compute-sanitizer --tool memcheck` over the driver for `example`."""
+SANITIZER_TOOLS = ("memcheck", "racecheck")
+
+
+def run_sanitizer(
+    example: str, tool_name: str = "memcheck", timeout: float = 300
+) -> dict[str, Any]:
+    """`compute-sanitizer --tool TOOL_NAME` over the driver for `example`."""
     tool = shutil.which("compute-sanitizer")
     if tool is None and os.path.exists("/usr/local/cuda/bin/compute-sanitizer"):
         tool = "/usr/local/cuda/bin/compute-sanitizer"
     if tool is None:
-        return {"example": example, "ran": False, "note": "compute-sanitizer not found"}
+        return {
+            "example": example,
+            "tool": tool_name,
+            "ran": False,
+            "note": "compute-sanitizer not found",
+        }
     command = [
         tool,
         "--tool",
-        "memcheck",
+        tool_name,
         "--error-exitcode",
         "99",
         sys.executable,
@@ -303,13 +315,20 @@ def run_sanitizer(example: str, timeout: float = 120) -> dict[str, Any]:
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"example": example, "ran": True, "passed": False, "note": "timed out"}
+        return {
+            "example": example,
+            "tool": tool_name,
+            "ran": True,
+            "passed": False,
+            "note": "timed out",
+        }
     output = result.stdout + result.stderr
-    _save("sanitizer.txt", f"==== {example}\n{output}\n", append=True)
+    _save("sanitizer.txt", f"==== {tool_name} {example}\n{output}\n", append=True)
     summary = re.search(r"ERROR SUMMARY: (\d+) error", output)
     errors = int(summary.group(1)) if summary else None
     return {
         "example": example,
+        "tool": tool_name,
         "ran": True,
         "errors": errors,
         "results_ok": result.returncode == 0,
@@ -395,9 +414,11 @@ def main(argv: list[str] | None = None) -> int:
         results["tests"] = run_gpu_tests()
         print(results["tests"]["output"][-3000:], flush=True)
     if not args.skip_sanitizer:
-        results["sanitizer"] = [run_sanitizer(example) for example in CASES]
+        results["sanitizer"] = [
+            run_sanitizer(example, tool) for tool in SANITIZER_TOOLS for example in CASES
+        ]
         for entry in results["sanitizer"]:
-            print(f"memcheck {entry['example']}: {entry.get('errors')} error(s)", flush=True)
+            print(f"{entry['tool']} {entry['example']}: {entry.get('errors')} error(s)", flush=True)
             if not entry.get("passed"):
                 print(entry.get("output", entry.get("note", "")), flush=True)
     if not args.skip_benchmarks:
@@ -412,12 +433,14 @@ def main(argv: list[str] | None = None) -> int:
         ok &= results["tests"]["passed"]
         lines.append(f"GPU tests: {results['tests']['summary']}")
     if "sanitizer" in results:
-        clean = [e["example"] for e in results["sanitizer"] if e.get("passed")]
-        dirty = [e["example"] for e in results["sanitizer"] if not e.get("passed")]
-        ok &= not dirty
-        lines.append(
-            f"memcheck: {len(clean)} clean" + (f"; FAILED: {', '.join(dirty)}" if dirty else "")
-        )
+        for tool in SANITIZER_TOOLS:
+            runs = [e for e in results["sanitizer"] if e["tool"] == tool]
+            clean = [e["example"] for e in runs if e.get("passed")]
+            dirty = [e["example"] for e in runs if not e.get("passed")]
+            ok &= not dirty
+            lines.append(
+                f"{tool}: {len(clean)} clean" + (f"; FAILED: {', '.join(dirty)}" if dirty else "")
+            )
     if "benchmarks" in results:
         lines.append(benchmarks.table(results["benchmarks"]))
     print("\n".join(lines))

@@ -255,3 +255,28 @@ def test_unspecialized_kernels_are_rejected():
 def test_unknown_architecture_is_a_user_error():
     with pytest.raises(TileError, match="unknown architecture 'sm_70'"):
         lower_to_llvm(_compiled("vector_add.tile"), "sm_70")
+
+
+def test_a_loop_whose_body_reads_scratch_ends_each_iteration_at_a_barrier():
+    """The body's last exchange reads scratch that its next iteration writes again: the
+    lowering puts a barrier right before the back-edge, and none after the loop's exit."""
+    source = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "scratch_barriers.tile"
+    program = tilec.compile(
+        str(source),
+        kernels=["in_a_loop"],
+        target="llvm",
+        arch="sm_90a",
+        options={"tile": {"M": 2, "N": 1024}, "warps": 8},
+    )
+    lines = [line.strip() for line in program.llvm.splitlines()]
+    (back_edge,) = [
+        i for i, line in enumerate(lines) if 'label %"loop.body", label %"loop.exit"' in line
+    ]
+    touches = [line for line in lines[:back_edge] if "barrier0" in line or "addrspace(3) %" in line]
+    assert touches[-1].startswith('call void @"llvm.nvvm.barrier0"()'), touches[-3:]
+    for label in ("loop.exit:", "loop.end:"):  # each block, up to the next label
+        start = lines.index(label) + 1
+        stop = next(
+            i for i in range(start, len(lines)) if lines[i].endswith(":") or lines[i] == "}"
+        )
+        assert not any("barrier0" in line for line in lines[start:stop]), label

@@ -36,9 +36,13 @@ constants carry the op that first needed them). Files are named as the ops' loca
 them, i.e. as the user gave the path. `llvm_line_locations` reads the locations back from
 the text.
 
-Shared memory is one dynamic `extern .shared` array per module (`SHARED_SYMBOL`); each op that
-uses it does so between two barriers, so the launch needs the largest single use
-(`KernelABI.shared_bytes`). Ops without a lowering yet stop compilation with an internal
+Shared memory is one dynamic `extern .shared` array per module (`SHARED_SYMBOL`). An op that
+exchanges through scratch (a remap, a cross-warp reduction, an FMA dot) writes its bytes,
+waits at a barrier, and reads them back; the launch needs the largest single use
+(`KernelABI.shared_bytes`). No barrier follows the reads: the lowering remembers which scratch
+bytes were read since the last barrier (`unfenced_reads`) and puts one before the next write
+that overlaps them (a later op's scratch, any `tile.store_shared` or `tile.async_copy`, the
+next iteration of a loop), so the kernel's last exchange ends without one. Ops without a lowering yet stop compilation with an internal
 error naming the op: `arith.remf`, the shared-memory and async-copy ops of the pipelined
 levels, and f64 transcendental functions.
 """
@@ -85,6 +89,7 @@ from tilec.lowering.exchange import (
     REMAP_OPS,
     SCRATCH_ALIGNMENT,
     dot_b_offset,
+    op_scratch_bytes,
     reduce_plan,
     remap_coefficients,
     remap_source_slots,
@@ -480,6 +485,8 @@ class _KernelLowering:
         self.scratch_bases = tensorcore.scratch_bases(func)
         self.scratch_fences = tensorcore.scratch_fences(func, self.scratch_bases)
         self.scratch_base = 0
+        # Scratch byte ranges read since the last barrier: a write over them waits for one.
+        self.unfenced_reads: list[tuple[int, int]] = []
         self.scratch = None
         self.wgmma = tensorcore.uses_wgmma(func)  # barriers then fence the async proxy
         if self.abi.shared_bytes:
@@ -553,7 +560,9 @@ class _KernelLowering:
             outer = self.b.debug_metadata
             here = self.debug_info.location(self.subprogram, self.subprogram_file, op.loc)
             self.b.debug_metadata = self.prologue.debug_metadata = here or outer
-        if op in self.scratch_fences:
+        if op in self.scratch_fences or (
+            self.unfenced_reads and isinstance(op, (S.StoreSharedOp, S.AsyncCopyOp))
+        ):
             self.barrier()
         results = method(self, op)
         if self.debug_info is not None:
@@ -630,6 +639,20 @@ class _KernelLowering:
 
     def barrier(self) -> None:
         mathlib.call_intrinsic(self.b, "llvm.nvvm.barrier0", ir.VoidType(), [])
+        self.unfenced_reads = []
+
+    def _scratch_range(self, op: Operation) -> tuple[int, int]:
+        return self.scratch_base, self.scratch_base + op_scratch_bytes(op)
+
+    def before_scratch_write(self, op: Operation) -> None:
+        """A barrier when `op`'s scratch overlaps bytes some thread may still be reading."""
+        start, end = self._scratch_range(op)
+        if any(s < end and start < e for s, e in self.unfenced_reads):
+            self.barrier()
+
+    def after_scratch_read(self, op: Operation) -> None:
+        """`op` has read its scratch back: the next write over it needs a barrier first."""
+        self.unfenced_reads.append(self._scratch_range(op))
 
     def scratch_pointer(self, t: Type, index: ir.Value, byte_offset: int = 0) -> ir.Value:
         assert self.scratch is not None, "shared scratch used but not sized"
@@ -1013,11 +1036,12 @@ class _KernelLowering:
         slots = remap_source_slots(op)
         if slots is not None:
             return [[values[s] for s in slots]]
+        self.before_scratch_write(op)
         self.write_tile(src_t, values)
         self.barrier()
         flats = self.flat_indices(thread_map(dst_t), remap_coefficients(op))
         result = [self.scratch_load(dst_t.element, f) for f in flats]
-        self.barrier()
+        self.after_scratch_read(op)
         return [result]
 
     def _combine(self, kind: str, t: Type, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -1111,6 +1135,7 @@ class _KernelLowering:
             for flat, v in zip(flats, partials):
                 self.scratch_store(t, self.b.add(row_start, flat), v)
 
+        self.before_scratch_write(op)
         self.when(writer, emit)
         self.barrier()
         if isinstance(result_t, TileType):
@@ -1124,7 +1149,7 @@ class _KernelLowering:
                 other = self.scratch_load(t, self.b.add(flat, ir.Constant(I32, w * size)))
                 acc = self._combine(kind, t, acc, other)
             results.append(acc)
-        self.barrier()
+        self.after_scratch_read(op)
         return [results] if isinstance(result_t, TileType) else [results[0]]
 
     def dot(self, op: Operation) -> list[Any]:
@@ -1136,6 +1161,7 @@ class _KernelLowering:
         a_t, b_t, acc_t = op.a.type, op.b.type, op.result.type
         inner, cols = b_t.shape
         b_offset = dot_b_offset(op)
+        self.before_scratch_write(op)
         self.write_tile(a_t, self.values[op.a])
         self.write_tile(b_t, self.values[op.b], b_offset)
         self.barrier()
@@ -1184,7 +1210,7 @@ class _KernelLowering:
             phi.add_incoming(v, latch)
         b.cbranch(b.icmp_unsigned("<", next_k, ir.Constant(I32, inner)), header, after)
         b.position_at_end(after)
-        self.barrier()
+        self.after_scratch_read(op)
         return [new]
 
     def _widen(self, x: ir.Value, src: Type, dst: Type) -> ir.Value:
@@ -1217,8 +1243,13 @@ class _KernelLowering:
         self.values[op.induction_var] = iv
         for arg, phis in zip(op.iter_args, carried):
             self.values[arg] = phis
+        entering = list(self.unfenced_reads)
         yielded = self.block(op.body.block)
         assert yielded is not None
+        if self.unfenced_reads:  # read at the end of one iteration, written in the next
+            self.barrier()
+        # After the loop: what was unfenced before it (it may run zero times).
+        self.unfenced_reads = entering
         latch = b.block
         following = b.add(iv, step)
         iv.add_incoming(following, latch)
@@ -1242,13 +1273,18 @@ class _KernelLowering:
         merge = self.fn.append_basic_block("if.end")
         b.cbranch(self.values[op.condition], then_bb, else_bb or merge)
         arms = []
+        entering = list(self.unfenced_reads)
+        unfenced = list(entering) if else_bb is None else []
         for region, bb in ((op.then, then_bb), (op.otherwise, else_bb)):
             if bb is None:
                 continue
             b.position_at_end(bb)
+            self.unfenced_reads = list(entering)
             yielded = self.block(region.block) or []
+            unfenced += self.unfenced_reads
             arms.append((yielded, b.block))
             b.branch(merge)
+        self.unfenced_reads = unfenced  # what either arm may leave unfenced
         b.position_at_end(merge)
         results = []
         for i in range(len(op.results)):
