@@ -283,6 +283,21 @@ def sanitize_driver(example: str) -> int:
 
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
+_MEMCHECK_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+_RACECHECK_SUMMARY = re.compile(
+    r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)"
+)
+
+
+def sanitizer_errors(output: str) -> int | None:
+    """The problems compute-sanitizer reports in `output` (None: no summary line). memcheck
+    prints "ERROR SUMMARY: N errors"; racecheck "RACECHECK SUMMARY: H hazards displayed (E
+    errors, W warnings)", whose warnings are hazards too, so they count."""
+    if m := _MEMCHECK_SUMMARY.search(output):
+        return int(m.group(1))
+    if m := _RACECHECK_SUMMARY.search(output):
+        return int(m.group(1)) + int(m.group(2))
+    return None
 
 
 def run_sanitizer(
@@ -324,8 +339,7 @@ def run_sanitizer(
         }
     output = result.stdout + result.stderr
     _save("sanitizer.txt", f"==== {tool_name} {example}\n{output}\n", append=True)
-    summary = re.search(r"ERROR SUMMARY: (\d+) error", output)
-    errors = int(summary.group(1)) if summary else None
+    errors = sanitizer_errors(output)
     return {
         "example": example,
         "tool": tool_name,
