@@ -30,11 +30,6 @@ INTERPRETER_HINT = (
     "TILEC_INTERPRET=1 (or use @tilec.jit(interpret=True))"
 )
 
-# Compute capability -> the architecture tilec compiles for (`tilec.lowering.ARCHES`). sm_90
-# parts get sm_90a, whose PTX may use Hopper-only instructions; a newer GPU gets sm_90 PTX,
-# which its driver compiles forward.
-_ARCHES = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 7): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a"}
-
 
 class GPUError(TileError):
     """A CUDA driver call failed (the message names the call and CUDA's error)."""
@@ -109,11 +104,12 @@ def get_device(ordinal: int | None = None) -> Any:
 
 def device_arch(device: Any) -> str:
     """The architecture to compile for on `device` ("sm_90a" on an H100 or H200)."""
+    from tilec.lowering.ptx import arch_for_capability
+
     capability = tuple(device.compute_capability)
-    if capability in _ARCHES:
-        return _ARCHES[capability]
-    if capability > (9, 0):
-        return "sm_90"
+    arch = arch_for_capability(capability)  # type: ignore[arg-type]
+    if arch is not None:
+        return arch
     raise GPUError(
         f"{device.name} has compute capability {capability[0]}.{capability[1]}; tilec needs "
         "8.0 or newer (sm_80 ... sm_90a)"

@@ -27,6 +27,7 @@ from tilec.dialects.tile import MmaLayout, SharedLayout
 from tilec.ir.core import Operation, Value
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import element_bytes
+from tilec.lowering.ptx import FALLBACK_ARCH
 from tilec.lowering.ptxas import KernelResources, PtxasError, assemble, find_ptxas
 from tilec.passmanager import Remark
 
@@ -65,7 +66,7 @@ def _ptxas_report(compiled: CompiledProgram) -> str | None:
             "(put the CUDA toolkit on PATH, or pip install nvidia-cuda-nvcc)"
         )
     try:
-        compiled.resources = assemble(compiled.ptx, compiled.arch or "sm_90a")
+        compiled.resources = assemble(compiled.ptx, compiled.arch or FALLBACK_ARCH)
     except PtxasError as e:
         return str(e).splitlines()[0]
     return None

@@ -95,15 +95,30 @@ def ptx_line_locations(ptx: str) -> tuple[Location | None, ...]:
     return tuple(result)
 
 
-# The architecture to compile for when none is named: the GPU's own (sm_90 parts get the
-# architecture-specific sm_90a), found without loading a driver library.
-_ARCH_BY_CAPABILITY = {"8.0": "sm_80", "8.6": "sm_86", "8.9": "sm_89", "9.0": "sm_90a"}
-FALLBACK_ARCH = "sm_90a"
+# Compute capability -> the architecture tilec compiles for (`tilec.lowering.ARCHES`): sm_90
+# parts get sm_90a, whose PTX may use Hopper-only instructions (wgmma); a newer GPU gets sm_90
+# PTX, which its driver compiles forward. One table for `default_arch` (no driver loaded) and
+# the runtime's `device_arch`.
+ARCH_BY_CAPABILITY = {
+    (8, 0): "sm_80",
+    (8, 6): "sm_86",
+    (8, 7): "sm_86",
+    (8, 9): "sm_89",
+    (9, 0): "sm_90a",
+}
+FALLBACK_ARCH = "sm_90a"  # when no GPU says otherwise
+
+
+def arch_for_capability(capability: tuple[int, int]) -> str | None:
+    """The architecture to compile for on a GPU of `capability` (None: older than sm_80)."""
+    if capability in ARCH_BY_CAPABILITY:
+        return ARCH_BY_CAPABILITY[capability]
+    return "sm_90" if capability > (9, 0) else None
 
 
 @functools.cache
 def default_arch() -> str:
-    """The architecture of the first GPU (per `nvidia-smi`), else `sm_90a`."""
+    """The architecture of the first GPU (per `nvidia-smi`), else `FALLBACK_ARCH`."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return FALLBACK_ARCH
@@ -118,4 +133,8 @@ def default_arch() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return FALLBACK_ARCH
     first = out.strip().splitlines()[0].strip() if out.strip() else ""
-    return _ARCH_BY_CAPABILITY.get(first, FALLBACK_ARCH)
+    try:
+        major, minor = (int(x) for x in first.split("."))
+    except ValueError:
+        return FALLBACK_ARCH
+    return arch_for_capability((major, minor)) or FALLBACK_ARCH
