@@ -83,7 +83,7 @@ def _add_instrumentation_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_arch_flag(parser: argparse.ArgumentParser) -> None:
+def add_arch_flag(parser: argparse.ArgumentParser) -> None:
     """`--arch` (`tilec compile` and `tilec explore`): one of the architectures the lowering
     supports."""
     from tilec.lowering import llvm
@@ -95,7 +95,7 @@ def _add_arch_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_pinning_flags(parser: argparse.ArgumentParser) -> None:
+def add_pinning_flags(parser: argparse.ArgumentParser) -> None:
     """The flags that pin what the passes decide (`tilec compile` and `tilec explore`)."""
     parser.add_argument(
         "--tile",
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ptx (default); cubin (needs ptxas and -o). llvm/ptx/cubin run the default pipeline "
         "unless -p is given",
     )
-    _add_arch_flag(comp)
+    add_arch_flag(comp)
     comp.add_argument(
         "-k", "--kernel", action="append", default=[], help="compile only this kernel (repeatable)"
     )
@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="passes to run on the tile IR, e.g. 'canonicalize,cse,dce' (default: none for "
         "--emit tir, else the default pipeline)",
     )
-    _add_pinning_flags(comp)
+    add_pinning_flags(comp)
     comp.add_argument(
         "--explain",
         action="store_true",
@@ -314,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def _read_input(path: str) -> tuple[str, str]:
+def read_input(path: str) -> tuple[str, str]:
+    """The text of `path` ('-': stdin) and the name its diagnostics use."""
     if path == "-":
         return sys.stdin.read(), "<stdin>"
     try:
@@ -349,7 +350,7 @@ def _opt(args: argparse.Namespace) -> int:
     from tilec.ir.verifier import verify
     from tilec.passmanager import PassManager
 
-    text, filename = _read_input(args.file)
+    text, filename = read_input(args.file)
     instrumentation = _instrumentation(args)
     outputs: list[str] = []
     failed = False
@@ -378,7 +379,7 @@ def _opt(args: argparse.Namespace) -> int:
         )
     result = f"{SPLIT_MARKER}\n".join(outputs)
     if not (failed and args.output):
-        _write_output(result, args.output)
+        write_output(result, args.output)
     return 1 if failed else 0
 
 
@@ -396,7 +397,8 @@ def _instrumentation(args: argparse.Namespace) -> Instrumentation:
     )
 
 
-def _pinned_options(args: argparse.Namespace) -> dict[str, object]:
+def pinned_options(args: argparse.Namespace) -> dict[str, object]:
+    """The pins of --tile/--warps/--stages as `tilec.compile`'s `options`."""
     options: dict[str, object] = {}
     if args.tile:
         tile: dict[str, int] = {}
@@ -449,7 +451,7 @@ def _pass_options(items: list[str]) -> dict[str, dict[str, str]]:
     return options
 
 
-def _compile_pipeline(args: argparse.Namespace) -> str | None:
+def compile_pipeline(args: argparse.Namespace) -> str | None:
     """The passes `tilec compile` runs: -p, else the default pipeline when lowering or when
     --explain, --disable or --pass-option ask about its passes, else none (None: the
     default of the target); with --disable and --pass-option applied, after `assume`."""
@@ -471,13 +473,13 @@ def _compile(args: argparse.Namespace) -> int:
 
     if args.emit == "cubin" and not args.output:
         raise TileError("--emit cubin writes a binary file: give it with -o FILE")
-    text, filename = _read_input(args.file)
+    text, filename = read_input(args.file)
     compiled = compile_source(
         text,
         filename,
         kernels=args.kernel or None,
-        options=_pinned_options(args) or None,
-        pipeline=_compile_pipeline(args),
+        options=pinned_options(args) or None,
+        pipeline=compile_pipeline(args),
         instrumentation=_instrumentation(args),
         target=args.emit,
         arch=args.arch,
@@ -504,11 +506,11 @@ def _compile(args: argparse.Namespace) -> int:
             local_scope=args.print_local_scope,
         )
     if not args.explain:
-        _write_output(result, args.output)
+        write_output(result, args.output)
         return 0
     explanation = compiled.explain()  # before writing: ptxas may reject the PTX
     if args.output:
-        _write_output(result, args.output)
+        write_output(result, args.output)
     sys.stdout.write(explanation)
     return 0
 
@@ -556,7 +558,7 @@ def _run(args: argparse.Namespace) -> int:
     from tilec.frontend import analyze, parse_source
     from tilec.interp.runner import check_kernel, load_reference, reference_path
 
-    text, filename = _read_input(args.file)
+    text, filename = read_input(args.file)
     if filename.endswith(".tir"):
         # IR of any level before lowering (e.g. a hand-pipelined kernel) runs as it is.
         from tilec.ir.parser import parse_module
@@ -608,7 +610,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
-def _write_output(text: str | bytes, path: str | None) -> None:
+def write_output(text: str | bytes, path: str | None) -> None:
     """Write `text` (or binary data) to `path` atomically (never a half-written file), or to
     stdout."""
     if not path:

@@ -20,7 +20,7 @@ __all__ = ["add_arguments", "default_output", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `explore` subcommand's arguments."""
-    from tilec.cli import _add_arch_flag, _add_pinning_flags
+    from tilec.cli import add_arch_flag, add_pinning_flags
 
     parser.add_argument("file", help=".tile file to explore ('-' for stdin)")
     parser.add_argument(
@@ -32,14 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the HTML file to write (default: FILE with .html in place of .tile, in the "
         "current directory)",
     )
-    _add_arch_flag(parser)
+    add_arch_flag(parser)
     parser.add_argument(
         "-p",
         "--pipeline",
         default=None,
         help="passes to run on the tile IR (default: the default pipeline)",
     )
-    _add_pinning_flags(parser)
+    add_pinning_flags(parser)
 
 
 def default_output(path: str) -> str:
@@ -52,17 +52,17 @@ def run(args: argparse.Namespace) -> int:
     """Compile, build the page, write it, say where it went. Exit 0; 1 when the compilation
     failed (the page is written all the same, showing where) or the command line is wrong
     (nothing is written)."""
-    from tilec.cli import _compile_pipeline, _pinned_options, _read_input, _write_output
+    from tilec.cli import compile_pipeline, pinned_options, read_input, write_output
     from tilec.compiler import CompiledProgram, _select_kernels, compile_module
     from tilec.diagnostics import TileError
     from tilec.explore.report import build_report
     from tilec.frontend import parse_source
     from tilec.lowering.ptxas import find_ptxas
 
-    text, filename = _read_input(args.file)
+    text, filename = read_input(args.file)
     # Pins and the pipeline are the command line's: a mistake there is an error, not a page.
-    options = _pinned_options(args) or None
-    pipeline = _compile_pipeline(argparse.Namespace(**vars(args), emit="ptx", explain=False))
+    options = pinned_options(args) or None
+    pipeline = compile_pipeline(argparse.Namespace(**vars(args), emit="ptx", explain=False))
     try:
         module = parse_source(text, filename)
     except TileError as e:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             source=text,
         )
     output = args.output or default_output(args.file)
-    _write_output(build_report(compiled), output)
+    write_output(build_report(compiled), output)
     if compiled.error is not None:
         error = compiled.error
         print(error.render() if isinstance(error, TileError) else str(error), file=sys.stderr)
