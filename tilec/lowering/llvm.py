@@ -42,9 +42,11 @@ waits at a barrier, and reads them back; the launch needs the largest single use
 (`KernelABI.shared_bytes`). No barrier follows the reads: the lowering remembers which scratch
 bytes were read since the last barrier (`unfenced_reads`) and puts one before the next write
 that overlaps them (a later op's scratch, any `tile.store_shared` or `tile.async_copy`, the
-next iteration of a loop), so the kernel's last exchange ends without one. Ops without a lowering yet stop compilation with an internal
-error naming the op: `arith.remf`, the shared-memory and async-copy ops of the pipelined
-levels, and f64 transcendental functions.
+next iteration of a loop), so the kernel's last exchange ends without one.
+
+Ops without a lowering yet stop compilation with an internal error naming the op:
+`arith.remf`, the shared-memory and async-copy ops of the pipelined levels, and f64
+transcendental functions.
 """
 
 from __future__ import annotations
