@@ -229,7 +229,7 @@ func @k(%x: !tile.tensor<Nxf32>, %o: index) {
         lower_to_llvm(module, "sm_90a")
 
 
-def test_f64_transcendentals_are_not_lowered_yet():
+def test_f64_transcendentals_are_an_error_at_their_source():
     module = _laid_out(
         """
 func @k(%x: !tile.tensor<Nxf64>, %o: index) {
@@ -242,8 +242,20 @@ func @k(%x: !tile.tensor<Nxf64>, %o: index) {
 """,
         "assign-layouts",
     )
-    with pytest.raises(InternalCompilerError, match=r"'math.exp'.* on f64 is not lowered yet"):
+    with pytest.raises(TileError, match=r"exp\(\) of f64 values is not supported yet") as e:
         lower_to_llvm(module, "sm_90a")
+    assert "x.to(f32)" in (e.value.hint or "")
+
+
+def test_f64_transcendental_in_a_tile_file_is_a_located_error(tmp_path):
+    source = tmp_path / "e64.tile"
+    source.write_text(
+        "def k(x: f64[N], y: f64[N]):\n    for t in tiles(N):\n        y[t] = tanh(x[t])\n"
+    )
+    with pytest.raises(TileError) as e:
+        tilec.compile(str(source), target="ptx")
+    assert (e.value.loc.line, e.value.loc.col) == (3, 16)
+    assert "tanh() of f64 values" in e.value.render()
 
 
 def test_unspecialized_kernels_are_rejected():

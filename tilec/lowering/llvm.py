@@ -44,9 +44,9 @@ bytes were read since the last barrier (`unfenced_reads`) and puts one before th
 that overlaps them (a later op's scratch, any `tile.store_shared` or `tile.async_copy`, the
 next iteration of a loop), so the kernel's last exchange ends without one.
 
-Ops without a lowering yet stop compilation with an internal error naming the op:
-`arith.remf`, the shared-memory and async-copy ops of the pipelined levels, and f64
-transcendental functions.
+f64 transcendental functions (`exp`, `log`, `tanh`, ...) are not lowered yet: they are an
+error at their source location, with a hint to compute them in f32. Any other op without a
+lowering stops compilation with an internal error naming the op.
 """
 
 from __future__ import annotations
@@ -855,7 +855,13 @@ class _KernelLowering:
             if name == "math.rsqrt":
                 one = ir.Constant(ir.DoubleType(), 1.0)
                 return self.elementwise(op, lambda x: b.fdiv(one, self._float_intrinsic("sqrt", x)))
-            raise NotLowered(op, "on f64 is not lowered yet (only f16, bf16 and f32 are)")
+            fn_name = name.split(".", 1)[1]
+            raise TileError(
+                f"{fn_name}() of f64 values is not supported yet (f64 has sqrt, rsqrt, abs, "
+                "floor, ceil and fma)",
+                op.loc,
+                hint=f"compute it in f32: {fn_name}(x.to(f32)).to(f64)",
+            )
         fn = mathlib.F32_FUNCTIONS[name]
 
         def in_f32(*xs: ir.Value) -> ir.Value:
