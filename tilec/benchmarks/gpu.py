@@ -13,7 +13,11 @@ it is timed. Also: the host time of one `@tilec.jit` call that hits the cache, n
 
 Timing follows the device library's METHOD.md: CUDA events around each run, warm-up first,
 the median of many runs, and inputs rotated among enough sets that together they are several
-times the L2 cache, so a run never finds its inputs there.
+times the L2 cache, so a run never finds its inputs there. The implementations of one size
+take turns, `ROUNDS` times (tilec, reference, Triton, tilec, ...): each one's figure is the
+median of its rounds, and `spread` is its slowest round over its fastest, so a reference whose
+speed moves between rounds (cuBLAS does) is seen moving, and no implementation gets the GPU
+in a state the others never saw.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ EXAMPLES = ROOT / "examples"
 TRITON_REFERENCES = ROOT / "tests" / "reference" / "triton_kernels.py"
 
 L2_BYTES = 60 << 20  # H200 (read off the device when torch says)
-TIME_BUDGET_S = 0.25  # per implementation and size, after warm-up
+TIME_BUDGET_S = 0.1  # per implementation, size and round, after warm-up
+ROUNDS = 3  # the implementations of one size take turns this many times
 
 SIZES = {
     "copy": [(1 << 28,)],  # f32 elements: 1 GiB read + 1 GiB written
@@ -76,6 +81,7 @@ class Result:
     unit: str
     correct: bool | None = None  # output checked against torch's (None: not checked)
     note: str = ""
+    spread: float = math.nan  # slowest round's time over the fastest's (`ROUNDS` rounds)
 
 
 def versions() -> dict[str, str]:
@@ -292,19 +298,48 @@ def _measure(
     unit: str,
     rtol: float = 2e-3,
 ) -> list[Result]:
-    """Check, then time, each implementation. `amount`: bytes moved, or FLOPs."""
-    results = []
+    """Check each implementation, then time them in `ROUNDS` interleaved rounds. `amount`:
+    bytes moved, or FLOPs."""
+    failed: dict[str, str] = {}
+    correct: dict[str, bool] = {}
     for name, run, output in implementations:
         try:
             got = run(*sets[0])
             got = output() if output is not None else got
-            correct = _close(got, expected, rtol)
-            ms = time_ms(run, sets)
+            correct[name] = _close(got, expected, rtol)
         except Exception as e:  # report a failing implementation, measure the others
-            results.append(Result(workload, size, name, math.nan, math.nan, unit, False, str(e)))
+            failed[name] = str(e)
+    rounds: dict[str, list[float]] = {name: [] for name in correct}
+    for _ in range(ROUNDS):
+        for name, run, _output in implementations:
+            if name in failed:
+                continue
+            try:
+                rounds[name].append(time_ms(run, sets))
+            except Exception as e:
+                failed[name] = str(e)
+    results = []
+    scale = 1e6 if unit == "GB/s" else 1e9
+    for name, _run, _output in implementations:
+        if name in failed:
+            results.append(
+                Result(workload, size, name, math.nan, math.nan, unit, False, failed[name])
+            )
             continue
-        scale = 1e6 if unit == "GB/s" else 1e9
-        results.append(Result(workload, size, name, ms, amount / ms / scale, unit, correct))
+        times = rounds[name]
+        ms = statistics.median(times)
+        results.append(
+            Result(
+                workload,
+                size,
+                name,
+                ms,
+                amount / ms / scale,
+                unit,
+                correct[name],
+                spread=max(times) / min(times),
+            )
+        )
     return results
 
 
@@ -492,7 +527,8 @@ def table(results: Sequence[dict[str, Any]]) -> str:
         lines.append(f"device copy: {ceiling:.0f} GB/s (read + write), the memory ceiling")
     header = (
         f"{'workload':<11} {'size':<22} {'tilec ms':>9} {'tilec rate':>16} {'% ceil':>7} "
-        f"{'ref ms':>9} {'tilec/ref':>9} {'triton ms':>9} {'tilec/triton':>12} ok"
+        f"{'ref ms':>9} {'tilec/ref':>9} {'triton ms':>9} {'tilec/triton':>12} ok  "
+        "spread tilec/ref/triton"
     )
     lines += [header, "-" * len(header)]
     groups: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -514,14 +550,21 @@ def table(results: Sequence[dict[str, Any]]) -> str:
             percent = 100 * mine["rate"] / ceiling
         else:  # matmul: the ceiling is cuBLAS at the same size
             percent = 100 * mine["rate"] / reference.get("rate", math.nan)
-        ok = "yes" if all(v.get("correct") for v in impls.values()) else "NO"
-        lines.append(
-            f"{workload:<11} {size:<22} {mine['ms']:9.3f} {mine['rate']:10.1f} {mine['unit']:<5} "
-            f"{percent:6.1f}% {reference.get('ms', math.nan):9.3f} "
-            f"{mine['ms'] / reference.get('ms', math.nan):9.2f} {triton.get('ms', math.nan):9.3f} "
-            f"{mine['ms'] / triton.get('ms', math.nan):12.2f} {ok}"
+        ok = "yes" if all(v.get("correct") for v in impls.values()) else "NO "
+        spreads = "/".join(
+            f"{v.get('spread', math.nan):.2f}" for v in (mine, reference, triton) if v
         )
-    lines.append("(ref: torch, or cuBLAS for matmul; ratios are times: above 1, tilec is slower)")
+        lines.append(
+            f"{workload:<11} {size:<22} {mine['ms']:9.4f} {mine['rate']:10.1f} {mine['unit']:<5} "
+            f"{percent:6.1f}% {reference.get('ms', math.nan):9.4f} "
+            f"{mine['ms'] / reference.get('ms', math.nan):9.3f} "
+            f"{triton.get('ms', math.nan):9.4f} "
+            f"{mine['ms'] / triton.get('ms', math.nan):12.3f} {ok} {spreads}"
+        )
+    lines.append(
+        "(ref: torch, or cuBLAS for matmul; ratios are times: above 1, tilec is slower; each "
+        f"time is the median of {ROUNDS} interleaved rounds, spread = slowest round / fastest)"
+    )
     return "\n".join(lines)
 
 
