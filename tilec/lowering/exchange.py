@@ -39,6 +39,8 @@ __all__ = [
     "op_scratch_bytes",
     "reduce_plan",
     "remap_coefficients",
+    "remap_scratch_coefficients",
+    "remap_scratch_strides",
     "remap_source_slots",
     "thread_map",
 ]
@@ -55,10 +57,38 @@ def thread_map(t: TileType) -> ThreadMap:
     return ThreadMap(t.layout, t.shape)  # type: ignore[arg-type]
 
 
+# Bytes of padding after each scratch row of a remap whose rows are a multiple of 128 bytes (the
+# cycle of the 32 four-byte banks): without it, lanes that hold one column in different rows
+# (an mma accumulator: 8 rows x 4 lanes) all write the same bank. 16 keeps rows 16-byte aligned
+# for vector reads.
+ROW_PAD_BYTES = 16
+
+
+def remap_scratch_strides(op: Operation) -> tuple[int, ...]:
+    """The source tile's strides (in elements) in a remap's scratch: row-major, each row
+    followed by `ROW_PAD_BYTES` when its bytes are a multiple of 128. A reshape keeps plain
+    row-major order (it reads back the flat index in another shape)."""
+    src = op.operands[0].type
+    shape = list(src.shape)
+    size = element_bytes(src.element)
+    if isinstance(op, T.ReshapeOp) or len(shape) < 2 or (shape[-1] * size) % 128:
+        return row_major_strides(shape)
+    return row_major_strides([*shape[:-1], shape[-1] + ROW_PAD_BYTES // size])
+
+
 def remap_coefficients(op: Operation) -> tuple[int, ...]:
     """Per result dimension, how far one step along it moves in the source's row-major order."""
+    return _coefficients(op, row_major_strides(op.operands[0].type.shape))
+
+
+def remap_scratch_coefficients(op: Operation) -> tuple[int, ...]:
+    """Per result dimension, how far one step along it moves in the remap's scratch
+    (`remap_scratch_strides`)."""
+    return _coefficients(op, remap_scratch_strides(op))
+
+
+def _coefficients(op: Operation, strides: tuple[int, ...]) -> tuple[int, ...]:
     src, dst = op.operands[0].type, op.results[0].type
-    strides = row_major_strides(src.shape)
     if isinstance(op, T.ConvertLayoutOp):
         return strides
     if isinstance(op, T.BroadcastOp):
@@ -122,7 +152,7 @@ def op_scratch_bytes(op: Operation) -> int:
         if remap_source_slots(op) is not None:
             return 0
         t = op.operands[0].type
-        return math.prod(t.shape) * element_bytes(t.element)
+        return remap_scratch_strides(op)[0] * t.shape[0] * element_bytes(t.element)
     if isinstance(op, T.ReduceOp):
         plan = reduce_plan(op)
         if plan.result_slots is not None:

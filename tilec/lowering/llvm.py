@@ -93,7 +93,8 @@ from tilec.lowering.exchange import (
     dot_b_offset,
     op_scratch_bytes,
     reduce_plan,
-    remap_coefficients,
+    remap_scratch_coefficients,
+    remap_scratch_strides,
     remap_source_slots,
     thread_map,
 )
@@ -699,10 +700,17 @@ class _KernelLowering:
         with self.b.if_then(predicate):
             emit()
 
-    def write_tile(self, t: TileType, values: list[ir.Value], byte_offset: int = 0) -> None:
-        """Store a tile row-major into the scratch, each element by its unique owner."""
+    def write_tile(
+        self,
+        t: TileType,
+        values: list[ir.Value],
+        byte_offset: int = 0,
+        strides: tuple[int, ...] | None = None,
+    ) -> None:
+        """Store a tile into the scratch at `strides` (default row-major), each element by its
+        unique owner."""
         m = thread_map(t)
-        flats = self.flat_indices(m, row_major_strides(t.shape))
+        flats = self.flat_indices(m, strides or row_major_strides(t.shape))
 
         def emit() -> None:
             for flat, v in zip(flats, values):
@@ -1045,9 +1053,9 @@ class _KernelLowering:
         if slots is not None:
             return [[values[s] for s in slots]]
         self.before_scratch_write(op)
-        self.write_tile(src_t, values)
+        self.write_tile(src_t, values, strides=remap_scratch_strides(op))
         self.barrier()
-        flats = self.flat_indices(thread_map(dst_t), remap_coefficients(op))
+        flats = self.flat_indices(thread_map(dst_t), remap_scratch_coefficients(op))
         result = [self.scratch_load(dst_t.element, f) for f in flats]
         self.after_scratch_read(op)
         return [result]
