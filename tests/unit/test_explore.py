@@ -6,6 +6,7 @@ user runs it. tests/browser drives the page itself."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -178,8 +179,22 @@ def test_resources_come_from_ptxas():
     resources = data["kernel_resources"]["matmul"]
     assert resources["registers"] == compiled.resources["matmul"].registers > 0
     assert resources["dynamic_shared"] >= 65536  # 4 stages of two 8 KiB operand tiles
+    assert resources["performance_warnings"] == []
     assert data["stages"][-1]["language"] == "ptxas"
     assert "registers" in data["explain"]
+
+
+@needs_ptxas
+def test_ptxas_performance_losses_reach_the_page():
+    compiled = tilec.compile(MATMUL, kernels=["matmul"], pipeline=ASSUME, target="cubin")
+    loss = "C7515: wgmma.mma_async instructions are serialized due to ..."
+    compiled.resources = {
+        name: dataclasses.replace(r, performance_warnings=(loss,))
+        for name, r in compiled.resources.items()
+    }
+    data = report_data(compiled)
+    assert data["kernel_resources"]["matmul"]["performance_warnings"] == [loss]
+    assert "performance loss ${esc(w)}" in build_report(compiled)  # the page draws them
 
 
 def test_page_is_self_contained_and_holds_the_data(matmul):

@@ -154,8 +154,8 @@ def report_data(compiled: CompiledProgram) -> dict[str, Any]:
 
 
 def _resources(compiled: CompiledProgram) -> dict[str, Any]:
-    """Per kernel: registers, spills and stack from ptxas (when it ran), and the dynamic
-    shared memory the kernel is launched with."""
+    """Per kernel: registers, spills, stack and "Potential Performance Loss" notes from ptxas
+    (when it ran), and the dynamic shared memory the kernel is launched with."""
     from tilec.lowering.tensorcore import shared_bytes
 
     if compiled.ptx is None or compiled.module is None:
@@ -173,6 +173,7 @@ def _resources(compiled: CompiledProgram) -> dict[str, Any]:
                 stack_frame=r.stack_frame,
                 static_shared=r.static_shared,
                 barriers=r.barriers,
+                performance_warnings=list(r.performance_warnings),
             )
         result[kernel.sym_name] = entry
     return result
