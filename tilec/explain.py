@@ -378,6 +378,8 @@ class _Kernel:
         )
         if resources.static_shared:
             text += f" + {resources.static_shared} B static"
-        self.line("ptxas", text)
-        for warning in resources.performance_warnings:
-            self.line("ptxas", f"performance loss {warning}")
+        self.line(
+            "ptxas",
+            text,
+            [f"performance loss {warning}" for warning in resources.performance_warnings],
+        )

@@ -134,6 +134,21 @@ def test_ptxas_report_is_shown(monkeypatch):
     ptxas = section(text, "ptxas")
     assert "sm_90a: 40 registers, SPILLS 8 B stored / 4 B loaded, 16 B stack" in ptxas
     assert "0 B dynamic shared" in ptxas
+    assert "performance loss" not in text
+
+
+def test_ptxas_performance_losses_are_shown(monkeypatch):
+    monkeypatch.setattr(tilec.explain, "find_ptxas", lambda: "/bin/ptxas")
+    loss = "C7515: wgmma.mma_async instructions are serialized due to ..."
+
+    def report(ptx: str, arch: str) -> dict[str, KernelResources]:
+        resources = KernelResources("vector_add", 40, 0, 0, 0, 0, 1, performance_warnings=(loss,))
+        return {"vector_add": resources}
+
+    monkeypatch.setattr(tilec.explain, "assemble", report)
+    text = explained("vector_add", "vector_add", aligned_pipeline())
+    ptxas = section(text, "ptxas")  # one section: the note is a reason under the figures
+    assert "- performance loss C7515: wgmma.mma_async instructions are serialized" in ptxas
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="needs ptxas")
