@@ -257,6 +257,13 @@ def test_f64_transcendental_in_a_tile_file_is_a_located_error(tmp_path):
     assert (e.value.loc.line, e.value.loc.col) == (3, 16)
     assert "tanh() of f64 values" in e.value.render()
 
+    source.write_text(
+        "def k(x: f64[N], y: f64[N]):\n    for t in tiles(N):\n        y[t] = x[t] ** 3.0\n"
+    )
+    with pytest.raises(TileError) as e:
+        tilec.compile(str(source), target="ptx")
+    assert "x ** y of f64 values" in e.value.message and "(x.to(f32) ** y)" in e.value.hint
+
 
 def test_unspecialized_kernels_are_rejected():
     module = tilec.compile(str(EXAMPLES / "vector_add.tile")).module

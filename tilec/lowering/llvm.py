@@ -864,11 +864,15 @@ class _KernelLowering:
                 one = ir.Constant(ir.DoubleType(), 1.0)
                 return self.elementwise(op, lambda x: b.fdiv(one, self._float_intrinsic("sqrt", x)))
             fn_name = name.split(".", 1)[1]
+            if fn_name == "powf":  # written `x ** y`
+                what, example = "x ** y", "(x.to(f32) ** y).to(f64)"
+            else:
+                what, example = f"{fn_name}()", f"{fn_name}(x.to(f32)).to(f64)"
             raise TileError(
-                f"{fn_name}() of f64 values is not supported yet (f64 has sqrt, rsqrt, abs, "
-                "floor, ceil and fma)",
+                f"{what} of f64 values is not supported yet (f64 has sqrt, rsqrt, abs, floor, "
+                "ceil and fma)",
                 op.loc,
-                hint=f"compute it in f32: {fn_name}(x.to(f32)).to(f64)",
+                hint=f"compute it in f32: {example}",
             )
         fn = mathlib.F32_FUNCTIONS[name]
 
