@@ -304,16 +304,12 @@ def run_sanitizer(
     example: str, tool_name: str = "memcheck", timeout: float = 300
 ) -> dict[str, Any]:
     """`compute-sanitizer --tool TOOL_NAME` over the driver for `example`."""
+    run: dict[str, Any] = {"example": example, "tool": tool_name}
     tool = shutil.which("compute-sanitizer")
     if tool is None and os.path.exists("/usr/local/cuda/bin/compute-sanitizer"):
         tool = "/usr/local/cuda/bin/compute-sanitizer"
     if tool is None:
-        return {
-            "example": example,
-            "tool": tool_name,
-            "ran": False,
-            "note": "compute-sanitizer not found",
-        }
+        return {**run, "ran": False, "note": "compute-sanitizer not found"}
     command = [
         tool,
         "--tool",
@@ -330,19 +326,12 @@ def run_sanitizer(
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {
-            "example": example,
-            "tool": tool_name,
-            "ran": True,
-            "passed": False,
-            "note": "timed out",
-        }
+        return {**run, "ran": True, "passed": False, "note": "timed out"}
     output = result.stdout + result.stderr
     _save("sanitizer.txt", f"==== {tool_name} {example}\n{output}\n", append=True)
     errors = sanitizer_errors(output)
     return {
-        "example": example,
-        "tool": tool_name,
+        **run,
         "ran": True,
         "errors": errors,
         "results_ok": result.returncode == 0,

@@ -12,6 +12,7 @@ external assets), which renders it in the browser.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from importlib import resources
@@ -165,15 +166,14 @@ def _resources(compiled: CompiledProgram) -> dict[str, Any]:
     for kernel in compiled.module.functions:
         entry: dict[str, Any] = {"dynamic_shared": shared_bytes(kernel)}
         r = found.get(kernel.sym_name)
-        if r is not None:
+        if r is not None:  # every field of ptxas's report but the name the key already says
+            fields = dataclasses.asdict(r)
             entry.update(
-                registers=r.registers,
-                spill_stores=r.spill_stores,
-                spill_loads=r.spill_loads,
-                stack_frame=r.stack_frame,
-                static_shared=r.static_shared,
-                barriers=r.barriers,
-                performance_warnings=list(r.performance_warnings),
+                {
+                    k: list(v) if isinstance(v, tuple) else v
+                    for k, v in fields.items()
+                    if k != "name"
+                }
             )
         result[kernel.sym_name] = entry
     return result
