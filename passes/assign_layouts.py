@@ -11,8 +11,9 @@ along rows, reductions whose results stay replicated in the threads of their row
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from math import prod
+from math import ceil, log2, prod
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, math, scf
@@ -20,7 +21,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import Attribute, BlockedLayout, IntegerAttr
 from tilec.ir.builder import Builder
-from tilec.ir.core import Block, Operation, Value
+from tilec.ir.core import Block, Operation, Pure, Value
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
     WARP_SIZE,
@@ -38,22 +39,37 @@ from tilec.lowering.layouts import (
 )
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["AssignLayouts"]
+__all__ = ["AssignLayouts", "estimate_registers"]
 
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 ACCESS_BYTES = 16  # the widest global access per thread (ld.global.v4.b32)
-# Automatic warps: the fewest of these that leave each warp at most ROW_BYTES_PER_WARP of the
-# widest row a load or store moves. Measured on the H200 (rowwise_probe at 564edbd,
-# docs/benchmarks.md, with whole extents exact): softmax f32 rows of 1024 fastest on 4 warps,
-# of 4096 on 8 (4: 0.5% slower; 16: 13%), of 16384 on 16; layernorm f16 rows of 8192 on 8
-# (85.8% of copy bandwidth; 16 warps: 67%, 4: 81%).
-AUTO_WARPS = (4, 8, 16)
-ROW_BYTES_PER_WARP = 2048
 
-
-# An SM's limits (sm_80 .. sm_90): what `min_blocks_per_sm` is checked against.
+# An SM's limits (sm_80 .. sm_90): what the automatic warps and `min_blocks_per_sm` are
+# checked against.
 MAX_THREADS_PER_SM = 2048
+MAX_BLOCKS_PER_SM = 32
 REGISTERS_PER_SM = 65536
+MAX_REGISTERS_PER_THREAD = 255
+REGISTER_GRANULE = 8  # ptxas gives a thread a multiple of 8 registers
+
+# Automatic warps (`_Occupancy`): of AUTO_WARPS, the one whose blocks keep the bytes of their
+# largest streamed tile in flight on an SM (blocks per SM, from threads and estimated
+# registers, times the tile's bytes) nearest BYTES_IN_FLIGHT, on a log scale; ties to fewer
+# warps (cheaper barriers and cross-warp reductions). Fitted on the H200 (rowwise_probe,
+# docs/benchmarks.md, with ptxas's registers): softmax f32 rows of 4096 fastest on 16 warps
+# (4 blocks x 16 KiB = 64 KiB; 8 warps keep 128 KiB, 4 warps 160), of 16384 on 16 (128 KiB
+# against 192 on 8), of 1024 on 4 (16 blocks x 4 KiB); layernorm f16 rows of 8192 on 4 (5 x
+# 16 KiB = 80 KiB, its 96 registers limit it; 8 warps keep 64 KiB, 16 warps 48). Roughly the
+# DRAM's bandwidth x latency per SM (about 32 GB/s x 2 us). Choices that would give a thread
+# more than MAX_ELEMENTS_PER_THREAD elements of the tile, or runs shorter than 16 bytes, are
+# not candidates.
+AUTO_WARPS = (4, 8, 16)
+BYTES_IN_FLIGHT = 72 * 1024
+MAX_ELEMENTS_PER_THREAD = 64
+# Registers beyond the tiles' elements: addresses, loop counters, reduction partials, the
+# exchange's indices. With it the estimate is within 16 registers of ptxas's count for the
+# examples' row kernels at 4, 8 and 16 warps (tests/unit/test_occupancy.py).
+BASE_REGISTERS = 16
 
 
 @register_pass
@@ -61,9 +77,14 @@ class AssignLayouts(Pass):
     """Gives every tile a layout; converts operands that an op needs elsewhere.
 
     Warps: the kernel's pin (`tilec.num_warps`), else the option `num_warps`, else (option 0)
-    the fewest of 4, 8 and 16 that leave each warp at most 2 KiB of the widest row a
-    `tile.load` or `tile.store` moves (16 when none does; measured on the H200, see
-    `ROW_BYTES_PER_WARP`); written on the kernel.
+    an occupancy model (`_Occupancy`): for 4, 8 and 16 warps, the blocks an SM holds (by
+    threads, by registers estimated from the tiles live across each op, 32 at most) times the
+    bytes of the largest tile a `tile.load` or `tile.store` moves; the count whose bytes in
+    flight come nearest 72 KiB wins (fitted on the H200, see `BYTES_IN_FLIGHT`), unless one
+    keeps each row of a row reduction inside a warp with at least that much in flight.
+    Counts that would give a thread over 64 elements of that tile, or runs under 16 bytes, are
+    not weighed. Kernels with tensor-core dots get their warps from `tiling`. Written on the
+    kernel; the remark gives every candidate's bytes in flight.
 
     Default layout of a shape: `default_layout` (row-major, lanes along the last dimension,
     warps along the first: see `tilec.lowering.layouts`) with 16 bytes of consecutive elements
@@ -90,7 +111,8 @@ class AssignLayouts(Pass):
     their access's layout; loop-carried values and
     `scf.if` results keep the default layout. Values that already have a layout keep it, so
     running the pass twice changes nothing. Assumes static tile shapes (run `specialize`).
-    Remarks: per kernel, the warps and the conversions inserted; each conversion says why.
+    Remarks: per kernel, the warps (and for automatic ones, the model's figures) and the
+    conversions inserted; each conversion says why.
     Option `min_blocks_per_sm` pins an occupancy: `tilec.min_blocks_per_sm` on the kernel,
     which the lowering passes to ptxas (`.minnctapersm`) so that it budgets registers for
     that many blocks per SM (an error when they would need more than 2048 threads).
@@ -102,7 +124,9 @@ class AssignLayouts(Pass):
     @dataclass
     class Options:
         num_warps: int = option(
-            0, "warps per block when the kernel does not pin them (0: from the largest tile)"
+            0,
+            "warps per block when the kernel does not pin them (0: from the occupancy model: "
+            "bytes of the largest streamed tile in flight per SM)",
         )
         min_blocks_per_sm: int = option(
             0,
@@ -430,22 +454,204 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
 
 
 def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
-    moved = [
+    occupancy = _Occupancy.of(kernel)
+    if occupancy is None:
+        return AUTO_WARPS[0], "no tile is loaded or stored"
+    return occupancy.choice, occupancy.reason()
+
+
+def _moved_tiles(kernel: FuncOp) -> list[TileType]:
+    return [
         t
         for op in kernel.walk()
         if isinstance(op, (T.LoadOp, T.StoreOp))
         for t in [op.result.type if isinstance(op, T.LoadOp) else op.value.type]
         if isinstance(t, TileType) and t.is_static and t.rank
     ]
-    if not moved:
-        return AUTO_WARPS[0], "no tile is loaded or stored"
-    widest = max(moved, key=lambda t: t.shape[-1] * element_bytes(t.element))
-    row_bytes = widest.shape[-1] * element_bytes(widest.element)
-    warps = next((w for w in AUTO_WARPS if row_bytes <= w * ROW_BYTES_PER_WARP), AUTO_WARPS[-1])
-    return warps, (
-        f"rows of {widest.shape[-1]} x {widest.element} = {row_bytes} bytes moved: "
-        f"{ROW_BYTES_PER_WARP} per warp at most"
-    )
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    warps: int
+    registers: int  # estimated per thread
+    blocks: int  # per SM
+    limit: str  # what limits `blocks`
+    in_flight: int  # bytes of the streamed tile per SM
+    rows_in_warps: bool  # the kernel's row reductions stay inside warps
+
+    def distance(self) -> float:
+        return abs(log2(self.in_flight / BYTES_IN_FLIGHT))
+
+
+@dataclass(frozen=True)
+class _Occupancy:
+    """The automatic warps of a kernel without tensor-core dots, from an occupancy model.
+
+    A candidate's blocks per SM (threads, estimated registers, the block limit) times the
+    bytes of the largest tile a load or store moves are its bytes in flight; the candidate
+    nearest `BYTES_IN_FLIGHT` wins, ties to fewer warps. Except: where a kernel reduces along
+    rows and some candidate keeps each row inside one warp (the reductions then need no
+    shared memory and no barriers) with at least `BYTES_IN_FLIGHT` in flight, that one wins
+    (softmax on 4 rows of 1024: 4 warps, one row each, measured level with 16 warps)."""
+
+    tile: TileType  # the largest tile a load or store moves
+    candidates: tuple[_Candidate, ...]
+    excluded: tuple[str, ...]  # warps left out, and why
+    choice: int
+
+    @staticmethod
+    def of(kernel: FuncOp, registers: Callable[[int], int] | None = None) -> _Occupancy | None:
+        """The model's choice for `kernel`; `registers(warps)` replaces the estimate (tests
+        put ptxas's counts there)."""
+        moved = _moved_tiles(kernel)
+        if not moved:
+            return None
+        tile = max(moved, key=lambda t: (prod(t.shape) * element_bytes(t.element), t.rank))
+        elements = prod(tile.shape)
+        vector = max(1, ACCESS_BYTES // element_bytes(tile.element))
+        reduces_rows = any(
+            isinstance(op, T.ReduceOp) and op.axis == op.input.type.rank - 1 for op in kernel.walk()
+        )
+        candidates, excluded = [], []
+        for warps in AUTO_WARPS:
+            threads = warps * WARP_SIZE
+            if elements > threads * MAX_ELEMENTS_PER_THREAD:
+                excluded.append(f"{warps}: over {MAX_ELEMENTS_PER_THREAD} elements a thread")
+                continue
+            if elements < threads * vector and warps != AUTO_WARPS[0]:
+                excluded.append(f"{warps}: runs under 16 bytes")
+                continue
+            used = registers(warps) if registers else estimate_registers(kernel, warps)
+            limits = {
+                "threads": MAX_THREADS_PER_SM // threads,
+                "registers": REGISTERS_PER_SM // (used * threads),
+                "the block limit": MAX_BLOCKS_PER_SM,
+            }
+            limit = min(limits, key=lambda k: limits[k])
+            blocks = max(1, limits[limit])
+            in_flight = blocks * elements * element_bytes(tile.element)
+            layout = default_layout(tile.shape, warps, vector)  # type: ignore[arg-type]
+            rows_in_warps = reduces_rows and layout.warps_per_cta[-1] == 1
+            candidates.append(_Candidate(warps, used, blocks, limit, in_flight, rows_in_warps))
+        if not candidates:  # a tile too large for any: the most warps (fewest elements each)
+            return _Occupancy(tile, (), tuple(excluded), AUTO_WARPS[-1])
+        whole = [c for c in candidates if c.rows_in_warps and c.in_flight >= BYTES_IN_FLIGHT]
+        best = min(whole or candidates, key=lambda c: (c.distance(), c.warps))
+        return _Occupancy(tile, tuple(candidates), tuple(excluded), best.warps)
+
+    def reason(self) -> str:
+        t = self.tile
+        size = prod(t.shape) * element_bytes(t.element)
+        tile = f"tiles of {'x'.join(map(str, t.shape))} x {t.element} = {_bytes(size)}"
+        if not self.candidates:
+            return f"{tile}: over {MAX_ELEMENTS_PER_THREAD} elements a thread on fewer warps"
+        (best,) = [c for c in self.candidates if c.warps == self.choice]
+        why = (
+            f"rows stay inside warps (no shared memory for the reductions) and at least "
+            f"{_bytes(BYTES_IN_FLIGHT)} in flight"
+            if best.rows_in_warps and best.in_flight >= BYTES_IN_FLIGHT
+            else f"nearest {_bytes(BYTES_IN_FLIGHT)}"
+        )
+        others = ", ".join(
+            f"{c.warps} warps: {_bytes(c.in_flight)}" for c in self.candidates if c is not best
+        )
+        return (
+            f"{tile} moved: {_count(best.blocks, 'block')} per SM (by {best.limit}; "
+            f"~{best.registers} registers estimated) keep {_bytes(best.in_flight)} in flight, "
+            f"{why}"
+            + (f"; {others}" if others else "")
+            + (f"; not {'; '.join(self.excluded)}" if self.excluded else "")
+        )
+
+
+_ALIAS_OPS = (T.BroadcastOp, T.ExpandDimsOp, T.ReshapeOp)
+_SOURCE_OPS = (T.FullOp, T.SplatOp, T.IotaOp)
+
+
+def estimate_registers(kernel: FuncOp, warps: int) -> int:
+    """Registers a thread of `kernel` on `warps` warps needs, before ptxas: the most 32-bit
+    words of tiles live across one op (defined before it, used after it), plus
+    `BASE_REGISTERS`, in ptxas's granule. A tile of n elements holds ceil(n / threads) of them
+    in a thread, whatever its layout (f16 two to a word, i1 four). What ptxas does, modelled:
+    - tiles made from constants, iotas, splats and extents alone cost nothing (rematerialized,
+      or folded once the launch's extents are known: the padding masks);
+    - broadcasts, `expand_dims` and reshapes share their operand's registers;
+    - a load issues as early as its operands allow (ptxas hoists the loads of a layernorm's
+      weights above its reductions), so it is live from there;
+    - a use inside a loop of a value defined outside it keeps the value to the loop's end, and
+      loop-carried values live through their loop.
+    Elementwise chains between reductions do not count (each element is computed and used at
+    once); what a reduction or a loop keeps waiting is what needs the registers."""
+    threads = warps * WARP_SIZE
+    ops = list(kernel.walk())
+    position = {op: i for i, op in enumerate(ops)}
+    last = {op: position[op] + sum(1 for _ in op.walk()) - 1 for op in ops if op.regions}
+    free: set[Value] = set()
+    root: dict[Value, Value] = {}
+    spans: dict[Value, list[int]] = {}  # value -> [live from, last used]
+
+    def defined(v: Value) -> int:
+        if isinstance(v.owner, Operation):
+            return position[v.owner]
+        parent = v.owner.parent_op
+        return position[parent] if parent is not None and parent in position else 0
+
+    points: list[int] = []  # where to count: the ops that compute, load or store tiles
+    for op in ops:
+        here = position[op]
+        tiles = [v for v in op.operands if isinstance(v.type, TileType)]
+        if isinstance(op, _SOURCE_OPS) or (
+            op.has_trait(Pure) and not op.regions and all(v in free for v in tiles)
+        ):
+            free.update(op.results)
+            continue
+        if isinstance(op, _ALIAS_OPS):
+            (source,) = op.operands
+            root[op.result] = root.get(source, source)
+            continue
+        if tiles or any(isinstance(v.type, TileType) for v in op.results) or op.regions:
+            points.append(here)
+        start = here
+        if isinstance(op, T.LoadOp):
+            start = max([defined(v) for v in op.operands] + [defined_parent(op, position)])
+        for v in op.results:
+            if isinstance(v.type, TileType) and v.type.is_static:
+                spans[v] = [start, here]
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    if isinstance(arg.type, TileType) and arg.type.is_static:
+                        spans[arg] = [here, last[op]]
+        for v in op.operands:
+            span = spans.get(root.get(v, v))
+            if span is None:
+                continue
+            used = here
+            parent = op.parent_op
+            while parent is not None and parent is not kernel:
+                if parent.regions and not position[parent] <= span[0] <= last[parent]:
+                    used = max(used, last[parent])
+                parent = parent.parent_op
+            span[1] = max(span[1], used)
+    across = [0.0] * len(ops)
+    for v, (start, stop) in spans.items():
+        t = v.type
+        words = max(1, -(-prod(t.shape) // threads)) * element_bytes(t.element) / 4
+        for i in range(start + 1, stop):
+            across[i] += words
+    peak = max((across[i] for i in points), default=0.0) + BASE_REGISTERS
+    granules = -(-ceil(peak) // REGISTER_GRANULE)
+    return min(MAX_REGISTERS_PER_THREAD, granules * REGISTER_GRANULE)
+
+
+def defined_parent(op: Operation, position: dict[Operation, int]) -> int:
+    """The position of the op whose region holds `op` (0 at a kernel's top level)."""
+    parent = op.parent_op
+    return position.get(parent, 0) if parent is not None else 0
+
+
+def _bytes(n: int) -> str:
+    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"
 
 
 def _count(n: int, noun: str) -> str:

@@ -414,7 +414,7 @@ class _KernelTiling:
 
     def plain_warps(self) -> int | None:
         """A kernel without tensor-core dots: its pin, else None (assign-layouts chooses, from
-        the tiles it lays out: one warp per 1024 elements of the largest, 4 to 16)."""
+        the tiles it lays out: an occupancy model, 4 to 16 warps)."""
         if self.warps_pin is not None:
             self.ctx.remark(self.kernel, f"{self.warps_pin} warps ({self.warps_source})")
             return self.warps_pin

@@ -212,9 +212,9 @@ class _Kernel:
             reasons += self.said(self.kernel, "tiling", "FMA path")
         if not mma:
             reasons += [
-                m_.split(";")[0]
+                _first_clause(m_)
                 for m_ in self.said(self.kernel, "assign-layouts")
-                if "warps" in m_.split(";")[0]
+                if "warps" in _first_clause(m_)
             ]
         self.line("warps", text, reasons)
 
@@ -383,3 +383,14 @@ class _Kernel:
             text,
             [f"performance loss {warning}" for warning in resources.performance_warnings],
         )
+
+
+def _first_clause(remark: str) -> str:
+    """A remark up to its first ';' outside parentheses ("16 warps (...; ...); 15 tile values
+    laid out" -> "16 warps (...; ...)")."""
+    depth = 0
+    for i, c in enumerate(remark):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if c == ";" and depth == 0:
+            return remark[:i]
+    return remark

@@ -40,12 +40,12 @@ def _softmax_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK: tl.
     tl.store(y_ptr + row * y_row_stride + cols, e / tl.sum(e, axis=0), mask=mask)
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Row softmax of a 2-D tensor, one row per program."""
+def softmax(x: torch.Tensor, num_warps: int = 4) -> torch.Tensor:
+    """Row softmax of a 2-D tensor, one row per program (Triton's default: 4 warps)."""
     rows, cols = x.shape
     y = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
-    _softmax_kernel[(rows,)](x, y, cols, x.stride(0), y.stride(0), BLOCK=block)
+    _softmax_kernel[(rows,)](x, y, cols, x.stride(0), y.stride(0), BLOCK=block, num_warps=num_warps)
     return y
 
 
@@ -65,12 +65,15 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride, eps, BLOCK: tl
     tl.store(y_ptr + row * stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
-    """Layer normalization over the last dimension of a 2-D tensor, f32 statistics."""
+def layernorm(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float, num_warps: int = 4
+) -> torch.Tensor:
+    """Layer normalization over the last dimension of a 2-D tensor, f32 statistics (Triton's
+    default: 4 warps)."""
     rows, cols = x.shape
     y = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
-    _layernorm_kernel[(rows,)](x, w, b, y, cols, x.stride(0), eps, BLOCK=block)
+    _layernorm_kernel[(rows,)](x, w, b, y, cols, x.stride(0), eps, BLOCK=block, num_warps=num_warps)
     return y
 
 

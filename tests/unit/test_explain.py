@@ -91,7 +91,7 @@ def test_softmax_explains_rows_slices_and_no_shared_memory(monkeypatch):
     text = compiled.explain()
     assert f"M/{sizes['BM']} blocks" in section(text, "grid")
     assert f"BM={sizes['BM']} BN=1024" in section(text, "tiles")
-    assert f"{warps} warps (rows of " in section(text, "warps")
+    assert f"{warps} warps (tiles of " in section(text, "warps")
     layouts = section(text, "layouts")
     assert "#slice<dim = 1" in layouts and "#blocked<size_per_thread = [1, 4]" in layouts
     assert "no buffers" in section(text, "shared")

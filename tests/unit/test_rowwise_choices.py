@@ -1,5 +1,6 @@
-"""Block shapes of row-wise kernels: one row per block once two rows exceed the tile budget,
-and warps by the length of a row (passes/tiling.py, assign_layouts.py)."""
+"""Block shapes of row-wise kernels: one row per block once two rows exceed the tile budget
+(passes/tiling.py), and warps from the occupancy model (passes/assign_layouts.py: bytes of
+the streamed tile in flight per SM)."""
 
 from pathlib import Path
 
@@ -22,10 +23,16 @@ def _choices(example: str, n: int) -> tuple[int, int]:
 @pytest.mark.parametrize(
     ("example", "n", "rows", "warps"),
     [
-        ("softmax", 1024, 4, 4),  # 4 rows of 1024 fit the 4096-element budget
-        ("softmax", 4096, 1, 8),  # the fastest on the H200 (rowwise_probe)
-        ("softmax", 16384, 1, 16),  # 8 warps ran 1.4x slower
-        ("layernorm", 8192, 1, 8),  # 85.8% of copy bandwidth on the H200; 16 warps: 67%
+        # 4 rows of 1024 fit the 4096-element budget; a row per warp (no shared memory)
+        # keeps 160 KiB in flight (16 warps: 64 KiB; level on the H200)
+        ("softmax", 1024, 4, 4),
+        # 4 blocks x 16 KiB in flight; 8 warps keep 128 KiB, 4 warps 160 (the H200: 16
+        # warps 1% faster than either, rowwise_probe 2026-11-30)
+        ("softmax", 4096, 1, 16),
+        ("softmax", 16384, 1, 16),  # 128 KiB; 8 warps 192 KiB and 1% slower
+        # its registers (~144 estimated, 96 by ptxas) keep 4 warps to 3-5 blocks: 48-80 KiB;
+        # on the H200 4 warps reach 89.1% of copy bandwidth, 8 warps 87.1%, 16 85.2%
+        ("layernorm", 8192, 1, 4),
     ],
 )
 def test_row_blocks_and_warps(example: str, n: int, rows: int, warps: int) -> None:

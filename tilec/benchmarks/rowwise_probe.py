@@ -52,7 +52,16 @@ def configurations(n: int) -> dict[str, dict[str, dict[str, Any]]]:
                 "tiling": {"tiles": "BM=1"},
                 "assign-layouts": {"num_warps": warps},
             }
+    if n <= 1024:  # the tiling's 4 rows of 1024, on each warp count
+        for warps in (4, 8, 16):
+            configs[f"4 rows, {warps} warps"] = {
+                "tiling": {"tiles": "BM=4"},
+                "assign-layouts": {"num_warps": warps},
+            }
     return configs
+
+
+TRITON_WARPS = (8, 16)  # besides Triton's default, 4
 
 
 def _kernel(name: str, options: dict[str, dict[str, Any]]) -> Any:
@@ -113,6 +122,9 @@ def softmax_rows(m: int, n: int, triton: Any) -> list[tuple]:
     )
     if triton is not None:
         rows.append(_row("softmax", size, "triton", triton.softmax, check, sets, moved))
+        for warps in TRITON_WARPS:
+            run = lambda a, warps=warps: triton.softmax(a, num_warps=warps)  # noqa: E731
+            rows.append(_row("softmax", size, f"triton, {warps} warps", run, check, sets, moved))
     return rows
 
 
@@ -145,6 +157,51 @@ def layernorm_rows(m: int, n: int, triton: Any) -> list[tuple]:
     if triton is not None:
         run = lambda a: triton.layernorm(a, w, b, eps)  # noqa: E731
         rows.append(_row("layernorm", size, "triton", run, check, sets, moved))
+        for warps in TRITON_WARPS:
+            run = lambda a, warps=warps: triton.layernorm(a, w, b, eps, num_warps=warps)  # noqa: E731
+            config = f"triton, {warps} warps"
+            rows.append(_row("layernorm", size, config, run, check, sets, moved))
+    return rows
+
+
+def other_rows(workload: str, triton: Any) -> list[tuple]:
+    """Kernels whose automatic warps the occupancy model sets too: the default, and each of
+    4, 8 and 16 warps."""
+    import torch
+
+    if workload == "row_sum":
+        m, n = 8192, 4096
+        sets = _sets(lambda: (torch.randn(m, n, device="cuda"),), m * n * 4)
+        out = torch.empty(m, device="cuda")
+        size, moved = f"{m}x{n} f32", m * n * 4 + m * 4
+        expected = sets[0][0].double().sum(1).float()
+        kernel_args = lambda a: (a, out)  # noqa: E731
+        rtol = 1e-5
+    else:
+        m = n = 8192
+        sets = _sets(lambda: (torch.randn(m, n, device="cuda"),), m * n * 4)
+        out = torch.empty(n, m, device="cuda")
+        size, moved = f"{m}x{n} f32", 2 * m * n * 4
+        expected = sets[0][0].T.contiguous()
+        kernel_args = lambda a: (a, out)  # noqa: E731
+        rtol = 0.0
+
+    def check(got: Any) -> bool:
+        return _close(out if got is None else got, expected, rtol)
+
+    rows = []
+    configs: dict[str, dict[str, dict[str, Any]]] = {"default": {}}
+    for warps in (4, 8, 16):
+        configs[f"{warps} warps"] = {"assign-layouts": {"num_warps": warps}}
+    for config, options in configs.items():
+        kernel = _kernel(workload, options)
+        run = lambda a, kernel=kernel: kernel(*kernel_args(a))  # noqa: E731
+        rows.append(_row(workload, size, config, run, check, sets, moved))
+    if workload == "row_sum":
+        rows.append(_row(workload, size, "torch", lambda a: a.sum(1), check, sets, moved))
+    else:
+        reference = lambda a: out.copy_(a.T)  # noqa: E731
+        rows.append(_row(workload, size, "torch", reference, check, sets, moved))
     return rows
 
 
@@ -179,7 +236,9 @@ def render(rows: list[tuple], ceiling: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("softmax", "layernorm"), default=None)
+    parser.add_argument(
+        "--only", choices=("softmax", "layernorm", "row_sum", "transpose"), default=None
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -195,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "layernorm"):
         for m, n in LAYERNORM_SIZES:
             rows += layernorm_rows(m, n, triton)
+    for workload in ("row_sum", "transpose"):
+        if args.only in (None, workload):
+            rows += other_rows(workload, triton)
     print(render(rows, ceiling))
     return 0
 
