@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil, log2, prod
 
-from tilec.diagnostics import TileError
+from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
@@ -436,20 +436,24 @@ def _reduced_layout(layout: Attribute | None, axis: int) -> Attribute | None:
     return slice_layout(layout, axis)
 
 
+def _moved_tiles(kernel: FuncOp) -> list[TileType]:
+    """The static tile types that the kernel's loads and stores move."""
+    return [
+        t
+        for op in kernel.walk()
+        if isinstance(op, (T.LoadOp, T.StoreOp))
+        for t in [op.result.type if isinstance(op, T.LoadOp) else op.value.type]
+        if isinstance(t, TileType) and t.is_static
+    ]
+
+
 def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
     """Per tile shape, the elements of 16 bytes in the narrowest element that a load or
     store of that shape moves: the run each thread holds in the default layout."""
     vectors: dict[tuple, int] = {}
-    for op in kernel.walk():
-        if isinstance(op, T.LoadOp):
-            t = op.result.type
-        elif isinstance(op, T.StoreOp):
-            t = op.value.type
-        else:
-            continue
-        if isinstance(t, TileType) and t.is_static:
-            vector = max(1, ACCESS_BYTES // element_bytes(t.element))
-            vectors[t.shape] = max(vectors.get(t.shape, 1), vector)
+    for t in _moved_tiles(kernel):
+        vector = max(1, ACCESS_BYTES // element_bytes(t.element))
+        vectors[t.shape] = max(vectors.get(t.shape, 1), vector)
     return vectors
 
 
@@ -458,16 +462,6 @@ def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
     if occupancy is None:
         return AUTO_WARPS[0], "no tile is loaded or stored"
     return occupancy.choice, occupancy.reason()
-
-
-def _moved_tiles(kernel: FuncOp) -> list[TileType]:
-    return [
-        t
-        for op in kernel.walk()
-        if isinstance(op, (T.LoadOp, T.StoreOp))
-        for t in [op.result.type if isinstance(op, T.LoadOp) else op.value.type]
-        if isinstance(t, TileType) and t.is_static and t.rank
-    ]
 
 
 @dataclass(frozen=True)
@@ -481,6 +475,10 @@ class _Candidate:
 
     def distance(self) -> float:
         return abs(log2(self.in_flight / BYTES_IN_FLIGHT))
+
+    def whole_rows(self) -> bool:
+        """Rows inside warps with enough in flight: the exception that wins outright."""
+        return self.rows_in_warps and self.in_flight >= BYTES_IN_FLIGHT
 
 
 @dataclass(frozen=True)
@@ -503,7 +501,7 @@ class _Occupancy:
     def of(kernel: FuncOp, registers: Callable[[int], int] | None = None) -> _Occupancy | None:
         """The model's choice for `kernel`; `registers(warps)` replaces the estimate (tests
         put ptxas's counts there)."""
-        moved = _moved_tiles(kernel)
+        moved = [t for t in _moved_tiles(kernel) if t.rank]
         if not moved:
             return None
         tile = max(moved, key=lambda t: (prod(t.shape) * element_bytes(t.element), t.rank))
@@ -535,29 +533,31 @@ class _Occupancy:
             candidates.append(_Candidate(warps, used, blocks, limit, in_flight, rows_in_warps))
         if not candidates:  # a tile too large for any: the most warps (fewest elements each)
             return _Occupancy(tile, (), tuple(excluded), AUTO_WARPS[-1])
-        whole = [c for c in candidates if c.rows_in_warps and c.in_flight >= BYTES_IN_FLIGHT]
+        whole = [c for c in candidates if c.whole_rows()]
         best = min(whole or candidates, key=lambda c: (c.distance(), c.warps))
         return _Occupancy(tile, tuple(candidates), tuple(excluded), best.warps)
 
     def reason(self) -> str:
         t = self.tile
         size = prod(t.shape) * element_bytes(t.element)
-        tile = f"tiles of {'x'.join(map(str, t.shape))} x {t.element} = {_bytes(size)}"
+        tile = f"tiles of {'x'.join(map(str, t.shape))} x {t.element} = {format_bytes(size)}"
         if not self.candidates:
             return f"{tile}: over {MAX_ELEMENTS_PER_THREAD} elements a thread on fewer warps"
         (best,) = [c for c in self.candidates if c.warps == self.choice]
         why = (
             f"rows stay inside warps (no shared memory for the reductions) and at least "
-            f"{_bytes(BYTES_IN_FLIGHT)} in flight"
-            if best.rows_in_warps and best.in_flight >= BYTES_IN_FLIGHT
-            else f"nearest {_bytes(BYTES_IN_FLIGHT)}"
+            f"{format_bytes(BYTES_IN_FLIGHT)} in flight"
+            if best.whole_rows()
+            else f"nearest {format_bytes(BYTES_IN_FLIGHT)}"
         )
         others = ", ".join(
-            f"{c.warps} warps: {_bytes(c.in_flight)}" for c in self.candidates if c is not best
+            f"{c.warps} warps: {format_bytes(c.in_flight)}"
+            for c in self.candidates
+            if c is not best
         )
         return (
             f"{tile} moved: {_count(best.blocks, 'block')} per SM (by {best.limit}; "
-            f"~{best.registers} registers estimated) keep {_bytes(best.in_flight)} in flight, "
+            f"~{best.registers} registers estimated) keep {format_bytes(best.in_flight)} in flight, "
             f"{why}"
             + (f"; {others}" if others else "")
             + (f"; not {'; '.join(self.excluded)}" if self.excluded else "")
@@ -590,11 +590,11 @@ def estimate_registers(kernel: FuncOp, warps: int) -> int:
     root: dict[Value, Value] = {}
     spans: dict[Value, list[int]] = {}  # value -> [live from, last used]
 
-    def defined(v: Value) -> int:
-        if isinstance(v.owner, Operation):
-            return position[v.owner]
-        parent = v.owner.parent_op
-        return position[parent] if parent is not None and parent in position else 0
+    def defined(v: Value) -> int:  # a block argument: where its op starts (0: the kernel's)
+        return position[v.owner] if isinstance(v.owner, Operation) else enclosing(v.owner)
+
+    def enclosing(op: Operation | Block) -> int:
+        return position.get(op.parent_op, 0)  # type: ignore[arg-type]
 
     points: list[int] = []  # where to count: the ops that compute, load or store tiles
     for op in ops:
@@ -613,7 +613,7 @@ def estimate_registers(kernel: FuncOp, warps: int) -> int:
             points.append(here)
         start = here
         if isinstance(op, T.LoadOp):
-            start = max([defined(v) for v in op.operands] + [defined_parent(op, position)])
+            start = max([defined(v) for v in op.operands] + [enclosing(op)])
         for v in op.results:
             if isinstance(v.type, TileType) and v.type.is_static:
                 spans[v] = [start, here]
@@ -642,16 +642,6 @@ def estimate_registers(kernel: FuncOp, warps: int) -> int:
     peak = max((across[i] for i in points), default=0.0) + BASE_REGISTERS
     granules = -(-ceil(peak) // REGISTER_GRANULE)
     return min(MAX_REGISTERS_PER_THREAD, granules * REGISTER_GRANULE)
-
-
-def defined_parent(op: Operation, position: dict[Operation, int]) -> int:
-    """The position of the op whose region holds `op` (0 at a kernel's top level)."""
-    parent = op.parent_op
-    return position.get(parent, 0) if parent is not None else 0
-
-
-def _bytes(n: int) -> str:
-    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"
 
 
 def _count(n: int, noun: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from tilec.diagnostics import TileError
+from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import arith, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
@@ -464,9 +464,9 @@ class _KernelTiling:
         shared = self.shared_bytes(dots, c)
         if shared > self.opts.shared_limit:
             found.append(
-                f"the operand buffers take {_kib(shared)} of shared memory "
+                f"the operand buffers take {format_bytes(shared)} of shared memory "
                 f"({self.shared_text(dots, c)}), over the limit of "
-                f"{_kib(self.opts.shared_limit)} (option shared_limit)"
+                f"{format_bytes(self.opts.shared_limit)} (option shared_limit)"
             )
         return list(dict.fromkeys(found))
 
@@ -506,9 +506,9 @@ class _KernelTiling:
         for (stages, size), count in groups.items():
             what = f"{count} operand{'s' if count > 1 else ''}"
             parts.append(
-                f"{what} x {stages} stages x {_kib(size)}"
+                f"{what} x {stages} stages x {format_bytes(size)}"
                 if stages > 1
-                else f"{what} x {_kib(size)}"
+                else f"{what} x {format_bytes(size)}"
             )
         return " + ".join(parts)
 
@@ -671,7 +671,7 @@ class _KernelTiling:
         source = f", {self.warps_source}" if self.warps_source else ""
         text = (
             f"{sizes}, {c.num_warps} warps{source} ({'; '.join(tiles)}): "
-            f"{self.shared_text(dots, c)} = {_kib(self.shared_bytes(dots, c))} shared "
+            f"{self.shared_text(dots, c)} = {format_bytes(self.shared_bytes(dots, c))} shared "
             f"({self.stages_for(dots, c)} stages, {self.stages_source}), "
             f"{self.registers(dots, c)} accumulator registers/thread"
         )
@@ -766,10 +766,6 @@ def _plan_elements(plan: TilePlan, shape: tuple) -> int:
 def _either(values: list[int]) -> str:
     text = [str(v) for v in values]
     return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " or " + text[-1]
-
-
-def _kib(n: int) -> str:
-    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n / 1024:.1f} KiB"
 
 
 # ---------------------------------------------------------------------------------------------

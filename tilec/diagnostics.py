@@ -23,6 +23,7 @@ __all__ = [
     "Location",
     "SourceFile",
     "TileError",
+    "format_bytes",
     "register_source",
     "source_line",
 ]
@@ -173,3 +174,12 @@ def relative_name(path: str) -> str:
     except ValueError:
         return path
     return rel if len(rel) < len(path) else path
+
+
+def format_bytes(n: int) -> str:
+    """A size as remarks and `--explain` print it: 512 B, 16 KiB, 1.5 KiB."""
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n} B"

@@ -20,6 +20,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tilec.diagnostics import format_bytes
 from tilec.dialects import shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
@@ -70,14 +71,6 @@ def _ptxas_report(compiled: CompiledProgram) -> str | None:
     except PtxasError as e:
         return str(e).splitlines()[0]
     return None
-
-
-def _kib(n: int) -> str:
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n // 1024} KiB"
-    if n >= 1024:
-        return f"{n / 1024:.1f} KiB"
-    return f"{n} B"
 
 
 def _pairs(kernel: FuncOp, name: str) -> list[tuple]:
@@ -278,7 +271,7 @@ class _Kernel:
                 size *= d
             shape = "x".join(map(str, t.shape)) + f"x{t.element}"
             offset = _int_attr(alloc, "offset")
-            text = f"%{alloc.result.name_hint or 'buffer'} {shape}  {_kib(size)}"
+            text = f"%{alloc.result.name_hint or 'buffer'} {shape}  {format_bytes(size)}"
             text += f" @{offset}" if offset is not None else " (no offset yet)"
             layout = t.layout
             if isinstance(layout, SharedLayout) and layout.max_phase > 1:
@@ -296,7 +289,7 @@ class _Kernel:
             -1:
         ]
         if total is not None:
-            self.line("", f"total {_kib(total)} of buffers (tilec.shared_bytes)", summary)
+            self.line("", f"total {format_bytes(total)} of buffers (tilec.shared_bytes)", summary)
 
     def stages(self) -> None:
         streamed = [

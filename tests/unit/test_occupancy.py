@@ -51,43 +51,32 @@ class _Seen:
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> dict[str, tuple[FuncOp, dict[int, int], int]]:
+def compiled() -> dict[str, tuple[FuncOp, dict[int, int], int]]:
     """Per kernel: its IR as assign-layouts saw it, ptxas's registers at each automatic
     warp count, and the warps chosen."""
-    import os
-
-    saved = os.environ.get("TILEC_CACHE_DIR")
-    os.environ["TILEC_CACHE_DIR"] = ""
-    original = assign_layouts._automatic_warps
     seen = _Seen()
+    original = assign_layouts._automatic_warps
 
     def spy(kernel: FuncOp):
         seen.kernel = kernel.clone()
         return original(kernel)
 
     result = {}
-    try:
-        assign_layouts._automatic_warps = spy
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TILEC_CACHE_DIR", "")
+        patch.setattr(assign_layouts, "_automatic_warps", spy)
         for label, (example, args, _) in KERNELS.items():
             kernel = load_kernel(EXAMPLES / f"{example}.tile", example)
-            ptx = kernel.compile_for(*args, arch="sm_90a").ptx
-            chosen = _threads(ptx) // 32
+            chosen = _threads(kernel.compile_for(*args, arch="sm_90a").ptx) // 32
             ir = seen.kernel
             counts = {}
             for warps in assign_layouts.AUTO_WARPS:
                 options = {"assign-layouts": {"num_warps": warps}}
                 pinned = load_kernel(EXAMPLES / f"{example}.tile", example, pass_options=options)
-                (resources,) = assemble(
-                    pinned.compile_for(*args, arch="sm_90a").ptx, "sm_90a"
-                ).values()
+                ptx = pinned.compile_for(*args, arch="sm_90a").ptx
+                (resources,) = assemble(ptx, "sm_90a").values()
                 counts[warps] = resources.registers
             result[label] = (ir, counts, chosen)
-    finally:
-        assign_layouts._automatic_warps = original
-        if saved is None:
-            os.environ.pop("TILEC_CACHE_DIR", None)
-        else:
-            os.environ["TILEC_CACHE_DIR"] = saved
     return result
 
 

@@ -102,20 +102,6 @@ def probe_ir(bm: int, bn: int, bk: int, wm: int, wn: int, stages: int, min_block
     return "\n".join(lines)
 
 
-def _time_ms(fn, repeat: int = 20) -> float:
-    import torch
-
-    for _ in range(3):
-        fn()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeat):
-        fn()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) / repeat
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=4096, help="M = N = K (default 4096)")
@@ -131,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from tilec.benchmarks.gpu import time_ms
     from tilec.ir import parse_module
     from tilec.lowering import Specialization, compile_to_ptx, module_abi
     from tilec.runtime import Launcher
@@ -141,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     c = torch.empty(n, n, device="cuda", dtype=torch.float32)
     expected = a.float() @ b.float()
     flops = 2 * n**3
-    cublas = _time_ms(lambda: torch.matmul(a, b))
+    cublas = time_ms(lambda: torch.matmul(a, b), [()])  # one input set: the same every call
     print(f"cuBLAS f16 {n}^3: {flops / cublas / 1e9:.0f} TFLOP/s")
     for config in configs:
         module = parse_module(probe_ir(*config))
@@ -149,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             compile_to_ptx(module, "sm_90a"), module_abi(module)["matmul_mma"], Specialization()
         )
         c.zero_()
-        ms = _time_ms(lambda launch=launch: launch(a, b, c))
+        ms = time_ms(lambda launch=launch: launch(a, b, c), [()])
         error = (c - expected).abs().max().item()
         print(
             f"{','.join(map(str, config)):>18}: {flops / ms / 1e9:6.0f} TFLOP/s, "

@@ -436,12 +436,6 @@ def probe_abi(bn: int, stages: int) -> Any:
     return dataclasses.replace(abi, shared_bytes=abi.shared_bytes + BASE_SLACK)
 
 
-def _time_ms(fn, repeat: int = 20) -> float:
-    from tilec.benchmarks.gemm_probe import _time_ms as time_ms
-
-    return time_ms(fn, repeat)
-
-
 def _parse_config(text: str) -> tuple[int, int]:
     bn, stages = (int(x) for x in text.split(","))
     _check_config(bn, stages)
@@ -470,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from tilec.benchmarks.gpu import time_ms
     from tilec.lowering import Specialization
     from tilec.runtime import Launcher
 
@@ -479,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     expected = (a.double() @ b.double()).float()
     tolerance = TOLERANCE_4096 * max(1.0, n / 4096)
     flops = 2 * n**3
-    cublas = _time_ms(lambda: torch.matmul(a, b))
+    cublas = time_ms(lambda: torch.matmul(a, b), [()])  # one input set: the same every call
     cublas_error = (torch.matmul(a, b).float() - expected).abs().max().item()
     print(
         f"cuBLAS f16 {n}^3: {flops / cublas / 1e9:.0f} TFLOP/s (f16 output, max error "
@@ -498,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         c.fill_(float("nan"))
-        ms = _time_ms(lambda launch=launch: launch(a, b, c))
+        ms = time_ms(lambda launch=launch: launch(a, b, c), [()])
         error = max(error, (c - expected).abs().max().item())
         if not error <= tolerance:
             print(f"{name:>8}: FAIL: max error {error:.3g} > {tolerance:.3g} after the timed runs")
