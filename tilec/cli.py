@@ -263,9 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_explore_arguments(explore)
     bench = sub.add_parser(
         "bench",
-        help="time the examples on the GPU against the copy ceiling, torch/cuBLAS and Triton",
-        description="Benchmark vector add, softmax, layernorm and matmul on the GPU "
-        "(tilec.benchmarks.gpu), with a progress bar; prints a table.",
+        help="race tilec's kernels on the GPU against the best peer of each",
+        description="Run the benchmark suite on the GPU (tilec.benchmarks.suite): every "
+        "workload against its best peer (cuBLAS, SDPA, torch.compile, eager torch, autotuned "
+        "Triton) and the ceilings of the same run, with a progress bar; prints one table, "
+        "the geometric mean of tilec/best peer and the worst workloads.",
     )
     from tilec.benchmarks.gpu import add_arguments as add_bench_arguments
 

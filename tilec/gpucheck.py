@@ -7,11 +7,13 @@
    (`--sanitize-driver FILE`), which runs every kernel of the file at its awkward shapes on
    numpy inputs (no torch: only tilec's kernels run) and checks the results against the
    example's numpy reference;
-3. the benchmarks (`tilec.benchmarks.gpu`: vector add, softmax, layernorm, matmul against the
-   device copy, torch/cuBLAS and Triton measured in the same run; host overhead of a call).
+3. the benchmark suite (`tilec.benchmarks.gpu`, `tilec.benchmarks.suite`): every workload
+   against its best peer (cuBLAS, SDPA, torch.compile, eager torch, autotuned Triton) and the
+   ceilings, measured in the same run; host overhead of a call; `--only PATTERN` runs a part.
 
-It prints a short table last and writes everything as JSON to `$OUT/gpucheck.json` (or
-`--json`). Exit status 0 when every test and example passed and the sanitizer found nothing.
+It prints the suite's table last and writes everything as JSON to `$OUT/gpucheck.json` (or
+`--json`), and the chart of tilec/best-peer ratios to `$OUT/suite_ratios.png` (beside the JSON).
+Exit status 0 when every test and example passed and the sanitizer found nothing.
 
 The example runner here (`run_example`, `CASES`) is shared with `tests/gpu`: each kernel of each
 example at several sizes, awkward ones included, on random inputs, compared with the example's
@@ -343,12 +345,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--skip-benchmarks", action="store_true")
     parser.add_argument("--quick", action="store_true", help="smaller benchmark sizes")
+    parser.add_argument(
+        "--only", metavar="PATTERN", help="benchmark only these workloads (as tilec bench --only)"
+    )
     args = parser.parse_args(argv)
     if args.sanitize_driver:
         return sanitize_driver(args.sanitize_driver)
 
     from tilec.benchmarks import gpu as benchmarks
+    from tilec.benchmarks import report
     from tilec.runtime import get_device
+
+    if not args.skip_benchmarks:
+        try:  # a pattern that picks nothing is an error now, not after the tests
+            benchmarks.plan(quick=args.quick, only=args.only)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
 
     device = get_device()
     results: dict[str, Any] = {
@@ -370,12 +383,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{entry['tool']} {entry['example']}: {entry.get('errors')} error(s)", flush=True)
             if not entry.get("passed"):
                 print(entry.get("output", entry.get("note", "")), flush=True)
+    suite: list[dict[str, Any]] | None = None
     if not args.skip_benchmarks:
-        results["benchmarks"] = benchmarks.run(quick=args.quick, progress=False)
+        try:
+            suite = benchmarks.run(quick=args.quick, only=args.only, progress=False)
+        except Exception as e:  # the rest of the check is still worth its JSON
+            results["benchmarks_error"] = f"{type(e).__name__}: {e}"
+        else:
+            results["benchmarks"] = report.to_json(suite)
     out = args.json or os.path.join(os.environ.get("OUT", "."), "gpucheck.json")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1, default=str)
-    print(f"\nresults written to {out}\n")
+    print(f"\nresults written to {out}")
+    if suite is not None:
+        print(report.chart(suite, os.path.join(os.path.dirname(out) or ".", "suite_ratios.png")))
+    print()
     ok = True
     lines = []
     if "tests" in results:
@@ -390,8 +412,10 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(
                 f"{tool}: {len(clean)} clean" + (f"; FAILED: {', '.join(dirty)}" if dirty else "")
             )
-    if "benchmarks" in results:
-        lines.append(benchmarks.table(results["benchmarks"]))
+    if "benchmarks_error" in results:
+        lines.append(f"benchmarks FAILED: {results['benchmarks_error']}")
+    if suite is not None:
+        lines.append(benchmarks.table(suite))
     print("\n".join(lines))
     return 0 if ok else 1
 

@@ -1,30 +1,32 @@
-"""tilec's kernels on the GPU against the ceilings and the references, measured in one run.
+"""tilec's kernels on the GPU against the best peer of each, measured in one run.
 
-    python -m tilec.benchmarks.gpu [--quick] [--only softmax,matmul] [--json OUT]
+    python -m tilec.benchmarks.gpu [--quick] [--only 'gemm_*,softmax'] [--json OUT] [--chart PNG]
     tilec bench [...]                                  (the same, with a progress bar)
 
-For vector add, softmax, layernorm and matmul at the sizes of the shared BASELINES.md (the H200
-figures tilec races; `--quick`: smaller ones), each implementation's median time, its rate (GB/s for the memory-bound
-kernels, counting each input read once and each output written once; TFLOP/s = 2·M·N·K for
-matmul), the percentage of the ceiling measured in the same run (a device-to-device copy for
-memory-bound kernels, cuBLAS for matmul), and tilec's time over torch's (cuBLAS for matmul) and
-Triton's (`tests/reference/triton_kernels.py`). Each output is checked against torch's before
-it is timed. Also: the host time of one `@tilec.jit` call that hits the cache, next to Triton's.
+The suite (`tilec.benchmarks.suite`) says what runs: every workload at its sizes, each against
+the peers a user would pick instead (cuBLAS, SDPA, `torch.compile`, eager torch, Triton's
+autotuned tutorial kernels). This module measures it: first the ceilings of the same run (a
+device-to-device copy's bandwidth; cuBLAS at 8192³ in f16, bf16 and int8, the tensor-core
+throughput), then every case, then the host time of one cached `@tilec.jit` call and a cold
+compile. `tilec.benchmarks.report` turns the results into the table, the summary line, JSON
+and a chart.
 
 Timing follows the device library's METHOD.md: CUDA events around each run, warm-up first,
 the median of many runs, and inputs rotated among enough sets that together they are several
-times the L2 cache, so a run never finds its inputs there. The implementations of one size
-take turns, `ROUNDS` times (tilec, reference, Triton, tilec, ...): each one's figure is the
-median of its rounds, and `spread` is its slowest round over its fastest, so a reference whose
+times the L2 cache, so a run never finds its inputs there. Every implementation's output is
+checked (against float64 torch where that is cheap) before anything is timed; one that fails
+or is wrong is reported so, and the others are still measured. The implementations of one
+case take turns, `ROUNDS` times (tilec, peer, peer, tilec, ...): each one's figure is the
+median of its rounds, and `spread` is its slowest round over its fastest, so a peer whose
 speed moves between rounds (cuBLAS does) is seen moving, and no implementation gets the GPU
-in a state the others never saw.
+in a state the others never saw. A slow implementation runs fewer times (`SLOW_LIMIT_S`), so
+that one cannot take minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import os
 import statistics
@@ -35,37 +37,27 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Result", "load_triton_references", "run", "table", "versions"]
+from tilec.benchmarks import report
+from tilec.benchmarks.suite import WORKLOADS, Context, Implementation, Workload, select
+
+__all__ = ["Result", "load_triton_references", "plan", "run", "table", "time_ms", "versions"]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 TRITON_REFERENCES = ROOT / "tests" / "reference" / "triton_kernels.py"
 
 L2_BYTES = 60 << 20  # H200 (read off the device when torch says)
-TIME_BUDGET_S = 0.1  # per implementation, size and round, after warm-up
-ROUNDS = 3  # the implementations of one size take turns this many times
+TIME_BUDGET_S = 0.1  # per implementation, case and round, after warm-up
+SLOW_LIMIT_S = 1.0  # an implementation slower than this per round runs fewer times
+ROUNDS = 3  # the implementations of one case take turns this many times
+MAX_SETS = 256  # input sets of one case (small sizes need many to fill 4x the L2)
+EXTRAS = ("host_overhead", "cold_compile")  # the rows after the suite, selectable by --only
 
-SIZES = {
-    "copy": [(1 << 28,)],  # f32 elements: 1 GiB read + 1 GiB written
-    "vector_add": [(1 << 28,)],
-    "softmax": [(8192, 4096), (4096, 16384), (32768, 1024)],
-    "layernorm": [(8192, 8192), (8192, 1024)],
-    "matmul": [
-        (1024, 1024, 1024),
-        (2048, 2048, 2048),
-        (4096, 4096, 4096),
-        (8192, 8192, 8192),
-        (4000, 3000, 1000),
-        (4096, 4096, 4096, "bf16"),
-        (8192, 8192, 8192, "bf16"),
-    ],
-}
-QUICK_SIZES = {
-    "copy": [(1 << 26,)],
-    "vector_add": [(1 << 26,)],
-    "softmax": [(4096, 1024)],
-    "layernorm": [(4096, 1024)],
-    "matmul": [(1024, 1024, 1024)],
+CEILINGS = {  # which ceiling: (label, implementation); measured when a chosen workload uses it
+    "copy": ("device copy", "torch copy_"),
+    "f16": ("cuBLAS f16 8192³", "cuBLAS"),
+    "bf16": ("cuBLAS bf16 8192³", "cuBLAS"),
+    "int8": ("cuBLAS int8 8192³", "torch._int_mm"),
 }
 
 
@@ -75,13 +67,19 @@ class Result:
 
     workload: str
     size: str
-    implementation: str  # "tilec", "torch", "cuBLAS", "triton", "copy"
-    ms: float  # median
-    rate: float  # GB/s or TFLOP/s
+    implementation: str  # "tilec", "cuBLAS", "torch.compile", "triton (autotuned)", ...
+    ms: float  # median of the rounds' medians
+    rate: float  # GB/s, TFLOP/s or TOPS
     unit: str
-    correct: bool | None = None  # output checked against torch's (None: not checked)
+    correct: bool | None = None  # output checked (None: not checked)
     note: str = ""
     spread: float = math.nan  # slowest round's time over the fastest's (`ROUNDS` rounds)
+    role: str = ""  # "tilec", "peer", "ceiling", "info" ("": from the name, as before)
+    status: str = "ok"  # "ok", "wrong" (timed, but its output differs), "failed", "missing"
+    kind: str = ""  # "compute" or "memory"
+    tier: str = "suite"  # "suite" (the sizes the mean is over) or "small"
+    ceiling: str = ""  # what its roofline fraction is of: "copy", "f16", "bf16", "int8"
+    eager: bool = False  # eager torch: the target of the small sizes
 
 
 def versions() -> dict[str, str]:
@@ -91,7 +89,7 @@ def versions() -> dict[str, str]:
     import tilec
 
     found = {"tilec": tilec.__version__, "llvmlite": llvmlite.__version__}
-    for module in ("torch", "triton", "cuda.core", "cuda.bindings"):
+    for module in ("torch", "triton", "cuda.core", "cuda.bindings", "matplotlib"):
         try:
             found[module] = __import__(module, fromlist=["_"]).__version__
         except (ImportError, AttributeError):
@@ -107,8 +105,14 @@ def load_triton_references(path: Path = TRITON_REFERENCES) -> Any:
     process). Loading the module here, under another name, with the variable removed for the
     duration of the import, gives GPU kernels whatever the process's environment says.
     Returns None when the file or Triton is missing."""
+    module, _reason = _triton_references(path)
+    return module
+
+
+def _triton_references(path: Path = TRITON_REFERENCES) -> tuple[Any, str]:
+    """The Triton references and, when they are None, why."""
     if not path.is_file():
-        return None
+        return None, f"{path.name} absent"
     saved = os.environ.pop("TRITON_INTERPRET", None)
     try:
         spec = importlib.util.spec_from_file_location("tilec_triton_references", path)
@@ -116,16 +120,20 @@ def load_triton_references(path: Path = TRITON_REFERENCES) -> Any:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
-        except ImportError:
-            return None
-        return module
+        except ImportError as e:
+            return None, f"Triton is not installed ({e})"
+        except Exception as e:  # an old Triton without autotune's arguments, ...
+            return None, f"the Triton references do not load: {type(e).__name__}: {e}"
+        return module, ""
     finally:
         if saved is not None:
             os.environ["TRITON_INTERPRET"] = saved
 
 
 def time_ms(run: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> float:
-    """The median time in ms of `run(*inputs)`, rotating among `input_sets`, after warm-up."""
+    """The median time in ms of `run(*inputs)`, rotating among `input_sets`, after warm-up.
+    About `TIME_BUDGET_S` of runs, at least 10; an implementation so slow that warm-up and 10
+    runs would take over `SLOW_LIMIT_S` gets one warm-up run and at least 3 timed ones."""
     import torch
 
     def once(inputs: Sequence[Any]) -> float:
@@ -137,8 +145,11 @@ def time_ms(run: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> flo
         return start.elapsed_time(end)
 
     first = max(once(input_sets[0]), 1e-3)  # also loads and compiles
-    warmup = int(min(max(0.05 / (first / 1e3), 3), 100))
-    repeats = int(min(max(TIME_BUDGET_S / (first / 1e3), 10), 500))
+    first_s = first / 1e3
+    warmup = int(min(max(0.05 / first_s, 3), 100))
+    repeats = int(min(max(TIME_BUDGET_S / first_s, 10), 500))
+    if (warmup + repeats) * first_s > SLOW_LIMIT_S:
+        warmup, repeats = 1, max(3, int(SLOW_LIMIT_S / first_s))
     for i in range(warmup):
         run(*input_sets[i % len(input_sets)])
     events = []
@@ -154,193 +165,168 @@ def time_ms(run: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> flo
 
 def _sets(make: Callable[[], Sequence[Any]], bytes_per_set: int) -> list[Sequence[Any]]:
     """Enough input sets (at least 2) that together they are 4 times the L2 cache."""
-    count = min(max(2, math.ceil(4 * L2_BYTES / max(bytes_per_set, 1))), 32)
+    count = min(max(2, math.ceil(4 * L2_BYTES / max(bytes_per_set, 1))), MAX_SETS)
     return [make() for _ in range(count)]
 
 
 def _close(got: Any, expected: Any, rtol: float) -> bool:
+    if tuple(got.shape) != tuple(expected.shape):
+        return False
     got, expected = got.double(), expected.double()
     scale = expected.abs().max()
     return bool(((got - expected).abs() <= rtol * (expected.abs() + scale)).all())
 
 
-# ---------------------------------------------------------------------------------------------
-# Workloads: each yields Results for every implementation at one size.
-
-
-def _copy(size: tuple, triton: Any) -> list[Result]:
-    import torch
-
-    (n,) = size
-    src, dst = torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
-    ms = time_ms(lambda s, d: d.copy_(s), [(src, dst), (dst, src)])
-    return [Result("copy", f"{n * 4 >> 20} MiB", "copy", ms, 2 * n * 4 / ms / 1e6, "GB/s")]
-
-
-def _vector_add(size: tuple, triton: Any) -> list[Result]:
-    import torch
-
-    from tilec.jit import load_kernel
-
-    (n,) = size
-    kernel = load_kernel(EXAMPLES / "vector_add.tile", "vector_add")
-    bytes_moved = 3 * n * 4
-    sets = _sets(lambda: (torch.rand(n, device="cuda"), torch.rand(n, device="cuda")), 2 * n * 4)
-    out = torch.empty(n, device="cuda")
-    x, y = sets[0]
-    expected = x + y
-    kernel(x, y, out)
-    implementations: list[tuple[str, Callable[..., Any], Any]] = [
-        ("tilec", lambda a, b: kernel(a, b, out), lambda: out),
-        ("torch", lambda a, b: torch.add(a, b, out=out), lambda: out),
-    ]
-    if triton is not None:
-        implementations.append(("triton", lambda a, b: triton.vector_add(a, b), None))
-    return _measure("vector_add", f"N={n}", implementations, sets, expected, bytes_moved, "GB/s")
-
-
-def _softmax(size: tuple, triton: Any) -> list[Result]:
-    import torch
-
-    from tilec.jit import load_kernel
-
-    m, n = size
-    kernel = load_kernel(EXAMPLES / "softmax.tile", "softmax")
-    sets = _sets(lambda: (torch.randn(m, n, device="cuda") * 4,), m * n * 4)
-    y = torch.empty(m, n, device="cuda")
-    (x,) = sets[0]
-    expected = torch.softmax(x.double(), dim=1).float()
-    implementations: list[tuple[str, Callable[..., Any], Any]] = [
-        ("tilec", lambda a: kernel(a, y), lambda: y),
-        ("torch", lambda a: torch.softmax(a, dim=1), None),
-    ]
-    if triton is not None:
-        implementations.append(("triton", lambda a: triton.softmax(a), None))
-    return _measure(
-        "softmax", f"{m}x{n} f32", implementations, sets, expected, 2 * m * n * 4, "GB/s", 1e-5
-    )
-
-
-def _layernorm(size: tuple, triton: Any) -> list[Result]:
-    import torch
-
-    from tilec.jit import load_kernel
-
-    m, n = size
-    eps = 1e-5
-    kernel = load_kernel(EXAMPLES / "layernorm.tile", "layernorm")
-    w = torch.randn(n, device="cuda").half()
-    b = torch.randn(n, device="cuda").half()
-    sets = _sets(lambda: (torch.randn(m, n, device="cuda").half(),), m * n * 2)
-    y = torch.empty(m, n, device="cuda", dtype=torch.float16)
-    (x,) = sets[0]
-    expected = torch.nn.functional.layer_norm(x.double(), (n,), w.double(), b.double(), eps)
-    implementations: list[tuple[str, Callable[..., Any], Any]] = [
-        ("tilec", lambda a: kernel(a, w, b, y, eps), lambda: y),
-        ("torch", lambda a: torch.nn.functional.layer_norm(a, (n,), w, b, eps), None),
-    ]
-    if triton is not None:
-        implementations.append(("triton", lambda a: triton.layernorm(a, w, b, eps), None))
-    moved = 2 * m * n * 2 + 2 * n * 2
-    return _measure(
-        "layernorm", f"{m}x{n} f16", implementations, sets, expected.half(), moved, "GB/s", 4e-3
-    )
-
-
-def _matmul(size: tuple, triton: Any) -> list[Result]:
-    import torch
-
-    from tilec.jit import load_kernel
-
-    m, n, k, *rest = size
-    dtype = rest[0] if rest else "f16"
-    torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    example = "matmul" if dtype == "f16" else "matmul_bf16"
-    kernel = load_kernel(EXAMPLES / f"{example}.tile", example)
-    sets = _sets(
-        lambda: (
-            torch.randn(m, k, device="cuda").to(torch_dtype),
-            torch.randn(k, n, device="cuda").to(torch_dtype),
-        ),
-        (m * k + k * n) * 2,
-    )
-    c = torch.empty(m, n, device="cuda", dtype=torch_dtype)
-    a, b = sets[0]
-    expected = (a.double() @ b.double()).to(torch_dtype)
-    implementations: list[tuple[str, Callable[..., Any], Any]] = [
-        ("tilec", lambda x, z: kernel(x, z, c), lambda: c),
-        ("cuBLAS", lambda x, z: torch.matmul(x, z), None),
-    ]
-    if triton is not None:
-        implementations.append(("triton", lambda x, z: triton.matmul(x, z), None))
-    # Each implementation rounds its f32 sums to the output type once, as `expected` does: the
-    # two may differ by an ulp of it (bf16 has 8 bits of mantissa: 2 ulp is 1.6%).
-    rtol = 2e-3 if dtype == "f16" else 1.6e-2
-    return _measure(
-        "matmul",
-        f"{m}x{n}x{k} {dtype}",
-        implementations,
-        sets,
-        expected,
-        2 * m * n * k,
-        "TFLOP/s",
-        rtol=rtol,
-    )
+def _synchronize() -> None:
+    """Wait for the GPU, so that an asynchronous error is charged to the implementation that
+    caused it (no-op without CUDA: the CPU tests)."""
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _measure(
     workload: str,
     size: str,
-    implementations: list[tuple[str, Callable[..., Any], Any]],
+    implementations: Sequence[Implementation | tuple[str, Callable[..., Any], Any]],
     sets: list[Sequence[Any]],
     expected: Any,
-    amount: int,
+    amount: float,
     unit: str,
     rtol: float = 2e-3,
+    **fields: Any,
 ) -> list[Result]:
-    """Check each implementation, then time them in `ROUNDS` interleaved rounds. `amount`:
-    bytes moved, or FLOPs."""
+    """Check each implementation's output against `expected` (None: not checked), then time
+    those that ran in `ROUNDS` interleaved rounds. `amount`: bytes moved, or operations.
+    `fields` go into every Result (kind, tier, ceiling). A missing tilec kernel is "failed",
+    a missing peer "missing"."""
+    impls = [i if isinstance(i, Implementation) else Implementation(*i) for i in implementations]
     failed: dict[str, str] = {}
-    correct: dict[str, bool] = {}
-    for name, run, output in implementations:
+    correct: dict[str, bool | None] = {}
+    for impl in impls:
+        if impl.run is None:
+            continue
         try:
-            got = run(*sets[0])
-            got = output() if output is not None else got
-            correct[name] = _close(got, expected, rtol)
+            got = impl.run(*sets[0])
+            got = impl.output() if impl.output is not None else got
+            _synchronize()
+            correct[impl.name] = None if expected is None else _close(got, expected, rtol)
         except Exception as e:  # report a failing implementation, measure the others
-            failed[name] = str(e)
-    rounds: dict[str, list[float]] = {name: [] for name in correct}
+            failed[impl.name] = f"{type(e).__name__}: {str(e).strip()[:300]}"
+    rounds: dict[str, list[float]] = {name: [] for name in correct if name not in failed}
     for _ in range(ROUNDS):
-        for name, run, _output in implementations:
-            if name in failed:
+        for impl in impls:
+            if impl.name not in rounds or impl.name in failed:
                 continue
             try:
-                rounds[name].append(time_ms(run, sets))
+                rounds[impl.name].append(time_ms(impl.run, sets))
             except Exception as e:
-                failed[name] = str(e)
+                failed[impl.name] = f"{type(e).__name__}: {str(e).strip()[:300]}"
     results = []
     scale = 1e6 if unit == "GB/s" else 1e9
-    for name, _run, _output in implementations:
-        if name in failed:
+    for impl in impls:
+        role = impl.role or "peer"
+        common = {"role": role, "eager": impl.eager, **fields}
+        if impl.run is None:
+            status = "failed" if role == "tilec" else "missing"
             results.append(
-                Result(workload, size, name, math.nan, math.nan, unit, False, failed[name])
+                Result(
+                    workload,
+                    size,
+                    impl.name,
+                    math.nan,
+                    math.nan,
+                    unit,
+                    None,
+                    impl.missing,
+                    status=status,
+                    **common,
+                )
             )
-            continue
-        times = rounds[name]
-        ms = statistics.median(times)
-        results.append(
-            Result(
-                workload,
-                size,
-                name,
-                ms,
-                amount / ms / scale,
-                unit,
-                correct[name],
-                spread=max(times) / min(times),
+        elif impl.name in failed:
+            results.append(
+                Result(
+                    workload,
+                    size,
+                    impl.name,
+                    math.nan,
+                    math.nan,
+                    unit,
+                    False,
+                    failed[impl.name],
+                    status="failed",
+                    **common,
+                )
             )
-        )
+        else:
+            times = rounds[impl.name]
+            ms = statistics.median(times)
+            ok = correct[impl.name]
+            results.append(
+                Result(
+                    workload,
+                    size,
+                    impl.name,
+                    ms,
+                    amount / ms / scale,
+                    unit,
+                    ok,
+                    spread=max(times) / min(times),
+                    status="wrong" if ok is False else "ok",
+                    **common,
+                )
+            )
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Ceilings of the run
+
+
+def _ceiling(which: str, quick: bool) -> list[Result]:
+    """The copy bandwidth, or cuBLAS's throughput at 8192³ (int8: `torch._int_mm`)."""
+    import torch
+
+    label, name = CEILINGS[which]
+    fields = {"role": "ceiling", "ceiling": which}
+    if which == "copy":
+        n = 1 << (26 if quick else 28)  # f32 elements: 1 GiB read + 1 GiB written
+        src, dst = torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
+        copy = Implementation(name, lambda s, d: d.copy_(s), role="ceiling")
+        size = f"{n * 4 >> 20} MiB"
+        return _measure(
+            "ceiling", size, [copy], [(src, dst), (dst, src)], None, 2 * n * 4, "GB/s", **fields
+        )
+    n = 8192
+    if which == "int8":
+        if not hasattr(torch, "_int_mm"):
+            return [
+                Result(
+                    "ceiling",
+                    label,
+                    name,
+                    math.nan,
+                    math.nan,
+                    "TOPS",
+                    None,
+                    "this torch has no torch._int_mm",
+                    status="missing",
+                    **fields,
+                )
+            ]
+        operands = [
+            tuple(torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8) for _ in "ab")
+            for _ in range(2)
+        ]
+        gemm = Implementation(name, torch._int_mm, role="ceiling")
+        return _measure("ceiling", label, [gemm], operands, None, 2 * n**3, "TOPS", **fields)
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[which]
+    operands = [tuple(torch.randn(n, n, device="cuda").to(dtype) for _ in "ab") for _ in range(2)]
+    gemm = Implementation(name, torch.matmul, role="ceiling")
+    return _measure("ceiling", label, [gemm], operands, None, 2 * n**3, "TFLOP/s", **fields)
 
 
 def _host_overhead(triton: Any) -> list[Result]:
@@ -449,45 +435,178 @@ def _cold_compile() -> list[Result]:
     return [Result("cold compile", "matmul.tile → PTX", "tilec", seconds * 1e3, seconds, "s")]
 
 
-WORKLOADS: dict[str, Callable[[tuple, Any], list[Result]]] = {
-    "copy": _copy,
-    "vector_add": _vector_add,
-    "softmax": _softmax,
-    "layernorm": _layernorm,
-    "matmul": _matmul,
-}
+# ---------------------------------------------------------------------------------------------
+# The whole run
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing `run` measures: a ceiling, a case (workload, size, tier) or an extra row."""
+
+    what: str  # "ceiling", "case", "host_overhead", "cold_compile"
+    name: str
+    size: tuple = ()
+    tier: str = "suite"
+
+    def describe(self) -> str:
+        if self.what == "case":
+            return f"{self.name} {WORKLOADS[self.name].label(self.size)}" + (
+                " (small)" if self.tier == "small" else ""
+            )
+        return f"{self.what.replace('_', ' ')} {self.name if self.what == 'ceiling' else ''}"
+
+
+def plan(
+    *,
+    quick: bool = False,
+    only: str | Sequence[str] | None = None,
+    workloads: dict[str, Workload] = WORKLOADS,
+) -> list[Step]:
+    """What `run` measures, in order: the ceilings the chosen workloads need, every chosen
+    workload at its sizes (`quick`: its one quick size; else its sizes, then the small size of
+    each memory-bound one), then the host overhead and cold compile rows. `only`: patterns
+    (`suite.select`); ValueError when one picks nothing."""
+    chosen = select(only, [*workloads, *EXTRAS])
+    cases = [workloads[name] for name in chosen if name in workloads]
+    needed = {w.ceiling for w in cases} | {"copy"}
+    if any(w.kind == "compute" for w in cases):
+        needed.add("f16")  # compute rows without a ceiling of their own are of f16
+    steps = [Step("ceiling", c) for c in CEILINGS if c in needed]
+    for workload in cases:
+        for size in workload.quick if quick else workload.sizes:
+            steps.append(Step("case", workload.name, size))
+    if not quick:
+        for workload in cases:
+            steps += [Step("case", workload.name, size, "small") for size in workload.small]
+    steps += [Step(extra, extra) for extra in EXTRAS if extra in chosen]
+    return steps
 
 
 def run(
-    *, quick: bool = False, only: Sequence[str] | None = None, progress: bool = False
+    *,
+    quick: bool = False,
+    only: str | Sequence[str] | None = None,
+    progress: bool = False,
 ) -> list[dict[str, Any]]:
-    """Every workload at every size (the copy ceiling first); results as dicts."""
+    """Every step of `plan(...)`; the results as dicts (`Result`'s fields)."""
     global L2_BYTES
     import torch
 
-    L2_BYTES = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", L2_BYTES)
-    triton = load_triton_references()
-    sizes = QUICK_SIZES if quick else SIZES
-    chosen = ["copy", *[w for w in WORKLOADS if w != "copy" and (not only or w in only)]]
-    steps: list[tuple[str, tuple | None]] = [(w, s) for w in chosen for s in sizes[w]]
-    steps += [("host overhead", None), ("cold compile", None)]
+    L2_BYTES = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", L2_BYTES) or L2_BYTES
+    triton, triton_missing = _triton_references()
+    context = Context(sets=_sets, triton=triton, triton_missing=triton_missing, examples=EXAMPLES)
+    steps = plan(quick=quick, only=only)
     results: list[Result] = []
+    seconds: list[tuple[float, str]] = []
+    started = time.perf_counter()
     bar = _progress(len(steps)) if progress else None
-    for workload, size in steps:
+    try:
+        for step in steps:
+            if bar is not None:
+                bar.describe(step.describe())
+            step_started = time.perf_counter()
+            results += _run_step(step, context, quick)
+            seconds.append((time.perf_counter() - step_started, step.describe()))
+            if bar is not None:
+                bar.advance()
+    finally:
         if bar is not None:
-            bar.describe(f"{workload} {size or ''}")
-        if workload == "host overhead":
-            results += _host_overhead(triton)
-        elif workload == "cold compile":
-            results += _cold_compile()
-        else:
-            results += WORKLOADS[workload](size, triton)
-            torch.cuda.empty_cache()
-        if bar is not None:
-            bar.advance()
-    if bar is not None:
-        bar.close()
+            bar.close()
+    total = time.perf_counter() - started
+    slowest = ", ".join(f"{what.strip()} {s:.0f} s" for s, what in sorted(seconds)[::-1][:5])
+    results.append(
+        Result(
+            "wall time",
+            "the whole run",
+            "benchmarks",
+            total * 1e3,
+            total,
+            "s",
+            note=f"slowest: {slowest}",
+            role="info",
+        )
+    )
     return [asdict(r) for r in results]
+
+
+def _run_step(step: Step, context: Context, quick: bool) -> list[Result]:
+    import torch
+
+    if step.what == "host_overhead":
+        return [_info(r) for r in _host_overhead(context.triton)]
+    if step.what == "cold_compile":
+        return [_info(r) for r in _cold_compile()]
+    if step.what == "ceiling":
+        try:
+            return _ceiling(step.name, quick)
+        except Exception as e:
+            label, name = CEILINGS[step.name]
+            note = f"{type(e).__name__}: {str(e)[:300]}"
+            return [
+                Result(
+                    "ceiling",
+                    label,
+                    name,
+                    math.nan,
+                    math.nan,
+                    "",
+                    False,
+                    note,
+                    role="ceiling",
+                    status="failed",
+                    ceiling=step.name,
+                )
+            ]
+        finally:
+            torch.cuda.empty_cache()
+    workload = WORKLOADS[step.name]
+    label = workload.label(step.size)
+    fields = {"kind": workload.kind, "tier": step.tier, "ceiling": workload.ceiling}
+    try:  # each case compiles its own torch.compile peer: none sees another's graphs
+        import torch._dynamo
+
+        torch._dynamo.reset()
+    except Exception:
+        pass
+    case = None
+    try:
+        case = workload.build(step.size, context)
+        return _measure(
+            workload.name,
+            label,
+            case.implementations,
+            case.sets,
+            case.expected,
+            case.amount,
+            case.unit,
+            case.rtol,
+            **fields,
+        )
+    except Exception as e:  # the case could not even be set up: its row says so
+        note = f"setting up failed: {type(e).__name__}: {str(e).strip()[:300]}"
+        return [
+            Result(
+                workload.name,
+                label,
+                "tilec",
+                math.nan,
+                math.nan,
+                "",
+                False,
+                note,
+                role="tilec",
+                status="failed",
+                **fields,
+            )
+        ]
+    finally:
+        del case
+        torch.cuda.empty_cache()
+
+
+def _info(result: Result) -> Result:
+    result.role = "info"
+    return result
 
 
 class _progress:
@@ -519,53 +638,12 @@ class _progress:
 
 
 def table(results: Sequence[dict[str, Any]]) -> str:
-    """The results as a text table: per workload and size, tilec's figures and ratios."""
-    copy = [r for r in results if r["workload"] == "copy"]
-    ceiling = copy[0]["rate"] if copy else math.nan
-    lines = []
-    if copy:
-        lines.append(f"device copy: {ceiling:.0f} GB/s (read + write), the memory ceiling")
-    header = (
-        f"{'workload':<11} {'size':<22} {'tilec ms':>9} {'tilec rate':>16} {'% ceil':>7} "
-        f"{'ref ms':>9} {'tilec/ref':>9} {'triton ms':>9} {'tilec/triton':>12} ok  "
-        "spread tilec/ref/triton"
-    )
-    lines += [header, "-" * len(header)]
-    groups: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for r in results:
-        if r["workload"] in ("copy",):
-            continue
-        groups.setdefault((r["workload"], r["size"]), {})[r["implementation"]] = r
-    for (workload, size), impls in groups.items():
-        mine = impls.get("tilec")
-        if workload in ("host overhead", "cold compile"):
-            parts = [f"{k} {v['rate']:.3g} {v['unit']}" for k, v in impls.items()]
-            lines.append(f"{workload:<11} {size:<22} " + ", ".join(parts))
-            continue
-        reference = impls.get("torch") or impls.get("cuBLAS") or {}
-        triton = impls.get("triton") or {}
-        if mine is None:
-            continue
-        if mine["unit"] == "GB/s":
-            percent = 100 * mine["rate"] / ceiling
-        else:  # matmul: the ceiling is cuBLAS at the same size
-            percent = 100 * mine["rate"] / reference.get("rate", math.nan)
-        ok = "yes" if all(v.get("correct") for v in impls.values()) else "NO "
-        spreads = "/".join(
-            f"{v.get('spread', math.nan):.2f}" for v in (mine, reference, triton) if v
-        )
-        lines.append(
-            f"{workload:<11} {size:<22} {mine['ms']:9.4f} {mine['rate']:10.1f} {mine['unit']:<5} "
-            f"{percent:6.1f}% {reference.get('ms', math.nan):9.4f} "
-            f"{mine['ms'] / reference.get('ms', math.nan):9.3f} "
-            f"{triton.get('ms', math.nan):9.4f} "
-            f"{mine['ms'] / triton.get('ms', math.nan):12.3f} {ok} {spreads}"
-        )
-    lines.append(
-        "(ref: torch, or cuBLAS for matmul; ratios are times: above 1, tilec is slower; each "
-        f"time is the median of {ROUNDS} interleaved rounds, spread = slowest round / fastest)"
-    )
-    return "\n".join(lines)
+    """The results as the suite's table and its summary lines (`report.table`)."""
+    return report.table(results, rounds=ROUNDS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
 
 
 def main(argv: list[str] | None = None, *, progress: bool = False) -> int:
@@ -576,27 +654,36 @@ def main(argv: list[str] | None = None, *, progress: bool = False) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (a minute)")
     parser.add_argument(
-        "--only", help="comma-separated workloads: " + ", ".join(w for w in WORKLOADS)
+        "--quick", action="store_true", help="one small size per workload (a minute or two)"
     )
-    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument(
+        "--only",
+        metavar="PATTERN",
+        help="comma-separated workload names, substrings or fnmatch patterns ('gemm_*'); "
+        "workloads: " + ", ".join([*WORKLOADS, *EXTRAS]),
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the results here as JSON")
+    parser.add_argument(
+        "--chart", metavar="PNG", help="also draw tilec/best-peer per row here (matplotlib)"
+    )
 
 
 def run_command(args: argparse.Namespace, *, progress: bool = True) -> int:
     """What `tilec bench` does with its parsed arguments."""
     from tilec.runtime import get_device
 
-    device = get_device()
-    only = [w.strip() for w in args.only.split(",")] if args.only else None
-    unknown = [w for w in only or () if w not in WORKLOADS]
-    if unknown:
-        print(f"error: unknown workload '{unknown[0]}'", file=sys.stderr)
+    try:
+        plan(quick=args.quick, only=args.only)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 1
-    results = run(quick=args.quick, only=only, progress=progress)
+    device = get_device()
+    results = run(quick=args.quick, only=args.only, progress=progress)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"gpu": device.name, "results": results}, f, indent=1)
+        report.write_json(args.json, results, gpu=device.name, versions=versions())
+    if getattr(args, "chart", None):
+        print(report.chart(results, args.chart))
     print(f"{device.name}")
     print(table(results))
     return 0

@@ -1,0 +1,785 @@
+"""The benchmark suite: every workload tilec races, its sizes, and the best peers it faces.
+
+A workload is one kernel of `examples/` (its name is the kernel's), the sizes it runs at, and a
+builder that makes, for one size, a `Case`: the input sets (rotated past the L2 cache), the
+expected output (float64 torch where that is cheap), the amount of work (bytes moved or
+operations), and the implementations — tilec's kernel and each peer a user would pick instead:
+
+- GEMM (`gemm_{nn,nt,tn,tt}` in f16 and bf16, on the stored operands): cuBLAS through
+  `torch.matmul` on the transposed views, and Triton's tutorial matmul autotuned over ten
+  configurations (`tests/reference/triton_kernels.py`), on the same views;
+- `bmm`: `torch.bmm`; `matmul_bias_gelu`: `torch.compile` of `F.gelu(a @ b + bias)` and eager;
+  `int8_gemm`: `torch._int_mm` then the scales, eager and compiled;
+- attention (plain, causal, grouped-query): SDPA and Triton's fused-attention tutorial forward,
+  autotuned over six configurations;
+- memory-bound kernels: `torch.compile` of the PyTorch expression (fullgraph, static shapes,
+  compiled and warmed up before timing), eager torch, and Triton where a reference exists.
+
+Memory-bound workloads also run at one small size (a few MiB moved), whose target is only
+"no slower than eager torch". A peer that this machine lacks (no Triton, a torch without the
+operation, a failing `torch.compile`) is an `Implementation` without `run`, whose `missing`
+says why: the report shows it as "no peer", never drops it.
+
+Nothing here times anything: `tilec.benchmarks.gpu` measures the cases.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["WORKLOADS", "Case", "Context", "Implementation", "Workload", "select"]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DEVICE = "cuda"  # where the inputs live (the CPU tests build small cases on "cpu")
+
+
+@dataclass
+class Implementation:
+    """One way to do a case's work. `run(*inputs)` returns the result, or writes it where
+    `output()` reads it. `run` None: not available here, `missing` says why."""
+
+    name: str
+    run: Callable[..., Any] | None
+    output: Callable[[], Any] | None = None
+    role: str = "peer"  # "tilec", "peer", "ceiling"
+    missing: str = ""
+    eager: bool = False  # eager torch: the target of the small sizes
+
+
+@dataclass
+class Case:
+    """One workload at one size, ready to check and time."""
+
+    implementations: list[Implementation]
+    sets: list[Sequence[Any]]
+    expected: Any  # None: outputs are not checked
+    amount: float  # bytes moved (unit GB/s) or operations (TFLOP/s, TOPS)
+    unit: str
+    rtol: float = 2e-3
+
+
+@dataclass
+class Context:
+    """What a builder needs from the machine: input sets sized past the L2 cache, the Triton
+    references (None, and why not), and the GPU's torch."""
+
+    sets: Callable[[Callable[[], Sequence[Any]], int], list[Sequence[Any]]]
+    triton: Any = None
+    triton_missing: str = "Triton is not installed"
+    examples: Path = EXAMPLES
+
+    def tilec(
+        self, file: str, kernel: str, make: Callable[[Any], Callable[..., Any]], output: Any
+    ) -> Implementation:
+        """tilec's kernel `kernel` of `examples/FILE`; `make(kernel)` is its runner. A file
+        that is missing or does not compile gives an implementation that failed, saying why."""
+        from tilec.jit import load_kernel
+
+        path = self.examples / file
+        if not path.is_file():
+            return Implementation("tilec", None, role="tilec", missing=f"examples/{file} absent")
+        try:
+            loaded = load_kernel(path, kernel)
+        except Exception as e:  # a TileError, or an internal one: the row shows it
+            text = e.render() if hasattr(e, "render") else f"{type(e).__name__}: {e}"
+            return Implementation("tilec", None, role="tilec", missing=text.strip()[:400])
+        return Implementation("tilec", make(loaded), output, role="tilec")
+
+    def triton_peer(self, name: str, make: Callable[[Any], Callable[..., Any]]) -> Implementation:
+        if self.triton is None:
+            return Implementation(name, None, missing=self.triton_missing)
+        return Implementation(name, make(self.triton))
+
+    def compiled(self, function: Callable[..., Any], inputs: Sequence[Any]) -> Implementation:
+        """`torch.compile(function, fullgraph=True, dynamic=False)`, compiled and run once on
+        `inputs` here, before anything is timed."""
+        import torch
+
+        try:
+            import torch._dynamo
+
+            for knob in ("cache_size_limit", "recompile_limit"):  # the name moved in 2.6
+                if hasattr(torch._dynamo.config, knob):
+                    setattr(
+                        torch._dynamo.config, knob, max(64, getattr(torch._dynamo.config, knob))
+                    )
+            compiled = torch.compile(function, fullgraph=True, dynamic=False)
+            compiled(*inputs)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        except Exception as e:
+            reason = f"torch.compile failed: {type(e).__name__}: {str(e).strip()[:200]}"
+            return Implementation("torch.compile", None, missing=reason)
+        return Implementation("torch.compile", compiled)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A kernel of the suite: its sizes (`small`: the few-MiB size of a memory-bound kernel;
+    `quick`: what `--quick` runs instead of all) and the builder of its cases."""
+
+    name: str
+    kind: str  # "compute" or "memory"
+    build: Callable[[tuple, Context], Case]
+    label: Callable[[tuple], str]
+    sizes: tuple[tuple, ...]
+    quick: tuple[tuple, ...]
+    small: tuple[tuple, ...] = field(default=())
+    ceiling: str = "copy"  # the roofline: "copy" bandwidth, or cuBLAS's "f16", "bf16", "int8"
+
+
+def select(patterns: str | Sequence[str] | None, names: Sequence[str]) -> list[str]:
+    """The names that any of the comma-separated `patterns` picks: an fnmatch pattern when it
+    has `*?[`, else a substring; case-insensitive. Raises ValueError for a pattern that picks
+    nothing (a typo should not run an empty suite)."""
+    if patterns is None:
+        return list(names)
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    wanted = [p.strip().lower() for p in patterns if p.strip()]
+    if not wanted:
+        return list(names)
+    chosen = []
+    for pattern in wanted:
+        glob = any(c in pattern for c in "*?[")
+        hits = [
+            n
+            for n in names
+            if (fnmatch.fnmatchcase(n.lower(), pattern) if glob else pattern in n.lower())
+        ]
+        if not hits:
+            raise ValueError(f"'{pattern}' matches no workload (workloads: {', '.join(names)})")
+        chosen += hits
+    return [n for n in names if n in chosen]
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[name]
+
+
+def _randn(shape: Sequence[int], dtype: str, scale: float = 1.0) -> Any:
+    import torch
+
+    return (torch.randn(*shape, device=DEVICE) * scale).to(_dtype(dtype))
+
+
+def _eager(name: str, run: Callable[..., Any]) -> Implementation:
+    return Implementation(name, run, eager=True)
+
+
+def _elements(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def _x(size: Sequence[Any]) -> str:
+    return "x".join(str(s) for s in size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compute-bound workloads
+
+
+def _gemm(layout: str, dtype: str) -> Callable[[tuple, Context], Case]:
+    """C = op(A) @ op(B), A and B stored as `layout` says ("nt": B stored [N, K])."""
+
+    def build(size: tuple, ctx: Context) -> Case:
+        import torch
+
+        m, n, k = size
+        a_shape = (m, k) if layout[0] == "n" else (k, m)
+        b_shape = (k, n) if layout[1] == "n" else (n, k)
+
+        def views(a: Any, b: Any) -> tuple[Any, Any]:
+            return (a if layout[0] == "n" else a.t()), (b if layout[1] == "n" else b.t())
+
+        sets = ctx.sets(lambda: (_randn(a_shape, dtype), _randn(b_shape, dtype)), (m + n) * k * 2)
+        c = torch.empty(m, n, device=DEVICE, dtype=_dtype(dtype))
+        a_view, b_view = views(*sets[0])
+        expected = (a_view.double() @ b_view.double()).to(_dtype(dtype))
+        kernel = f"gemm_{layout}" + ("_bf16" if dtype == "bf16" else "")
+        implementations = [
+            ctx.tilec("gemm_layouts.tile", kernel, lambda f: lambda a, b: f(a, b, c), lambda: c),
+            Implementation("cuBLAS", lambda a, b: torch.matmul(*views(a, b))),
+            ctx.triton_peer("triton (autotuned)", lambda t: lambda a, b: t.matmul(*views(a, b))),
+        ]
+        # Each rounds its f32 sums to the output type once, as `expected` does: they may differ
+        # by an ulp of it (bf16 has 8 bits of mantissa: 2 ulp is 1.6%).
+        rtol = 2e-3 if dtype == "f16" else 1.6e-2
+        return Case(implementations, sets, expected, 2 * m * n * k, "TFLOP/s", rtol)
+
+    return build
+
+
+def _gemm_label(dtype: str) -> Callable[[tuple], str]:
+    return lambda size: f"{_x(size)} {dtype}"
+
+
+def _bmm(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    z, m, n, k = size
+    sets = ctx.sets(
+        lambda: (_randn((z, m, k), "f16"), _randn((z, k, n), "f16")), z * (m + n) * k * 2
+    )
+    c = torch.empty(z, m, n, device=DEVICE, dtype=torch.float16)
+    a, b = sets[0]
+    expected = (a.double() @ b.double()).half()
+    implementations = [
+        ctx.tilec("bmm.tile", "bmm", lambda f: lambda a, b: f(a, b, c), lambda: c),
+        Implementation("torch.bmm", lambda a, b: torch.bmm(a, b)),
+    ]
+    return Case(implementations, sets, expected, 2 * z * m * n * k, "TFLOP/s")
+
+
+def _matmul_bias_gelu(size: tuple, ctx: Context) -> Case:
+    import torch
+    import torch.nn.functional as F
+
+    m, n, k = size
+    bias = _randn((n,), "f16")
+    sets = ctx.sets(lambda: (_randn((m, k), "f16"), _randn((k, n), "f16")), (m + n) * k * 2)
+    c = torch.empty(m, n, device=DEVICE, dtype=torch.float16)
+    a, b = sets[0]
+    expected = F.gelu(a.double() @ b.double() + bias.double()).half()
+
+    def expression(a: Any, b: Any) -> Any:
+        return F.gelu(a @ b + bias)
+
+    implementations = [
+        ctx.tilec(
+            "matmul_bias_gelu.tile",
+            "matmul_bias_gelu",
+            lambda f: lambda a, b: f(a, b, bias, c),
+            lambda: c,
+        ),
+        ctx.compiled(expression, sets[0]),
+        _eager("torch eager", expression),
+    ]
+    # Eager rounds a @ b to f16 before the bias and the gelu: a few ulps more than one rounding.
+    return Case(implementations, sets, expected, 2 * m * n * k, "TFLOP/s", 4e-3)
+
+
+def _int8_gemm(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n, k = size
+
+    def operands() -> tuple[Any, Any]:
+        a = torch.randint(-128, 128, (m, k), device=DEVICE, dtype=torch.int8)
+        return a, torch.randint(-128, 128, (k, n), device=DEVICE, dtype=torch.int8)
+
+    row_scale = torch.rand(m, device=DEVICE) * 1e-2
+    col_scale = torch.rand(n, device=DEVICE) * 1e-2
+    sets = ctx.sets(operands, (m + n) * k)
+    c = torch.empty(m, n, device=DEVICE, dtype=torch.float16)
+    a, b = sets[0]
+    product = a.double() @ b.double()  # exact: |sums| < 2^53
+    expected = (product * row_scale.double()[:, None] * col_scale.double()[None, :]).half()
+
+    def expression(a: Any, b: Any) -> Any:
+        return (torch._int_mm(a, b).float() * row_scale[:, None] * col_scale[None, :]).half()
+
+    implementations = [
+        ctx.tilec(
+            "int8_gemm.tile",
+            "int8_gemm",
+            lambda f: lambda a, b: f(a, b, row_scale, col_scale, c),
+            lambda: c,
+        )
+    ]
+    if hasattr(torch, "_int_mm"):
+        implementations += [_eager("torch._int_mm", expression), ctx.compiled(expression, sets[0])]
+    else:
+        missing = "this torch has no torch._int_mm"
+        implementations += [
+            Implementation("torch._int_mm", None, missing=missing),
+            Implementation("torch.compile", None, missing=missing),
+        ]
+    return Case(implementations, sets, expected, 2 * m * n * k, "TOPS")
+
+
+def _attention(variant: str) -> Callable[[tuple, Context], Case]:
+    """`variant`: "plain", "causal" or "gqa". Sizes are (B, H, G, S, D): G K/V heads."""
+
+    def build(size: tuple, ctx: Context) -> Case:
+        import torch
+        import torch.nn.functional as F
+
+        batch, heads, kv_heads, length, d = size
+        causal, scale = variant == "causal", d**-0.5
+        q_shape, kv_shape = (batch, heads, length, d), (batch, kv_heads, length, d)
+
+        def inputs() -> tuple[Any, Any, Any]:
+            return _randn(q_shape, "f16"), _randn(kv_shape, "f16"), _randn(kv_shape, "f16")
+
+        sets = ctx.sets(inputs, (_elements(q_shape) + 2 * _elements(kv_shape)) * 2)
+        o = torch.empty(q_shape, device=DEVICE, dtype=torch.float16)
+        expected = _attention_reference(*sets[0], scale, causal)
+        kernel = {"plain": "attention", "causal": "attention_causal", "gqa": "attention_gqa"}[
+            variant
+        ]
+        sdpa_options: dict[str, Any] = {"is_causal": causal, "scale": scale}
+        if variant == "gqa":
+            sdpa_options["enable_gqa"] = True
+        sdpa = Implementation(
+            "SDPA", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **sdpa_options)
+        )
+        if variant == "gqa":
+            try:  # enable_gqa came in torch 2.5
+                F.scaled_dot_product_attention(*(t[:1, :, :128] for t in sets[0]), **sdpa_options)
+            except TypeError as e:
+                sdpa = Implementation("SDPA", None, missing=f"this torch's SDPA: {e}")
+        implementations = [
+            ctx.tilec(
+                "attention.tile", kernel, lambda f: lambda q, k, v: f(q, k, v, o, scale), lambda: o
+            ),
+            sdpa,
+            ctx.triton_peer(
+                "triton FA2 (autotuned)",
+                lambda t: lambda q, k, v: t.attention(q, k, v, scale, causal=causal),
+            ),
+        ]
+        flops = 4 * batch * heads * length * length * d // (2 if causal else 1)
+        return Case(implementations, sets, expected, flops, "TFLOP/s", 4e-3)
+
+    return build
+
+
+def _attention_reference(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
+    """softmax(q k^T scale) v in f32, one batch element at a time (the scores of a whole
+    B4 H16 S4096 batch would be 4 GiB)."""
+    import torch
+
+    groups = q.shape[1] // k.shape[1]
+    outputs = []
+    for z in range(q.shape[0]):
+        kz = k[z].float().repeat_interleave(groups, dim=0)
+        vz = v[z].float().repeat_interleave(groups, dim=0)
+        s = q[z].float() @ kz.transpose(-1, -2) * scale
+        if causal:
+            keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+            s = s.masked_fill(~keep, float("-inf"))
+        outputs.append((torch.softmax(s, dim=-1) @ vz).half())
+        del s
+    return torch.stack(outputs)
+
+
+def _attention_label(size: tuple) -> str:
+    batch, heads, kv_heads, length, d = size
+    groups = f" G{kv_heads}" if kv_heads != heads else ""
+    return f"B{batch} H{heads}{groups} S{length} d{d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory-bound workloads: each against torch.compile of its expression and eager torch.
+
+
+def _memory_case(
+    ctx: Context,
+    tilec: Implementation,
+    expression: Callable[..., Any],
+    sets: list[Sequence[Any]],
+    expected: Any,
+    moved: int,
+    rtol: float,
+    *,
+    eager: Callable[..., Any] | None = None,
+    eager_name: str = "torch eager",
+    triton: Implementation | None = None,
+) -> Case:
+    implementations = [
+        tilec,
+        ctx.compiled(expression, sets[0]),
+        _eager(eager_name, eager or expression),
+    ]
+    if triton is not None:
+        implementations.append(triton)
+    return Case(implementations, sets, expected, moved, "GB/s", rtol)
+
+
+def _rmsnorm(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    eps = 1e-6
+    w = _randn((n,), "bf16")
+    sets = ctx.sets(lambda: (_randn((m, n), "bf16"),), m * n * 2)
+    y = torch.empty(m, n, device=DEVICE, dtype=torch.bfloat16)
+    x = sets[0][0].double()
+    expected = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w.double()).bfloat16()
+
+    def expression(x: Any) -> Any:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).bfloat16()
+
+    eager, name = expression, "torch eager"
+    if hasattr(torch.nn.functional, "rms_norm"):  # fused in recent torch
+        eager, name = (lambda x: torch.nn.functional.rms_norm(x, (n,), w, eps)), "F.rms_norm"
+    tilec = ctx.tilec("rmsnorm.tile", "rmsnorm", lambda f: lambda x: f(x, w, y, eps), lambda: y)
+    moved = 2 * m * n * 2 + n * 2
+    return _memory_case(
+        ctx, tilec, expression, sets, expected, moved, 1.6e-2, eager=eager, eager_name=name
+    )
+
+
+def _layernorm(size: tuple, ctx: Context) -> Case:
+    import torch
+    import torch.nn.functional as F
+
+    m, n = size
+    eps = 1e-5
+    w, b = _randn((n,), "f16"), _randn((n,), "f16")
+    sets = ctx.sets(lambda: (_randn((m, n), "f16"),), m * n * 2)
+    y = torch.empty(m, n, device=DEVICE, dtype=torch.float16)
+    expected = F.layer_norm(sets[0][0].double(), (n,), w.double(), b.double(), eps).half()
+
+    def expression(x: Any) -> Any:
+        return F.layer_norm(x, (n,), w, b, eps)
+
+    tilec = ctx.tilec(
+        "layernorm.tile", "layernorm", lambda f: lambda x: f(x, w, b, y, eps), lambda: y
+    )
+    triton = ctx.triton_peer(
+        "triton", lambda t: lambda x: t.layernorm(x, w, b, eps, num_warps=t.row_warps(n))
+    )
+    moved = 2 * m * n * 2 + 2 * n * 2
+    return _memory_case(ctx, tilec, expression, sets, expected, moved, 4e-3, triton=triton)
+
+
+def _softmax(dtype: str) -> Callable[[tuple, Context], Case]:
+    def build(size: tuple, ctx: Context) -> Case:
+        import torch
+
+        m, n = size
+        width = 4 if dtype == "f32" else 2
+        sets = ctx.sets(lambda: (_randn((m, n), dtype, 4.0),), m * n * width)
+        y = torch.empty(m, n, device=DEVICE, dtype=_dtype(dtype))
+        expected = torch.softmax(sets[0][0].double(), dim=1).to(_dtype(dtype))
+
+        def expression(x: Any) -> Any:
+            return torch.softmax(x, dim=1)
+
+        kernel = "softmax" if dtype == "f32" else "softmax_f16"
+        tilec = ctx.tilec("softmax.tile", kernel, lambda f: lambda x: f(x, y), lambda: y)
+        triton = ctx.triton_peer(
+            "triton", lambda t: lambda x: t.softmax(x, num_warps=t.row_warps(n))
+        )
+        rtol = 1e-5 if dtype == "f32" else 2e-3
+        return _memory_case(
+            ctx, tilec, expression, sets, expected, 2 * m * n * width, rtol, triton=triton
+        )
+
+    return build
+
+
+def _cross_entropy(size: tuple, ctx: Context) -> Case:
+    import torch
+    import torch.nn.functional as F
+
+    m, v = size
+
+    def inputs() -> tuple[Any, Any, Any]:
+        target = torch.randint(0, v, (m,), device=DEVICE)
+        return _randn((m, v), "f32", 2.0), target.int(), target  # i32 for tilec, i64 for torch
+
+    sets = ctx.sets(inputs, m * v * 4)
+    loss = torch.empty(m, device=DEVICE)
+    logits, _target32, target = sets[0]
+    logits64 = logits.double()
+    expected = (torch.logsumexp(logits64, 1) - logits64.gather(1, target[:, None])[:, 0]).float()
+
+    def expression(logits: Any, _target32: Any, target: Any) -> Any:
+        return F.cross_entropy(logits, target, reduction="none")
+
+    tilec = ctx.tilec(
+        "cross_entropy.tile",
+        "cross_entropy",
+        lambda f: lambda x, t32, t: f(x, t32, loss),
+        lambda: loss,
+    )
+    moved = m * v * 4 + m * 4 + m * 4
+    return _memory_case(ctx, tilec, expression, sets, expected, moved, 1e-5)
+
+
+def _swiglu(size: tuple, ctx: Context) -> Case:
+    import torch
+    import torch.nn.functional as F
+
+    m, n = size
+    sets = ctx.sets(lambda: (_randn((m, n), "bf16"), _randn((m, n), "bf16")), 2 * m * n * 2)
+    y = torch.empty(m, n, device=DEVICE, dtype=torch.bfloat16)
+    a, b = (t.double() for t in sets[0])
+    expected = (a * torch.sigmoid(a) * b).bfloat16()
+
+    def expression(a: Any, b: Any) -> Any:
+        return F.silu(a) * b
+
+    tilec = ctx.tilec("swiglu.tile", "swiglu", lambda f: lambda a, b: f(a, b, y), lambda: y)
+    return _memory_case(ctx, tilec, expression, sets, expected, 3 * m * n * 2, 1.6e-2)
+
+
+def _row_sum(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    # Positive values: the sums do not cancel, so f32 sums in any order stay close.
+    sets = ctx.sets(lambda: (torch.rand(m, n, device=DEVICE),), m * n * 4)
+    out = torch.empty(m, device=DEVICE)
+    expected = sets[0][0].double().sum(1).float()
+
+    def expression(x: Any) -> Any:
+        return x.sum(1)
+
+    tilec = ctx.tilec("row_sum.tile", "row_sum", lambda f: lambda x: f(x, out), lambda: out)
+    return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + m * 4, 1e-5)
+
+
+def _col_sum(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    sets = ctx.sets(lambda: (torch.rand(m, n, device=DEVICE),), m * n * 4)
+    out = torch.empty(n, device=DEVICE)
+    expected = sets[0][0].double().sum(0).float()
+
+    def expression(x: Any) -> Any:
+        return x.sum(0)
+
+    tilec = ctx.tilec("col_sum.tile", "col_sum", lambda f: lambda x: f(x, out), lambda: out)
+    return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + n * 4, 1e-5)
+
+
+def _transpose(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    sets = ctx.sets(lambda: (torch.randn(m, n, device=DEVICE),), m * n * 4)
+    y = torch.empty(n, m, device=DEVICE)
+    expected = sets[0][0].t().contiguous()
+
+    def expression(x: Any) -> Any:
+        return x.t().contiguous()
+
+    tilec = ctx.tilec("transpose.tile", "transpose", lambda f: lambda x: f(x, y), lambda: y)
+    return _memory_case(ctx, tilec, expression, sets, expected, 2 * m * n * 4, 0.0)
+
+
+def _rotary(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    s, h, d = size
+    half = d // 2
+    angles = torch.arange(s, device=DEVICE)[:, None] * torch.rand(half, device=DEVICE)[None, :]
+    cos_t, sin_t = angles.cos(), angles.sin()
+    sets = ctx.sets(lambda: (_randn((s, h, 2, half), "f16"),), s * h * d * 2)
+    y = torch.empty(s, h, 2, half, device=DEVICE, dtype=torch.float16)
+
+    def rotate(x: Any, c: Any, t: Any) -> Any:
+        # NeoX's half split: the first half of each head against the second.
+        x1, x2 = x[:, :, 0, :], x[:, :, 1, :]
+        c, t = c[:, None, :], t[:, None, :]
+        return torch.stack((x1 * c - x2 * t, x2 * c + x1 * t), dim=2)
+
+    expected = rotate(sets[0][0].double(), cos_t.double(), sin_t.double()).half()
+
+    def expression(x: Any) -> Any:
+        return rotate(x.float(), cos_t, sin_t).half()
+
+    tilec = ctx.tilec("rotary.tile", "rotary", lambda f: lambda x: f(x, cos_t, sin_t, y), lambda: y)
+    moved = 2 * s * h * d * 2 + 2 * s * half * 4
+    return _memory_case(ctx, tilec, expression, sets, expected, moved, 2e-3)
+
+
+def _vector_add(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    (n,) = size
+    sets = ctx.sets(lambda: (torch.rand(n, device=DEVICE), torch.rand(n, device=DEVICE)), 2 * n * 4)
+    out = torch.empty(n, device=DEVICE)
+    x, y = sets[0]
+    expected = x + y
+
+    def expression(x: Any, y: Any) -> Any:
+        return x + y
+
+    tilec = ctx.tilec(
+        "vector_add.tile", "vector_add", lambda f: lambda x, y: f(x, y, out), lambda: out
+    )
+    triton = ctx.triton_peer("triton", lambda t: lambda x, y: t.vector_add(x, y))
+    return _memory_case(ctx, tilec, expression, sets, expected, 3 * n * 4, 0.0, triton=triton)
+
+
+def _memory(
+    name: str, build: Callable, label: Callable, sizes: Any, quick: Any, small: Any
+) -> Workload:
+    return Workload(name, "memory", build, label, tuple(sizes), tuple(quick), tuple(small))
+
+
+def _gemm_workloads() -> list[Workload]:
+    big = [(4096, 4096, 4096), (8192, 8192, 8192)]
+    quick = [(1024, 1024, 1024)]
+    workloads = []
+    for dtype in ("f16", "bf16"):
+        suffix = "_bf16" if dtype == "bf16" else ""
+        for layout in ("nn", "nt", "tn", "tt"):
+            sizes = list(big) if layout in ("nn", "nt") else big[:1]
+            if layout == "nn" and dtype == "f16":
+                sizes += [(2048, 2048, 2048), (1024, 1024, 1024), (4000, 3000, 1000)]
+            workloads.append(
+                Workload(
+                    f"gemm_{layout}{suffix}",
+                    "compute",
+                    _gemm(layout, dtype),
+                    _gemm_label(dtype),
+                    tuple(sizes),
+                    tuple(quick),
+                    ceiling=dtype,
+                )
+            )
+    return workloads
+
+
+def _size2(dtype: str) -> Callable[[tuple], str]:
+    return lambda size: f"{_x(size)} {dtype}"
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        *_gemm_workloads(),
+        Workload(
+            "bmm",
+            "compute",
+            _bmm,
+            lambda s: f"{s[0]}x{s[1]}x{s[2]}x{s[3]} f16",
+            ((8, 1024, 1024, 1024), (64, 256, 256, 64)),
+            ((8, 256, 256, 256),),
+            ceiling="f16",
+        ),
+        Workload(
+            "matmul_bias_gelu",
+            "compute",
+            _matmul_bias_gelu,
+            _gemm_label("f16"),
+            ((4096, 4096, 4096),),
+            ((1024, 1024, 1024),),
+            ceiling="f16",
+        ),
+        Workload(
+            "int8_gemm",
+            "compute",
+            _int8_gemm,
+            _gemm_label("i8"),
+            ((4096, 4096, 4096),),
+            ((1024, 1024, 1024),),
+            ceiling="int8",
+        ),
+        Workload(
+            "attention",
+            "compute",
+            _attention("plain"),
+            _attention_label,
+            ((4, 16, 16, 4096, 128), (4, 16, 16, 4096, 64)),
+            ((1, 4, 4, 1024, 64),),
+            ceiling="f16",
+        ),
+        Workload(
+            "attention_causal",
+            "compute",
+            _attention("causal"),
+            _attention_label,
+            ((4, 16, 16, 4096, 128), (4, 16, 16, 4096, 64)),
+            ((1, 4, 4, 1024, 64),),
+            ceiling="f16",
+        ),
+        Workload(
+            "attention_gqa",
+            "compute",
+            _attention("gqa"),
+            _attention_label,
+            ((2, 32, 8, 2048, 128),),
+            ((1, 8, 2, 1024, 64),),
+            ceiling="f16",
+        ),
+        _memory("rmsnorm", _rmsnorm, _size2("bf16"), [(8192, 4096)], [(4096, 1024)], [(512, 1024)]),
+        _memory(
+            "layernorm",
+            _layernorm,
+            _size2("f16"),
+            [(8192, 8192), (8192, 1024)],
+            [(4096, 1024)],
+            [(512, 1024)],
+        ),
+        _memory(
+            "softmax",
+            _softmax("f32"),
+            _size2("f32"),
+            [(8192, 4096), (4096, 16384), (32768, 1024)],
+            [(4096, 1024)],
+            [(256, 1024)],
+        ),
+        _memory(
+            "softmax_f16",
+            _softmax("f16"),
+            _size2("f16"),
+            [(8192, 3077)],
+            [(1024, 3077)],
+            [(256, 3077)],
+        ),
+        _memory(
+            "cross_entropy",
+            _cross_entropy,
+            _size2("f32"),
+            [(4096, 32000)],
+            [(512, 32000)],
+            [(16, 32000)],
+        ),
+        _memory("swiglu", _swiglu, _size2("bf16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),
+        _memory(
+            "row_sum",
+            _row_sum,
+            _size2("f32"),
+            [(8192, 8192), (16, 4194304)],
+            [(4096, 1024)],
+            [(512, 1024)],
+        ),
+        _memory(
+            "col_sum",
+            _col_sum,
+            _size2("f32"),
+            [(65536, 128), (262144, 512)],
+            [(16384, 128)],
+            [(4096, 128)],
+        ),
+        _memory(
+            "transpose", _transpose, _size2("f32"), [(8192, 8192)], [(2048, 2048)], [(512, 512)]
+        ),
+        _memory(
+            "rotary",
+            _rotary,
+            lambda s: f"S{s[0]} H{s[1]} D{s[2]} f16",
+            [(8192, 32, 128)],
+            [(1024, 8, 128)],
+            [(512, 8, 128)],
+        ),
+        _memory(
+            "vector_add",
+            _vector_add,
+            lambda s: f"N=2^{int(math.log2(s[0]))} f32",
+            [(1 << 28,)],
+            [(1 << 24,)],
+            [(1 << 18,)],
+        ),
+    ]
+}
