@@ -42,6 +42,7 @@ from tilec.passes.specialize import (
     plan_tile_sizes,
     symbols_of,
 )
+from tilec.passes.tile_shapes import shape_streamed_tiles
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Tiling"]
@@ -84,8 +85,11 @@ class Tiling(Pass):
     left to `assign-layouts`. A dot that cannot use mma (f32 operands, a K tile below 16, too
     much shared memory) keeps the FMA path and a remark says why; pins that cannot work (a tile
     that is not a whole number of warp tiles, warps that do not tile the block) are errors.
-    Other kernels keep `specialize`'s heuristic sizes, except that a free size left at 2
-    whose tile still holds more than `max_tile_elements` takes 1 (one row per block); their
+    Other kernels get their free sizes from `passes/tile_shapes.py`: the axis every streamed
+    tile ends in (the contiguous one) takes the `max_tile_elements` budget (capped by a known
+    extent), the others start at one row and grow while the occupancy model keeps under 72 KiB
+    in flight per SM — sequential loops' axes first; kernels without one contiguous axis (a
+    transpose) keep `specialize`'s heuristic, grown to `min_tile_elements`; their
     warps are left to `assign-layouts` unless pinned. Block order: a kernel with a dot over a 2-D grid has its program ids
     remapped so that consecutive blocks (axis 0 fastest) walk `group_m` tiles down axis 0
     before moving along axis 1 (Triton's GROUP_M): a bijection computed from `tile.program_id`
@@ -361,9 +365,8 @@ class _KernelTiling:
                     ": wgmma tiling" if wgmma else ": mma.sync tiling"
                 )
             num_warps = config.num_warps
-        self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
-        if not dot_ops:
-            _single_rows(self.plan, self.opts.max_tile_elements)
+        if dot_ops or not shape_streamed_tiles(kernel, self.plan, self.opts.max_tile_elements):
+            self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
         if symbols_of(kernel):
             bind_tile_sizes(kernel, self.plan)
             self.ctx.remark(kernel, self.plan.remark())
@@ -739,21 +742,6 @@ class _KernelTiling:
             return None
         tile = self.size(str(symbol)) if isinstance(symbol, str) else int(symbol)  # type: ignore[call-overload]
         return -(-self.extents[str(dim)] // tile)
-
-
-def _single_rows(plan: TilePlan, maximum: int) -> None:
-    """Tiles still over `maximum` elements at 2 rows (`fit_to_elements` stops there) take one:
-    a block of one long row keeps as many bytes in flight as two half-size blocks would, but
-    the SM runs more blocks (fewer registers each) whose load, reduce and store phases
-    overlap, where two rows in one block wait for each other at every barrier."""
-    for shape in plan.shapes:
-        if _plan_elements(plan, shape) <= maximum:
-            continue
-        for d in shape:
-            s = plan.symbols.get(d) if isinstance(d, str) else None
-            if s is not None and s.free and s.size == 2:
-                s.size = 1
-                s.adjusted = f"halved to 1: at 2 a tile still holds > {maximum} elements"
 
 
 def _plan_elements(plan: TilePlan, shape: tuple) -> int:

@@ -23,7 +23,9 @@ for profilers' source views; `line_info=False` leaves it out (docs/debugging.md)
 **On the GPU** a call checks the arguments (`tilec.runtime`), then looks up the compiled
 kernel for their *specialization*: which pointers are 16-byte aligned, which strides are 1,
 which extents and strides divide by 16 (as Triton does), and each dimension used whole
-(`x[tm, :]`) rounded up to a power of two — the tile that covers it. The pinned options are
+(`x[tm, :]`) rounded up to a power of two — the tile that covers it — and every other
+dimension's size class (the power of two that covers it, up to 16384: `tiling` bounds its free
+tile sizes by it, so a column sum of 128 columns gets tiles of 128). The pinned options are
 fixed per kernel. A new specialization is compiled (the default pipeline, `specialize` told the
 whole extents, then PTX with the argument facts folded in: `tilec.lowering.Specialization`) for
 the GPU's architecture, through the on-disk cache (`tilec.kernel_cache`), and kept in memory,
@@ -262,6 +264,9 @@ class JitFunction:
             # The tile's size, and whether the extent fills it (its masks then fold away).
             tile = _power_of_two(extents[dim])
             parts.append(tile if extents[dim] != tile else -tile)
+        for dim in sorted(extents):
+            if dim not in self._whole_dims:
+                parts.append(_size_class(extents[dim]))
         return tuple(parts)
 
     def _launcher(self, key: tuple, arguments: Any) -> Any:
@@ -296,6 +301,11 @@ class JitFunction:
         # A whole dimension whose extent is exactly its tile is fixed in the kernel's types
         # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
         exact = [d for d in self._whole_dims if arguments.extents[d] == extents[d]]
+        # Every other dimension by its size class: a bound on its tile (a column sum of 128
+        # columns gets tiles of 128, not 4096), the same for every extent of the class.
+        for d in sorted(arguments.extents):
+            if d not in extents:
+                extents[d] = _size_class(arguments.extents[d])
         pass_options = self.pass_options
         if extents and "extents" not in pass_options.get("tiling", {}):
             text = ",".join(f"{d}={n}" for d, n in extents.items())
@@ -439,6 +449,17 @@ def _fast_path(
 
 def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
+
+
+# Extents are specialized on in classes, the power of two that covers them, up to this: no
+# tile-size decision of `tiling` looks further (tiles hold at most 4096 elements, and grids of
+# 16384 rows fill any GPU), so longer dimensions share one class and one compilation.
+SIZE_CLASS_LIMIT = 1 << 14
+
+
+def _size_class(n: int) -> int:
+    """The class of extent `n` in the specialization key, and the extent `tiling` is told."""
+    return min(_power_of_two(n), SIZE_CLASS_LIMIT)
 
 
 def _assume_pass(specialization: Any) -> str:

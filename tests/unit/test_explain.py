@@ -83,7 +83,11 @@ def test_pinned_kernel_says_the_pins(monkeypatch):
 def test_softmax_explains_rows_slices_and_no_shared_memory(monkeypatch):
     no_ptxas(monkeypatch)
     compiled = tilec.compile(
-        EXAMPLES / "softmax.tile", target="ptx", arch="sm_90a", pipeline=aligned_pipeline()
+        EXAMPLES / "softmax.tile",
+        kernels=["softmax"],
+        target="ptx",
+        arch="sm_90a",
+        pipeline=aligned_pipeline(),
     )
     kernel = compiled.module.lookup("softmax")
     sizes = dict(tuple(p) for p in kernel.attributes["tilec.tile_sizes"].value)

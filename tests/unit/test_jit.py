@@ -211,14 +211,16 @@ def matmul_arrays():
 def test_disabled_passes_and_pass_options_change_the_pipeline_and_the_key(monkeypatch, tmp_path):
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     base = matmul.compile_for(*matmul_arrays(), arch="sm_90a")
-    # The jit tells tiling the target (sm_90a: the wgmma path).
+    # The jit tells tiling the target (sm_90a: the wgmma path) and the extents' size classes.
     assert base.pipeline.endswith(
-        tilec.compiler.DEFAULT_PIPELINE.replace("tiling", "tiling{arch=sm_90a}")
+        tilec.compiler.DEFAULT_PIPELINE.replace(
+            "tiling", 'tiling{extents="K=64,M=128,N=128" arch=sm_90a}'
+        )
     )
     plain = tilec.jit(matmul.fn, tile={"M": 64, "K": 32}, warps=4, disable=("pipeline", "tiling"))
     off = plain.compile_for(*matmul_arrays(), arch="sm_90a")
     assert ",pipeline" not in off.pipeline
-    assert "tiling{mma=false arch=sm_90a group_m=1}" in off.pipeline
+    assert "mma=false arch=sm_90a group_m=1}" in off.pipeline
     assert off.key.digest() != base.key.digest()
     assert "cp.async" not in off.ptx and "mma.sync" not in off.ptx
     narrow = tilec.jit(matmul.fn, pass_options={"vectorize": {"max_bytes": 8}})
@@ -236,7 +238,7 @@ def test_whole_dimension_extents_still_reach_a_disabled_tiling(monkeypatch, tmp_
     )
     x = np.zeros((8, 100), np.float32)
     compiled = softmax.compile_for(x, x.copy(), arch="sm_90a")
-    assert 'tiling{extents="N=128" mma=false arch=sm_90a group_m=1}' in compiled.pipeline
+    assert 'tiling{extents="N=128,M=8" mma=false arch=sm_90a group_m=1}' in compiled.pipeline
 
 
 def test_bad_pipeline_controls_fail_when_decorating():

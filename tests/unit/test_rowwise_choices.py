@@ -1,6 +1,6 @@
-"""Block shapes of row-wise kernels: one row per block once two rows exceed the tile budget
-(passes/tiling.py), and warps from the occupancy model (passes/assign_layouts.py: bytes of
-the streamed tile in flight per SM)."""
+"""Block shapes of row-wise kernels: rows per block from the bytes in flight of the warps the
+occupancy model chooses (passes/tile_shapes.py), and those warps (passes/assign_layouts.py:
+bytes of the streamed tile in flight per SM)."""
 
 from pathlib import Path
 
@@ -15,7 +15,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def _choices(example: str, n: int) -> tuple[int, int]:
     pipeline = f'canonicalize,cse,tiling{{extents="N={n}"}},assign-layouts'
     program = compile_tile(EXAMPLES / f"{example}.tile", target="tir", pipeline=pipeline)
-    (kernel,) = [op for op in program.module.walk() if isinstance(op, FuncOp)]
+    (kernel,) = [
+        op for op in program.module.walk() if isinstance(op, FuncOp) and op.sym_name == example
+    ]
     sizes = dict((str(s), int(v)) for s, v in kernel.attributes["tilec.tile_sizes"].value)
     return sizes["BM"], kernel.attributes["tilec.num_warps"].value
 

@@ -1,0 +1,142 @@
+"""The tile shapes of kernels without dots: contiguous runs first, then rows by bytes in flight.
+
+A memory-bound kernel is fast when (1) every access is a long run of consecutive bytes, (2) each
+SM keeps enough bytes in flight to cover the memory's latency, and (3) the grid has as many
+blocks as that allows. `shape_streamed_tiles` chooses the free tile sizes of such a kernel in
+that order, for `tiling`:
+
+1. **The contiguous axis.** Every tile a `tile.load` or `tile.store` moves is laid out along the
+   tensor's last dimension (the frontend's row-major convention; `vectorize` checks the stride).
+   When all of them end in the same tile symbol, that symbol is the kernel's contiguous axis: a
+   free one takes the whole budget of elements (`max_tile_elements`, capped by the dimension's
+   known extent), so that a warp reads whole rows of 16-byte vectors and the block's bytes are
+   one long run per row — SwiGLU over 8192 x 8192 bf16 measured 0.119-0.125 ms as 1 x 4096 tiles
+   on the H200 against 0.137 ms as 64 x 64 (`tilec.benchmarks.shape_probe`, docs/benchmarks.md).
+2. **The other axes** start at 1 (one row per block: the most blocks) and are doubled — the
+   axes of sequential loops first, since they cost the grid nothing, then the grid's — only
+   while the occupancy model of `assign-layouts` (`passes/assign_layouts.py`, `_Occupancy`: the
+   blocks an SM holds times the bytes of the largest moved tile, for 4, 8 and 16 warps), on the
+   warps it would choose, keeps less than `BYTES_IN_FLIGHT` in flight and the tile holds fewer
+   than `max_tile_elements`.
+   Rows of 4096 bf16 stay one per block (8 KiB: 64 KiB in flight on 4 warps); rows of 1024 f16
+   take 4 (2 KiB a row); cross-entropy over a 32000 vocabulary streams 1 x 4096 tiles, not 64 x
+   64 (4x faster: 64 rows per block left 64 blocks for 4096 rows). The warps themselves are
+   then chosen by `assign-layouts` from the same model, on the shapes chosen here.
+
+A kernel whose moved tiles end in different symbols (a transpose: rows in, columns out) keeps
+`specialize`'s heuristic: square-ish tiles give both accesses runs of their own.
+"""
+
+from __future__ import annotations
+
+from tilec.dialects import scf
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.core import Operation
+from tilec.ir.types import TileType
+from tilec.passes.assign_layouts import BYTES_IN_FLIGHT, _Occupancy
+from tilec.passes.specialize import TilePlan, bind_tile_sizes
+
+__all__ = ["contiguous_symbol", "shape_streamed_tiles"]
+
+
+def _moved_shapes(kernel: FuncOp) -> list[tuple]:
+    """The shapes (as written, with symbols) of the tiles of the highest rank that the
+    kernel's loads and stores move: the streamed data, not the per-row vectors beside it (a
+    cross-entropy's targets and losses, a norm's weights)."""
+    shapes = []
+    for op in kernel.walk():
+        if isinstance(op, T.LoadOp):
+            shapes.append(op.result.type.shape)
+        elif isinstance(op, T.StoreOp) and isinstance(op.value.type, TileType):
+            shapes.append(op.value.type.shape)
+    rank = max((len(s) for s in shapes), default=0)
+    return [s for s in shapes if s and len(s) == rank]
+
+
+def contiguous_symbol(kernel: FuncOp) -> str | int | None:
+    """The tile axis every streamed tile ends in (a symbol, or a static size), or None when
+    they end in different ones or nothing is moved."""
+    ends = {shape[-1] for shape in _moved_shapes(kernel)}
+    return ends.pop() if len(ends) == 1 else None
+
+
+def _sequential_symbols(kernel: FuncOp) -> set[str]:
+    """Tile symbols of dimensions that a sequential loop (an `scf.for` stepping by a tile
+    size) walks."""
+    found: set[str] = set()
+    for op in kernel.walk():
+        if isinstance(op, scf.ForOp):
+            step = op.step.owner
+            if isinstance(step, T.SymbolOp):
+                found.add(step.symbol)
+    return found
+
+
+def _in_flight(kernel: FuncOp, plan: TilePlan) -> int:
+    """The bytes in flight per SM of the warps the occupancy model chooses for `plan`'s
+    sizes (what `assign-layouts` will then choose for them)."""
+    trial = kernel.clone()
+    assert isinstance(trial, Operation)
+    bind_tile_sizes(trial, plan)  # type: ignore[arg-type]
+    occupancy = _Occupancy.of(trial)  # type: ignore[arg-type]
+    if occupancy is None or not occupancy.candidates:
+        return 0
+    return next(c.in_flight for c in occupancy.candidates if c.warps == occupancy.choice)
+
+
+def _elements(plan: TilePlan, shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= plan.symbols[d].size if isinstance(d, str) else (d if isinstance(d, int) else 1)
+    return n
+
+
+def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
+    """Choose the free sizes of `plan` for `kernel` (no dots) as the module docstring says;
+    False (the plan untouched) when the moved tiles have no common contiguous axis."""
+    contiguous = contiguous_symbol(kernel)
+    if contiguous is None:
+        return False
+    shapes = _moved_shapes(kernel)
+    largest = max(shapes, key=lambda s: _elements(plan, s))
+    others = [
+        plan.symbols[d]
+        for d in dict.fromkeys(d for s in shapes for d in s)
+        if isinstance(d, str) and d != contiguous and d in plan.symbols and plan.symbols[d].free
+    ]
+    for s in others:
+        s.size, s.adjusted = 1, ""
+    run = plan.symbols.get(contiguous) if isinstance(contiguous, str) else None
+    if run is not None and run.free:
+        rest = _elements(plan, largest) // max(run.size, 1)
+        size = _power_of_two_at_most(max(1, maximum // max(rest, 1)))
+        if run.cap is not None:
+            size = min(size, run.cap)
+        run.size = max(size, 2)
+        run.adjusted = f"the contiguous axis: {run.size} so that one tile row is one long run"
+    sequential = _sequential_symbols(kernel)
+    order = sorted(others, key=lambda s: (s.name not in sequential, s.name))
+    for s in order:
+        s.adjusted = "1 row: the most blocks"
+    while order:
+        in_flight = _in_flight(kernel, plan)
+        if in_flight >= BYTES_IN_FLIGHT or _elements(plan, largest) >= maximum:
+            break
+        growable = [s for s in order if s.cap is None or s.size < s.cap]
+        if not growable:
+            break
+        s = min(growable, key=lambda s: (s.size, order.index(s)))
+        s.size *= 2
+        s.adjusted = (
+            f"grown to {s.size}: with fewer, an SM keeps under "
+            f"{BYTES_IN_FLIGHT // 1024} KiB in flight ({in_flight // 1024} KiB)"
+        )
+    return True
+
+
+def _power_of_two_at_most(n: int) -> int:
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
