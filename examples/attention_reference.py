@@ -7,7 +7,11 @@ the expected contents of `o`: softmax(q @ k.T * scale) @ v in f64, rounded to f1
 import numpy as np
 
 # 1/sqrt(64), the usual scale for a head dimension of 64 (any value would do).
-SCALARS = {"attention": {"scale": 0.125}, "attention_causal": {"scale": 0.125}}
+SCALARS = {
+    "attention": {"scale": 0.125},
+    "attention_causal": {"scale": 0.125},
+    "attention_gqa": {"scale": 0.125},
+}
 
 
 def _attention(q, k, v, scale, visible=None):
@@ -33,3 +37,10 @@ def attention_causal(
         np.arange(keys)[None, :] <= np.arange(queries)[:, None]
     )  # query m sees key n when n <= m
     return _attention(q, k, v, scale, visible)
+
+
+def attention_gqa(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray, scale: np.float32
+) -> np.ndarray:
+    group = q.shape[1] // k.shape[1]  # query heads per KV head
+    return _attention(q, np.repeat(k, group, axis=1), np.repeat(v, group, axis=1), scale)

@@ -11,3 +11,7 @@ def softmax(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     wide = x.astype(np.float64)
     e = np.exp(wide - wide.max(axis=1, keepdims=True))
     return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def softmax_f16(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return softmax(x, y).astype(np.float16)

@@ -86,10 +86,10 @@ BAD_INPUT = {
     ),
     ("examples/matmul.tile", "-k", "nope", "--sizes", "M=1"): "error: no kernel named 'nope'",
     ("examples/matmul.tile", "--sizes", "M=1"): "has 2 kernels; choose one with -k",
-    ("examples/softmax.tile", "--sizes", "M=2,N=9", "--tile", "N=8"): (
+    ("examples/softmax.tile", "-k", "softmax", "--sizes", "M=2,N=9", "--tile", "N=8"): (
         "tile size BN=8 does not cover dimension N=9"
     ),
-    ("examples/softmax.tile", "--sizes", "M=2,N=3000000000"): (
+    ("examples/softmax.tile", "-k", "softmax", "--sizes", "M=2,N=3000000000"): (
         "dimension N of 'x' is 3000000000: too large for kernel 'softmax', which computes "
         "element offsets in i32"
     ),

@@ -80,6 +80,60 @@ AWKWARD = [
             {"B": 2, "H": 1, "S": 53, "T": 37, "D": 64},
             {"B": 1, "H": 2, "S": 19, "T": 61, "D": 7},
         ],
+    ),  # Query head h reads KV head h // (H // G): 4 heads in 2 groups, and 6 heads in 3.
+    (
+        "attention",
+        "attention_gqa",
+        [
+            {"B": 1, "H": 1, "G": 1, "M": 1, "N": 1, "D": 1},
+            {"B": 2, "H": 4, "G": 2, "M": 37, "N": 53, "D": 13},
+            {"B": 1, "H": 6, "G": 3, "M": 17, "N": 19, "D": 8},
+        ],
+    ),
+    (
+        "gemm_layouts",
+        "gemm_nn",
+        [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
+    ),
+    (
+        "gemm_layouts",
+        "gemm_nt",
+        [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
+    ),
+    (
+        "gemm_layouts",
+        "gemm_tn",
+        [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
+    ),
+    (
+        "gemm_layouts",
+        "gemm_tt",
+        [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
+    ),
+    ("gemm_layouts", "gemm_nn_bf16", [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}]),
+    ("gemm_layouts", "gemm_nt_bf16", [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}]),
+    ("gemm_layouts", "gemm_tn_bf16", [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}]),
+    ("gemm_layouts", "gemm_tt_bf16", [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}]),
+    ("bmm", "bmm", [{"Z": 1, "M": 1, "N": 1, "K": 1}, {"Z": 3, "M": 37, "N": 45, "K": 67}]),
+    (
+        "int8_gemm",
+        "int8_gemm",
+        [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
+    ),
+    ("rmsnorm", "rmsnorm", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("softmax", "softmax_f16", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    # V spans many tiles, so the running max and sum are rescaled many times.
+    (
+        "cross_entropy",
+        "cross_entropy",
+        [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 37, "V": 1009}],
+    ),
+    ("swiglu", "swiglu", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("col_sum", "col_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}]),
+    (
+        "rotary",
+        "rotary",
+        [{"S": 1, "H": 1, "HALF": 1}, {"S": 17, "H": 3, "HALF": 31}, {"S": 37, "H": 2, "HALF": 64}],
     ),
 ]
 

@@ -21,7 +21,9 @@ def _ptx(example: str, extent: int) -> str:
     pipeline = (
         f'canonicalize,cse,specialize{{extents="N={extent}"}},assign-layouts,canonicalize,cse,dce'
     )
-    program = tilec.compile(str(EXAMPLES / example), pipeline=pipeline)
+    # The kernel named like its file (softmax.tile also holds softmax_f16).
+    kernel = Path(example).stem
+    program = tilec.compile(str(EXAMPLES / example), kernels=[kernel], pipeline=pipeline)
     return compile_to_ptx(program.module, "sm_90a")
 
 
