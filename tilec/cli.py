@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bench":
             from tilec.benchmarks.gpu import run_command
 
-            return run_command(args, progress=sys.stderr.isatty())
+            return run_command(args, progress=True)  # a bar on a terminal, else lines
     except TileError as e:
         print(e.render(), file=sys.stderr)
         return 1
@@ -320,13 +320,14 @@ def read_input(path: str) -> tuple[str, str]:
     """The text of `path` ('-': stdin) and the name its diagnostics use."""
     if path == "-":
         return sys.stdin.read(), "<stdin>"
+    from tilec.frontend.source import decode_source
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(), path
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise TileError(f"cannot read '{path}': {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise TileError(f"'{path}' is not UTF-8 text") from None
+    return decode_source(data, path), path
 
 
 def _chunks(text: str, split: bool) -> list[tuple[str, int]]:

@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     suite: list[dict[str, Any]] | None = None
     if not args.skip_benchmarks:
         try:
-            suite = benchmarks.run(quick=args.quick, only=args.only, progress=False)
+            suite = benchmarks.run(quick=args.quick, only=args.only, progress=True)
         except Exception as e:  # the rest of the check is still worth its JSON
             results["benchmarks_error"] = f"{type(e).__name__}: {e}"
         else:

@@ -333,3 +333,57 @@ def test_without_matplotlib_the_chart_is_skipped_with_a_note(synthetic, tmp_path
     note = report.chart(synthetic, str(tmp_path / "x.png"))
     assert note.startswith("chart skipped: matplotlib is not installed")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_whole_run_on_the_cpu_gives_the_table_json_and_chart(monkeypatch, tmp_path, capsys):
+    """`tilec bench --quick --only ...` end to end with the GPU faked: CPU tensors, tilec's
+    kernels in its interpreter, synthetic ceilings and times; every step reaches the table."""
+    import dataclasses
+    import types
+
+    torch = pytest.importorskip("torch")
+    from tilec import runtime
+
+    monkeypatch.setenv("TILEC_INTERPRET", "1")
+    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "time_ms", lambda run, sets: 1.0)
+    monkeypatch.setattr(gpu, "_triton_references", lambda: (None, "Triton is not installed"))
+    monkeypatch.setattr(
+        Context,
+        "compiled",
+        lambda self, f, inputs: Implementation("torch.compile", None, missing="off"),
+    )
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(L2_cache_size=1 << 20)
+    )
+    monkeypatch.setattr(runtime, "get_device", lambda: types.SimpleNamespace(name="fake GPU"))
+
+    def ceiling(which, quick):
+        unit = "GB/s" if which == "copy" else "TFLOP/s"
+        return [Result("ceiling", which, "x", 1.0, 100.0, unit, role="ceiling", ceiling=which)]
+
+    monkeypatch.setattr(gpu, "_ceiling", ceiling)
+    for name in ("softmax", "softmax_f16", "gemm_tt_bf16", "attention_gqa"):
+        tiny = TINY["gemm" if name.startswith("gemm_") else name]
+        monkeypatch.setitem(WORKLOADS, name, dataclasses.replace(WORKLOADS[name], quick=(tiny,)))
+    json_path, chart_path = tmp_path / "suite.json", tmp_path / "suite.png"
+    argv = ["--quick", "--only", "softmax,gemm_tt_bf16,attention_gqa", "--json", str(json_path)]
+    assert gpu.main([*argv, "--chart", str(chart_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fake GPU" in out and "ceilings (this run)" in out
+    for name in ("softmax ", "softmax_f16 ", "gemm_tt_bf16 ", "attention_gqa "):
+        assert any(line.startswith(name) for line in out.splitlines()), name
+    assert "geomean tilec/best peer over 4 of 4 suite rows: 1.000" in out
+    data = json.loads(json_path.read_text())
+    assert {r["workload"] for r in data["rows"]} == {
+        "softmax",
+        "softmax_f16",
+        "gemm_tt_bf16",
+        "attention_gqa",
+    }
+    assert all(r["status"] == "ok" for r in data["rows"]), data["rows"]
+    assert data["results"][-1]["workload"] == "wall time"
+    if chart_path.exists():
+        assert chart_path.read_bytes()[:4] == b"\x89PNG"
+    else:
+        assert "chart skipped" in out

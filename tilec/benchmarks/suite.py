@@ -338,8 +338,9 @@ def _attention(variant: str) -> Callable[[tuple, Context], Case]:
         if variant == "gqa":
             try:  # enable_gqa came in torch 2.5
                 F.scaled_dot_product_attention(*(t[:1, :, :128] for t in sets[0]), **sdpa_options)
-            except TypeError as e:
-                sdpa = Implementation("SDPA", None, missing=f"this torch's SDPA: {e}")
+            except Exception as e:
+                reason = f"this torch's SDPA: {type(e).__name__}: {str(e)[:200]}"
+                sdpa = Implementation("SDPA", None, missing=reason)
         implementations = [
             ctx.tilec(
                 "attention.tile", kernel, lambda f: lambda q, k, v: f(q, k, v, o, scale), lambda: o
