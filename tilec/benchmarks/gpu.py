@@ -682,7 +682,9 @@ def main(argv: list[str] | None = None, *, progress: bool = False) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--quick", action="store_true", help="one small size per workload (a minute or two)"
+        "--quick",
+        action="store_true",
+        help="one smaller size per workload, no small-size rows (2-3 minutes)",
     )
     parser.add_argument(
         "--only",
