@@ -24,7 +24,7 @@ for profilers' source views; `line_info=False` leaves it out (docs/debugging.md)
 kernel for their *specialization*: which pointers are 16-byte aligned, which strides are 1,
 which extents and strides divide by 16 (as Triton does), and each dimension used whole
 (`x[tm, :]`) rounded up to a power of two — the tile that covers it — and every other
-dimension's size class (the power of two that covers it, up to 16384: `tiling` bounds its free
+dimension's size class (the power of two that covers it, from 64 up to 16384: `tiling` bounds its free
 tile sizes by it, so a column sum of 128 columns gets tiles of 128). The pinned options are
 fixed per kernel. A new specialization is compiled (the default pipeline, `specialize` told the
 whole extents, then PTX with the argument facts folded in: `tilec.lowering.Specialization`) for
@@ -451,15 +451,18 @@ def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-# Extents are specialized on in classes, the power of two that covers them, up to this: no
-# tile-size decision of `tiling` looks further (tiles hold at most 4096 elements, and grids of
-# 16384 rows fill any GPU), so longer dimensions share one class and one compilation.
-SIZE_CLASS_LIMIT = 1 << 14
+# Extents are specialized on in classes, the power of two that covers them, from 64 up to
+# 16384: no tile-size decision of `tiling` looks further (tiles hold at most 4096 elements, and
+# grids of 16384 rows fill any GPU), so longer dimensions share one class and one compilation;
+# and none below 64, the heuristic's starting size, so a tiny extent does not bound a pinned
+# tensor-core tiling under its smallest warp tiles (4 warps need 32 x 16).
+SIZE_CLASS_LIMITS = (1 << 6, 1 << 14)
 
 
 def _size_class(n: int) -> int:
     """The class of extent `n` in the specialization key, and the extent `tiling` is told."""
-    return min(_power_of_two(n), SIZE_CLASS_LIMIT)
+    low, high = SIZE_CLASS_LIMITS
+    return min(max(_power_of_two(n), low), high)
 
 
 def _assume_pass(specialization: Any) -> str:
