@@ -691,6 +691,8 @@ def _iota_below(v: Value, predicate: str, bound: int) -> bool:
     fill its tile."""
     if not (isinstance(v, OpResult) and v.op.name == "tile.iota"):
         return False
+    if not isinstance(v.type.shape[0], int):  # a symbolic size: unknown until tiling
+        return False
     largest = v.type.shape[0] - 1
     if predicate in ("slt", "ult"):
         return largest < bound

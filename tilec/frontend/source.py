@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tilec.diagnostics import UNKNOWN_LOC, Location, TileError, register_source, relative_name
 
-__all__ = ["Source", "function_source", "read_tile_file"]
+__all__ = ["Source", "decode_source", "function_source", "read_tile_file"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +36,34 @@ def read_tile_file(path: str | os.PathLike[str]) -> Source:
     """Read a `.tile` file (UTF-8) and register it for error messages."""
     name = relative_name(os.fspath(path))
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise TileError(
-            f"{name} is not UTF-8 text (byte {error.start})", Location(name, 0, 0)
-        ) from None
+        data = Path(path).read_bytes()
     except OSError as error:
         raise TileError(f"cannot read {name}: {error.strerror}", Location(name, 0, 0)) from None
+    text = decode_source(data, name)
     register_source(name, text)
     return Source(text, name)
+
+
+def decode_source(data: bytes, name: str) -> str:
+    """`data` as UTF-8 text; a `TileError` at the line and column of the first byte that is
+    not UTF-8 (newlines as the text would count them; universal newlines, as reading the
+    file in text mode gives)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[: error.start].decode("utf-8", "replace")
+        before = before.replace("\r\n", "\n").replace("\r", "\n")
+        # The error's source line is shown from this text (the file itself is not UTF-8).
+        shown = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        register_source(name, shown)
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
+        raise TileError(
+            f"{name} is not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start}",
+            Location(name, line, col),
+            hint="save the file as UTF-8",
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def function_source(fn: Callable[..., object]) -> Source:

@@ -1,0 +1,606 @@
+"""The differential check: a generated program through every pass, in the interpreter, and as
+PTX through ptxas.
+
+For each program (`tilec.fuzz.generate`) the check
+
+1. compiles it with the frontend (a rejection is a generator or frontend bug: the programs are
+   well-typed);
+2. for each architecture (sm_90a, sm_80), runs the pipeline a `@tilec.jit` call runs for
+   contiguous tensors of the program's extents — `assume` with the facts such tensors give,
+   then `DEFAULT_PIPELINE` with `tiling` told the whole dimensions' extents and the target —
+   one pass at a time, keeping the IR after each, verifying it;
+3. runs every kernel in the interpreter on the same random inputs after the frontend and after
+   every pass, at the tile sizes the final IR fixes, and compares each run with the one before:
+   bit for bit (NaN equal to NaN), since every pass of the pipeline is `exact`; the first pass
+   after which an output changed is the one named;
+4. lowers the final IR of each architecture to PTX and has ptxas assemble it.
+
+Kernels are checked in batches: one program of several kernels (names unique across them)
+goes through the passes, the lowering and ptxas once, which costs about what one kernel does.
+When anything fails in a batch, each of its kernels is checked alone, so that a finding names
+one kernel.
+
+A finding writes a directory: the program (`program.tile`), its extents and seed
+(`case.json`), the IR before and after the pass that failed (`before.tir`, `after.tir`), and
+`report.txt`. `python -m tilec.fuzz.differential --count N` runs the bulk check
+(docs/testing.md); `--seed S --count 1` reproduces one batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tilec.compiler import build_pipeline, compile_source, target_pipeline
+from tilec.diagnostics import InternalCompilerError, TileError
+from tilec.fuzz.generate import GeneratedProgram, sample_program
+from tilec.ir.printer import print_op
+from tilec.ir.types import TensorType
+from tilec.ir.verifier import VerifyError, verify
+from tilec.passmanager import Pass, PassContext, parse_pipeline
+
+__all__ = [
+    "ARCHES",
+    "KNOWN_BUGS",
+    "Finding",
+    "KnownBug",
+    "ProgramResult",
+    "Summary",
+    "check_program",
+    "jit_pipeline",
+    "main",
+    "run_fuzz",
+]
+
+ARCHES = ("sm_90a", "sm_80")
+# Three programs in four have tiling's free sizes set this small (what the kernels pin still
+# wins): PTX a quarter the size, which LLVM emits and ptxas assembles that much faster, and
+# still whole mma.sync tiles. The fourth keeps tiling's own choice (wgmma on sm_90a).
+SMALL_TILES = "BM=32,BN=32,BK=16"
+
+
+@dataclass
+class Finding:
+    """One thing that went wrong. `kind`: "rejected" (a TileError for a well-typed program),
+    "internal-error", "invalid-ir", "mismatch", "interpreter-error", "ptxas"; `stage`: the
+    step after which (or in which) it happened: "frontend", a pass name, "lower-to-llvm",
+    "ptxas"."""
+
+    kind: str
+    stage: str
+    message: str
+    seed: int
+    kernel: str | None = None
+    arch: str | None = None
+    directory: str | None = None
+
+    def describe(self) -> str:
+        where = f"{self.stage}" + (f" [{self.arch}]" if self.arch else "")
+        kernel = f" kernel {self.kernel}" if self.kernel else ""
+        saved = f" (saved in {self.directory})" if self.directory else ""
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"seed {self.seed}{kernel}: {self.kind} after {where}: {first}{saved}"
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A bug the fuzzer finds that lies in code this checker's owners do not change: its
+    findings are counted apart (`Summary.known`) and its shrunk program is kept as a test
+    marked `xfail(strict=True)` (tests/unit/test_fuzz.py), which starts failing once it is
+    fixed, so that the entry here is removed."""
+
+    name: str
+    kind: str
+    stage: str
+    pattern: str  # a regular expression the finding's message matches
+    reason: str
+
+    def matches(self, finding: Finding) -> bool:
+        return (
+            finding.kind == self.kind
+            and finding.stage == self.stage
+            and re.search(self.pattern, finding.message) is not None
+        )
+
+
+KNOWN_BUGS = (
+    KnownBug(
+        "tiling-ignores-conversion-scratch",
+        "rejected",
+        "smem-placement",
+        r"needs \d+ bytes of shared memory, more than the limit",
+        "tiling chooses free tile sizes without the lowering's scratch for the layout "
+        "conversions of large (3-D) tiles, so smem-placement finds the kernel over the limit "
+        "(passes/tiling.py)",
+    ),
+)
+
+
+def known_bug(finding: Finding) -> KnownBug | None:
+    return next((bug for bug in KNOWN_BUGS if bug.matches(finding)), None)
+
+
+@dataclass
+class ProgramResult:
+    """What checking one program did."""
+
+    kernels: int = 0
+    stages: int = 0  # interpreter runs compared
+    ptxas_kernels: int = 0  # kernel x architecture pairs ptxas accepted
+    findings: list[Finding] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Summary:
+    """A bulk run: counts, findings, time."""
+
+    programs: int = 0
+    kernels: int = 0
+    stages: int = 0
+    ptxas_kernels: int = 0
+    seconds: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+    known: list[Finding] = field(default_factory=list)  # findings of `KNOWN_BUGS`
+    features: Counter = field(default_factory=Counter)
+
+    @property
+    def kernels_per_second(self) -> float:
+        return self.kernels / self.seconds if self.seconds else 0.0
+
+    def add(self, result: ProgramResult) -> None:
+        self.programs += 1
+        self.kernels += result.kernels
+        self.stages += result.stages
+        self.ptxas_kernels += result.ptxas_kernels
+        for finding in result.findings:
+            (self.known if known_bug(finding) else self.findings).append(finding)
+        self.features.update(result.features)
+
+    def render(self) -> str:
+        lines = [
+            f"{self.kernels} generated kernels ({self.programs} programs) in {self.seconds:.1f} s"
+            f" ({self.kernels_per_second:.1f} kernels/s): {self.stages} interpreter runs "
+            f"compared, {self.ptxas_kernels} kernel x arch assembled by ptxas",
+            f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "
+            f"({', '.join(sorted({known_bug(f).name for f in self.known})) or 'none'})",
+        ]
+        by = Counter((f.kind, f.stage) for f in self.findings)
+        lines += [f"  {n} x {kind} after {stage}" for (kind, stage), n in sorted(by.items())]
+        lines += ["  " + f.describe() for f in self.findings[:20]]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "programs": self.programs,
+            "kernels": self.kernels,
+            "stages": self.stages,
+            "ptxas_kernels": self.ptxas_kernels,
+            "seconds": round(self.seconds, 1),
+            "kernels_per_second": round(self.kernels_per_second, 2),
+            "findings": [f.__dict__ for f in self.findings],
+            "known": [f.__dict__ for f in self.known],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline a jit call runs
+
+
+def _power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[str]]:
+    """What contiguous, 16-byte aligned tensors of `extents` promise, by parameter name (what
+    `@tilec.jit` records for them: `tilec.jit._specialization`)."""
+    from tilec.lowering.abi import kernel_parameters
+
+    aligned: set[str] = set()
+    unit: set[str] = set()
+    divisible: set[str] = set()
+    for func in module.functions:
+        shapes = {}
+        for arg in func.arguments:
+            if isinstance(arg.type, TensorType):
+                shapes[arg] = [d if isinstance(d, int) else extents[d] for d in arg.type.shape]
+        for p, arg in _parameters_with_arguments(func, kernel_parameters(func)):
+            if arg not in shapes:
+                continue
+            shape = shapes[arg]
+            if p.kind == "pointer":
+                aligned.add(p.name)
+            elif p.kind == "stride":
+                stride = math.prod(shape[p.axis + 1 :])
+                if stride == 1:
+                    unit.add(p.name)
+                elif stride % 16 == 0:
+                    divisible.add(p.name)
+            elif p.kind == "extent" and shape[p.axis] % 16 == 0:
+                divisible.add(p.name)
+    return {"aligned": sorted(aligned), "unit": sorted(unit), "divisible": sorted(divisible)}
+
+
+def _parameters_with_arguments(func: Any, parameters: Sequence[Any]) -> list[tuple[Any, Any]]:
+    from tilec.lowering.abi import argument_name
+
+    by_name = {argument_name(func, i): a for i, a in enumerate(func.arguments)}
+    return [(p, by_name.get(p.argument)) for p in parameters]
+
+
+def jit_pipeline(
+    module: Any, extents: dict[str, int], whole: Sequence[str], arch: str, tiles: str = ""
+) -> str:
+    """The pipeline `@tilec.jit` runs for contiguous tensors of `extents` on `arch`: `assume`
+    with their facts, then the default pipeline with `tiling` told the whole dimensions'
+    extents (exact where an extent fills its tile) and the target. `tiles` sets tiling's
+    option of that name (sizes the kernel does not pin: `"BM=32,BN=32"`)."""
+    tiling: dict[str, object] = {"tiles": tiles} if tiles else {}
+    if whole:
+        tiling["extents"] = ",".join(f"{d}={_power_of_two(extents[d])}" for d in whole)
+        exact = [d for d in whole if extents[d] == _power_of_two(extents[d])]
+        if exact:
+            tiling["exact"] = ",".join(exact)
+    pipeline = target_pipeline(build_pipeline(options={"tiling": tiling} if tiling else None), arch)
+    facts = contiguous_facts(module, extents)
+    assume = [f'{k}="{",".join(v)}"' for k, v in facts.items() if v]
+    return ("assume{" + " ".join(assume) + "}" if assume else "assume") + "," + pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# One program
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype.kind in "biu":
+        return bool(np.array_equal(a, b))
+    return bool(np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True))
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> str:
+    wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        differs = ~((wide_a == wide_b) | (np.isnan(wide_a) & np.isnan(wide_b)))
+    where = np.argwhere(differs)
+    first = tuple(int(i) for i in where[0]) if len(where) else ()
+    return (
+        f"{len(where)} of {a.size} elements differ; first at {list(first)}: "
+        f"{b[first]!r} before, {a[first]!r} after"
+    )
+
+
+def _kernel_extents(func: Any, extents: dict[str, int]) -> dict[str, int]:
+    dims = {d for a in func.arguments if isinstance(a.type, TensorType) for d in a.type.shape}
+    return {d: n for d, n in extents.items() if d in dims}
+
+
+def _run(module: Any, name: str, inputs: list, tile_sizes: dict[str, int] | None):
+    from tilec.interp import TensorView, prepare_launch
+
+    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
+    launch = prepare_launch(module, name, args, tile_sizes=tile_sizes)
+    launch.run()
+    outputs = [v.array for v in launch.arguments if isinstance(v, TensorView)]
+    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}
+
+
+def check_program(
+    program: GeneratedProgram,
+    *,
+    arches: Sequence[str] = ARCHES,
+    ptxas: bool = True,
+    passes: Callable[[str, list[Pass]], list[Pass]] | None = None,
+    out_dir: str | None = None,
+    split: bool = True,
+) -> ProgramResult:
+    """Check `program` (see the module's docstring). `passes(arch, pipeline)` gives the passes
+    to run instead of `jit_pipeline`'s `pipeline` (tests put a broken pass in it). `split`:
+    when a batch has a finding, check each kernel alone and report those findings instead."""
+    batched = split and len(program.kernels) > 1
+    result = _check(program, arches, ptxas, passes, None if batched else out_dir)
+    if batched and result.findings:
+        result = ProgramResult(features=set(program.features))
+        for i in range(len(program.kernels)):
+            one = _check(program.single(i), arches, ptxas, passes, out_dir)
+            result.kernels += one.kernels
+            result.stages += one.stages
+            result.ptxas_kernels += one.ptxas_kernels
+            result.findings += one.findings
+    return result
+
+
+def _check(
+    program: GeneratedProgram,
+    arches: Sequence[str],
+    ptxas: bool,
+    passes: Callable[[str, list[Pass]], list[Pass]] | None,
+    out_dir: str | None,
+) -> ProgramResult:
+    result = ProgramResult(features=set(program.features))
+    filename = f"fuzz-{program.seed}.tile"
+
+    def found(kind: str, stage: str, message: str, **details: Any) -> None:
+        finding = Finding(kind, stage, message, program.seed, details.get("kernel"))
+        finding.arch = details.get("arch")
+        if out_dir is not None:
+            finding.directory = _save(out_dir, program, finding, details)
+        result.findings.append(finding)
+
+    try:
+        frontend = compile_source(program.source, filename).module
+    except TileError as e:
+        found("rejected", "frontend", e.render())
+        return result
+    except Exception:
+        found("internal-error", "frontend", traceback.format_exc())
+        return result
+    assert frontend is not None
+    result.kernels = len(program.kernels)
+    funcs = {f.sym_name: f for f in frontend.functions}
+    inputs = {}
+    from tilec.interp.runner import random_arguments
+
+    for name, func in funcs.items():
+        inputs[name] = random_arguments(
+            func, _kernel_extents(func, program.extents), seed=program.seed
+        )
+    finals: dict[str, str] = {}
+    for arch in arches:
+        stages = _run_passes(program, frontend, arch, passes, found)
+        if stages is None:
+            continue
+        final_text = stages[-1][2]
+        duplicate = final_text in finals.values()
+        finals[arch] = final_text
+        if not duplicate:  # sm_80 often takes the same decisions as sm_90a: run them once
+            result.stages += _interpret(stages, funcs, inputs, arch, found)
+        if ptxas:
+            result.ptxas_kernels += _assemble(stages[-1][1], arch, len(funcs), found)
+    return result
+
+
+def _small_tiles(module: Any) -> str:
+    """`SMALL_TILES` for the symbols `module` uses (tiling refuses others)."""
+    dims = {
+        d
+        for f in module.functions
+        for a in f.arguments
+        if isinstance(a.type, TensorType)
+        for d in a.type.shape
+    }
+    sizes = [item for item in SMALL_TILES.split(",") if item.split("=")[0][1:] in dims]
+    return ",".join(sizes)
+
+
+def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, str]] | None:
+    """[(stage name, module after it, its text)], frontend first; None when a pass failed."""
+    module = frontend.clone()
+    tiles = _small_tiles(frontend) if program.seed % 4 else ""
+    pipeline = parse_pipeline(
+        jit_pipeline(frontend, program.extents, program.whole_dimensions, arch, tiles)
+    )
+    if passes is not None:
+        pipeline = passes(arch, pipeline)
+    context = PassContext()
+    stages: list[tuple[str, Any, str]] = [("frontend", frontend, print_op(frontend))]
+    for p in pipeline:
+        before = stages[-1][1]
+        context.current_pass = p.name
+        try:
+            p.run(module, context)
+            verify(module)
+        except TileError as e:
+            kind = "invalid-ir" if isinstance(e, VerifyError) else "rejected"
+            found(kind, p.name, e.render(), arch=arch, before=before, after=module)
+            return None
+        except (InternalCompilerError, Exception):
+            found("internal-error", p.name, traceback.format_exc(), arch=arch, before=before)
+            return None
+        stages.append((p.name, module.clone(), print_op(module)))
+    return stages
+
+
+def _interpret(stages, funcs, inputs, arch, found) -> int:
+    runs = 0
+    final = stages[-1][1]
+    for name in funcs:
+        try:
+            _, tile_sizes = _run(final, name, inputs[name], None)
+        except Exception as e:
+            found("interpreter-error", stages[-1][0], _message(e), kernel=name, arch=arch)
+            continue
+        previous = None
+        for index, (stage, module, text) in enumerate(stages):
+            if index and text == stages[index - 1][2]:
+                continue  # the pass changed nothing: same IR, same results
+            try:
+                outputs, _ = _run(module, name, inputs[name], tile_sizes)
+            except Exception as e:
+                found(
+                    "interpreter-error",
+                    stage,
+                    _message(e),
+                    kernel=name,
+                    arch=arch,
+                    before=stages[index - 1][1] if index else None,
+                    after=module,
+                )
+                break
+            runs += 1
+            if previous is not None:
+                changed = [i for i, (a, b) in enumerate(zip(outputs, previous)) if not _same(a, b)]
+                if changed:
+                    i = changed[0]
+                    message = f"output {i} of {name}: " + _difference(outputs[i], previous[i])
+                    found(
+                        "mismatch",
+                        stage,
+                        message + f"\ntile sizes: {tile_sizes}",
+                        kernel=name,
+                        arch=arch,
+                        before=stages[index - 1][1],
+                        after=module,
+                    )
+                    break
+            previous = outputs
+    return runs
+
+
+def _assemble(module, arch: str, kernels: int, found) -> int:
+    from tilec.lowering import compile_to_ptx
+    from tilec.lowering.ptxas import PtxasError, assemble
+
+    try:
+        ptx = compile_to_ptx(module, arch, line_info=False)
+    except TileError as e:
+        found("rejected", "lower-to-llvm", e.render(), arch=arch, before=module)
+        return 0
+    except Exception:
+        found("internal-error", "lower-to-llvm", traceback.format_exc(), arch=arch, before=module)
+        return 0
+    try:
+        assemble(ptx, arch)
+    except PtxasError as e:
+        found("ptxas", "ptxas", str(e), arch=arch, before=module, ptx=ptx)
+        return 0
+    return kernels
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, TileError):
+        return e.render()
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))
+
+
+def _save(out_dir: str, program: GeneratedProgram, finding: Finding, details: dict) -> str:
+    """Write the program, its case, the IR before and after and the report; the directory."""
+    name = f"seed{program.seed}-{finding.kind}-{finding.stage}"
+    if finding.kernel:
+        name += f"-{finding.kernel}"
+    if finding.arch:
+        name += f"-{finding.arch}"
+    directory = os.path.join(out_dir, name)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "program.tile"), "w", encoding="utf-8") as f:
+        f.write(program.source)
+    case = {"seed": program.seed, "extents": program.extents, "kernels": program.kernels}
+    with open(os.path.join(directory, "case.json"), "w", encoding="utf-8") as f:
+        json.dump(case, f, indent=1)
+    for key in ("before", "after"):
+        module = details.get(key)
+        if module is not None:
+            with open(os.path.join(directory, f"{key}.tir"), "w", encoding="utf-8") as f:
+                f.write(print_op(module))
+    if details.get("ptx"):
+        with open(os.path.join(directory, "kernel.ptx"), "w", encoding="utf-8") as f:
+            f.write(details["ptx"])
+    with open(os.path.join(directory, "report.txt"), "w", encoding="utf-8") as f:
+        f.write(f"{finding.kind} after {finding.stage} ({finding.arch or 'any arch'})\n")
+        f.write(finding.message.rstrip() + "\n")
+    return directory
+
+
+# ---------------------------------------------------------------------------------------------
+# Bulk runs
+
+
+def _check_seed(job: tuple) -> ProgramResult:
+    seed, kernels, ptxas, out_dir = job
+    return check_program(sample_program(seed, kernels), ptxas=ptxas, out_dir=out_dir)
+
+
+def run_fuzz(
+    count: int,
+    *,
+    seed: int = 0,
+    batch: int = 8,
+    workers: int = 1,
+    seconds: float | None = None,
+    ptxas_every: int = 1,
+    out_dir: str | None = None,
+    progress: Callable[[Summary], None] | None = None,
+) -> Summary:
+    """Check at least `count` generated kernels (programs of `batch` kernels, seeds `seed`,
+    `seed + 1`, ...), on `workers` processes, stopping early after `seconds`. ptxas assembles
+    every `ptxas_every`-th program (0: none)."""
+    summary = Summary()
+    start = time.perf_counter()
+    programs = -(-count // batch)
+    jobs = [
+        (seed + i, batch, bool(ptxas_every) and i % ptxas_every == 0, out_dir)
+        for i in range(programs)
+    ]
+
+    def done(result: ProgramResult) -> bool:
+        summary.add(result)
+        summary.seconds = time.perf_counter() - start
+        if progress is not None:
+            progress(summary)
+        return seconds is not None and summary.seconds > seconds
+
+    if workers <= 1:
+        for job in jobs:
+            if done(_check_seed(job)):
+                break
+    else:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn" if sys.platform == "darwin" else "fork")
+        with context.Pool(workers) as pool:
+            for result in pool.imap(_check_seed, jobs):
+                if done(result):
+                    pool.terminate()
+                    break
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=200, help="generated kernels to check")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first program")
+    parser.add_argument("--batch", type=int, default=8, help="kernels per program")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    parser.add_argument(
+        "--ptxas-every", type=int, default=1, help="assemble every N-th program (0: none)"
+    )
+    parser.add_argument("--out", default="fuzz-findings", help="where findings are written")
+    parser.add_argument("--show", action="store_true", help="print the program of --seed")
+    parser.add_argument("--json", help="write the summary as JSON here")
+    args = parser.parse_args(argv)
+    if args.show:
+        program = sample_program(args.seed, args.batch)
+        print(f"# extents: {program.extents}, seed {program.seed}")
+        print(program.source)
+        return 0
+    summary = run_fuzz(
+        args.count,
+        seed=args.seed,
+        batch=args.batch,
+        workers=args.workers,
+        seconds=args.seconds,
+        ptxas_every=args.ptxas_every,
+        out_dir=args.out,
+    )
+    print(summary.render())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(summary.to_json(), f, indent=1)
+    return 1 if summary.findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Generated kernels on the GPU against the interpreter, and a sample under compute-sanitizer.
+
+    python -m tilec.fuzz.gpu --count 10000 --seconds 480 --sanitize 40
+
+Each generated kernel (`tilec.fuzz.generate.sample_program(seed)`, one kernel per program) is
+written to a `.tile` file, loaded with `tilec.load_kernel` (what `@tilec.jit` does: the
+specialization of its arguments, the default pipeline, PTX, the runtime's launch) and called
+on torch CUDA tensors made from random inputs, every output inside a guard region that must
+come back untouched (`tilec.gpucheck._guarded`). The expected outputs are the interpreter's
+on the same inputs, running the tile IR the GPU's PTX was compiled from (same tile sizes, so
+the same reduction trees); floats must agree within the interpreter's tolerances
+(`tilec.interp.runner.DEFAULT_RTOL`), integers exactly.
+
+A sample of the kernels (`sanitize_sample`) runs again under `compute-sanitizer --tool
+memcheck` and `--tool racecheck`, one process per tool over the whole sample
+(`--sanitize-driver FILE`, on numpy inputs as gpucheck's driver does).
+
+`run(count, seconds, sanitize_sample)` returns a JSON-serialisable summary; the command
+writes it to `$OUT/fuzz.json` (or `--json`), with every mismatching program under
+`$OUT/fuzz-findings/`. Exit status 0 when every kernel matched and the sanitizer was clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tilec.fuzz.generate import GeneratedProgram, sample_program
+
+__all__ = ["check_on_gpu", "main", "run", "sanitizer_command"]
+
+FIRST_SEED = 1_000_000  # GPU seeds apart from the CPU run's, so the two cover more programs
+
+
+def _written(func: Any) -> set:
+    from tilec.interp.launch import written_parameters
+
+    return set(written_parameters(func))
+
+
+def _expected(program: GeneratedProgram, compiled_ir: Any, name: str, values: list) -> dict:
+    """The interpreter's outputs, by parameter name, on copies of `values`, running the IR
+    the PTX came from."""
+    from tilec.interp import TensorView, prepare_launch
+    from tilec.interp.launch import parameter_name
+
+    args = [np.copy(v) if isinstance(v, np.ndarray) else v for v in values]
+    launch = prepare_launch(compiled_ir, name, args)
+    launch.run()
+    func = launch.func
+    written = _written(func)
+    return {
+        parameter_name(a): v.array
+        for a, v in zip(func.arguments, launch.arguments)
+        if isinstance(v, TensorView) and a in written
+    }
+
+
+def check_on_gpu(program: GeneratedProgram, directory: str, arrays: str = "torch") -> dict:
+    """Compile and run the one kernel of `program` on the GPU and compare with the
+    interpreter: {"seed", "kernel", "passed", "checks", "guards_intact", "error"?}."""
+    import tilec
+    from tilec.interp.launch import parameter_name
+    from tilec.interp.runner import DEFAULT_RTOL, _compare, random_arguments
+    from tilec.ir.types import FloatType, TensorType
+
+    name = program.kernels[0]
+    path = os.path.join(directory, f"fuzz-{program.seed}.tile")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(program.source)
+    entry: dict[str, Any] = {"seed": program.seed, "kernel": name, "passed": False}
+    function = tilec.load_kernel(path, name)
+    func = function.ir.functions[0]
+    extents = {
+        d: n
+        for d, n in program.extents.items()
+        if any(d in a.type.shape for a in func.arguments if isinstance(a.type, TensorType))
+    }
+    values = random_arguments(func, extents, seed=program.seed)
+    compiled = function.compile_for(*values)
+    # The IR the PTX was compiled from, in the interpreter: the same tile sizes.
+    lowered = tilec.compile(path, kernels=[name], pipeline=compiled.pipeline).module
+    expected = _expected(program, lowered, name, values)
+    written = _written(func)
+    if arrays == "numpy":
+        copies = [np.copy(v) if isinstance(v, np.ndarray) else v for v in values]
+        function(*copies)
+        outputs = {parameter_name(a): v for a, v in zip(func.arguments, copies) if a in written}
+        guards_intact = True
+    else:
+        import torch
+
+        from tilec.gpucheck import _guarded, _to_numpy, _to_torch
+
+        device_values, guards = [], []
+        for arg, value in zip(func.arguments, values):
+            if not isinstance(value, np.ndarray):
+                device_values.append(value)
+            elif arg in written:
+                tensor, intact = _guarded(value, "contiguous")
+                device_values.append(tensor)
+                guards.append((parameter_name(arg), tensor, intact))
+            else:
+                device_values.append(_to_torch(value))
+        function(*device_values)
+        torch.cuda.synchronize()
+        outputs = {n: _to_numpy(t) for n, t, _ in guards}
+        guards_intact = all(intact() for _, _, intact in guards)
+    checks = []
+    for arg in func.arguments:
+        arg_name = parameter_name(arg)
+        if arg_name not in expected or not isinstance(arg.type, TensorType):
+            continue
+        element = arg.type.element
+        rtol, reason = (
+            DEFAULT_RTOL[element.name] if isinstance(element, FloatType) else (0.0, "integers")
+        )
+        checks.append(
+            _compare(arg_name, arg_name, outputs[arg_name], expected[arg_name], rtol, reason)
+        )
+    entry["guards_intact"] = guards_intact
+    entry["checks"] = [c.render().strip() for c in checks if not c.passed]
+    entry["passed"] = guards_intact and all(c.passed for c in checks)
+    return entry
+
+
+def _save_finding(out_dir: str, program: GeneratedProgram, entry: dict) -> str:
+    directory = os.path.join(out_dir, f"seed{program.seed}")
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "program.tile"), "w", encoding="utf-8") as f:
+        f.write(program.source)
+    with open(os.path.join(directory, "case.json"), "w", encoding="utf-8") as f:
+        json.dump({"seed": program.seed, "extents": program.extents, **entry}, f, indent=1)
+    return directory
+
+
+def sanitizer_command(tool: str, seeds: Sequence[int]) -> list[str] | None:
+    """The compute-sanitizer command that runs the kernels of `seeds` under `tool` (None when
+    compute-sanitizer is not installed)."""
+    exe = shutil.which("compute-sanitizer")
+    if exe is None and os.path.exists("/usr/local/cuda/bin/compute-sanitizer"):
+        exe = "/usr/local/cuda/bin/compute-sanitizer"
+    if exe is None:
+        return None
+    seed_list = ",".join(map(str, seeds))
+    return [
+        *(exe, "--tool", tool, "--error-exitcode", "99"),
+        *(sys.executable, "-m", "tilec.fuzz.gpu", "--sanitize-driver", seed_list),
+    ]
+
+
+def _sanitize(tool: str, seeds: Sequence[int], timeout: float) -> dict[str, Any]:
+    from tilec.gpucheck import sanitizer_errors
+
+    run: dict[str, Any] = {"tool": tool, "kernels": len(seeds)}
+    command = sanitizer_command(tool, seeds)
+    if command is None:
+        return {**run, "ran": False, "note": "compute-sanitizer not found"}
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**run, "ran": True, "passed": False, "note": f"timed out after {timeout} s"}
+    output = result.stdout + result.stderr
+    errors = sanitizer_errors(output)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, f"fuzz-{tool}.txt"), "w", encoding="utf-8") as f:
+            f.write(output)
+    return {
+        **run,
+        "ran": True,
+        "errors": errors,
+        "results_ok": result.returncode == 0,
+        "passed": result.returncode == 0 and errors == 0,
+        "seconds": round(time.perf_counter() - start, 1),
+        "output": output[-3000:],
+    }
+
+
+def sanitize_driver(seeds: Sequence[int]) -> int:
+    """Run the kernels of `seeds` on numpy inputs (what compute-sanitizer watches); exit
+    status 1 when one differs from the interpreter."""
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="tilec-fuzz-") as directory:
+        for seed in seeds:
+            try:
+                entry = check_on_gpu(sample_program(seed), directory, arrays="numpy")
+            except Exception:
+                entry = {"seed": seed, "passed": False, "error": traceback.format_exc()[-2000:]}
+            print(json.dumps(entry), flush=True)
+            failed += not entry["passed"]
+    return 1 if failed else 0
+
+
+def run(
+    count: int,
+    seconds: float | None = None,
+    sanitize_sample: int = 20,
+    *,
+    first_seed: int = FIRST_SEED,
+    out_dir: str | None = None,
+    sanitize_timeout: float = 600,
+) -> dict[str, Any]:
+    """Run up to `count` generated kernels on the GPU against the interpreter, stopping after
+    `seconds`; then `sanitize_sample` of them (spread over the run) under memcheck and
+    racecheck. A JSON-serialisable summary: counts, time, failures (seed, program directory,
+    what differed), sanitizer results."""
+    from tilec.runtime import gpu_available
+
+    start = time.perf_counter()
+    summary: dict[str, Any] = {
+        "requested": count,
+        "kernels": 0,
+        "passed": 0,
+        "failed": 0,
+        "errors": 0,
+        "failures": [],
+        "first_seed": first_seed,
+    }
+    if not gpu_available():
+        return {**summary, "seconds": 0.0, "sanitizer": [], "ok": False, "note": "no GPU"}
+    out_dir = out_dir or os.path.join(os.environ.get("OUT", "."), "fuzz-findings")
+    ran: list[int] = []
+    with tempfile.TemporaryDirectory(prefix="tilec-fuzz-") as directory:
+        for seed in range(first_seed, first_seed + count):
+            if seconds is not None and time.perf_counter() - start > seconds:
+                break
+            program = sample_program(seed)
+            try:
+                entry = check_on_gpu(program, directory)
+            except Exception:
+                entry = {"seed": seed, "passed": False, "error": traceback.format_exc()[-3000:]}
+            summary["kernels"] += 1
+            ran.append(seed)
+            if entry["passed"]:
+                summary["passed"] += 1
+                continue
+            summary["errors" if "error" in entry else "failed"] += 1
+            entry["directory"] = _save_finding(out_dir, program, entry)
+            if len(summary["failures"]) < 100:
+                summary["failures"].append(entry)
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    summary["kernels_per_second"] = round(summary["kernels"] / max(summary["seconds"], 1e-9), 2)
+    sample = (
+        ran[:: max(1, len(ran) // sanitize_sample)][:sanitize_sample] if sanitize_sample else []
+    )
+    summary["sanitized_seeds"] = sample
+    summary["sanitizer"] = (
+        [_sanitize(tool, sample, sanitize_timeout) for tool in ("memcheck", "racecheck")]
+        if sample
+        else []
+    )
+    summary["ok"] = (
+        summary["kernels"] > 0
+        and summary["passed"] == summary["kernels"]
+        and all(s.get("passed", False) for s in summary["sanitizer"])
+    )
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--sanitize", type=int, default=20, help="kernels under the sanitizer")
+    parser.add_argument("--first-seed", type=int, default=FIRST_SEED)
+    parser.add_argument("--json", default=None, help="where the summary goes ($OUT/fuzz.json)")
+    parser.add_argument("--sanitize-driver", metavar="SEEDS", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.sanitize_driver:
+        return sanitize_driver([int(s) for s in args.sanitize_driver.split(",") if s])
+    summary = run(args.count, args.seconds, args.sanitize, first_seed=args.first_seed)
+    if summary.get("note"):
+        print(f"not run: {summary['note']}")
+        return 1
+    path = args.json or os.path.join(os.environ.get("OUT", "."), "fuzz.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    sanitizer = ", ".join(
+        f"{s['tool']} {'clean' if s.get('passed') else 'NOT clean'}" for s in summary["sanitizer"]
+    )
+    print(
+        f"{summary['kernels']} generated kernels on the GPU in {summary['seconds']} s: "
+        f"{summary['passed']} matched the interpreter, {summary['failed']} differed, "
+        f"{summary['errors']} raised; sanitizer: {sanitizer or 'not run'}; summary in {path}"
+    )
+    for failure in summary["failures"][:10]:
+        print(f"  seed {failure['seed']}: {failure.get('checks') or failure.get('error', '')}")
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
