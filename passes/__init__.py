@@ -9,6 +9,7 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     pipeline,
     smem_placement,
     specialize,
+    split_reduction,
     tiling,
     vectorize,
 )

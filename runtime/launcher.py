@@ -47,6 +47,7 @@ from tilec.runtime.arguments import (
     LaunchError,
 )
 from tilec.runtime.device import GPUError, check, cuda_modules, device_arch, get_device
+from tilec.runtime.split import split_grid
 
 __all__ = ["Launcher", "stream_handle"]
 
@@ -55,7 +56,9 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 DEFAULT_SHARED_LIMIT = 48 * 1024
 _STREAMS_KEPT = 64  # `CUstream`s a launcher keeps for its fast launches
 
-_POINTER, _EXTENT, _STRIDE, _SCALAR = range(4)
+_POINTER, _EXTENT, _STRIDE, _SCALAR, _WORKSPACE, _COUNTERS = range(6)
+# The hidden parameters of a split kernel (docs/abi.md): not arguments, filled per launch.
+HIDDEN_KINDS = {"workspace": _WORKSPACE, "counters": _COUNTERS}
 
 
 class Launcher:
@@ -78,7 +81,12 @@ class Launcher:
         self.name = abi.name
         self.specialization = specialization
         self.loc = loc
-        self.checker = ArgumentChecker(abi.name, abi.parameters, loc)
+        arguments = [p for p in abi.parameters if p.kind not in HIDDEN_KINDS]
+        self.checker = ArgumentChecker(abi.name, arguments, loc)
+        # A split kernel (`split-reduction`): its split axis, and per GPU (SMs, blocks per SM).
+        self.split = getattr(abi, "split", None)
+        self._split_axis = len(abi.grid)
+        self._residency: dict[int, tuple[int, int]] = {}
         self._functions: dict[int, Any] = {}  # device ordinal -> CUfunction
         self._streams: dict[int, Any] = {}  # stream handle -> CUstream (`fast_launch`)
         self._keep: list[Any] = []  # cuda.core objects that own the loaded code
@@ -96,6 +104,14 @@ class Launcher:
         self._scalar_codes: dict[int, str] = {}  # argument index -> its `struct` code
         layout, offsets, offset = "<", [], 0
         for p in self.abi.parameters:
+            if p.kind in HIDDEN_KINDS:
+                code, kind = "Q", HIDDEN_KINDS[p.kind]
+                layout += "x" * (-offset % 8) + code
+                offset += -offset % 8
+                offsets.append(offset)
+                offset += 8
+                self._fields.append((-1, kind, 0))
+                continue
             if p.kind == "scalar":
                 code = SCALAR_CODES[p.dtype]
                 kind = _SCALAR
@@ -114,8 +130,9 @@ class Launcher:
         # with a branch per parameter costs a microsecond a launch, this a tenth of that.
         getters = {_POINTER: "v[{i}].pointer", _EXTENT: "v[{i}].shape[{a}]"}
         getters.update({_STRIDE: "v[{i}].strides[{a}]", _SCALAR: "v[{i}]"})
+        getters.update({_WORKSPACE: "h[0]", _COUNTERS: "h[1]"})  # h: the hidden addresses
         items = "".join(getters[k].format(i=i, a=a) + ", " for i, k, a in self._fields)
-        self._gather = eval(f"lambda v: ({items})")  # the text holds only indices: safe
+        self._gather = eval(f"lambda v, h=(0, 0): ({items})")  # only indices: safe
         self._struct = struct.Struct(layout)
         self._buffer = ctypes.create_string_buffer(max(offset, 1))
         base = ctypes.addressof(self._buffer)
@@ -133,6 +150,8 @@ class Launcher:
         spec = self.specialization
         if spec is not None:
             for p in self.abi.parameters:
+                if p.kind in HIDDEN_KINDS:
+                    continue
                 i = names.index(p.argument)
                 if p.name in spec.aligned:
                     self._promises.append((i, "aligned", 0, p.name))
@@ -247,20 +266,52 @@ class Launcher:
             handle = 0
         if 0 in grid:
             return  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
+        hidden = (0, 0)
+        if self.split is not None:
+            grid, hidden = self.split_launch(grid, arguments.extents, ordinal, handle)
         if arguments.host_tensors:
-            self._launch_with_copies(function, grid, arguments, handle)
+            self._launch_with_copies(function, grid, arguments, handle, hidden)
         else:
-            self._launch(function, grid, arguments.values, handle, ordinal)
+            self._launch(function, grid, arguments.values, handle, ordinal, hidden)
 
-    def parameters(self, values: list) -> tuple[int | float, ...]:
-        """The value of every kernel parameter, in order, for converted argument `values`."""
-        return self._gather(values)
+    def split_launch(
+        self, grid: tuple[int, int, int], extents: dict[str, int], ordinal: int, stream: int
+    ) -> tuple[tuple[int, int, int], tuple[int, int]]:
+        """For a split kernel: the grid with its split axis, and the workspace and counters
+        addresses (`tilec.runtime.split`: S from the SMs and this kernel's occupancy)."""
+        residency = self._residency.get(ordinal)
+        if residency is None:
+            residency = self._residency[ordinal] = self._measure_residency(ordinal)
+        return split_grid(self.split, self._split_axis, grid, extents, residency, ordinal, stream)
 
-    def _launch(self, function: Any, grid: tuple, values: list, stream: int, ordinal: int):
-        self.send(function, grid, self._pack_values, values, stream, ordinal)
+    def _measure_residency(self, ordinal: int) -> tuple[int, int]:
+        """(SMs, blocks of this kernel an SM holds) on GPU `ordinal`."""
+        _, driver = cuda_modules()
+        err, device = driver.cuDeviceGet(ordinal)
+        check(driver, err, "cuDeviceGet")
+        err, sms = driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device
+        )
+        check(driver, err, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")
+        err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            self._functions[ordinal], self.abi.num_threads, self.abi.shared_bytes
+        )
+        check(driver, err, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return int(sms), max(int(blocks), 1)
 
-    def _pack_values(self, values: list) -> None:
-        self._struct.pack_into(self._buffer, 0, *self._gather(values))
+    def parameters(self, values: list, hidden: tuple = (0, 0)) -> tuple[int | float, ...]:
+        """The value of every kernel parameter, in order, for converted argument `values`
+        (and a split kernel's workspace and counters addresses, `hidden`)."""
+        return self._gather(values, hidden)
+
+    def _launch(
+        self, function: Any, grid: tuple, values: list, stream: int, ordinal: int, hidden=(0, 0)
+    ):
+        self.send(function, grid, self._pack_values, (values, hidden), stream, ordinal)
+
+    def _pack_values(self, source: tuple) -> None:
+        values, hidden = source
+        self._struct.pack_into(self._buffer, 0, *self._gather(values, hidden))
 
     def send(self, function: Any, grid: tuple, pack: Any, source: Any, stream: int, ordinal: int):
         """Fill the parameter buffer with `pack(source)` and queue the kernel: no checks left
@@ -313,7 +364,10 @@ class Launcher:
           int, cuda.bindings makes a new `CUstream` on every call, which costs more than
           finding the one made before. (cuda.bindings' own checks are a few hundred ns of a
           launch's several µs, and cheaper than calling libcuda through ctypes: see
-          docs/runtime.md.)"""
+          docs/runtime.md.)
+
+        A split kernel's grid and workspace come from `split_launch` on every call (the
+        stream's workspace may have grown since)."""
         arity = len(self.checker.arguments)
         inputs = ", ".join(f"v{i}" for i in range(arity))
         if 0 in grid:  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
@@ -340,7 +394,9 @@ class Launcher:
         # (addresses, scalars) and what does not (extents, strides).
         layouts, sizes, places, constants, terms = ["<", "<"], [0, 0], [], [], []
         for i, kind, axis in self._fields:
-            if kind == _POINTER:
+            if kind in (_WORKSPACE, _COUNTERS):
+                code, changes, term = "Q", True, f"hidden[{kind - _WORKSPACE}]"
+            elif kind == _POINTER:
                 code, changes, term = "Q", True, f"v{i}"
             elif kind == _SCALAR:
                 code, changes, term = self._scalar_codes[i], True, f"v{i}"
@@ -368,25 +424,41 @@ class Launcher:
         namespace["buffer"] = buffers[0]
         address = ctypes.addressof(pointers)
         x, y, z = (int(n) for n in grid)
+        where = f"{x}, {y}, {z}"
+        split = ""
+        if self.split is not None:  # the grid and the hidden addresses, per call
+            namespace["split_launch"] = self.split_launch
+            namespace["extents"] = {
+                d: values[i].shape[axis]
+                for i, (_name, kind, _dtype, dims) in enumerate(self.checker.arguments)
+                if kind != "scalar"
+                for axis, d in enumerate(dims)
+                if isinstance(d, str)
+            }
+            split = f"    grid, hidden = split_launch(({where}), extents, {int(ordinal)}, stream)\n"
+            where = "grid[0], grid[1], grid[2]"
         arguments = (
-            f"function, {x}, {y}, {z}, {int(self.abi.num_threads)}, 1, 1, "
+            f"function, {where}, {int(self.abi.num_threads)}, 1, 1, "
             f"{int(self.abi.shared_bytes)}, handle, {address}, 0"
         )
         # The text holds only indices, integers and the names of `namespace`: safe to run.
         text = (
             f"def launch({inputs}, stream):\n"
+            f"{split}"
             f"    pack_into(buffer, 0, {', '.join(terms)})\n"
             "    handle = streams.get(stream)\n"
             "    if handle is None:\n"
             "        handle = as_stream(stream)\n"
             f"    (err,) = launch_kernel({arguments})\n"
             "    if err:  # CUDA_SUCCESS is 0\n"
-            f"        failed(err, function, ({x}, {y}, {z}), handle, {int(ordinal)}, {address})\n"
+            f"        failed(err, function, ({where}), handle, {int(ordinal)}, {address})\n"
         )
         exec(compile(text, f"<tilec launch of {self.name}>", "exec"), namespace)
         return namespace["launch"]
 
-    def _launch_with_copies(self, function: Any, grid: tuple, arguments: Arguments, stream: int):
+    def _launch_with_copies(
+        self, function: Any, grid: tuple, arguments: Arguments, stream: int, hidden=(0, 0)
+    ):
         _, driver = cuda_modules()
         ordinal = arguments.device if arguments.device is not None else get_device().device_id
         err, status = driver.cuStreamIsCapturing(stream)
@@ -413,7 +485,7 @@ class Launcher:
                         pointer, data.ctypes.data, data.nbytes, stream
                     )
                     check(driver, err, "cuMemcpyHtoDAsync")
-            self._launch(function, grid, arguments.values, stream, ordinal)
+            self._launch(function, grid, arguments.values, stream, ordinal, hidden)
             for tensor, data, pointer in copies:
                 if id(tensor) in written and data.nbytes:
                     (err,) = driver.cuMemcpyDtoHAsync(

@@ -143,6 +143,7 @@ class _Kernel:
         where = f"{k.loc.file}:{k.loc.line}" if k.loc.known else "unknown location"
         self.lines.append(f"kernel {k.sym_name}  ({where})")
         self.grid()
+        self.split()
         self.tiles()
         self.warps()
         self.layouts()
@@ -166,6 +167,26 @@ class _Kernel:
         if group is not None:
             text += f", grouped {group} along {grid[0][0]} for L2 reuse"
         self.line("grid", text, self.said(self.kernel, "tiling", "block order"))
+
+    def split(self) -> None:
+        """The split axis (split-reduction): the loop split and how S is chosen, or why not."""
+        if not self.ran("split-reduction"):
+            return
+        plan = dict(_pairs(self.kernel, "tilec.split"))
+        if not plan:
+            why = self.said(self.kernel, "split-reduction", "not split")
+            self.line("split", why[0] if why else "not split")
+            return
+        axis = len(_pairs(self.kernel, "tilec.grid"))
+        count = f"S = {plan['pinned']} (pinned)" if plan["pinned"] else "S chosen at launch"
+        loops = [op for op in self.ops if self.said(op, "split-reduction", "split the loop")]
+        reasons = [m for op in loops for m in self.said(op, "split-reduction")][1:]
+        self.line(
+            "split",
+            f"loop over {plan['dim']} (step {plan['step']}) across blocks: grid axis {axis} "
+            f"({'xyz'[axis]}), {count}",
+            reasons,
+        )
 
     def tiles(self) -> None:
         if not self.sizes:

@@ -24,8 +24,8 @@ IR says, and why:
 * **Constants** take the element type they meet; a finite float constant beyond that type's
   range is ±inf, as the conversion would give at run time.
 * **Pinned options** become func attributes: `tilec.pinned_tiles = [["BM", 128], ...]`,
-  `tilec.num_warps`, `tilec.num_stages`; dimensions used whole are `tilec.whole_dims` (their
-  tile size must cover the extent).
+  `tilec.num_warps`, `tilec.num_stages`, `tilec.pinned_split`; dimensions used whole are
+  `tilec.whole_dims` (their tile size must cover the extent).
 
 Every op carries the source location of the construct it came from.
 """
@@ -171,6 +171,8 @@ class _KernelGenerator:
             attributes["tilec.num_warps"] = IntegerAttr(k.options.warps)
         if k.options.stages is not None:
             attributes["tilec.num_stages"] = IntegerAttr(k.options.stages)
+        if k.options.split is not None:
+            attributes["tilec.pinned_split"] = IntegerAttr(k.options.split)
         return FuncOp([], [], attributes, [Region([self.entry])], k.loc)
 
     # -- values made once at the start of the kernel --------------------------------------

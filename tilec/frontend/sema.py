@@ -11,7 +11,7 @@ This module owns the meaning of the tile DSL (docs/language.md is its reference)
   they reassign;
 * tensor accesses: per dimension a tile of a loop variable, the whole dimension (':') or a
   scalar index, and whether lanes can fall outside the tensor (a mask);
-* kernel options that pin decisions: `@kernel(tile={...}, warps=..., stages=...)`,
+* kernel options that pin decisions: `@kernel(tile={...}, warps=..., stages=..., split=...)`,
   `tiles(..., tile={...})` and the same options passed from `@tilec.jit`.
 
 The checked tree is made for IR generation to walk without re-deriving anything: each
@@ -545,6 +545,7 @@ class KernelOptions:
     tile: dict[str, int] = field(default_factory=dict)
     warps: int | None = None
     stages: int | None = None
+    split: int | None = None  # blocks along the split axis (split-reduction); 1: no split
 
 
 @dataclass(eq=False, slots=True)
@@ -585,9 +586,10 @@ class Program:
 # ---------------------------------------------------------------------------- analysis entry
 
 
-OPTION_NAMES = ("tile", "warps", "stages")
+OPTION_NAMES = ("tile", "warps", "stages", "split")
 _WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 _MAX_STAGES = 8
+_MAX_SPLIT = 65535  # the split axis is grid axis y or z, which CUDA limits to 65535 blocks
 _MAX_GRID_AXES = 3
 
 
@@ -792,7 +794,7 @@ class _KernelChecker:
                     "unknown decorator",
                     _expr_loc(decorator),
                     hint="the only decorator in .tile files is @kernel(tile={...}, warps=..., "
-                    "stages=...)",
+                    "stages=..., split=...)",
                 )
             if seen_kernel is not None:
                 raise TileError(
@@ -814,7 +816,7 @@ class _KernelChecker:
                     raise TileError(
                         f"unknown kernel option '{keyword.name}'",
                         keyword.loc,
-                        hint="kernel options are: tile, warps, stages",
+                        hint="kernel options are: tile, warps, stages, split",
                     )
                 found[keyword.name] = (keyword.value, keyword.loc)
         return found
@@ -844,7 +846,7 @@ class _KernelChecker:
                 raise TileError(
                     f"unknown kernel option '{name}'",
                     loc,
-                    hint="kernel options are: tile, warps, stages",
+                    hint="kernel options are: tile, warps, stages, split",
                 )
             if name == "tile":
                 if not isinstance(value, Mapping):
@@ -2279,6 +2281,12 @@ def _check_count_option(name: str, value: int, loc: Location) -> int:
         )
     if name == "stages" and not 1 <= value <= _MAX_STAGES:
         raise TileError(f"stages must be between 1 and {_MAX_STAGES}, not {value}", loc)
+    if name == "split" and not 1 <= value <= _MAX_SPLIT:
+        raise TileError(
+            f"split must be between 1 and {_MAX_SPLIT}, not {value}",
+            loc,
+            hint="split=1 leaves the kernel unsplit; without split= the launch chooses",
+        )
     return value
 
 
@@ -2474,8 +2482,9 @@ def format_kernel(kernel: Kernel) -> str:
         dims.append(f"{d.name} ({''.join(notes)})")
     lines.append(f"  dims {', '.join(dims)}")
     options = kernel.options
-    if options.warps is not None or options.stages is not None:
-        lines.append(f"  options warps={options.warps} stages={options.stages}")
+    if options.warps is not None or options.stages is not None or options.split is not None:
+        text = f"  options warps={options.warps} stages={options.stages}"
+        lines.append(text + (f" split={options.split}" if options.split is not None else ""))
     grid = ", ".join(_format_var(v) for v in kernel.grid.vars)
     lines.append(f"  grid {grid}")
     _format_body(kernel.grid.body, 2, lines)

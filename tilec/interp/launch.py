@@ -30,7 +30,9 @@ tile size (`BM` in `tile<BMxBKxf16>` or `tile.symbol "BM"`) is, in order of prec
 IR after tiling has constants where the symbols were, and needs none of this.
 
 **Grid.** `tilec.grid = [["M", "BM"], ...]` gives axis k cdiv(extent(M), BM) programs (an
-integer in place of "BM" is a fixed tile size). IR without the attribute needs `grid=`.
+integer in place of "BM" is a fixed tile size). IR without the attribute needs `grid=`. A
+kernel that `split-reduction` split (`tilec.split`) has one more axis, the split axis, of
+`split` programs: the kernel's pin (`split=N`), else `split=` here, else `DEFAULT_SPLIT` (3).
 
 **Overflow.** A kernel that converts `index` values to a narrower integer type (the frontend
 computes element offsets and masks in i32) is refused when an extent plus its tile size does
@@ -48,8 +50,9 @@ import numpy as np
 from tilec.dialects import arith
 from tilec.dialects import tile as tile_ops
 from tilec.dialects.builtin import FuncOp, ModuleOp
-from tilec.interp.errors import LaunchError
+from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.numerics import dtype_of, round_from_f64
+from tilec.interp.split import DEFAULT_SPLIT, SplitState
 from tilec.ir.core import BlockArgument, Operation
 from tilec.ir.types import (
     Dim,
@@ -134,6 +137,8 @@ class Launch:
         self.shapes: dict[Type, tuple[int | None, ...]] = {}
         self.result_checks: dict[Type, Any] = {}
         self.op_cache: dict[Operation, Any] = {}
+        # The workspace and ticket counters of a split kernel (tilec.interp.split).
+        self.split_state = SplitState()
 
     @property
     def kernel(self) -> str:
@@ -156,7 +161,16 @@ class Launch:
         """
         from tilec.interp.machine import execute
 
+        self.split_state = SplitState()
         execute(self, trace)
+        left = self.split_state.unreset()
+        if left is not None:
+            counter, value, op = left
+            raise InterpreterError(
+                f"'{op.name}' left counter {counter} at {value} after the launch: the next "
+                "launch would find it taken",
+                op.loc,
+            )
 
     def describe(self) -> str:
         """One line: the sizes, the tile sizes (and where they came from) and the grid."""
@@ -543,8 +557,27 @@ def _tile_symbol_for(key: str, needed: list[str]) -> str | None:
     return None
 
 
+def split_count(func: FuncOp, requested: int | None) -> int | None:
+    """The split axis's programs for `func` (None when it has no split axis): its pin, else
+    `requested`, else `DEFAULT_SPLIT`."""
+    plan = dict(_attribute_pairs(func, "tilec.split"))
+    if not plan:
+        return None
+    pinned = plan.get("pinned")
+    if pinned:
+        return int(pinned)
+    if requested is None:
+        return DEFAULT_SPLIT
+    if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
+        raise LaunchError(f"split must be a positive integer, got {requested!r}", func.loc)
+    return int(requested)
+
+
 def _grid(
-    func: FuncOp, symbols: dict[str, int], requested: Sequence[int] | None
+    func: FuncOp,
+    symbols: dict[str, int],
+    requested: Sequence[int] | None,
+    split: int | None = None,
 ) -> tuple[int, ...]:
     if requested is not None:
         grid = tuple(int(n) for n in requested)
@@ -568,7 +601,8 @@ def _grid(
             )
         size = tile if isinstance(tile, int) else symbols[tile]
         grid.append(-(-symbols[dim] // size))
-    return tuple(grid)
+    splits = split_count(func, split)
+    return tuple(grid) if splits is None else (*grid, splits)
 
 
 def _narrowest_index_conversion(func: FuncOp) -> int | None:
@@ -630,14 +664,16 @@ def prepare_launch(
     *,
     tile_sizes: Mapping[str, int] | None = None,
     grid: Sequence[int] | None = None,
+    split: int | None = None,
 ) -> Launch:
     """Check `args` against kernel `kernel` of `program` (a `CompiledProgram`, module or func),
-    bind its symbols and choose its grid. Raises `LaunchError` for bad arguments."""
+    bind its symbols and choose its grid (`split`: the split axis's programs, for a kernel
+    that has one and does not pin them). Raises `LaunchError` for bad arguments."""
     func = find_kernel(program, kernel)
     arguments = _convert_arguments(func, _order_arguments(func, args))
     shapes = [a.shape if isinstance(a, TensorView) else None for a in arguments]
     symbols, tiles = bind_sizes(func, shapes, tile_sizes)
-    return Launch(func, arguments, symbols, tiles, _grid(func, symbols, grid))
+    return Launch(func, arguments, symbols, tiles, _grid(func, symbols, grid, split))
 
 
 def run_kernel(
@@ -647,7 +683,8 @@ def run_kernel(
     *,
     tile_sizes: Mapping[str, int] | None = None,
     grid: Sequence[int] | None = None,
+    split: int | None = None,
 ) -> None:
     """Run kernel `kernel` of `program` in the interpreter on `args`, writing its outputs into
     them in place, as the GPU would. See `prepare_launch` for the arguments."""
-    prepare_launch(program, kernel, args, tile_sizes=tile_sizes, grid=grid).run()
+    prepare_launch(program, kernel, args, tile_sizes=tile_sizes, grid=grid, split=split).run()

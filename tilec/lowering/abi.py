@@ -47,18 +47,23 @@ __all__ = [
     "KernelABI",
     "Parameter",
     "Specialization",
+    "SplitAxis",
     "assumed_specialization",
     "kernel_abi",
     "kernel_parameters",
     "kernel_specialization",
     "module_abi",
     "set_kernel_specialization",
+    "split_axis",
 ]
 
 # What `Specialization` records, as Triton does: 16-byte alignment (the widest vector access)
 # and divisibility by 16 (whole vectors, no remainder).
 ALIGNMENT = 16
 DIVISOR = 16
+# The hidden parameters of a split kernel (kinds "workspace" and "counters").
+WORKSPACE_PARAMETER = "tilec.workspace"
+COUNTERS_PARAMETER = "tilec.counters"
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,33 @@ class GridAxis:
 
 
 @dataclass(frozen=True)
+class SplitAxis:
+    """The split axis of a kernel that `split-reduction` split: grid axis `len(grid)`, whose
+    count S the launcher chooses (`pinned`: fixed; 0: chosen). The loop it splits runs over
+    dimension `dim` (a name, or a fixed extent) by `step`, `ceil(extent / step)` iterations
+    that each load `trip_bytes`; a workspace slot, one per (block of the other axes, split),
+    is `slot_bytes`; the combine reads `rows` slots a round."""
+
+    dim: str | int
+    step: int
+    slot_bytes: int
+    trip_bytes: int
+    rows: int
+    pinned: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def split_axis(kernel: FuncOp) -> SplitAxis | None:
+    """The kernel's split axis (`tilec.split`), None when it has none."""
+    attr = kernel.attributes.get("tilec.split")
+    if attr is None:
+        return None
+    return SplitAxis(**{str(k): v for k, v in attr.value})
+
+
+@dataclass(frozen=True)
 class KernelABI:
     """Everything a launcher needs to call one kernel."""
 
@@ -182,6 +214,7 @@ class KernelABI:
     tile_sizes: dict[str, int] = field(default_factory=dict)
     max_extents: dict[str, int] = field(default_factory=dict)
     written: frozenset[str] = frozenset()  # the tensor arguments the kernel stores into
+    split: SplitAxis | None = None  # the split axis, and the hidden parameters with it
 
     @property
     def num_threads(self) -> int:
@@ -201,6 +234,7 @@ class KernelABI:
             "tile_sizes": self.tile_sizes,
             "max_extents": self.max_extents,
             "written": sorted(self.written),
+            "split": self.split.to_json() if self.split is not None else None,
         }
 
     @classmethod
@@ -214,6 +248,7 @@ class KernelABI:
             dict(data["tile_sizes"]),
             dict(data["max_extents"]),
             frozenset(data["written"]),
+            SplitAxis(**data["split"]) if data.get("split") else None,
         )
 
 
@@ -241,6 +276,10 @@ def kernel_parameters(kernel: FuncOp) -> tuple[Parameter, ...]:
                 params.append(Parameter(f"{name}.stride.{axis}", "stride", name, "i64", axis))
         else:
             params.append(Parameter(name, "scalar", name, str(t)))
+    if "tilec.split" in kernel.attributes:
+        # Hidden, after every argument's: what the split blocks share (docs/abi.md).
+        params.append(Parameter(WORKSPACE_PARAMETER, "workspace", "", "u8"))
+        params.append(Parameter(COUNTERS_PARAMETER, "counters", "", "u32"))
     return tuple(params)
 
 
@@ -273,6 +312,7 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
             and isinstance(op.view, BlockArgument)
             and op.view.owner is kernel.body.block
         ),
+        split_axis(kernel),
     )
 
 

@@ -63,6 +63,7 @@ from tilec.diagnostics import InternalCompilerError, Location, TileError
 from tilec.dialects import arith, scf
 from tilec.dialects import math as mathd
 from tilec.dialects import shared as S
+from tilec.dialects import split as W
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.ir.attributes import BoolAttr, FloatAttr
@@ -78,7 +79,7 @@ from tilec.ir.types import (
     Type,
     element_type,
 )
-from tilec.lowering import mathlib, memory, tensorcore
+from tilec.lowering import mathlib, memory, split, tensorcore
 from tilec.lowering.abi import (
     ALIGNMENT,
     DIVISOR,
@@ -1363,7 +1364,7 @@ def _type_bits(t: ir.Type) -> int:
 
 
 def _parameter_type(kind: str, dtype: str) -> ir.Type:
-    if kind == "pointer":
+    if kind in ("pointer", "workspace", "counters"):
         return GLOBAL_PTR
     if kind in ("extent", "stride"):
         return I64
@@ -1443,6 +1444,9 @@ _LOWERINGS: dict[type, Any] = {
     S.BarrierOp: tensorcore.lower_barrier,
     S.LoadSharedOp: tensorcore.lower_load_shared,
     S.StoreSharedOp: tensorcore.lower_store_shared,
+    W.WorkspaceStoreOp: split.lower_workspace_store,
+    W.WorkspaceLoadOp: split.lower_workspace_load,
+    W.LastArrivalOp: split.lower_last_arrival,
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
 }

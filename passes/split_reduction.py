@@ -1,0 +1,576 @@
+"""The `split-reduction` pass: a reduction whose grid would leave SMs idle is split across
+blocks.
+
+A kernel whose grid body runs one loop over a tensor extent that only reduces (column sums of
+a tall matrix: two blocks of 64 columns for N = 128, each walking 100,000 rows) gets one more
+grid axis, the split axis, of S blocks: block s runs a contiguous chunk of the loop's
+iterations, writes its partial results to a workspace, takes a ticket on its output tile's
+counter, and the last block to arrive combines the S partials in slot order and runs the
+epilogue. S is chosen at launch (`tilec.runtime.split`), from the SMs and the kernel's
+occupancy; S = 1 runs the epilogue directly, touching no workspace. `docs/passes.md` is the
+contract.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError, format_bytes
+from tilec.dialects import arith, scf
+from tilec.dialects import split as W
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp, ReturnOp
+from tilec.ir.attributes import FloatAttr, IntegerAttr, to_attribute
+from tilec.ir.builder import Builder
+from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
+from tilec.ir.types import FloatType, IntegerType, TileType, i1, index
+from tilec.passes.specialize import attribute_pairs
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["COMBINES", "SplitReduction", "split_plan"]
+
+
+@dataclass(frozen=True)
+class Combine:
+    """One ⊕: the op that applies it, its name in remarks, the `tile.reduce` kind that
+    applies it along a tile, and its identity for floats and for integers."""
+
+    op: type[Operation]
+    name: str
+    reduce_kind: str
+    float_identity: float | None
+    integer_identity: str | None  # "zero", "min" (the type's lowest), "max"
+
+
+COMBINES = {
+    arith.AddFOp: Combine(arith.AddFOp, "add", "sum", -0.0, None),
+    arith.AddIOp: Combine(arith.AddIOp, "add", "sum", None, "zero"),
+    arith.MaximumFOp: Combine(arith.MaximumFOp, "max", "max", -math.inf, None),
+    arith.MinimumFOp: Combine(arith.MinimumFOp, "min", "min", math.inf, None),
+    arith.MaxSIOp: Combine(arith.MaxSIOp, "max", "max", None, "min"),
+    arith.MinSIOp: Combine(arith.MinSIOp, "min", "min", None, "max"),
+}
+
+SLOT_ALIGNMENT = 16  # a slot starts 16-byte aligned: its tiles may be read 16 bytes at a time
+
+
+@register_pass
+class SplitReduction(Pass):
+    """Splits a reduction loop across blocks when the grid alone may leave SMs idle.
+
+    Recognises a kernel whose grid body has one top-level `scf.for` from 0 to a tensor extent
+    (`tile.dim`) by a constant step, with no stores before it or in it, whose every carried
+    value is a 1-D tile updated only as `acc' = acc ⊕ g` (⊕: `arith.addf`, `addi`,
+    `maximumf`, `minimumf`, `maxsi`, `minsi`; `g` reads no carried value, and nothing else
+    in the loop reads one); what follows the loop is its epilogue. Such a kernel gets the
+    split axis (grid axis `len(tilec.grid)`, of S blocks chosen at launch): block s runs
+    iterations [s·c, min((s+1)·c, trips)) with c = ceil(trips / S), from the identity of ⊕
+    (block 0 from the loop's own initial value). After the loop, S = 1 runs the epilogue as
+    before; otherwise the block writes its partials to workspace slot b·S + s (b: its block of
+    the other axes), takes a ticket on counter b (`tile.last_arrival`), and the last block reads
+    the S partials back in slot order, `combine_elements` elements a round (`tile.reduce` of
+    the rows of one `tile.workspace_load`), and runs the epilogue on the result.
+    `tilec.split` on the kernel records what the launch needs: the loop's dimension and step,
+    the bytes of a slot, the bytes each iteration loads, the partials a combine round reads,
+    and a pinned S (0: none).
+
+    Pins: `@kernel(split=N)` / `@tilec.jit(split=N)` fix S (1: the kernel is left alone), and a
+    pin that cannot work is an error; else the option `split` (0: chosen at launch; 1: leave
+    kernels alone). Reorders float sums (checked with a tolerance). Remarks: per kernel, the
+    loop split and its dimension, each carried value's ⊕, the workspace's size and how S is
+    chosen — or why the kernel is not split.
+    """
+
+    name = "split-reduction"
+    summary = "Split a reduction loop across blocks when the grid would leave SMs idle"
+    exact = False  # partial sums are added in another order
+
+    @dataclass
+    class Options:
+        split: int = option(
+            0,
+            "blocks along the split axis unless the kernel pins them (0: chosen at launch "
+            "from the SMs and the occupancy; 1: split nothing)",
+        )
+        combine_elements: int = option(
+            4096, "elements of partial results the last block reads and reduces a round"
+        )
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        if self.options.split < 0:
+            raise TileError(
+                f"split-reduction: option split must be 0 (chosen at launch) or more, got "
+                f"{self.options.split}"
+            )
+        if self.options.combine_elements < 1:
+            raise TileError(
+                "split-reduction: option combine_elements must be at least 1, got "
+                f"{self.options.combine_elements}"
+            )
+        for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            _split_kernel(kernel, self.options, ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recognising a splittable kernel
+
+
+@dataclass
+class _Carried:
+    index: int
+    name: str
+    update: Operation  # acc' = acc ⊕ g
+    combine: Combine
+    type: TileType
+    offset: int = 0  # bytes into the slot
+
+
+@dataclass
+class _Plan:
+    loop: scf.ForOp
+    dim: str | int
+    step: int
+    carried: list[_Carried]
+
+
+class _NotSplit(Exception):
+    """Why a kernel is left alone (the remark's text)."""
+
+
+def split_plan(kernel: FuncOp) -> _Plan:
+    """What splitting `kernel` would do; raises `_NotSplit` saying why it cannot be split."""
+    grid = kernel.attributes.get("tilec.grid")
+    axes = len(grid.value) if grid is not None else 0
+    if axes >= 3:
+        raise _NotSplit("the grid has 3 axes already, and CUDA has no fourth for the splits")
+    body = kernel.body.block
+    loops = [op for op in body.ops if isinstance(op, scf.ForOp)]
+    if not loops:
+        raise _NotSplit("no loop in the grid body")
+    if len(loops) > 1:
+        raise _NotSplit(f"{len(loops)} top-level loops: only a kernel with one is split")
+    loop = loops[0]
+    position = body.ops.index(loop)
+    for op in body.ops[:position]:
+        if _stores(op):
+            raise _NotSplit("a store before the loop would run in every split")
+    if _constant(loop.lower) != 0:
+        raise _NotSplit("the loop does not start at 0")
+    step = _constant(loop.step)
+    if step is None or step < 1:
+        raise _NotSplit("the loop's step is not a positive constant")
+    upper = loop.upper
+    if not (
+        isinstance(upper, OpResult)
+        and isinstance(upper.op, T.DimOp)
+        and isinstance(upper.op.view, BlockArgument)
+        and upper.op.view.owner is body
+    ):
+        raise _NotSplit("the loop does not run to the extent of a tensor argument")
+    dim = upper.op.view.type.shape[upper.op.axis]
+    if dim is None:
+        raise _NotSplit("the loop's extent is '?', which the launch cannot name")
+    for op in loop.body.block.ops:
+        if _stores(op):
+            raise _NotSplit(f"the loop has an effect ({_effect(op).name})")
+    if not loop.iter_args:
+        raise _NotSplit("the loop carries no value")
+    carried = [_carried(loop, i) for i in range(len(loop.iter_args))]
+    return _Plan(loop, dim, step, carried)
+
+
+def _carried(loop: scf.ForOp, i: int) -> _Carried:
+    arg = loop.iter_args[i]
+    name = _name(arg, loop.inits[i])
+    users = arg.uses
+    if len(users) != 1:
+        names = ", ".join(sorted({u.name for u in users})) or "nothing"
+        raise _NotSplit(
+            f"carried value {name} is read by {len(users)} ops ({names}): not a ⊕-reduction"
+        )
+    update = users[0]
+    combine = COMBINES.get(type(update))
+    if combine is None or update.parent is not loop.body.block:
+        raise _NotSplit(
+            f"carried value {name} is updated by {update.name}"
+            + _rescaled(update, arg)
+            + ": not a ⊕-reduction (add, max, min)"
+        )
+    other = update.operands[1] if update.operands[0] is arg else update.operands[0]
+    if other is arg:
+        raise _NotSplit(f"carried value {name} is combined with itself: not a ⊕-reduction")
+    reader = _reads_carried(other, loop)
+    if reader is not None:
+        raise _NotSplit(
+            f"carried value {name} is combined with a value that reads carried value "
+            f"{_name(reader, None)}: not a ⊕-reduction"
+        )
+    result = update.results[0]
+    yielded = loop.yield_op.operands
+    if yielded[i] is not result or len(result.uses) != 1:
+        raise _NotSplit(f"carried value {name}'s update is used in the loop: not a ⊕-reduction")
+    t = arg.type
+    if not isinstance(t, TileType):
+        raise _NotSplit(f"carried value {name} is a scalar: only tiles are combined")
+    if t.rank != 1 or not t.is_static:
+        raise _NotSplit(f"carried value {name} is {t}: only 1-D tiles of static size are combined")
+    return _Carried(i, name, update, combine, t)
+
+
+def _rescaled(update: Operation, arg: Value) -> str:
+    """`" (rescaled by exp(...))"` for an online-softmax-like update, else ''."""
+    if isinstance(update, (arith.MulFOp, arith.DivFOp)):
+        other = update.operands[1] if update.operands[0] is arg else update.operands[0]
+        if isinstance(other, OpResult):
+            return f" (rescaled by the result of {other.op.name})"
+        return " (rescaled)"
+    return ""
+
+
+def _reads_carried(v: Value, loop: scf.ForOp) -> Value | None:
+    """A carried value of `loop` that `v` depends on (within one iteration), if any."""
+    carried = set(loop.iter_args)
+    seen: set[Value] = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x in carried:
+            return x
+        if isinstance(x, OpResult) and loop.is_ancestor_of(x.op):
+            for op in [x.op, *x.op.walk()]:
+                stack.extend(op.operands)
+    return None
+
+
+def _stores(op: Operation) -> bool:
+    return _effect(op) is not None
+
+
+def _effect(op: Operation) -> Operation | None:
+    for inner in [op, *op.walk()]:
+        if isinstance(inner, (T.StoreOp, W.WorkspaceStoreOp, W.LastArrivalOp)):
+            return inner
+        if inner.name.startswith("tile.") and inner.name in _SHARED_EFFECTS:
+            return inner
+    return None
+
+
+_SHARED_EFFECTS = {"tile.async_copy", "tile.store_shared", "tile.barrier"}
+
+
+def _constant(v: Value) -> int | None:
+    if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp):
+        attr = v.op.attributes["value"]
+        if isinstance(attr, IntegerAttr):
+            return attr.value
+    return None
+
+
+def _name(v: Value, init: Value | None) -> str:
+    for x in (init, v):
+        hint = getattr(x, "name_hint", None)
+        if hint:
+            return hint
+    return "%" + str(getattr(v, "index", "?"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The rewrite
+
+
+def _split_kernel(kernel: FuncOp, options: SplitReduction.Options, ctx: PassContext) -> None:
+    pinned_attr = kernel.attributes.get("tilec.pinned_split")
+    pinned = pinned_attr.value if pinned_attr is not None else None
+    if pinned == 1:
+        ctx.remark(kernel, "not split: split=1 (pinned by the kernel)")
+        return
+    if pinned is None and options.split == 1:
+        ctx.remark(kernel, "not split: option split=1")
+        return
+    try:
+        plan = split_plan(kernel)
+    except _NotSplit as why:
+        if pinned is not None:
+            raise TileError(
+                f"kernel '{kernel.sym_name}': split={pinned} (pinned by the kernel) cannot work: "
+                f"{why}",
+                kernel.loc,
+                hint="only a loop that reduces with add, max or min can be split (split=1 "
+                "leaves the kernel alone)",
+            ) from None
+        ctx.remark(kernel, f"not split: {why}")
+        return
+    fixed = pinned if pinned is not None else (options.split or None)
+    rewrite = _Rewrite(kernel, plan, options.combine_elements)
+    rewrite.run(fixed)
+    source = "pinned by the kernel" if pinned else "option split"
+    _remark(kernel, plan, rewrite, fixed, source, ctx)
+
+
+def _identity(c: Combine, t: TileType) -> FloatAttr | IntegerAttr:
+    if isinstance(t.element, FloatType):
+        return FloatAttr(c.float_identity)
+    width = t.element.width if isinstance(t.element, IntegerType) else 64
+    lowest, highest = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    return IntegerAttr({"zero": 0, "min": lowest, "max": highest}[c.integer_identity])
+
+
+def _is_identity(v: Value, c: Combine) -> bool:
+    """Whether `v` is a `tile.full` of ⊕'s identity (for add: either zero)."""
+    if not (isinstance(v, OpResult) and isinstance(v.op, T.FullOp)):
+        return False
+    value = v.op.attributes["value"].value
+    wanted = _identity(c, v.type).value
+    return value == wanted or (c.name == "add" and value == 0)
+
+
+class _Rewrite:
+    def __init__(self, kernel: FuncOp, plan: _Plan, combine_elements: int):
+        self.kernel = kernel
+        self.plan = plan
+        self.combine_elements = combine_elements
+        grid = kernel.attributes.get("tilec.grid")
+        self.base_axes = len(grid.value) if grid is not None else 0
+        offset = 0
+        for c in plan.carried:
+            bytes_each = max(getattr(c.type.element, "width", 64) // 8, 1)
+            offset = -(-offset // bytes_each) * bytes_each
+            c.offset = offset
+            offset += W.tile_bytes(c.type)
+        self.slot_bytes = -(-offset // SLOT_ALIGNMENT) * SLOT_ALIGNMENT
+        self.trip_bytes = _trip_bytes(plan.loop)
+        self.rows_per_round = min(self.rows(c) for c in plan.carried)
+
+    def constant(self, b: Builder, value: int | bool) -> Value:
+        t = i1 if isinstance(value, bool) else index
+        return b.create(arith.ConstantOp, value=value, result_types=[t]).result
+
+    def run(self, pinned: int | None) -> None:
+        loop = self.plan.loop
+        b = Builder.before_op(loop)
+        axis = self.base_axes
+        splits = b.create(T.NumProgramsOp, axis=axis).result
+        split = b.create(T.ProgramIdOp, axis=axis).result
+        splits.name_hint, split.name_hint = "splits", "split"
+        # The chunk of iterations [k0, k1) of this block.
+        step = loop.step
+        trips = b.create(arith.CeilDivSIOp, lhs=loop.upper, rhs=step).result
+        chunk = b.create(arith.CeilDivSIOp, lhs=trips, rhs=splits).result
+        first = b.create(arith.MulIOp, lhs=split, rhs=chunk).result
+        end = b.create(arith.AddIOp, lhs=first, rhs=chunk).result
+        end = b.create(arith.MinSIOp, lhs=end, rhs=trips).result
+        lower = b.create(arith.MulIOp, lhs=first, rhs=step).result
+        upper = b.create(arith.MulIOp, lhs=end, rhs=step).result
+        loop.set_operand(0, lower)
+        loop.set_operand(1, upper)
+        self.start_from_identity(b, split)
+        self.after_loop(splits, split)
+        attrs = [
+            ["dim", self.plan.dim],
+            ["step", self.plan.step],
+            ["slot_bytes", self.slot_bytes],
+            ["trip_bytes", self.trip_bytes],
+            ["rows", self.rows_per_round],
+            ["pinned", pinned or 0],
+        ]
+        self.kernel.attributes["tilec.split"] = to_attribute(attrs)
+
+    def start_from_identity(self, b: Builder, split: Value) -> None:
+        """Blocks other than split 0 start each carried value from ⊕'s identity (split 0
+        from the loop's own initial value, which the result must count once)."""
+        loop = self.plan.loop
+        changed = [c for c in self.plan.carried if not _is_identity(loop.inits[c.index], c.combine)]
+        if not changed:
+            return
+        zero = self.constant(b, 0)
+        is_first = b.create(arith.CmpIOp, predicate="eq", lhs=split, rhs=zero).result
+        choose = b.create(
+            scf.IfOp,
+            condition=is_first,
+            result_types=[c.type for c in changed],
+            then=Region([Block()]),
+            otherwise=Region([Block()]),
+        )
+        then_b = Builder.at_end(choose.then.block, loc=loop.loc)
+        then_b.create(scf.YieldOp, values=[loop.inits[c.index] for c in changed])
+        else_b = Builder.at_end(choose.otherwise.block, loc=loop.loc)
+        identities = [
+            else_b.create(
+                T.FullOp, value=_identity(c.combine, c.type), result_types=[c.type]
+            ).result
+            for c in changed
+        ]
+        else_b.create(scf.YieldOp, values=identities)
+        for c, v in zip(changed, choose.results):
+            loop.set_operand(3 + c.index, v)
+
+    def after_loop(self, splits: Value, split: Value) -> None:
+        loop = self.plan.loop
+        body = self.kernel.body.block
+        position = body.ops.index(loop)
+        epilogue = [op for op in body.ops[position + 1 :] if not isinstance(op, ReturnOp)]
+        b = Builder.after_op(loop)
+        results = [loop.results[c.index] for c in self.plan.carried]
+        types = [c.type for c in self.plan.carried]
+        one = self.constant(b, 1)
+        alone = b.create(arith.CmpIOp, predicate="eq", lhs=splits, rhs=one).result
+        route = b.create(
+            scf.IfOp,
+            condition=alone,
+            result_types=[i1, *types],
+            then=Region([Block()]),
+            otherwise=Region([Block()]),
+        )
+        # S = 1: the epilogue runs on the loop's results, as before.
+        then_b = Builder.at_end(route.then.block, loc=loop.loc)
+        then_b.create(scf.YieldOp, values=[self.constant(then_b, True), *loop.results])
+        # S > 1: partials to the workspace, a ticket, and the combine in the last block.
+        e = Builder.at_end(route.otherwise.block, loc=loop.loc)
+        tile_index = self.base_block(e)
+        slot_base = e.create(arith.MulIOp, lhs=tile_index, rhs=splits).result
+        slot = e.create(arith.AddIOp, lhs=slot_base, rhs=split).result
+        for c in self.plan.carried:
+            e.create(
+                W.WorkspaceStoreOp,
+                value=loop.results[c.index],
+                slot=slot,
+                offset=c.offset,
+                slot_bytes=self.slot_bytes,
+            )
+        last = e.create(W.LastArrivalOp, counter=tile_index, count=splits).result
+        last.name_hint = "last"
+        gather = e.create(
+            scf.IfOp,
+            condition=last,
+            result_types=types,
+            then=Region([Block()]),
+            otherwise=Region([Block()]),
+        )
+        combined = self.combine(Builder.at_end(gather.then.block, loc=loop.loc), slot_base, splits)
+        Builder.at_end(gather.then.block, loc=loop.loc).create(scf.YieldOp, values=combined)
+        Builder.at_end(gather.otherwise.block, loc=loop.loc).create(scf.YieldOp, values=results)
+        e.create(scf.YieldOp, values=[last, *gather.results])
+        run, *finals = route.results
+        # The epilogue, once per output tile: in the block that has the whole result.
+        guard = Builder.after_op(route).create(
+            scf.IfOp, condition=run, result_types=[], then=Region([Block()])
+        )
+        block = guard.then.block
+        for op in epilogue:
+            op.detach()
+            block.append(op)
+        Builder.at_end(block, loc=loop.loc).create(scf.YieldOp, values=[])
+        for c, final in zip(self.plan.carried, finals):
+            loop.results[c.index].replace_uses_if(final, guard.is_ancestor_of)
+        # Carried values that are not partial results (none: every one is) keep their uses.
+
+    def base_block(self, b: Builder) -> Value:
+        """This block's linear index over the grid's other axes (axis 0 fastest)."""
+        linear: Value | None = None
+        for axis in reversed(range(self.base_axes)):
+            pid = b.create(T.ProgramIdOp, axis=axis).result
+            if linear is None:
+                linear = pid
+                continue
+            count = b.create(T.NumProgramsOp, axis=axis).result
+            linear = b.create(arith.MulIOp, lhs=linear, rhs=count).result
+            linear = b.create(arith.AddIOp, lhs=linear, rhs=pid).result
+        return linear if linear is not None else self.constant(b, 0)
+
+    def rows(self, c: _Carried) -> int:
+        """Partials of `c` the combine reads a round: a power of two, about
+        `combine_elements` elements in all."""
+        per_row = c.type.shape[0]
+        rows = max(self.combine_elements // per_row, 1)
+        return 1 << (rows.bit_length() - 1)
+
+    def combine(self, b: Builder, slot_base: Value, splits: Value) -> list[Value]:
+        """The S partials, read back in slot order and combined: one loop, whose rounds read
+        `rows` consecutive slots of each carried value and reduce them along the slots."""
+        loop = self.plan.loop
+        rows = self.rows_per_round
+        zero = self.constant(b, 0)
+        step = self.constant(b, rows)
+        inits = [
+            b.create(T.FullOp, value=_identity(c.combine, c.type), result_types=[c.type]).result
+            for c in self.plan.carried
+        ]
+        block = Block([index, *(c.type for c in self.plan.carried)])
+        gather = b.create(
+            scf.ForOp, lower=zero, upper=splits, step=step, inits=inits, body=Region([block])
+        )
+        r = Builder.at_end(block, loc=loop.loc)
+        j, *partials = block.args
+        j.name_hint = "round"
+        first = r.create(arith.AddIOp, lhs=slot_base, rhs=j).result
+        left = r.create(arith.SubIOp, lhs=splits, rhs=j).result
+        updated = []
+        for c, acc in zip(self.plan.carried, partials):
+            identity = _identity(c.combine, c.type)
+            rows_type = TileType((rows, *c.type.shape), c.type.element)
+            read = r.create(
+                W.WorkspaceLoadOp,
+                first=first,
+                count=left,
+                offset=c.offset,
+                slot_bytes=self.slot_bytes,
+                padding=identity,
+                result_types=[rows_type],
+            ).result
+            reduced = r.create(T.ReduceOp, kind=c.combine.reduce_kind, input=read, axis=0).result
+            updated.append(r.create(c.combine.op, lhs=acc, rhs=reduced).result)
+        r.create(scf.YieldOp, values=updated)
+        return list(gather.results)
+
+
+def _trip_bytes(loop: scf.ForOp) -> int:
+    """Bytes the loads of one iteration of `loop` read."""
+    return sum(
+        W.tile_bytes(op.result.type)
+        for op in loop.body.walk()
+        if isinstance(op, T.LoadOp) and op.result.type.is_static
+    )
+
+
+def _remark(
+    kernel: FuncOp, plan: _Plan, rewrite: _Rewrite, pinned: int | None, source: str, ctx
+) -> None:
+    from tilec.runtime.split import MIN_SPLIT_BYTES
+
+    loop = plan.loop
+    axis = rewrite.base_axes
+    ctx.remark(
+        loop,
+        f"split the loop over {plan.dim} (step {plan.step}) across blocks: grid axis {axis} "
+        f"({'xyz'[axis]}) has S blocks, each running a contiguous chunk of the "
+        f"ceil({plan.dim}/{plan.step}) iterations",
+    )
+    combines = ", ".join(f"{c.name} by {c.combine.name}" for c in plan.carried)
+    ctx.remark(
+        loop,
+        f"combine: {combines}; the last of the S blocks to take its ticket reads the S partials "
+        f"in slot order ({rewrite.rows_per_round} a round) and runs the epilogue (S = 1: the "
+        "epilogue runs directly)",
+    )
+    sizes = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
+    grid = attribute_pairs(kernel, "tilec.grid")
+    blocks = " x ".join(f"ceil({d}/{sizes.get(t, t)})" for d, t in grid) or "1"
+    ctx.remark(
+        loop,
+        f"workspace: {format_bytes(rewrite.slot_bytes)} per slot x S x {blocks} blocks, and one "
+        "4-byte counter per block (hidden kernel parameters the launcher keeps)",
+    )
+    if pinned:
+        ctx.remark(loop, f"S = {pinned} ({source})")
+        return
+    ctx.remark(
+        loop,
+        "S chosen at launch: enough blocks to fill every SM to its occupancy (SMs x blocks per "
+        "SM / the other axes' blocks), but no more than one split per "
+        f"{format_bytes(MIN_SPLIT_BYTES)} streamed ({format_bytes(rewrite.trip_bytes)} an "
+        "iteration); 1 when the other axes fill the GPU",
+    )

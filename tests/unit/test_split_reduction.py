@@ -1,0 +1,243 @@
+"""split-reduction on the CPU: the launch-time model that chooses S, the ABI that carries the
+split axis, the launcher's packing of the hidden parameters, and translation validation of
+split kernels in the interpreter at awkward shapes and split counts (the GPU's own runs are
+tests/gpu/test_split_reduction.py)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from tilec.compiler import DEFAULT_PIPELINE, compile_source
+from tilec.interp import InterpreterError, TensorView, prepare_launch
+from tilec.lowering import compile_to_ptx, module_abi
+from tilec.lowering.abi import KernelABI, SplitAxis
+from tilec.runtime import DeviceTensor, Launcher
+from tilec.runtime import split as runtime_split
+from tilec.runtime.split import MIN_SPLIT_BYTES, choose_split, split_grid
+
+KERNELS = """
+def col_sum(x: f32[M, N], out: f32[N]):
+    for tn in tiles(N):
+        acc = zeros([tn], f32)
+        for tm in tiles(M):
+            acc += sum(x[tm, tn], axis=0)
+        out[tn] = acc
+
+
+def row_sum(x: f32[M, N], out: f32[M]):
+    for tm in tiles(M):
+        acc = zeros([tm], f32)
+        for tn in tiles(N):
+            acc += sum(x[tm, tn], axis=1)
+        out[tm] = acc
+
+
+def col_range(x: f32[M, N], top: f32[N], span: f32[N]):
+    for tn in tiles(N):
+        hi = full([tn], -1.0, f32)
+        lo = full([tn], 1.0, f32)
+        for tm in tiles(M):
+            t = x[tm, tn]
+            hi = maximum(hi, max(t, axis=0))
+            lo = minimum(lo, min(t, axis=0))
+        top[tn] = hi
+        span[tn] = hi - lo
+
+
+def col_count(x: i32[M, N], out: i32[N]):
+    for tn in tiles(N):
+        n = full([tn], 3, i32)
+        for tm in tiles(M):
+            n += sum(x[tm, tn], axis=0)
+        out[tn] = n
+"""
+
+REFERENCES = {
+    "col_sum": lambda x: [x.sum(0)],
+    "row_sum": lambda x: [x.sum(1)],
+    "col_range": lambda x: [
+        np.maximum(x.max(0), -1.0),
+        np.maximum(x.max(0), -1.0) - np.minimum(x.min(0), 1.0),
+    ],
+    "col_count": lambda x: [x.sum(0, dtype=np.int32) + 3],
+}
+
+# -- the model -----------------------------------------------------------------------------------
+
+
+def test_a_grid_that_fills_the_gpu_is_not_split():
+    assert choose_split(sm_count=132, blocks_per_sm=4, base_blocks=528, trips=10**6,
+                        trip_bytes=16384, rows=64) == 1  # fmt: skip
+    assert choose_split(sm_count=132, blocks_per_sm=4, base_blocks=10**5, trips=10**6,
+                        trip_bytes=16384, rows=64) == 1  # fmt: skip
+
+
+def test_column_sums_of_a_tall_matrix_fill_the_sms():
+    # 100,000 x 128 in 64x64 tiles: 2 blocks of columns, 1563 iterations each. Filling 132 SMs
+    # at 2 blocks each wants 132 splits; the combine (64 partials a round) allows
+    # sqrt(64 * 1563 / 8) = 111, each split then streaming 15 iterations of 16 KiB.
+    s = choose_split(sm_count=132, blocks_per_sm=2, base_blocks=2, trips=1563,
+                     trip_bytes=16384, rows=64)  # fmt: skip
+    assert s == 111
+    # One block of an SM each: 66 splits fill the GPU.
+    assert choose_split(sm_count=132, blocks_per_sm=1, base_blocks=2, trips=1563,
+                        trip_bytes=16384, rows=64) == 66  # fmt: skip
+
+
+def test_each_split_streams_at_least_the_minimum():
+    # 64 iterations of 16 KiB: 1 MiB, at most 8 splits of 128 KiB whatever the SMs want.
+    s = choose_split(sm_count=132, blocks_per_sm=4, base_blocks=1, trips=64,
+                     trip_bytes=16384, rows=4096)  # fmt: skip
+    assert s == 64 * 16384 // MIN_SPLIT_BYTES == 8
+    # Too little to split at all.
+    assert choose_split(sm_count=132, blocks_per_sm=4, base_blocks=1, trips=4,
+                        trip_bytes=16384, rows=64) == 1  # fmt: skip
+
+
+def test_the_combine_bounds_the_splits_when_partials_are_wide():
+    # One partial a round (a 4096-wide accumulator): S^2 <= trips / 8.
+    s = choose_split(sm_count=132, blocks_per_sm=4, base_blocks=1, trips=100003,
+                     trip_bytes=16384, rows=1)  # fmt: skip
+    assert s == 111 and -(-s // 1) <= -(-100003 // s) // 8
+
+
+def test_few_long_rows_split_to_fill_the_gpu():
+    # 16 rows of 4M in 1-row blocks: 16 blocks; 132 SMs x 4 blocks want 33 splits each.
+    s = choose_split(sm_count=132, blocks_per_sm=4, base_blocks=16, trips=1024,
+                     trip_bytes=16384, rows=4096)  # fmt: skip
+    assert s == 33
+
+
+class _Workspaces:
+    def __init__(self, answer):
+        self.answer, self.asked = answer, []
+
+    def get(self, ordinal, stream, slot_bytes, counters):
+        self.asked.append((ordinal, stream, slot_bytes, counters))
+        return self.answer
+
+
+def test_split_grid_pins_sizes_the_workspace_and_falls_back_under_capture(monkeypatch):
+    axis = SplitAxis("M", 64, 256, 16384, 64, pinned=5)
+    fake = _Workspaces((0x1000, 0x2000))
+    monkeypatch.setattr(runtime_split, "WORKSPACES", fake)
+    grid, hidden = split_grid(axis, 1, (2, 1, 1), {"M": 1000}, (132, 4), 0, 7)
+    assert grid == (2, 5, 1) and hidden == (0x1000, 0x2000)
+    assert fake.asked == [(0, 7, 2 * 5 * 256, 2)]  # slots for 2 x 5 blocks, 2 counters
+    # Capturing with no workspace yet: S = 1, no hidden addresses, no error.
+    monkeypatch.setattr(runtime_split, "WORKSPACES", _Workspaces(None))
+    assert split_grid(axis, 1, (2, 1, 1), {"M": 1000}, (132, 4), 0, 7) == ((2, 1, 1), (0, 0))
+    # A grid that fills the GPU never asks for a workspace.
+    unpinned = SplitAxis("M", 64, 256, 16384, 64)
+    quiet = _Workspaces(None)
+    monkeypatch.setattr(runtime_split, "WORKSPACES", quiet)
+    assert split_grid(unpinned, 1, (600, 1, 1), {"M": 10**6}, (132, 4), 0, 7)[0] == (600, 1, 1)
+    assert quiet.asked == []
+
+
+# -- the ABI and the launcher --------------------------------------------------------------------
+
+
+def _compiled(kernel: str, pipeline: str = DEFAULT_PIPELINE):
+    return compile_source(KERNELS, kernels=[kernel], pipeline=pipeline)
+
+
+def test_the_abi_records_the_split_axis_and_round_trips_through_json():
+    program = _compiled("col_sum")
+    abi = module_abi(program.module)["col_sum"]
+    assert abi.split is not None and abi.split.dim == "M" and abi.split.pinned == 0
+    assert [p.kind for p in abi.parameters[-2:]] == ["workspace", "counters"]
+    again = KernelABI.from_json(abi.to_json())
+    assert again == abi
+    plain = module_abi(
+        _compiled("col_sum", DEFAULT_PIPELINE.replace("split-reduction,", "")).module
+    )
+    assert plain["col_sum"].split is None
+    assert KernelABI.from_json(plain["col_sum"].to_json()).split is None
+
+
+def test_the_launcher_packs_the_hidden_parameters_last():
+    program = _compiled("col_sum")
+    ptx = compile_to_ptx(program.module, "sm_90a")
+    launcher = Launcher(ptx, module_abi(program.module)["col_sum"])
+    assert [name for name, *_ in launcher.checker.arguments] == ["x", "out"]
+    x = DeviceTensor(1 << 20, (1000, 77), (77, 1), "f32", 0)
+    out = DeviceTensor(1 << 21, (77,), (1,), "f32", 0)
+    values = launcher.checker.convert([x, out]).values
+    packed = launcher.parameters(values, (0xAAAA, 0xBBBB))
+    assert packed[-2:] == (0xAAAA, 0xBBBB) and packed[0] == 1 << 20
+    assert launcher._struct.size == struct.calcsize("<" + "Q" * len(packed))
+
+
+# -- translation validation ----------------------------------------------------------------------
+
+
+def _interpret(module, kernel, x, split):
+    outputs = [
+        np.zeros(REFERENCES[kernel](x)[i].shape, x.dtype) for i in range(len(REFERENCES[kernel](x)))
+    ]
+    launch = prepare_launch(module, kernel, [x, *outputs], split=split)
+    launch.run()
+    return [v.array for v in launch.arguments[1:] if isinstance(v, TensorView)], launch
+
+
+SHAPES = [(1, 1), (7, 300), (200, 3), (1000, 77), (130, 65)]
+
+
+@pytest.mark.parametrize("kernel", list(REFERENCES))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_split_kernels_compute_what_the_unsplit_ones_do(kernel, shape):
+    rng = np.random.default_rng(sum(shape))
+    if kernel == "col_count":
+        x = rng.integers(-8, 8, size=shape, dtype=np.int32)
+    else:
+        x = rng.uniform(-1, 1, size=shape).astype(np.float32)
+    # Small tiles, so that the loop has several iterations to share out.
+    pipeline = DEFAULT_PIPELINE.replace("tiling", 'tiling{tiles="BM=16,BN=16"}')
+    split = _compiled(kernel, pipeline).module
+    plain = _compiled(kernel, pipeline.replace("split-reduction,", "")).module
+    expected, _ = _interpret(plain, kernel, x, None)
+    trips = -(-max(shape) // 16)
+    for count in (1, 2, 3, trips + 2):
+        got, launch = _interpret(split, kernel, x, count)
+        assert launch.grid[-1] == count
+        for g, e, r in zip(got, expected, REFERENCES[kernel](x)):
+            if kernel == "col_count" or "range" in kernel:
+                np.testing.assert_array_equal(g, e)  # integers, max and min: exact
+            else:
+                np.testing.assert_allclose(g, e, rtol=0, atol=1e-5 * max(1.0, np.abs(e).max()))
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(r).max()))
+
+
+def test_a_pinned_split_is_the_interpreters_too():
+    pinned = KERNELS.replace("def row_sum", "@kernel(split=5)\ndef row_sum")
+    module = compile_source(pinned, kernels=["row_sum"], pipeline=DEFAULT_PIPELINE).module
+    x = np.ones((3, 5000), np.float32)
+    out = np.zeros(3, np.float32)
+    launch = prepare_launch(module, "row_sum", [x, out], split=2)
+    assert launch.grid[-1] == 5  # the pin wins
+    launch.run()
+    np.testing.assert_array_equal(out, 5000.0)
+
+
+def test_the_interpreter_reports_a_read_of_a_slot_nobody_wrote():
+    text = """
+module {
+  func @k(%out: !tile.tensor<Nxf32>) attributes {tilec.grid = [["N", 4]], tilec.split = [["dim", 4], ["step", 1], ["slot_bytes", 16], ["trip_bytes", 0], ["rows", 4], ["pinned", 2]]} {
+    %c0 = arith.constant 0 : index
+    %c2 = arith.constant 2 : index
+    %p = tile.workspace_load slots %c0 count %c2 offset 0 slot_bytes 16 {padding = 0.0} : tile<4x4xf32>
+    return
+  }
+}
+"""
+    from tilec.ir.parser import parse_module
+
+    module = parse_module(text)
+    with pytest.raises(
+        InterpreterError, match=r"reads slot 0 .*which no block of this launch wrote"
+    ):
+        prepare_launch(module, "k", [np.zeros(4, np.float32)]).run()

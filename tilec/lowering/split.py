@@ -1,0 +1,165 @@
+"""Lowering of split reductions (`tilec.dialects.split`): partials to and from the workspace,
+and the ticket that elects the block that combines them.
+
+The workspace and the counters are the kernel's last two parameters (global pointers, after
+every argument's: `tilec.lowering.abi`). Slot `i` starts at byte `i * slot_bytes`; a tile is
+stored in it row-major, each element by its unique owner (`st.global`), and read back by every
+thread that holds the element, with `ld.relaxed.gpu` (a read that L1 may not have cached).
+
+The ticket is CUDA's threadFenceReduction pattern in the PTX memory model's terms:
+
+    every thread:  fence.acq_rel.gpu        its workspace stores, released at GPU scope
+    bar.sync                                 ... all of them before thread 0's ticket
+    thread 0:      atom.acq_rel.gpu.global.inc.u32 old, [counters + 4 b], S - 1
+                   ticket = (old == S - 1)   shared memory: the block's verdict
+    bar.sync
+    every thread:  reads the ticket; fence.acq_rel.gpu   the other blocks' partials, acquired
+
+`atom.inc` with bound S - 1 counts 0, 1, ..., S - 1 and wraps to 0 on the last arrival, so
+the counter is back at 0 for the next launch without another store. Both barriers sit under
+uniform control flow: the split count is the same in every thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from tilec.dialects import split as W
+from tilec.ir.core import Operation
+from tilec.lowering.exchange import thread_map
+from tilec.lowering.layouts import row_major_strides
+
+__all__ = [
+    "TICKET_SYMBOL",
+    "lower_last_arrival",
+    "lower_workspace_load",
+    "lower_workspace_store",
+    "split_parameters",
+]
+
+TICKET_SYMBOL = "tilec_split_ticket"
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+I8 = ir.IntType(8)
+GLOBAL_PTR = ir.PointerType(addrspace=1)
+SHARED_PTR = ir.PointerType(addrspace=3)
+
+
+def split_parameters(lowering: Any) -> tuple[ir.Argument, ir.Argument]:
+    """The workspace and counters parameters of the kernel being lowered."""
+    workspace, counters = lowering.fn.args[-2:]
+    return workspace, counters
+
+
+def _slot_base(lowering: Any, slot: ir.Value, offset: int, slot_bytes: int) -> ir.Value:
+    """The address of byte `offset` of slot `slot` (an i64)."""
+    b = lowering.b
+    workspace, _ = split_parameters(lowering)
+    start = b.mul(slot, ir.Constant(I64, slot_bytes))
+    if offset:
+        start = b.add(start, ir.Constant(I64, offset))
+    return b.gep(workspace, [start], source_etype=I8)
+
+
+def _fence(b: ir.IRBuilder) -> None:
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "fence.acq_rel.gpu;", "~{memory}", True)
+    b.call(asm, [])
+
+
+def lower_workspace_store(lowering: Any, op: Operation) -> None:
+    from tilec.lowering.llvm import _register_kind, memory_type
+
+    b = lowering.b
+    t = op.value.type
+    m = thread_map(t)
+    base = _slot_base(lowering, lowering.values[op.slot], op.offset, op.slot_bytes)
+    flats = lowering.flat_indices(m, row_major_strides(t.shape))
+    letter, ptx_type, reg = _register_kind(t.element)
+    asm = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [GLOBAL_PTR, reg]),
+        f"st.global.{ptx_type} [$0], $1;",
+        f"l,{letter},~{{memory}}",
+        side_effect=True,
+    )
+    element = memory_type(t.element)
+
+    def emit() -> None:
+        for flat, v in zip(flats, lowering.values[op.value]):
+            pointer = b.gep(base, [flat], source_etype=element)
+            b.call(asm, [pointer, lowering._to_bits(v, reg, t.element)])
+
+    lowering.when(lowering.unique_owner(m), emit)
+    return None
+
+
+def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
+    from tilec.lowering.llvm import _register_kind, constant, memory_type
+
+    b = lowering.b
+    t = op.result.type
+    m = thread_map(t)
+    base = _slot_base(lowering, lowering.values[op.first], op.offset, op.slot_bytes)
+    element_bytes = W.tile_bytes(type(t)((1,), t.element))
+    strides = (op.slot_bytes // element_bytes, *row_major_strides(t.shape[1:]))
+    flats = lowering.flat_indices(m, strides)
+    rows = lowering.dim_indices(m)[0]
+    count = lowering.values[op.count]
+    inside = [b.icmp_signed("<", b.sext(r, I64), count) for r in rows]
+    padding = op.attributes["padding"].value
+    letter, ptx_type, reg = _register_kind(t.element)
+    other = lowering._to_bits(
+        constant(t.element, int(padding) if isinstance(padding, bool) else padding), reg, t.element
+    )
+    asm = ir.InlineAsm(
+        ir.FunctionType(reg, [GLOBAL_PTR, I1, reg]),
+        f"mov.b{reg.width} $0, $3;\n\t@$2 ld.relaxed.gpu.global.{ptx_type} $0, [$1];",
+        f"={letter},l,b,{letter},~{{memory}}",
+        side_effect=True,
+    )
+    element = memory_type(t.element)
+    values = []
+    for slot, flat in zip(range(m.num_slots), flats):
+        row = m.slot_multi_index(slot)[0]
+        pointer = b.gep(base, [flat], source_etype=element)
+        raw = b.call(asm, [pointer, inside[row], other])
+        values.append(lowering._from_bits(raw, t.element))
+    return [values]
+
+
+def _ticket(llmod: ir.Module) -> ir.GlobalVariable:
+    found = llmod.globals.get(TICKET_SYMBOL)
+    if found is None:
+        found = ir.GlobalVariable(llmod, I32, TICKET_SYMBOL, addrspace=3)
+        found.linkage = "internal"
+        found.initializer = ir.Constant(I32, None)  # shared memory starts undefined
+        found.align = 4
+        found.type = SHARED_PTR  # opaque pointers, as the rest of the module
+    return found
+
+
+def lower_last_arrival(lowering: Any, op: Operation) -> list[Any]:
+    b = lowering.b
+    _, counters = split_parameters(lowering)
+    ticket = _ticket(lowering.module)
+    _fence(b)
+    lowering.barrier()
+    thread = lowering._sreg("tid.x")
+    with b.if_then(b.icmp_unsigned("==", thread, ir.Constant(I32, 0))):
+        counter = b.gep(counters, [lowering.values[op.counter]], source_etype=I32)
+        bound = b.trunc(b.sub(lowering.values[op.count], ir.Constant(I64, 1)), I32)
+        atom = ir.InlineAsm(
+            ir.FunctionType(I32, [GLOBAL_PTR, I32]),
+            "atom.acq_rel.gpu.global.inc.u32 $0, [$1], $2;",
+            "=r,l,r,~{memory}",
+            side_effect=True,
+        )
+        old = b.call(atom, [counter, bound])
+        last = b.zext(b.icmp_unsigned("==", old, bound), I32)
+        b.store(last, ticket)
+    lowering.barrier()
+    verdict = b.load(ticket, typ=I32, align=4)
+    _fence(b)
+    return [b.icmp_unsigned("!=", verdict, ir.Constant(I32, 0))]
