@@ -27,6 +27,7 @@ from tilec.passmanager import Pass, parse_pipeline
 # through the differential check, and mutated programs through the CLI, per run.
 DIFFERENTIAL_KERNELS = 2000
 MUTANTS = 10_000
+DIFFERENTIAL_SECONDS = 540  # the bound: a machine too slow for the figure fails, not hangs
 WORKERS = min(2, os.cpu_count() or 1)
 
 
@@ -85,10 +86,15 @@ def test_generated_kernels_through_every_pass_and_ptxas(tmp_path):
     frontend and after every pass of the default pipeline (sm_90a and sm_80), one program in
     four also as PTX through ptxas for both."""
     summary = differential.run_fuzz(
-        DIFFERENTIAL_KERNELS, batch=4, workers=WORKERS, ptxas_every=4, out_dir=str(tmp_path)
+        DIFFERENTIAL_KERNELS,
+        batch=4,
+        workers=WORKERS,
+        ptxas_every=4,
+        out_dir=str(tmp_path),
+        seconds=DIFFERENTIAL_SECONDS,
     )
     print(summary.render())
-    assert summary.kernels >= DIFFERENTIAL_KERNELS
+    assert summary.kernels >= DIFFERENTIAL_KERNELS, f"only {summary.kernels} in the time"
     assert summary.ptxas_kernels >= DIFFERENTIAL_KERNELS // 4
     assert not summary.findings, summary.render()
 
