@@ -157,6 +157,8 @@ def test_cuda_graph_capture_after_a_warm_up_on_the_capturing_stream():
 def test_cuda_graph_capture_without_a_workspace_runs_unsplit():
     x = torch.rand(40009, 33, device="cuda")
     out = torch.empty(33, device="cuda")
+    col_sum(x, out)  # compiled and loaded outside the capture (on the current stream)
+    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     # A fresh stream of torch's: no workspace for it yet, so S = 1, with no error.
     with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
