@@ -134,9 +134,14 @@ def test_every_input_of_a_jit_compilation_reaches_the_key(tmp_path, monkeypatch)
     wider = np.zeros((4, 1500), np.float32)
     narrow = softmax.compile_for(x, x, arch="sm_90a")
     wide = softmax.compile_for(wider, wider, arch="sm_90a")
-    assert 'extents="N=1024"' in narrow.pipeline and 'extents="N=2048"' in wide.pipeline
+    assert 'extents="N=1024,M=64"' in narrow.pipeline and 'extents="N=2048,M=64"' in wide.pipeline
     assert narrow.abi.max_extents == {"N": 1024} and wide.abi.max_extents == {"N": 2048}
     assert narrow.key.digest() != wide.key.digest()
+    # Other extents by size class: 4 and 40 rows share one (64), 4000 rows is another.
+    taller = np.zeros((40, 1000), np.float32)
+    tallest = np.zeros((4000, 1000), np.float32)
+    assert softmax.compile_for(taller, taller, arch="sm_90a").key.digest() == narrow.key.digest()
+    assert softmax.compile_for(tallest, tallest, arch="sm_90a").key.digest() != narrow.key.digest()
     # An extent that fills its tile is fixed in the kernel (its masks fold): another kernel,
     # whose ABI has the extent as a fixed one that launches must match.
     full = np.zeros((4, 1024), np.float32)
