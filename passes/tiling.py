@@ -370,6 +370,7 @@ class _KernelTiling:
         if symbols_of(kernel):
             bind_tile_sizes(kernel, self.plan)
             self.ctx.remark(kernel, self.plan.remark())
+        _check_tile_elements(kernel)
         if config is None:
             num_warps = self.plain_warps()
         if num_warps is not None:
@@ -742,6 +743,30 @@ class _KernelTiling:
             return None
         tile = self.size(str(symbol)) if isinstance(symbol, str) else int(symbol)  # type: ignore[call-overload]
         return -(-self.extents[str(dim)] // tile)
+
+
+# No block holds a tile of more elements than this (4 MiB of f32: an SM has 256 KiB of
+# registers and 227 KiB of shared memory); pins beyond it are errors, not a compile that tries.
+MAX_BLOCK_TILE_ELEMENTS = 1 << 20
+
+
+def _check_tile_elements(kernel: FuncOp) -> None:
+    """A located error for the first value whose static tile is larger than any block holds."""
+    for op in kernel.walk():
+        for v in op.results:
+            t = v.type
+            if isinstance(t, TileType) and t.is_static:
+                elements = 1
+                for d in t.shape:
+                    elements *= int(d)
+                if elements > MAX_BLOCK_TILE_ELEMENTS:
+                    shape = "x".join(str(d) for d in t.shape)
+                    raise TileError(
+                        f"kernel '{kernel.sym_name}': a tile of {shape} ({elements} elements) is "
+                        f"larger than a block can hold (at most {MAX_BLOCK_TILE_ELEMENTS})",
+                        op.loc,
+                        hint="pin smaller tile sizes",
+                    )
 
 
 def _plan_elements(plan: TilePlan, shape: tuple) -> int:

@@ -165,3 +165,20 @@ def test_every_example_reaches_ptx_with_tiling():
     for path in EXAMPLES:
         program = tilec.compile(path, pipeline=PIPELINE, target="ptx", arch="sm_90a")
         assert ".entry" in program.ptx
+
+
+def test_a_pinned_tile_larger_than_any_block_is_a_located_error(tmp_path):
+    # Found by the mutation fuzzer (tilec.fuzz, seed 5469): a pin of 4096 x 4096 made
+    # smem-placement try to build a 128 GiB array (an internal compiler error).
+    import tilec
+    from tilec.diagnostics import TileError
+
+    path = tmp_path / "big.tile"
+    path.write_text(
+        '@kernel(tile={"M": 4096, "N": 4096})\n'
+        "def big(x: f32[M, N], y: f32[M, N]):\n"
+        "    for tm, tn in tiles(M, N):\n"
+        "        y[tm, tn] = x[tm, tn] * 2.0\n"
+    )
+    with pytest.raises(TileError, match=r"a tile of 4096x4096 \(16777216 elements\) is larger"):
+        tilec.compile(path, target="ptx")
