@@ -82,6 +82,7 @@ class SmemPlacement(Pass):
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            check_tile_sizes(kernel)
             _stage_dot_operands(kernel, ctx)
             remove_redundant_barriers(kernel)
             plan = plan_shared_memory(kernel)
@@ -94,6 +95,30 @@ class SmemPlacement(Pass):
                 "@kernel(tile={...})",
             )
             apply_shared_plan(kernel, plan, ctx, self.options.shared_limit)
+
+
+# No block can hold tiles this large in registers; planning their exchanges would build
+# arrays of every element (128 GiB for a pinned 4096 x 4096 x 32 tile).
+MAX_ELEMENTS_PER_THREAD = 4096
+
+
+def check_tile_sizes(kernel: FuncOp) -> None:
+    """A `TileError` at the first op whose tile gives a thread more than
+    `MAX_ELEMENTS_PER_THREAD` elements (tile sizes pinned far beyond what a block holds)."""
+    warps = kernel.attributes.get("tilec.num_warps")
+    threads = 32 * (warps.value if isinstance(warps, IntegerAttr) else 1)
+    for op in kernel.walk():
+        for result in op.results:
+            t = result.type
+            count = t.num_elements if isinstance(t, TileType) else None
+            if count is not None and count > MAX_ELEMENTS_PER_THREAD * threads:
+                raise TileError(
+                    f"a tile of {t.element} {list(t.shape)} has {count} elements: "
+                    f"{count // threads} for each of the "
+                    f"{threads} threads, more than {MAX_ELEMENTS_PER_THREAD}",
+                    op.loc,
+                    hint="use smaller tiles: @kernel(tile={...}) or the option tiles of tiling",
+                )
 
 
 # ---------------------------------------------------------------------------------------------

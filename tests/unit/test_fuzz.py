@@ -325,3 +325,32 @@ def test_the_gpu_driver_runs_without_a_gpu(tmp_path, monkeypatch):
         assert summary["kernels"] == 0 and not summary["ok"]
     command = gpu.sanitizer_command("memcheck", [5, 6])
     assert command is None or command[-2:] == ["--sanitize-driver", "5,6"]
+
+
+def test_a_huge_tile_pin_is_an_error_not_an_exhausted_memory():
+    """`tiles(B, M, tile={B: 9223372036854775808})` (a power of two) was accepted and the
+    compiler ran out of memory: the process was killed (found by the mutation check, seed
+    4539). Tile sizes are at most MAX_TILE_SIZE."""
+    source = """
+def k(x: f32[B, M]):
+    for b, tm in tiles(B, M, tile={B: 9223372036854775808}):
+        x[b, tm] = 1.0
+"""
+    with pytest.raises(tilec.TileError, match="at most 65536") as error:
+        tilec.compile(source, pipeline=DEFAULT_PIPELINE)
+    assert (error.value.loc.line, error.value.loc.col) == (3, 39)
+    tilec.compile(source.replace("9223372036854775808", "65536"))
+
+
+def test_tiles_no_block_can_hold_are_an_error_not_an_exhausted_memory():
+    """Pinned 4096 x 4096 tiles of a 3-D store: smem-placement's planning of the layout
+    conversion built an array of every element (128 GiB) and raised MemoryError, an
+    internal error (found by the mutation check, seed 8724). Now a located TileError."""
+    source = """
+@kernel(tile={"M": 4096, "N": 4096})
+def k(x: bf16[D], y: bf16[N, M, D]):
+    for tm, tn in tiles(M, N):
+        y[tn, tm, :] = x[:][None, :]
+"""
+    with pytest.raises(tilec.TileError, match=r"block can hold|for each of the"):
+        tilec.compile(source, pipeline=DEFAULT_PIPELINE)

@@ -2265,12 +2265,23 @@ def _literal_int(node: ast.Expr) -> int | None:
     return None
 
 
+# The largest tile size a pin may give: far more than a block holds, and small enough that
+# sizes, offsets and the compiler's own arrays stay modest (a pin of 2**63 exhausted memory).
+MAX_TILE_SIZE = 1 << 16
+
+
 def _check_tile_size(size: int, loc: Location) -> None:
     if size < 1 or size & (size - 1):
         raise TileError(
             f"a tile size must be a power of two, not {size}",
             loc,
             hint="e.g. 16, 32, 64, 128; 1 iterates the dimension one element at a time",
+        )
+    if size > MAX_TILE_SIZE:
+        raise TileError(
+            f"a tile size must be at most {MAX_TILE_SIZE}, not {size}",
+            loc,
+            hint="e.g. 16, 32, 64, 128; a dimension used whole (':') needs no pin",
         )
 
 

@@ -564,7 +564,9 @@ def run_fuzz(
     else:
         import multiprocessing
 
-        context = multiprocessing.get_context("spawn" if sys.platform == "darwin" else "fork")
+        # spawn, not fork: a forked child of a process with threads (pytest with torch, LLVM)
+        # can inherit a held lock and hang.
+        context = multiprocessing.get_context("spawn")
         with context.Pool(workers) as pool:
             for result in pool.imap(_check_seed, jobs):
                 if done(result):

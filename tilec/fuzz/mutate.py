@@ -386,7 +386,7 @@ def run_mutations(
     else:
         import multiprocessing
 
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:  # fork can hang
             parts = pool.map(_check_range, jobs)
     total = MutationSummary()
     for part in parts:
