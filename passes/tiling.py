@@ -83,7 +83,9 @@ class Tiling(Pass):
     `tile.full` that starts it, the `scf.for` iter_arg and result that carry it) gets
     `#mma<version = 2, warps_per_cta = [W_m, W_n], instr_shape = [16, 8, 16]>`; other tiles are
     left to `assign-layouts`. A dot that cannot use mma (f32 operands, a K tile below 16, too
-    much shared memory) keeps the FMA path and a remark says why; pins that cannot work (a tile
+    much shared memory, or a tile of the kernel under its sizes larger than `shared_limit`:
+    converting its layout would go through shared memory) keeps the FMA path and a remark
+    says why; pins that cannot work (a tile
     that is not a whole number of warp tiles, warps that do not tile the block) are errors.
     Other kernels get their free sizes from `passes/tile_shapes.py`: the axis every streamed
     tile ends in (the contiguous one) takes the `max_tile_elements` budget (capped by a known
@@ -300,6 +302,7 @@ class _KernelTiling:
         )
         self.reduces = any(isinstance(op, T.ReduceOp) for op in kernel.walk())
         self.scattered = _scattered_operands(kernel)
+        self.tiles = _tile_shapes(kernel)
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -414,6 +417,9 @@ class _KernelTiling:
                 return False
         if len({dot.m, dot.n, dot.k}) != 3:
             return False
+        config = _Config({dot.m: 128, dot.n: 128, dot.k: 64}, (8, 1))
+        if self.tile_problems(config):
+            return False
         return _operand_load(dot.op.a) is not None and _operand_load(dot.op.b) is not None
 
     def plain_warps(self) -> int | None:
@@ -472,7 +478,37 @@ class _KernelTiling:
                 f"({self.shared_text(dots, c)}), over the limit of "
                 f"{format_bytes(self.opts.shared_limit)} (option shared_limit)"
             )
+        else:
+            found.extend(self.tile_problems(c))
         return list(dict.fromkeys(found))
+
+    def largest_tile(self, c: _Config) -> tuple[int, str]:
+        """(bytes, description) of the kernel's largest tile under `c`'s sizes."""
+        best = (0, "")
+        for shape, element in self.tiles:
+            elements = 1
+            for d in shape:
+                elements *= self.size(d, c) if isinstance(d, str) else int(d)
+            size = elements * element_bytes(element)
+            if size > best[0]:
+                text = "x".join(str(self.size(d, c) if isinstance(d, str) else d) for d in shape)
+                best = (size, f"{text}x{element}")
+        return best
+
+    def tile_problems(self, c: _Config) -> list[str]:
+        """A tile larger than a block's shared memory: converting its layout (the lowering
+        exchanges a tile through shared memory) could never fit, whatever else is live. A
+        tile over a dot's M, N and K (the GPU fuzzer's [BM, BN, BK] of i64: 512 KiB at
+        64x64x16) rules the config out; accumulators (64 KiB at 128x128) are far below it.
+        smem-placement still checks the whole plan."""
+        size, text = self.largest_tile(c)
+        if size <= self.opts.shared_limit:
+            return []
+        return [
+            f"a tile of {text} ({format_bytes(size)}) is larger than a block's shared memory "
+            f"({format_bytes(self.opts.shared_limit)}, option shared_limit), which converting "
+            "its layout needs"
+        ]
 
     def stages_for(self, dots: list[_Dot], c: _Config) -> int:
         """The stages `c` is budgeted for: the pin, else pipeline's own rule — the most, up to
@@ -767,6 +803,16 @@ def _check_tile_elements(kernel: FuncOp) -> None:
                         op.loc,
                         hint="pin smaller tile sizes",
                     )
+
+
+def _tile_shapes(kernel: FuncOp) -> list[tuple[tuple, object]]:
+    """The distinct (shape, element type) of the kernel's tile values, sizes still symbols."""
+    found: dict[tuple, object] = {}
+    for op in kernel.walk():
+        for v in op.results:
+            if isinstance(v.type, TileType):
+                found[(tuple(v.type.shape), str(v.type.element))] = v.type.element
+    return [(shape, element) for (shape, _), element in found.items()]
 
 
 def _plan_elements(plan: TilePlan, shape: tuple) -> int:

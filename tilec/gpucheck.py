@@ -9,7 +9,10 @@
    example's numpy reference;
 3. the benchmark suite (`tilec.benchmarks.gpu`, `tilec.benchmarks.suite`): every workload
    against its best peer (cuBLAS, SDPA, torch.compile, eager torch, autotuned Triton) and the
-   ceilings, measured in the same run; host overhead of a call; `--only PATTERN` runs a part.
+   ceilings, measured in the same run; host overhead of a call; `--only PATTERN` runs a part;
+4. with `--fuzz N`: N generated kernels (`tilec.fuzz.gpu`) compiled and run on the GPU against
+   the interpreter, for at most `--fuzz-seconds`, and `--fuzz-sanitize` of them under memcheck
+   and racecheck.
 
 It prints the suite's table last and writes everything as JSON to `$OUT/gpucheck.json` (or
 `--json`), and the chart of tilec/best-peer ratios to `$OUT/suite_ratios.png` (beside the JSON).
@@ -348,6 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", metavar="PATTERN", help="benchmark only these workloads (as tilec bench --only)"
     )
+    parser.add_argument(
+        "--fuzz", type=int, default=0, metavar="N", help="run N generated kernels on the GPU"
+    )
+    parser.add_argument("--fuzz-seconds", type=float, default=480, help="time bound of --fuzz")
+    parser.add_argument(
+        "--fuzz-sanitize", type=int, default=40, help="fuzzed kernels under compute-sanitizer"
+    )
     args = parser.parse_args(argv)
     if args.sanitize_driver:
         return sanitize_driver(args.sanitize_driver)
@@ -391,6 +401,16 @@ def main(argv: list[str] | None = None) -> int:
             results["benchmarks_error"] = f"{type(e).__name__}: {e}"
         else:
             results["benchmarks"] = report.to_json(suite)
+    if args.fuzz:
+        from tilec.fuzz import gpu as fuzz_gpu
+
+        results["fuzz"] = fuzz_gpu.run(
+            args.fuzz,
+            args.fuzz_seconds,
+            args.fuzz_sanitize,
+            workers=min(16, os.cpu_count() or 1),
+            progress=True,
+        )
     out = args.json or os.path.join(os.environ.get("OUT", "."), "gpucheck.json")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1, default=str)
@@ -412,6 +432,11 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(
                 f"{tool}: {len(clean)} clean" + (f"; FAILED: {', '.join(dirty)}" if dirty else "")
             )
+    if "fuzz" in results:
+        from tilec.fuzz import gpu as fuzz_gpu
+
+        ok &= results["fuzz"].get("ok", False)
+        lines.append(fuzz_gpu.render(results["fuzz"]))
     if "benchmarks_error" in results:
         lines.append(f"benchmarks FAILED: {results['benchmarks_error']}")
     if suite is not None:

@@ -219,10 +219,6 @@ class GeneratedProgram:
             [self.kernel_sources[index]],
         )
 
-    @property
-    def whole_dimensions(self) -> list[str]:
-        return [d for d in ("D",) if f"{d}:whole" in self.features]
-
 
 @dataclass(frozen=True)
 class Loop:

@@ -395,13 +395,9 @@ _INT_BINARY = {
     arith.AddIOp: "add",
     arith.SubIOp: "sub",
     arith.MulIOp: "mul",
-    arith.DivSIOp: "sdiv",
-    arith.RemSIOp: "srem",
     arith.AndIOp: "and_",
     arith.OrIOp: "or_",
     arith.XOrIOp: "xor",
-    arith.ShLIOp: "shl",
-    arith.ShRSIOp: "ashr",
 }
 _CMPF = {
     "oeq": (True, "=="),
@@ -763,16 +759,61 @@ class _KernelLowering:
         b = self.b
         return self.elementwise(op, lambda a, c: b.select(b.icmp_signed(relation, a, c), a, c))
 
+    # Division and shifts whose LLVM instructions are poison or undefined behaviour for some
+    # operands get the values the interpreter defines (tilec/interp/semantics.py), which are
+    # what PTX's instructions give: x / 0 is -1, x % 0 is x, INT_MIN / -1 wraps, a shift by
+    # the width or more (or a negative amount) shifts everything out. LLVM folds the guards
+    # away when the divisor or amount is a constant; the GPU fuzzer found `x % 0` giving -1.
+
+    def _safe_divisor(self, y: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        b = self.b
+        zero = b.icmp_signed("==", y, ir.Constant(y.type, 0))
+        minus_one = b.icmp_signed("==", y, ir.Constant(y.type, -1))
+        return zero, minus_one, b.select(b.or_(zero, minus_one), ir.Constant(y.type, 1), y)
+
+    def _div(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        zero, minus_one, divisor = self._safe_divisor(y)
+        q = b.select(minus_one, b.sub(ir.Constant(x.type, 0), x), b.sdiv(x, divisor))
+        return b.select(zero, ir.Constant(x.type, -1), q)
+
+    def _rem(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        zero, minus_one, divisor = self._safe_divisor(y)
+        r = b.select(minus_one, ir.Constant(x.type, 0), b.srem(x, divisor))
+        return b.select(zero, x, r)
+
+    def _shift(self, x: ir.Value, y: ir.Value, *, left: bool) -> ir.Value:
+        b = self.b
+        width = ir.Constant(y.type, x.type.width)
+        out = b.icmp_unsigned(">=", y, width)  # negative amounts read as large unsigned ones
+        amount = b.select(out, ir.Constant(y.type, 0), y)
+        if left:
+            return b.select(out, ir.Constant(x.type, 0), b.shl(x, amount))
+        sign = b.ashr(x, ir.Constant(x.type, x.type.width - 1))
+        return b.select(out, sign, b.ashr(x, amount))
+
+    def divsi(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self._div)
+
+    def remsi(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self._rem)
+
+    def shli(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, lambda x, y: self._shift(x, y, left=True))
+
+    def shrsi(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, lambda x, y: self._shift(x, y, left=False))
+
     def ceildiv(self, op: Operation) -> list[Any]:
         b = self.b
 
         def ceildiv(x: ir.Value, y: ir.Value) -> ir.Value:
-            q = b.sdiv(x, y)
-            r = b.srem(x, y)
+            q, r = self._div(x, y), self._rem(x, y)
             zero = ir.Constant(x.type, 0)
-            # Round up when the exact quotient is positive and not whole.
+            # Round up when the exact quotient is positive and not whole (never for y = 0).
             up = b.and_(
-                b.icmp_signed("!=", r, zero),
+                b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", y, zero)),
                 b.icmp_signed("==", b.icmp_signed(">", r, zero), b.icmp_signed(">", y, zero)),
             )
             return b.add(q, b.zext(up, x.type))
@@ -804,10 +845,17 @@ class _KernelLowering:
         elif isinstance(op, arith.SIToFPOp):
             fn = lambda x: b.sitofp(x, lt)  # noqa: E731
         elif isinstance(op, arith.FPToSIOp):
-            fn = lambda x: b.fptosi(x, lt)  # noqa: E731
+            fn = lambda x: self.float_to_int(x, src, lt)  # noqa: E731
         else:  # extsi, trunci, index_cast: sign-extend or truncate
             fn = lambda x: self.resize_int(x, lt, signed=True)  # noqa: E731
         return self.elementwise(op, fn)
+
+    def float_to_int(self, x: ir.Value, src: FloatType, to: ir.IntType) -> ir.Value:
+        """Truncate toward zero, saturating to `to`'s range, NaN to 0 (the interpreter's
+        `float_to_int`). Plain `fptosi` is poison out of range, and NVPTX converts to i8
+        through a 16-bit register and wraps: 255.0 became -1 as an i8 (the GPU fuzzer)."""
+        name = f"llvm.fptosi.sat.i{to.width}.{src.name}"
+        return mathlib.call_intrinsic(self.b, name, to, [x])
 
     def resize_int(self, x: ir.Value, to: ir.IntType, *, signed: bool) -> ir.Value:
         if x.type.width == to.width:
@@ -836,7 +884,7 @@ class _KernelLowering:
         if isinstance(src, FloatType):
             if dst == IntegerType(1):
                 return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
-            return b.fptosi(x, lt)
+            return self.float_to_int(x, src, lt)
         if isinstance(dst, FloatType):
             return b.uitofp(x, lt) if src == IntegerType(1) else b.sitofp(x, lt)
         if dst == IntegerType(1):
@@ -1393,6 +1441,10 @@ _LOWERINGS: dict[type, Any] = {
     arith.MaxSIOp: _KernelLowering.min_max_int,
     arith.MinSIOp: _KernelLowering.min_max_int,
     arith.CeilDivSIOp: _KernelLowering.ceildiv,
+    arith.DivSIOp: _KernelLowering.divsi,
+    arith.RemSIOp: _KernelLowering.remsi,
+    arith.ShLIOp: _KernelLowering.shli,
+    arith.ShRSIOp: _KernelLowering.shrsi,
     arith.NegFOp: _KernelLowering.negf,
     arith.CmpFOp: _KernelLowering.cmpf,
     arith.CmpIOp: _KernelLowering.cmpi,

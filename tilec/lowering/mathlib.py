@@ -20,7 +20,7 @@ subnormals (docs/lowering.md has the same table):
 | `log`, `log2` | `x = 2^e·m` (√½ ≤ m < √2), `log1p(m − 1)` by a degree-10 polynomial | 0.9, 1.3 ulp (subnormal x: `lg2.approx`) |
 | `tanh` | abs(x) < 0.625: `x·P(x²)`, degree 5; else `1 − 2/(e^{2·abs(x)} + 1)` | 1.7 ulp |
 | `erf` | abs(x) < 1: `x·P(x²)`, degree 6; 1 ≤ abs(x) < 4: `1 − e^{Q(abs(x))}`, degree 10; else ±1 | 2.3 ulp |
-| `sin`, `cos` | `sin.approx.f32`, `cos.approx.f32` | 4e-7 absolute on [−π, π]; worse for large abs(x) |
+| `sin`, `cos` | x = k·π/2 + r in f64 (π/2 in three parts), `r + r³·P(r²)`, `1 − r²/2 + r⁴·Q(r²)` in f32, degree 3 | 0.7, 0.9 ulp on [−π/4, π/4] (emulated); GPU: see docs/lowering.md |
 | `pow(x, y)` | `2^(y·log2 abs(x))` with C's special cases | relative ≈ 2 ulp + abs(y·log2 x)·2^-24 |
 | `abs`, `floor`, `ceil`, `fma` | `llvm.fabs`, `cvt.rmi`, `cvt.rpi`, `fma.rn` | exact |
 
@@ -37,6 +37,7 @@ from llvmlite import ir
 __all__ = ["F32_FUNCTIONS", "call_intrinsic"]
 
 F32 = ir.FloatType()
+F64 = ir.DoubleType()
 I32 = ir.IntType(32)
 
 LOG2_E = 1.4426950216293335  # log2(e) rounded to f32
@@ -45,6 +46,9 @@ LN2 = 0.6931471824645996  # ln(2) rounded to f32
 LN2_HI = 0.693145751953125  # 16 significant bits: e * LN2_HI is exact for |e| < 256
 LN2_LO = 1.4286067653301870e-06  # ln(2) - LN2_HI
 FLT_MIN = 1.1754943508222875e-38
+TWO_OVER_PI = 0.6366197723675814  # 2/π rounded to f64
+# π/2 = PIO2_PARTS[0] + [1] + [2] to about 160 bits (each part the f64 nearest the rest)
+PIO2_PARTS = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)
 
 # Coefficients, highest degree first (fitted by least squares on Chebyshev nodes, rounded to f32).
 ERF_SMALL = (  # erf(x) = x * P(x^2), |x| < 1
@@ -76,6 +80,18 @@ TANH_SMALL = (  # tanh(x) = x * P(x^2), |x| < 0.625
     0.1333136409521103,
     -0.33333274722099304,
     1.0,
+)
+SIN_REDUCED = (  # sin(r) = r + r^3 * P(r^2), |r| <= pi/4
+    2.7180080905964132e-06,
+    -0.0001983929832931608,
+    0.008333329111337662,
+    -0.1666666716337204,
+)
+COS_REDUCED = (  # cos(r) = 1 - r^2/2 + r^4 * P(r^2), |r| <= pi/4
+    -2.720371981013159e-07,
+    2.4799432139843702e-05,
+    -0.0013888883404433727,
+    0.0416666679084301,
 )
 LOG1P = (  # log1p(f) = f + f^2 * P(f), sqrt(1/2) - 1 <= f < sqrt(2) - 1
     -0.07473267614841461,
@@ -185,12 +201,44 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, r)  # NaN stays NaN
 
 
+def _quadrant(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """x = k·π/2 + r with abs(r) ≤ π/4: (k mod 4 as i32, sin r, cos r).
+
+    The reduction runs in f64 with π/2 in three parts (Cody and Waite), exact enough that r
+    keeps f32 accuracy for abs(x) < 2^20 and an absolute error below 2^-47 up to 2^60; the
+    polynomials run in f32. `sin.approx` alone was 4e-7 absolute on [-π, π] only, and
+    1.6e-5 off at x = 3000 (the GPU fuzzer)."""
+    xd = b.fpext(x, F64)
+    k = call_intrinsic(b, "llvm.rint.f64", F64, [b.fmul(xd, ir.Constant(F64, TWO_OVER_PI))])
+    r = xd
+    for part in PIO2_PARTS:
+        r = call_intrinsic(b, "llvm.fma.f64", F64, [b.fneg(k), ir.Constant(F64, part), r])
+    # k mod 4, exactly in f64 (k is whole); NaN and inf (x infinite) give a NaN r anyway.
+    k4 = call_intrinsic(b, "llvm.floor.f64", F64, [b.fmul(k, ir.Constant(F64, 0.25))])
+    q = b.fsub(k, b.fmul(k4, ir.Constant(F64, 4.0)))
+    quadrant = call_intrinsic(b, "llvm.fptosi.sat.i32.f64", I32, [q])
+    r32 = b.fptrunc(r, F32)
+    z = b.fmul(r32, r32)
+    sin_r = _fma(b, r32, b.fmul(z, _horner(b, SIN_REDUCED, z)), r32)
+    cos_r = _fma(b, z, _fma(b, z, _horner(b, COS_REDUCED, z), _c(-0.5)), _c(1.0))
+    return quadrant, sin_r, cos_r
+
+
+def _sin_from(b: ir.IRBuilder, quadrant: ir.Value, sin_r: ir.Value, cos_r: ir.Value) -> ir.Value:
+    """sin(k·π/2 + r) for k mod 4 = `quadrant`: sin r, cos r, -sin r, -cos r."""
+    odd = b.icmp_unsigned("!=", b.and_(quadrant, ir.Constant(I32, 1)), ir.Constant(I32, 0))
+    negative = b.icmp_unsigned("!=", b.and_(quadrant, ir.Constant(I32, 2)), ir.Constant(I32, 0))
+    value = b.select(odd, cos_r, sin_r)
+    return b.select(negative, b.fneg(value), value)
+
+
 def sin(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return call_intrinsic(b, "llvm.nvvm.sin.approx.f", F32, [x])
+    return _sin_from(b, *_quadrant(b, x))
 
 
 def cos(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return call_intrinsic(b, "llvm.nvvm.cos.approx.f", F32, [x])
+    quadrant, sin_r, cos_r = _quadrant(b, x)  # cos x = sin(x + π/2)
+    return _sin_from(b, b.add(quadrant, ir.Constant(I32, 1)), sin_r, cos_r)
 
 
 def sqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
