@@ -450,8 +450,9 @@ class _KernelTiling:
                 for wm in (x for x in WARP_COUNTS if x <= w):
                     yield _Config(dict(zip(names, values)), (wm, w // wm))
 
-    def problems(self, dots: list[_Dot], c: _Config) -> list[str]:
-        """Why `c` cannot tile `dots` for mma.sync (empty: it can)."""
+    def problems(self, dots: list[_Dot], c: _Config, tiles: bool = True) -> list[str]:
+        """Why `c` cannot tile `dots` for mma.sync (empty: it can); `tiles=False` leaves out
+        the kernel's largest tile (`tile_problems`)."""
         found: list[str] = []
         wm, wn = c.warps
         for dot in dots:
@@ -478,7 +479,7 @@ class _KernelTiling:
                 f"({self.shared_text(dots, c)}), over the limit of "
                 f"{format_bytes(self.opts.shared_limit)} (option shared_limit)"
             )
-        else:
+        elif tiles:
             found.extend(self.tile_problems(c))
         return list(dict.fromkeys(found))
 
@@ -640,7 +641,10 @@ class _KernelTiling:
             for d in (dot.m, dot.n, dot.k)
             if isinstance(d, str) and self.plan.symbols[d].pinned_by
         }
-        if pinned_dims or self.warps_pin is not None:
+        # Pins that tile the dots but make some tile of the kernel too large for any block
+        # are not an mma error: the dots take the FMA path (where free sizes shrink).
+        only_tiles = any(not self.problems(dots, c, tiles=False) for c in configs)
+        if (pinned_dims or self.warps_pin is not None) and not only_tiles:
             unpinned = list(self.candidates(dots, free | pinned_dims, SEARCH_WARPS))
             if any(not self.problems(dots, c) for c in unpinned):
                 self.pin_error(dots, free, why)

@@ -71,6 +71,9 @@ def test_float_to_int_saturates_and_nan_gives_zero(kernel, source, target):
     y = np.zeros(x.shape, dtype=target)
     kernel(x, y)
     np.testing.assert_array_equal(y, _saturated(x, target))
+    in_interpreter = np.zeros_like(y)
+    kernel._interpret((x, in_interpreter), {})
+    np.testing.assert_array_equal(y, in_interpreter)
 
 
 def test_integer_division_by_zero_and_shifts_out_of_range():
@@ -78,6 +81,11 @@ def test_integer_division_by_zero_and_shifts_out_of_range():
     b = np.array([0, 0, 0, 0, -1, 0, 32, 33, -1, 40, 31, 31], dtype=np.int32)
     q, r, left, right = (np.zeros_like(a) for _ in range(4))
     int_ops(a, b, q, r, left, right)
+    in_interpreter = [np.zeros_like(a) for _ in range(4)]
+    int_ops._interpret((a, b, *in_interpreter), {})
+    for got, want in zip((q, r, left, right), in_interpreter):
+        np.testing.assert_array_equal(got, want)
+    # and what docs/language.md promises: x // 0 is -1, x % 0 is x, floor semantics otherwise
     wide_a, wide_b = a.astype(np.int64), b.astype(np.int64)
     safe = np.where(wide_b == 0, 1, wide_b)
     floor_q = np.where(wide_b == 0, -1, np.floor_divide(wide_a, safe))

@@ -172,6 +172,26 @@ def test_literals_fold_to_weak_constants():
     assert value_of("x: f32[N]", "1 << 40").type.dtype is s.DType.I64
 
 
+@pytest.mark.parametrize(
+    ("expr", "value"),
+    [
+        ("(inf).to(i8)", 127),
+        ("(-inf).to(i16)", -(2**15)),
+        ("(inf - inf).to(i32)", 0),
+        ("(-2.7).to(i32)", -2),
+        ("(1e30).to(i64)", 2**63 - 1),
+        ("(300).to(i8)", 44),
+        ("(-129).to(i8)", 127),
+        ("(0.5).to(i1)", True),
+    ],
+)
+def test_a_constant_conversion_folds_to_what_it_gives_at_run_time(expr: str, value):
+    """Found by the GPU fuzzer (seed 1005789): `(inf).to(i8)` was an error ("cannot convert
+    inf to i8") although the same conversion of a tile saturates to 127."""
+    folded = value_of("x: f32[N]", expr)
+    assert isinstance(folded, s.Constant) and folded.value == value
+
+
 def test_a_name_bound_once_to_a_literal_stays_weak():
     k = kernel(
         """

@@ -458,6 +458,9 @@ class _KernelGenerator:
         q = b.create(arith.DivSIOp, lhs=lhs, rhs=rhs).result
         r = b.create(arith.RemSIOp, lhs=lhs, rhs=rhs).result
         adjust = self._sign_differs_and_nonzero(r, rhs)
+        # x // 0 is -1 for every x (x % 0 is x): no floor adjustment for a zero divisor.
+        divisor = b.create(arith.CmpIOp, predicate="ne", lhs=rhs, rhs=self.constant(0, rhs.type))
+        adjust = b.create(arith.AndIOp, lhs=adjust, rhs=divisor.result).result
         q_minus_1 = b.create(arith.SubIOp, lhs=q, rhs=self.constant(1, q.type)).result
         return self._choose(adjust, q_minus_1, q)
 

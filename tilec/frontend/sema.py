@@ -1896,7 +1896,7 @@ class _KernelChecker:
             return operand
         if isinstance(operand, Constant):
             return Constant(
-                value=_convert_constant(operand.value, dtype, func.loc, explicit=True),
+                value=_convert_constant(operand.value, dtype, func.loc, True, runs=True),
                 type=operand.type.with_dtype(dtype),
                 loc=func.loc,
             )
@@ -2371,20 +2371,26 @@ def _checked_constant(value: bool | int | float, like: Constant, loc: Location) 
 
 
 def _convert_constant(
-    value: bool | int | float, dtype: DType, loc: Location, explicit: bool
+    value: bool | int | float, dtype: DType, loc: Location, explicit: bool, runs: bool = False
 ) -> bool | int | float:
+    """A constant as `dtype`. `runs`: folds `.to(dtype)`, which gives what the conversion
+    gives at run time (floats truncate and saturate, NaN gives 0; integers wrap); otherwise
+    a value the type cannot hold is an error, and so is a fraction unless `explicit`."""
     if dtype is DType.I1:
         return bool(value)
     if dtype.is_float:
         return float(value)
+    low, high = _INT_RANGES[dtype]
+    if runs:
+        if isinstance(value, float):
+            return 0 if math.isnan(value) else math.trunc(max(low, min(high, value)))
+        return (int(value) - low) % (high - low + 1) + low
     if isinstance(value, float):
         if not math.isfinite(value):
             raise TileError(f"cannot convert {value} to {dtype}", loc)
         if not explicit and value != int(value):
             raise TileError(f"the constant {value} is not an integer ({dtype})", loc)
-        value = int(value)
     value = int(value)
-    low, high = _INT_RANGES[dtype]
     if not low <= value <= high:
         raise TileError(f"the constant {value} does not fit in {dtype}", loc)
     return value

@@ -21,7 +21,7 @@ subnormals (docs/lowering.md has the same table):
 | `tanh` | abs(x) < 0.625: `x·P(x²)`, degree 5; else `1 − 2/(e^{2·abs(x)} + 1)` | 1.7 ulp |
 | `erf` | abs(x) < 1: `x·P(x²)`, degree 6; 1 ≤ abs(x) < 4: `1 − e^{Q(abs(x))}`, degree 10; else ±1 | 2.3 ulp |
 | `sin`, `cos` | x = k·π/2 + r in f64 (π/2 in three parts), `r + r³·P(r²)`, `1 − r²/2 + r⁴·Q(r²)` in f32, degree 3 | 0.7, 0.9 ulp on [−π/4, π/4] (emulated); GPU: see docs/lowering.md |
-| `pow(x, y)` | `2^(y·log2 abs(x))` with C's special cases | relative ≈ 2 ulp + abs(y·log2 x)·2^-24 |
+| `pow(x, y)` | `2^(y·log2 abs(x))` in f64 (log by the atanh series, 2^g by Taylor), C's special cases | the final rounding's: 0.5 ulp, exact for representable results (emulated) |
 | `abs`, `floor`, `ceil`, `fma` | `llvm.fabs`, `cvt.rmi`, `cvt.rpi`, `fma.rn` | exact |
 
 The polynomials were fitted by least squares on Chebyshev nodes against 40-digit references and
@@ -30,6 +30,7 @@ rounded to f32.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
@@ -46,9 +47,23 @@ LN2 = 0.6931471824645996  # ln(2) rounded to f32
 LN2_HI = 0.693145751953125  # 16 significant bits: e * LN2_HI is exact for |e| < 256
 LN2_LO = 1.4286067653301870e-06  # ln(2) - LN2_HI
 FLT_MIN = 1.1754943508222875e-38
+LOG2_E_F64 = 1.4426950408889634  # log2(e) rounded to f64
+LN2_F64 = 0.6931471805599453  # ln(2) rounded to f64
 TWO_OVER_PI = 0.6366197723675814  # 2/π rounded to f64
 # π/2 = PIO2_PARTS[0] + [1] + [2] to about 160 bits (each part the f64 nearest the rest)
 PIO2_PARTS = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)
+# 2/π = Σ TWO_OVER_PI_BITS[i] · 2^(-24(i+1)): its first 216 bits, 24 at a time (Payne–Hanek)
+TWO_OVER_PI_BITS = (
+    10680707,
+    7228996,
+    1387004,
+    2578385,
+    16069853,
+    12639074,
+    9804092,
+    4427841,
+    16666979,
+)
 
 # Coefficients, highest degree first (fitted by least squares on Chebyshev nodes, rounded to f32).
 ERF_SMALL = (  # erf(x) = x * P(x^2), |x| < 1
@@ -201,27 +216,86 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, r)  # NaN stays NaN
 
 
-def _quadrant(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """x = k·π/2 + r with abs(r) ≤ π/4: (k mod 4 as i32, sin r, cos r).
-
-    The reduction runs in f64 with π/2 in three parts (Cody and Waite), exact enough that r
-    keeps f32 accuracy for abs(x) < 2^20 and an absolute error below 2^-47 up to 2^60; the
-    polynomials run in f32. `sin.approx` alone was 4e-7 absolute on [-π, π] only, and
-    1.6e-5 off at x = 3000 (the GPU fuzzer)."""
+def _reduce_small(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """x = k·π/2 + r, abs(r) ≤ π/4: (k mod 4 as i32, r in f64), in f64 with π/2 in three parts
+    (Cody and Waite): r keeps f32 accuracy while abs(x) < 2^30."""
     xd = b.fpext(x, F64)
     k = call_intrinsic(b, "llvm.rint.f64", F64, [b.fmul(xd, ir.Constant(F64, TWO_OVER_PI))])
     r = xd
     for part in PIO2_PARTS:
-        r = call_intrinsic(b, "llvm.fma.f64", F64, [b.fneg(k), ir.Constant(F64, part), r])
+        r = _fma64(b, b.fneg(k), _d(part), r)
+    r = b.select(b.fcmp_ordered("==", k, _d(0.0)), xd, r)  # abs(x) ≤ π/4 as it is: sin(-0) = -0
     # k mod 4, exactly in f64 (k is whole); NaN and inf (x infinite) give a NaN r anyway.
-    k4 = call_intrinsic(b, "llvm.floor.f64", F64, [b.fmul(k, ir.Constant(F64, 0.25))])
-    q = b.fsub(k, b.fmul(k4, ir.Constant(F64, 4.0)))
-    quadrant = call_intrinsic(b, "llvm.fptosi.sat.i32.f64", I32, [q])
-    r32 = b.fptrunc(r, F32)
+    k4 = call_intrinsic(b, "llvm.floor.f64", F64, [b.fmul(k, _d(0.25))])
+    q = b.fsub(k, b.fmul(k4, _d(4.0)))
+    return call_intrinsic(b, "llvm.fptosi.sat.i32.f64", I32, [q]), r
+
+
+def _mod4(b: ir.IRBuilder, t: ir.Value) -> ir.Value:
+    """t - 4·floor(t/4): exact in f64 for the products below."""
+    return b.fsub(
+        t, b.fmul(call_intrinsic(b, "llvm.floor.f64", F64, [b.fmul(t, _d(0.25))]), _d(4.0))
+    )
+
+
+def _reduce_large(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The same for finite abs(x) ≥ 2^30, by Payne and Hanek's method: with abs(x) = m·2^e
+    (m < 2^24 whole) and 2/π = Σ d_i·2^(-24(i+1)) (`TWO_OVER_PI_BITS`), x·2/π mod 4 needs only
+    the five terms m·d_i·2^(e-24(i+1)) whose exponents straddle 2^2 … 2^-70; each is a 48-bit
+    product, exact in f64, and reduced mod 4 exactly."""
+    I64 = ir.IntType(64)
+    bits = b.bitcast(_abs(b, x), I32)
+    e = b.sub(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 127 + 23))
+    m = b.uitofp(b.or_(b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0x800000)), F64)
+    first = b.udiv(b.sub(e, ir.Constant(I32, 2)), ir.Constant(I32, 24))  # terms before: ≡ 0 mod 4
+    terms = []
+    for j in range(5):
+        d: ir.Value = _d(float(TWO_OVER_PI_BITS[j]))
+        for i in range(1, len(TWO_OVER_PI_BITS) - 4):
+            at = b.icmp_unsigned("==", first, ir.Constant(I32, i))
+            d = b.select(at, _d(float(TWO_OVER_PI_BITS[i + j])), d)
+        exponent = b.sub(e, b.mul(b.add(first, ir.Constant(I32, j + 1)), ir.Constant(I32, 24)))
+        scale = b.shl(b.sext(b.add(exponent, ir.Constant(I32, 1023)), I64), ir.Constant(I64, 52))
+        terms.append(b.fmul(b.fmul(m, d), b.bitcast(scale, F64)))  # both products exact
+    high = _mod4(b, b.fadd(_mod4(b, terms[0]), _mod4(b, terms[1])))  # exact: 49 bits
+    low = b.fadd(_mod4(b, terms[2]), b.fadd(terms[3], terms[4]))
+    n = call_intrinsic(b, "llvm.rint.f64", F64, [b.fadd(high, low)])
+    fraction = b.fadd(b.fsub(high, n), low)
+    r = _fma64(b, fraction, _d(PIO2_PARTS[0]), b.fmul(fraction, _d(PIO2_PARTS[1])))
+    q = call_intrinsic(b, "llvm.fptosi.sat.i32.f64", I32, [_mod4(b, n)])
+    # x < 0: sin(-y) = -sin(y), so the quadrant and r change sign.
+    negative = b.fcmp_ordered("<", x, _c(0.0))
+    q = b.select(negative, b.and_(b.sub(ir.Constant(I32, 4), q), ir.Constant(I32, 3)), q)
+    return q, b.select(negative, b.fneg(r), r)
+
+
+def _quadrant(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """x = k·π/2 + r with abs(r) ≤ π/4: (k mod 4 as i32, sin r, cos r). The reduction is
+    `_reduce_small`, or `_reduce_large` on a branch taken only for abs(x) ≥ 2^30 (and not
+    inf or NaN); the polynomials run in f32. (`sin.approx` alone was 4e-7 absolute on
+    [-π, π] only, and 1.6e-5 off at x = 3000: the GPU fuzzer.)"""
+    quadrant, r = _reduce_small(b, x)
+    magnitude = _abs(b, x)
+    large = b.and_(
+        b.fcmp_ordered(">=", magnitude, _c(2.0**30)),
+        b.fcmp_ordered("<", magnitude, _c(float("inf"))),
+    )
+    before = b.block
+    with b.if_then(large, likely=False):
+        quadrant_large, r_large = _reduce_large(b, x)
+        inside = b.block
+    merged_quadrant = b.phi(I32)
+    merged_quadrant.add_incoming(quadrant, before)
+    merged_quadrant.add_incoming(quadrant_large, inside)
+    merged_r = b.phi(F64)
+    merged_r.add_incoming(r, before)
+    merged_r.add_incoming(r_large, inside)
+    r32 = b.fptrunc(merged_r, F32)
     z = b.fmul(r32, r32)
     sin_r = _fma(b, r32, b.fmul(z, _horner(b, SIN_REDUCED, z)), r32)
+    sin_r = b.select(b.fcmp_ordered("==", r32, _c(0.0)), r32, sin_r)  # keeps the sign of -0
     cos_r = _fma(b, z, _fma(b, z, _horner(b, COS_REDUCED, z), _c(-0.5)), _c(1.0))
-    return quadrant, sin_r, cos_r
+    return merged_quadrant, sin_r, cos_r
 
 
 def _sin_from(b: ir.IRBuilder, quadrant: ir.Value, sin_r: ir.Value, cos_r: ir.Value) -> ir.Value:
@@ -249,10 +323,68 @@ def rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.fdiv(_c(1.0), sqrt(b, x))
 
 
+def _d(x: float) -> ir.Constant:
+    return ir.Constant(F64, x)
+
+
+def _fma64(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    return call_intrinsic(b, "llvm.fma.f64", F64, [x, y, z])
+
+
+def _log2_wide(b: ir.IRBuilder, a: ir.Value) -> ir.Value:
+    """log2(a) in f64 to about 1e-15 relative, for positive finite f32 `a` (subnormals too):
+    a = 2^e * m, sqrt(1/2) <= m < sqrt(2), log m = 2 atanh(s) with s = (m-1)/(m+1), |s| < 0.172,
+    by its series to s^15."""
+    subnormal = b.fcmp_ordered("<", a, _c(FLT_MIN))
+    a = b.select(subnormal, b.fmul(a, _c(2.0**24)), a)
+    bits = b.bitcast(a, I32)
+    exponent = b.ashr(b.sub(bits, ir.Constant(I32, 0x3F3504F3)), ir.Constant(I32, 23))
+    m = b.fpext(b.bitcast(b.sub(bits, b.shl(exponent, ir.Constant(I32, 23))), F32), F64)
+    e = b.sitofp(
+        b.sub(exponent, b.select(subnormal, ir.Constant(I32, 24), ir.Constant(I32, 0))), F64
+    )
+    s_ = b.fdiv(b.fsub(m, _d(1.0)), b.fadd(m, _d(1.0)))
+    z = b.fmul(s_, s_)
+    series: ir.Value = _d(1.0 / 15)
+    for k in (13, 11, 9, 7, 5, 3, 1):
+        series = _fma64(b, series, z, _d(1.0 / k))
+    return _fma64(b, b.fmul(s_, series), _d(2.0 * LOG2_E_F64), e)
+
+
+def _exp2_wide(b: ir.IRBuilder, t: ir.Value) -> ir.Value:
+    """2^t in f64 to about 1e-15 relative for |t| <= 200 (t clamped there: beyond it the f32
+    result is 0 or inf anyway): 2^n * e^(g ln 2) with n = rint(t), |g| <= 1/2, Taylor to g^13."""
+    t = call_intrinsic(b, "llvm.maxnum.f64", F64, [t, _d(-200.0)])
+    t = call_intrinsic(b, "llvm.minnum.f64", F64, [t, _d(200.0)])
+    n = call_intrinsic(b, "llvm.rint.f64", F64, [t])
+    g = b.fmul(b.fsub(t, n), _d(LN2_F64))
+    p: ir.Value = _d(1.0 / math.factorial(13))
+    for k in range(12, -1, -1):
+        p = _fma64(b, p, g, _d(1.0 / math.factorial(k)))
+    I64 = ir.IntType(64)
+    scale_bits = b.shl(b.add(b.fptosi(n, I64), ir.Constant(I64, 1023)), ir.Constant(I64, 52))
+    return b.fmul(p, b.bitcast(scale_bits, F64))
+
+
 def pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    """C's powf: a negative base needs an integral exponent (odd ones keep the sign)."""
+    """C's powf: 2^(y log2 abs(x)) computed in f64 (so integral results such as 7^8 come out
+    exact, and the error is the final rounding's); a finite negative base needs an integral
+    exponent (odd ones keep the sign); C's special cases for zeros, infinities and NaN."""
     a = _abs(b, x)
-    r = exp2(b, b.fmul(y, log2(b, a)))
+    finite_positive = b.and_(
+        b.fcmp_ordered(">", a, _c(0.0)), b.fcmp_ordered("<", a, _c(float("inf")))
+    )
+    log = _log2_wide(b, b.select(finite_positive, a, _c(1.0)))
+    # log2 0 = -inf, log2 inf = inf, NaN stays NaN: y * log then gives C's zero/inf results.
+    log = b.select(b.fcmp_ordered("==", a, _c(0.0)), _d(float("-inf")), log)
+    log = b.select(b.fcmp_ordered("==", a, _c(float("inf"))), _d(float("inf")), log)
+    log = b.select(b.fcmp_unordered("uno", a, a), _d(float("nan")), log)
+    t = b.fmul(b.fpext(y, F64), log)
+    wide = _exp2_wide(b, t)
+    wide = b.select(b.fcmp_ordered(">", t, _d(200.0)), _d(float("inf")), wide)
+    wide = b.select(b.fcmp_ordered("<", t, _d(-200.0)), _d(0.0), wide)
+    wide = b.select(b.fcmp_unordered("uno", t, t), _d(float("nan")), wide)
+    r = b.fptrunc(wide, F32)
     floor = call_intrinsic(b, "llvm.floor.f32", F32, [y])
     integral = b.fcmp_ordered("==", floor, y)
     half = b.fmul(y, _c(0.5))
@@ -261,7 +393,11 @@ def pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     )
     negative = b.icmp_signed("<", b.bitcast(x, I32), ir.Constant(I32, 0))  # sign bit (-0.0 too)
     r = b.select(b.and_(negative, odd), b.fneg(r), r)
-    r = b.select(b.and_(b.fcmp_ordered("<", x, _c(0.0)), b.not_(integral)), _c(float("nan")), r)
+    # A finite negative base with a fractional exponent has no real power (-inf has: C).
+    finite_negative = b.and_(
+        b.fcmp_ordered("<", x, _c(0.0)), b.fcmp_ordered(">", x, _c(float("-inf")))
+    )
+    r = b.select(b.and_(finite_negative, b.not_(integral)), _c(float("nan")), r)
     # pow(x, 0) = 1 and pow(1, y) = 1 even for NaN; pow(-1, ±inf) = 1.
     one = b.or_(
         b.fcmp_ordered("==", y, _c(0.0)),
