@@ -438,3 +438,28 @@ def k(y: i32[M]):
     with gpu._math_moved(-5):  # at most exp's 3 ulps
         assert run()[0] == 485165184 - 3 * 32
     assert run()[0] == 485165184
+
+
+def test_pins_no_block_can_hold_are_a_located_error_counted_apart():
+    """Found by the CPU check once tiling was told whole dimensions' extents (seed 116): the
+    kernel pins 64x64 tiles and writes rows of D = 8 f64, a 256 KiB tile. smem-placement's
+    located error is the right answer; the same kernel without its pins compiles, so the
+    check counts it apart instead of as a finding."""
+    source = """
+@kernel(tile={"M": 64, "N": 64})
+def k0(x1: f64[D, N], x2: i16[4], y12: f64[B, M, N, D], x10: f64[M, K], x11: f64[K, N], y13: f64[B, M, N]):
+    for b, tm, tn in tiles(B, M, N, tile={B: 1}):
+        t3 = minimum(x1[:, tn].T, maximum(x2[1], (offsets(D))[None, :]))
+        acc9 = zeros([tm, tn], f64)
+        for tk in tiles(K):
+            acc9 += x10[tm, tk] @ x11[tk, tn]
+        y12[b, tm, tn, :] = t3
+        y13[b, tm, tn] = acc9
+"""
+    program = _program(source, {"M": 37, "N": 3, "K": 5, "D": 8, "B": 1}, seed=4)
+    result = differential.check_program(program, ptxas=False)
+    assert not result.findings and result.pin_rejections == 2  # sm_90a and sm_80
+    unpinned = _program(source.replace('@kernel(tile={"M": 64, "N": 64})\n', ""), {}, seed=4)
+    unpinned = _program(unpinned.source, program.extents, seed=4)
+    result = differential.check_program(unpinned, ptxas=False)
+    assert not result.findings and result.pin_rejections == 0 and result.stages

@@ -134,6 +134,9 @@ class ProgramResult:
     ptxas_kernels: int = 0  # kernel x architecture pairs ptxas accepted
     findings: list[Finding] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
+    # Located errors for pins no block can hold (the same kernel without its pins compiles):
+    # the program's fault, the right answer, counted apart.
+    pin_rejections: int = 0
 
 
 @dataclass
@@ -148,6 +151,7 @@ class Summary:
     findings: list[Finding] = field(default_factory=list)
     known: list[Finding] = field(default_factory=list)  # findings of `KNOWN_BUGS`
     features: Counter = field(default_factory=Counter)
+    pin_rejections: int = 0
 
     @property
     def kernels_per_second(self) -> float:
@@ -158,6 +162,7 @@ class Summary:
         self.kernels += result.kernels
         self.stages += result.stages
         self.ptxas_kernels += result.ptxas_kernels
+        self.pin_rejections += result.pin_rejections
         for finding in result.findings:
             (self.known if known_bug(finding) else self.findings).append(finding)
         self.features.update(result.features)
@@ -166,7 +171,9 @@ class Summary:
         lines = [
             f"{self.kernels} generated kernels ({self.programs} programs) in {self.seconds:.1f} s"
             f" ({self.kernels_per_second:.1f} kernels/s): {self.stages} interpreter runs "
-            f"compared, {self.ptxas_kernels} kernel x arch assembled by ptxas",
+            f"compared, {self.ptxas_kernels} kernel x arch assembled by ptxas; "
+            f"{self.pin_rejections} kernel x arch refused for their pins (located errors; "
+            "without the pins they compile)",
             f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "
             f"({', '.join(sorted({known_bug(f).name for f in self.known})) or 'none'})",
         ]
@@ -181,6 +188,7 @@ class Summary:
             "kernels": self.kernels,
             "stages": self.stages,
             "ptxas_kernels": self.ptxas_kernels,
+            "pin_rejections": self.pin_rejections,
             "seconds": round(self.seconds, 1),
             "kernels_per_second": round(self.kernels_per_second, 2),
             "findings": [f.__dict__ for f in self.findings],
@@ -325,6 +333,9 @@ def _check(
     filename = f"fuzz-{program.seed}.tile"
 
     def found(kind: str, stage: str, message: str, **details: Any) -> None:
+        if kind == "rejected-by-pins":
+            result.pin_rejections += 1
+            return
         finding = Finding(kind, stage, message, program.seed, details.get("kernel"))
         finding.arch = details.get("arch")
         if out_dir is not None:
@@ -387,6 +398,36 @@ def _whole_dimensions(module: Any) -> list[str]:
     return list(whole)
 
 
+PIN_ATTRIBUTES = ("tilec.pinned_tiles", "tilec.num_warps", "tilec.num_stages")
+
+
+def _pins_to_blame(program: GeneratedProgram, frontend: Any, arch: str) -> bool:
+    """Whether a pass refused the program only for its pins (`@kernel(tile=, warps=,
+    stages=)`, or the check's own small tiles): without them the pipeline succeeds. A pin
+    can make a tile no block holds (64x64 rows of 8 f64: 256 KiB); a located error is then
+    the right answer, not a finding."""
+    unpinned = frontend.clone()
+    pinned = program.seed % 4 != 0  # `_run_passes` set the option tiles
+    for f in unpinned.functions:
+        for name in PIN_ATTRIBUTES:
+            if name in f.attributes:
+                del f.attributes[name]
+                pinned = True
+    if not pinned:
+        return False
+    pipeline = parse_pipeline(
+        jit_pipeline(unpinned, program.extents, _whole_dimensions(unpinned), arch)
+    )
+    context = PassContext()
+    try:
+        for p in pipeline:
+            context.current_pass = p.name
+            p.run(unpinned, context)
+    except Exception:
+        return False
+    return True
+
+
 def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, str]] | None:
     """[(stage name, module after it, its text)], frontend first; None when a pass failed."""
     module = frontend.clone()
@@ -406,6 +447,8 @@ def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, 
             verify(module)
         except TileError as e:
             kind = "invalid-ir" if isinstance(e, VerifyError) else "rejected"
+            if kind == "rejected" and passes is None and _pins_to_blame(program, frontend, arch):
+                kind = "rejected-by-pins"
             found(kind, p.name, e.render(), arch=arch, before=before, after=module)
             return None
         except (InternalCompilerError, Exception):
