@@ -448,12 +448,17 @@ def _moved_tiles(kernel: FuncOp) -> list[TileType]:
 
 
 def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
-    """Per tile shape, the elements of 16 bytes in the narrowest element that a load or
-    store of that shape moves: the run each thread holds in the default layout."""
+    """Per tile shape, the run each thread holds in the default layout: the widest access a
+    load or store of that shape can make (`vectorize.widths_before_layouts`: 16 bytes when
+    its view's facts allow, else as many elements as they prove; 3077-element f16 rows allow
+    one). Runs longer than the access would spread a warp's accesses over more sectors."""
+    from tilec.passes.vectorize import widths_before_layouts
+
     vectors: dict[tuple, int] = {}
-    for t in _moved_tiles(kernel):
-        vector = max(1, ACCESS_BYTES // element_bytes(t.element))
-        vectors[t.shape] = max(vectors.get(t.shape, 1), vector)
+    for op, width in widths_before_layouts(kernel).items():
+        t = op.result.type if isinstance(op, T.LoadOp) else op.value.type
+        if isinstance(t, TileType) and t.is_static:
+            vectors[t.shape] = max(vectors.get(t.shape, 1), width)
     return vectors
 
 
@@ -506,7 +511,8 @@ class _Occupancy:
             return None
         tile = max(moved, key=lambda t: (prod(t.shape) * element_bytes(t.element), t.rank))
         elements = prod(tile.shape)
-        vector = max(1, ACCESS_BYTES // element_bytes(tile.element))
+        widest = max(1, ACCESS_BYTES // element_bytes(tile.element))
+        vector = _access_vectors(kernel).get(tile.shape, widest)
         reduces_rows = any(
             isinstance(op, T.ReduceOp) and op.axis == op.input.type.rank - 1 for op in kernel.walk()
         )
@@ -517,7 +523,7 @@ class _Occupancy:
                 excluded.append(f"{warps}: over {MAX_ELEMENTS_PER_THREAD} elements a thread")
                 continue
             if elements < threads * vector and warps != AUTO_WARPS[0]:
-                excluded.append(f"{warps}: runs under 16 bytes")
+                excluded.append(f"{warps}: runs under {vector * element_bytes(tile.element)} bytes")
                 continue
             used = registers(warps) if registers else estimate_registers(kernel, warps)
             limits = {

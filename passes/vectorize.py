@@ -48,7 +48,7 @@ from tilec.lowering.layouts import as_blocked, copy_layout, element_bytes, layou
 from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["Vectorize"]
+__all__ = ["Vectorize", "widths_before_layouts"]
 
 # What "known multiple of" says of a value known to be 0: any power of two.
 _ANY = 1 << 30
@@ -127,6 +127,20 @@ class Vectorize(Pass):
         ctx.remark(op, message + bounds)
 
 
+def widths_before_layouts(kernel: FuncOp, max_bytes: int = 16) -> dict[Operation, int]:
+    """Per `tile.load` and `tile.store` of `kernel`, the widest access in elements (at most
+    `max_bytes`) that its view's facts, offsets, extent and mask allow, whatever the layout:
+    what `assign-layouts` gives each thread as its run (a thread holding 8 contiguous f16
+    that it can only load 2 bytes at a time spreads a warp's access over 16 sectors)."""
+    facts = _KernelFacts(kernel)
+    widths = {}
+    for op in kernel.walk():
+        if isinstance(op, (T.LoadOp, T.StoreOp)):
+            widest = max(1, max_bytes // element_bytes(op.view.type.element))
+            widths[op] = min([widest] + [v for v, _ in facts.limits(op, widest, False)])
+    return widths
+
+
 def _constant(v: Value) -> int | None:
     """The integer constant `v` holds (`constant_value`), else None."""
     attr = constant_value(v)
@@ -158,8 +172,9 @@ class _KernelFacts:
 
     # -- the conditions ---------------------------------------------------------------------
 
-    def limits(self, op: Operation, widest: int) -> list[tuple[int, str]]:
-        """Each condition that caps the vector below `widest`: (largest v it allows, why)."""
+    def limits(self, op: Operation, widest: int, registers: bool = True) -> list[tuple[int, str]]:
+        """Each condition that caps the vector below `widest`: (largest v it allows, why);
+        `registers=False` leaves out the value's layout (not chosen yet)."""
         view = op.view
         name = self.names.get(view) if isinstance(view, BlockArgument) else None
         if name is None or view.block is not self.kernel.body.block:
@@ -185,7 +200,8 @@ class _KernelFacts:
             out += self._copy_limits(op, widest)
         else:
             value_type = op.result.type if isinstance(op, T.LoadOp) else op.value.type
-            out += self._register_limits(value_type, widest)
+            if registers:
+                out += self._register_limits(value_type, widest)
             extent = self._extent_multiple(name, view.type.shape[last], last)
             if extent < widest:
                 out.append(
