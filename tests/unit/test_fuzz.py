@@ -463,3 +463,27 @@ def k0(x1: f64[D, N], x2: i16[4], y12: f64[B, M, N, D], x10: f64[M, K], x11: f64
     unpinned = _program(unpinned.source, program.extents, seed=4)
     result = differential.check_program(unpinned, ptxas=False)
     assert not result.findings and result.pin_rejections == 0 and result.stages
+
+
+def test_the_gpu_check_counts_pinned_kernels_no_block_holds_apart():
+    """Found on the H200 (seed 1003166): pins of 64x64 and a whole D of 13 make a [1, 64, 64,
+    16] tile of i32 (256 KiB); the jit's located error is the right answer, and the same
+    program without its pins compiles."""
+    from tilec.fuzz.gpu import _refused_for_pins
+
+    source = """
+@kernel(tile={"B": 1, "M": 64, "N": 64})
+def k0(x15: i32[B], y22: i32[B, M, N, D], s18: f32):
+    for b, tm, tn in tiles(B, M, N):
+        t19 = (x15[b] << 0) & full([D], (s18).to(i16), i16)
+        y22[b, tm, tn, :] = t19
+"""
+    program = _program(source, {"M": 17, "N": 3, "D": 13, "B": 1})
+    with pytest.raises(tilec.TileError, match="shared memory"):
+        tilec.compile(
+            source,
+            pipeline=differential.jit_pipeline(
+                tilec.compile(source).module, program.extents, ["D"], "sm_90a"
+            ),
+        )
+    assert _refused_for_pins(program)

@@ -401,13 +401,15 @@ def _whole_dimensions(module: Any) -> list[str]:
 PIN_ATTRIBUTES = ("tilec.pinned_tiles", "tilec.num_warps", "tilec.num_stages")
 
 
-def _pins_to_blame(program: GeneratedProgram, frontend: Any, arch: str) -> bool:
+def _pins_to_blame(
+    program: GeneratedProgram, frontend: Any, arch: str, small_tiles: bool = True
+) -> bool:
     """Whether a pass refused the program only for its pins (`@kernel(tile=, warps=,
     stages=)`, or the check's own small tiles): without them the pipeline succeeds. A pin
     can make a tile no block holds (64x64 rows of 8 f64: 256 KiB); a located error is then
     the right answer, not a finding."""
     unpinned = frontend.clone()
-    pinned = program.seed % 4 != 0  # `_run_passes` set the option tiles
+    pinned = small_tiles and program.seed % 4 != 0  # `_run_passes` set the option tiles
     for f in unpinned.functions:
         for name in PIN_ATTRIBUTES:
             if name in f.attributes:

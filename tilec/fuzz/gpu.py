@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tilec.diagnostics import TileError
 from tilec.fuzz.generate import GeneratedProgram, sample_program
 
 __all__ = ["check_on_gpu", "main", "run", "sanitizer_command"]
@@ -367,6 +368,19 @@ def sanitize_driver(seeds: Sequence[int]) -> int:
     return 1 if failed else 0
 
 
+def _refused_for_pins(program: GeneratedProgram) -> bool:
+    """Whether the compiler refused `program` only for its pins (as the CPU check decides:
+    `differential._pins_to_blame`): a located error for a tile no block holds is right."""
+    import tilec
+    from tilec.fuzz.differential import _pins_to_blame
+
+    try:
+        frontend = tilec.compile(program.source).module
+    except TileError:
+        return False
+    return _pins_to_blame(program, frontend, "sm_90a", small_tiles=False)
+
+
 def _check_seed(job: tuple[int, str]) -> dict:
     """One generated kernel on the GPU (a pool worker's job): its entry, with the program
     saved under `out_dir` when it did not match."""
@@ -375,6 +389,10 @@ def _check_seed(job: tuple[int, str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="tilec-fuzz-") as directory:
         try:
             entry = check_on_gpu(program, directory)
+        except TileError as e:
+            entry = {"seed": seed, "passed": False, "error": traceback.format_exc()[-3000:]}
+            if _refused_for_pins(program):
+                entry = {"seed": seed, "passed": True, "pin_rejected": e.render()[-600:]}
         except Exception:
             entry = {"seed": seed, "passed": False, "error": traceback.format_exc()[-3000:]}
     if not entry["passed"]:
@@ -409,6 +427,7 @@ def run(
         "failures": [],
         "first_seed": first_seed,
         "workers": workers,
+        "pin_rejections": 0,  # refused with a located error only for their pins: counted apart
     }
     if not gpu_available():
         return {**summary, "seconds": 0.0, "sanitizer": [], "ok": False, "note": "no GPU"}
@@ -419,8 +438,11 @@ def run(
 
     def done(seed: int, entry: dict) -> bool:
         summary["kernels"] += 1
-        ran.append(seed)
-        if entry["passed"]:
+        if entry["passed"] and not entry.get("pin_rejected"):
+            ran.append(seed)  # what the sanitizer sample is drawn from
+        if entry.get("pin_rejected"):
+            summary["pin_rejections"] += 1
+        elif entry["passed"]:
             summary["passed"] += 1
         else:
             summary["errors" if "error" in entry else "failed"] += 1
@@ -465,7 +487,7 @@ def run(
     )
     summary["ok"] = (
         summary["kernels"] > 0
-        and summary["passed"] == summary["kernels"]
+        and summary["passed"] + summary["pin_rejections"] == summary["kernels"]
         and all(s.get("passed", False) for s in summary["sanitizer"])
     )
     return summary
@@ -482,7 +504,8 @@ def render(summary: dict[str, Any]) -> str:
     lines = [
         f"fuzz: {summary['kernels']} generated kernels on the GPU in {summary['seconds']} s: "
         f"{summary['passed']} matched the interpreter, {summary['failed']} differed, "
-        f"{summary['errors']} raised; sanitizer: {sanitizer or 'not run'}"
+        f"{summary['errors']} raised, {summary.get('pin_rejections', 0)} refused for their pins "
+        f"(located errors; they compile without them); sanitizer: {sanitizer or 'not run'}"
     ]
     for failure in summary["failures"][:10]:
         detail = failure.get("checks") or failure.get("error", "")
