@@ -7,6 +7,7 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     cse,
     dce,
     pipeline,
+    precision,
     smem_placement,
     specialize,
     split_reduction,

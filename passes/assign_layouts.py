@@ -459,6 +459,14 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
         t = op.result.type if isinstance(op, T.LoadOp) else op.value.type
         if isinstance(t, TileType) and t.is_static:
             vectors[t.shape] = max(vectors.get(t.shape, 1), width)
+    # A dot's accumulator keeps 16-byte runs whatever its store can do: on the FMA path a
+    # thread's run of columns is what each k step reads of b (4 rows x 8 columns: 12 shared
+    # loads a k step; one column of 16 rows: 18).
+    for op in kernel.walk():
+        t = op.result.type if isinstance(op, T.DotOp) else None
+        if isinstance(t, TileType) and t.is_static:
+            run = max(1, ACCESS_BYTES // element_bytes(t.element))
+            vectors[t.shape] = max(vectors.get(t.shape, 1), run)
     return vectors
 
 

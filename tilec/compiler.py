@@ -65,7 +65,7 @@ __all__ = [
 # translation validation (tests/unit/test_translation_validation.py) on every example.
 DEFAULT_PIPELINE = (
     "canonicalize,cse,tiling,split-reduction,assign-layouts,smem-placement,pipeline,vectorize,"
-    "canonicalize,cse,dce"
+    "canonicalize,cse,dce,precision"
 )
 
 # The optimisation passes of the default pipeline that `build_pipeline` (`tilec compile
@@ -79,6 +79,7 @@ OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "smem-placement": None,
     "pipeline": None,
     "vectorize": {"enable": False},
+    "precision": {"enable": False},
 }
 
 # What a compilation can produce; after the passes, the steps that produce each.

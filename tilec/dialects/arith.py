@@ -128,10 +128,17 @@ class MulFOp(_FloatBinary):
     summary = "Floating-point multiplication."
 
 
+APPROX_DOC = (
+    "computed with the hardware's approximate instruction (`precision` sets it where the "
+    "result reaches memory only as f16/bf16); the interpreter computes it exactly"
+)
+
+
 @register_op
 class DivFOp(_FloatBinary):
     name = "arith.divf"
     summary = "Floating-point division."
+    approx = Attr(BoolAttr, optional=True, doc=APPROX_DOC)
 
 
 @register_op

@@ -22,7 +22,10 @@ from typing import Any
 import numpy as np
 
 from tilec.ir.constraints import FLOAT_LIKE
+from tilec.dialects.arith import APPROX_DOC
+from tilec.ir.attributes import BoolAttr
 from tilec.ir.core import (
+    Attr,
     Operand,
     Operation,
     Pure,
@@ -122,6 +125,7 @@ def _rsqrt(x: Any) -> Any:
 class ExpOp(_Unary):
     name = "math.exp"
     summary = "e to the power x."
+    approx = Attr(BoolAttr, optional=True, doc=APPROX_DOC)
     compute = staticmethod(np.exp)
 
 

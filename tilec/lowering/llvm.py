@@ -391,6 +391,12 @@ _FLOAT_BINARY = {
     arith.MulFOp: "fmul",
     arith.DivFOp: "fdiv",
 }
+def _approximate(op: Operation) -> bool:
+    """`approx = true` (the `precision` pass): the hardware's approximate instruction."""
+    attr = op.attributes.get("approx")
+    return attr is not None and bool(attr.value)
+
+
 _INT_BINARY = {
     arith.AddIOp: "add",
     arith.SubIOp: "sub",
@@ -739,6 +745,8 @@ class _KernelLowering:
         return [constant(op.result.type, value)]
 
     def float_binary(self, op: Operation) -> list[Any]:
+        if _approximate(op) and element_type(op.result.type) == FloatType("f32"):
+            return self.elementwise(op, lambda a, c: mathlib.div_approx(self.b, a, c))
         name = _FLOAT_BINARY[type(op)]
         return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
 
@@ -924,6 +932,8 @@ class _KernelLowering:
                 hint=f"compute it in f32: {example}",
             )
         fn = mathlib.F32_FUNCTIONS[name]
+        if name == "math.exp" and _approximate(op):
+            fn = mathlib.exp_approx
 
         def in_f32(*xs: ir.Value) -> ir.Value:
             wide = [self.convert_float(x, t, FloatType("f32")) for x in xs]

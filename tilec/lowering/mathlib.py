@@ -24,6 +24,10 @@ subnormals (docs/lowering.md has the same table):
 | `pow(x, y)` | `2^(y·log2 abs(x))` in f64 (log by the atanh series, 2^g by Taylor), C's special cases | the final rounding's: 0.5 ulp, exact for representable results (emulated) |
 | `abs`, `floor`, `ceil`, `fma` | `llvm.fabs`, `cvt.rmi`, `cvt.rpi`, `fma.rn` | exact |
 
+Where the `precision` pass marks an f32 division or `exp` `approx` (its result reaches memory
+only as f16/bf16), `div_approx` (`div.approx.f32`, 2 ulp) and `exp_approx`
+(`ex2.approx(x·log2 e)`, 2 ulp + abs(x)·2^-24) replace them.
+
 The polynomials were fitted by least squares on Chebyshev nodes against 40-digit references and
 rounded to f32.
 """
@@ -157,6 +161,17 @@ def _copysign(b: ir.IRBuilder, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
 
 def exp2(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return call_intrinsic(b, "llvm.exp2.f32", F32, [x])  # ex2.approx.f32
+
+
+def exp_approx(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """`ex2.approx(x·log2 e)`: 2 ulp plus abs(x)·2^-24 relative, for exps whose results reach
+    memory only as f16/bf16 (`precision`)."""
+    return exp2(b, b.fmul(x, _c(LOG2_E)))
+
+
+def div_approx(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """`div.approx.f32`: within 2 ulp for abs(y) in [2^-126, 2^126] (`precision`)."""
+    return call_intrinsic(b, "llvm.nvvm.div.approx.f", F32, [x, y])
 
 
 def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

@@ -1,0 +1,173 @@
+"""The `precision` pass: f32 divisions and exponentials whose results only reach memory as
+f16 or bf16 run on the hardware's approximate instructions.
+
+A correctly rounded f32 division (`div.rn.f32`) is a reciprocal estimate, two Newton steps and
+a slow path for awkward operands — about ten instructions and a call; tilec's `exp` (2.5 ulp)
+corrects `ex2.approx` for the rounding of x·log2 e. Where the quotient or the exponential is
+rounded to bf16 (8 significant bits) or f16 (11) before anything else can see it, that care is
+invisible: `div.approx.f32` is within 2 ulp of f32 (relative 2^-22) and `ex2.approx(x·log2 e)`
+within 2 ulp plus abs(x)·2^-24 (below 2^-17 wherever the result is finite), both far under the
+2^-9 and 2^-12 that rounding to bf16 and f16 already gives up. SwiGLU's `sigmoid`
+(`1 / (1 + exp(-x))`) is the kernel that taught it: a quarter of its 43 instructions an
+element were the exact reciprocal (docs/benchmarks.md).
+
+**Which values.** An f32 value is *narrow-bound* when every use keeps its relative error
+where it is and ends in a conversion to f16/bf16 that is only stored:
+
+* a `tile.cast` or `arith.truncf` to f16/bf16 whose every use is a `tile.store`;
+* `arith.mulf`, `arith.divf` (either operand), `arith.negf`, whose result is narrow-bound
+  (relative errors add: products and quotients do not amplify them);
+* `arith.addf` of two operands known non-negative (exponentials, squares, non-negative
+  constants, and sums, products and quotients of those), whose result is narrow-bound: a sum
+  of non-negatives keeps the larger relative error, no cancellation;
+* moves that do not compute (`tile.broadcast`, `tile.expand_dims`, `tile.reshape`,
+  `tile.transpose`, `tile.convert_layout`) and the chosen operands of `tile.select`, whose
+  result is narrow-bound.
+
+Anything else — a comparison, a reduction, a subtraction, an f32 store, a loop-carried value —
+needs the exact value, and a value any of whose uses needs it stays exact. The pass sets
+`approx = true` on every narrow-bound `arith.divf` and `math.exp` of f32 and remarks each, with
+the store it reaches; `enable=false` (or `--disable precision`) leaves every op exact. The
+interpreter ignores `approx` (it computes exactly), so translation validation is unchanged;
+the GPU's results differ from it by less than the final rounding's half ulp, within the
+interpreter's tolerances for f16/bf16 outputs.
+
+Assumes tile IR after `vectorize` (the last pass before the lowering): any layouts, any sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.dialects import arith
+from tilec.dialects import math as mathd
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import BoolAttr
+from tilec.ir.core import Operation, OpResult, Value
+from tilec.ir.folding import constant_value
+from tilec.ir.types import FloatType
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["Precision"]
+
+NARROW = ("f16", "bf16")
+_MOVES = (T.BroadcastOp, T.ExpandDimsOp, T.ReshapeOp, T.TransposeOp, T.ConvertLayoutOp)
+
+
+@register_pass
+class Precision(Pass):
+    """Marks f32 `arith.divf` and `math.exp` whose results reach memory only as f16/bf16
+    `approx = true` (the lowering then uses `div.approx.f32` and `ex2.approx`); the module
+    docstring says which values qualify and why the error is invisible. Remarks: each op made
+    approximate and the narrow store its result reaches."""
+
+    name = "precision"
+    summary = "Approximate f32 division and exp where results reach memory only as f16/bf16"
+
+    @dataclass
+    class Options:
+        enable: bool = option(True, "approximate where invisible (false: every op exact)")
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        for kernel in module.walk():
+            if not isinstance(kernel, FuncOp):
+                continue
+            analysis = _NarrowBound()
+            for op in kernel.walk():
+                if not isinstance(op, (arith.DivFOp, mathd.ExpOp)):
+                    continue
+                op.attributes.pop("approx", None)
+                if not self.options.enable or _element(op.result) != "f32":
+                    continue
+                store = analysis.store_reached(op.result)
+                if store is None:
+                    continue
+                op.attributes["approx"] = BoolAttr(True)
+                what = "division" if isinstance(op, arith.DivFOp) else "exp"
+                ctx.remark(
+                    op,
+                    f"approximate f32 {what}: the result reaches memory only as "
+                    f"{_element(store.value)} (line {store.loc.line}), whose rounding hides "
+                    "the approximation's error",
+                )
+
+
+def _element(v: Value) -> str | None:
+    t = getattr(v.type, "element", v.type)
+    return t.name if isinstance(t, FloatType) else None
+
+
+class _NarrowBound:
+    """Memoized: whether an f32 value is narrow-bound, and a store it reaches."""
+
+    def __init__(self) -> None:
+        self._bound: dict[int, T.StoreOp | None] = {}
+        self._nonnegative: dict[int, bool] = {}
+
+    def store_reached(self, v: Value) -> T.StoreOp | None:
+        """A narrow store `v` reaches when `v` is narrow-bound, else None."""
+        key = id(v)
+        if key in self._bound:
+            return self._bound[key]
+        self._bound[key] = None  # a cycle (loop-carried) is not narrow-bound
+        found = self._reached(v)
+        self._bound[key] = found
+        return found
+
+    def _reached(self, v: Value) -> T.StoreOp | None:
+        if not v.uses:
+            return None
+        reached = None
+        for user in dict.fromkeys(v.uses):
+            store = self._through(user, v)
+            if store is None:
+                return None
+            reached = reached or store
+        return reached
+
+    def _through(self, user: Operation, v: Value) -> T.StoreOp | None:
+        if isinstance(user, (T.CastOp, arith.TruncFOp)):
+            if _element(user.result) not in NARROW:
+                return None
+            stores = user.result.uses
+            ok = stores and all(isinstance(s, T.StoreOp) and s.value is user.result for s in stores)
+            return stores[0] if ok else None
+        if isinstance(user, (arith.MulFOp, arith.DivFOp, arith.NegFOp)):
+            return self.store_reached(user.result)
+        if isinstance(user, arith.AddFOp):
+            if self.nonnegative(user.lhs) and self.nonnegative(user.rhs):
+                return self.store_reached(user.result)
+            return None
+        if isinstance(user, _MOVES):
+            return self.store_reached(user.result)
+        if isinstance(user, T.SelectOp) and user.condition is not v:
+            return self.store_reached(user.result)
+        return None
+
+    def nonnegative(self, v: Value) -> bool:
+        key = id(v)
+        if key not in self._nonnegative:
+            self._nonnegative[key] = False  # cycles know nothing
+            self._nonnegative[key] = self._is_nonnegative(v)
+        return self._nonnegative[key]
+
+    def _is_nonnegative(self, v: Value) -> bool:
+        constant = constant_value(v)
+        if constant is not None:
+            value = getattr(constant, "value", None)
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        if not isinstance(v, OpResult):
+            return False
+        op = v.op
+        if isinstance(op, (mathd.ExpOp, mathd.Exp2Op, mathd.SqrtOp, mathd.AbsFOp)):
+            return True
+        if isinstance(op, arith.MulFOp) and op.lhs is op.rhs:
+            return True  # a square
+        if isinstance(op, (arith.AddFOp, arith.MulFOp, arith.DivFOp, arith.MaximumFOp)):
+            return self.nonnegative(op.lhs) and self.nonnegative(op.rhs)
+        if isinstance(op, _MOVES):
+            return self.nonnegative(op.operands[0])
+        if isinstance(op, T.SplatOp):
+            return self.nonnegative(op.input)
+        return False
