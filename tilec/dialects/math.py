@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from tilec.ir.constraints import FLOAT_LIKE
 from tilec.dialects.arith import APPROX_DOC
 from tilec.ir.attributes import BoolAttr
+from tilec.ir.constraints import FLOAT_LIKE
 from tilec.ir.core import (
     Attr,
     Operand,

@@ -391,6 +391,8 @@ _FLOAT_BINARY = {
     arith.MulFOp: "fmul",
     arith.DivFOp: "fdiv",
 }
+
+
 def _approximate(op: Operation) -> bool:
     """`approx = true` (the `precision` pass): the hardware's approximate instruction."""
     attr = op.attributes.get("approx")
