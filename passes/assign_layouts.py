@@ -459,14 +459,24 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
         t = op.result.type if isinstance(op, T.LoadOp) else op.value.type
         if isinstance(t, TileType) and t.is_static:
             vectors[t.shape] = max(vectors.get(t.shape, 1), width)
-    # A dot's accumulator keeps 16-byte runs whatever its store can do: on the FMA path a
-    # thread's run of columns is what each k step reads of b (4 rows x 8 columns: 12 shared
-    # loads a k step; one column of 16 rows: 18).
+    # The shapes of a dot's operands and accumulator keep 16-byte runs (of the narrowest
+    # element a tile of that shape has) whatever their global accesses can do: their layouts
+    # serve the exchange through shared memory (16-byte st.shared into swizzled buffers, the
+    # epilogue's conversion from #mma) and the FMA loop (a thread's run of columns is what
+    # each k step reads of b: 4 rows x 8 columns, 12 shared loads a k step; one column of 16
+    # rows, 18). With shorter runs matmul's pinned 128x128 kernel spilled (ptxas: 24 bytes).
+    dot_shapes = {
+        t.shape
+        for op in kernel.walk()
+        if isinstance(op, T.DotOp)
+        for t in (op.a.type, op.b.type, op.result.type)
+        if isinstance(t, TileType) and t.is_static
+    }
     for op in kernel.walk():
-        t = op.result.type if isinstance(op, T.DotOp) else None
-        if isinstance(t, TileType) and t.is_static:
-            run = max(1, ACCESS_BYTES // element_bytes(t.element))
-            vectors[t.shape] = max(vectors.get(t.shape, 1), run)
+        for t in (r.type for r in op.results):
+            if isinstance(t, TileType) and t.is_static and t.shape in dot_shapes:
+                run = max(1, ACCESS_BYTES // element_bytes(t.element))
+                vectors[t.shape] = max(vectors.get(t.shape, 1), run)
     return vectors
 
 
