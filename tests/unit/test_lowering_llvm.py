@@ -15,7 +15,7 @@ import tilec
 from tilec.diagnostics import InternalCompilerError, TileError
 from tilec.ir import parse_module, verify
 from tilec.lowering import compile_to_ptx, kernel_abi, lower_to_llvm, module_abi
-from tilec.lowering.llvm import bfloat16_bits
+from tilec.lowering.llvm_types import bfloat16_bits
 from tilec.passmanager import PassManager
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -66,7 +66,7 @@ from tilec.dialects import shared as S
 from tilec.dialects import split as W
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
-from tilec.ir.attributes import BoolAttr, FloatAttr
+from tilec.ir.attributes import FloatAttr
 from tilec.ir.core import Block, Operation, Value
 from tilec.ir.printer import print_op
 from tilec.ir.types import (
@@ -77,7 +77,6 @@ from tilec.ir.types import (
     TensorType,
     TileType,
     Type,
-    element_type,
 )
 from tilec.lowering import mathlib, memory, split, tensorcore
 from tilec.lowering.abi import (
@@ -88,6 +87,7 @@ from tilec.lowering.abi import (
     kernel_specialization,
     set_kernel_specialization,
 )
+from tilec.lowering.elementwise import FLOAT_BINARY, INT_BINARY, ElementwiseLowering
 from tilec.lowering.exchange import (
     REMAP_OPS,
     SCRATCH_ALIGNMENT,
@@ -100,6 +100,12 @@ from tilec.lowering.exchange import (
     thread_map,
 )
 from tilec.lowering.layouts import WARP_SIZE, DimMap, ThreadMap, row_major_strides
+from tilec.lowering.llvm_types import (
+    BFloatType,
+    constant,
+    llvm_type,
+    memory_type,
+)
 from tilec.passmanager import save_crash_ir
 
 __all__ = [
@@ -133,73 +139,6 @@ class NotLowered(NotImplementedError):
     def __init__(self, op: Operation, what: str = "is not lowered to LLVM yet"):
         where = f" at {op.loc}" if op.loc.known else ""
         super().__init__(f"'{op.name}'{where} {what}")
-
-
-class BFloatType(ir.Type):
-    """LLVM's `bfloat` (llvmlite has no bfloat type)."""
-
-    null = "0.0"
-    intrinsic_name = "bf16"
-
-    def _to_string(self) -> str:
-        return "bfloat"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, BFloatType)
-
-    def __hash__(self) -> int:
-        return hash(BFloatType)
-
-    def format_constant(self, value: float) -> str:
-        return f"0xR{bfloat16_bits(value):04X}"
-
-
-BF16 = BFloatType()
-
-
-def bfloat16_bits(value: float) -> int:
-    """The bfloat16 nearest to `value` (rounded once, ties to even), as its 16 bits."""
-    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
-    if math.isnan(value):
-        return 0x7FC0
-    a = abs(value)
-    if a == 0:
-        return sign
-    if math.isinf(a):
-        return sign | 0x7F80
-    m, e = math.frexp(a)  # a = m * 2^e, 0.5 <= m < 1
-    if e - 1 < -126:  # below the smallest normal: multiples of 2^-133
-        return sign | round(a * 2.0**133)  # 128 (the smallest normal) encodes itself
-    q = round(m * 256)  # 8 significant bits, ties to even
-    if q == 256:
-        q, e = 128, e + 1
-    biased = e - 1 + 127
-    if biased >= 255:
-        return sign | 0x7F80
-    return sign | (biased << 7) | (q - 128)
-
-
-def llvm_type(t: Type) -> ir.Type:
-    """The register type of scalar type `t` (`index` is `i64`)."""
-    if isinstance(t, IndexType):
-        return I64
-    if isinstance(t, IntegerType):
-        return ir.IntType(t.width)
-    if isinstance(t, FloatType):
-        return {"f16": ir.HalfType(), "bf16": BF16, "f32": F32, "f64": ir.DoubleType()}[t.name]
-    raise TypeError(f"no LLVM type for {t}")
-
-
-def memory_type(t: Type) -> ir.Type:
-    """The type of an element in memory: `i1` is a byte."""
-    return I8 if t == IntegerType(1) else llvm_type(t)
-
-
-def constant(t: Type, value: Any) -> ir.Constant:
-    lt = llvm_type(t)
-    if isinstance(t, FloatType):
-        return ir.Constant(lt, float(value))
-    return ir.Constant(lt, int(value))
 
 
 @dataclass
@@ -385,59 +324,7 @@ def _specialization(func: FuncOp, given: Specialization | None) -> Specializatio
     return given
 
 
-_FLOAT_BINARY = {
-    arith.AddFOp: "fadd",
-    arith.SubFOp: "fsub",
-    arith.MulFOp: "fmul",
-    arith.DivFOp: "fdiv",
-}
-
-
-def _approximate(op: Operation) -> bool:
-    """`approx = true` (the `precision` pass): the hardware's approximate instruction."""
-    attr = op.attributes.get("approx")
-    return attr is not None and bool(attr.value)
-
-
-_INT_BINARY = {
-    arith.AddIOp: "add",
-    arith.SubIOp: "sub",
-    arith.MulIOp: "mul",
-    arith.AndIOp: "and_",
-    arith.OrIOp: "or_",
-    arith.XOrIOp: "xor",
-}
-_CMPF = {
-    "oeq": (True, "=="),
-    "one": (True, "!="),
-    "olt": (True, "<"),
-    "ole": (True, "<="),
-    "ogt": (True, ">"),
-    "oge": (True, ">="),
-    "ord": (True, "ord"),
-    "ueq": (False, "=="),
-    "une": (False, "!="),
-    "ult": (False, "<"),
-    "ule": (False, "<="),
-    "ugt": (False, ">"),
-    "uge": (False, ">="),
-    "uno": (False, "uno"),
-}
-_CMPI = {
-    "eq": (True, "=="),
-    "ne": (True, "!="),
-    "slt": (True, "<"),
-    "sle": (True, "<="),
-    "sgt": (True, ">"),
-    "sge": (True, ">="),
-    "ult": (False, "<"),
-    "ule": (False, "<="),
-    "ugt": (False, ">"),
-    "uge": (False, ">="),
-}
-
-
-class _KernelLowering:
+class _KernelLowering(ElementwiseLowering):
     """Lowers one kernel. `self.b` inserts at the current point; `self.prologue` inserts at the
     end of the entry block, where per-thread constants (thread coordinates) are computed once
     so that every later block may use them."""
@@ -738,210 +625,6 @@ class _KernelLowering:
         n = thread_map(t).num_slots
         columns = [self.operand_slots(v, n) for v in op.operands]
         return [[fn(*args) for args in zip(*columns)]]
-
-    # -- arith ----------------------------------------------------------------------------------
-
-    def constant_op(self, op: Operation) -> list[Any]:
-        attr = op.attributes["value"]
-        value = attr.value if not isinstance(attr, BoolAttr) else int(attr.value)
-        return [constant(op.result.type, value)]
-
-    def float_binary(self, op: Operation) -> list[Any]:
-        if _approximate(op) and element_type(op.result.type) == FloatType("f32"):
-            return self.elementwise(op, lambda a, c: mathlib.div_approx(self.b, a, c))
-        name = _FLOAT_BINARY[type(op)]
-        return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
-
-    def int_binary(self, op: Operation) -> list[Any]:
-        name = _INT_BINARY[type(op)]
-        return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
-
-    def min_max_float(self, op: Operation) -> list[Any]:
-        which = "maximum" if isinstance(op, arith.MaximumFOp) else "minimum"
-        return self.elementwise(op, lambda a, c: self._float_intrinsic(which, a, c))
-
-    def _float_intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
-        t = args[0].type
-        return mathlib.call_intrinsic(self.b, f"llvm.{name}.{t.intrinsic_name}", t, args)
-
-    def min_max_int(self, op: Operation) -> list[Any]:
-        relation = ">" if isinstance(op, arith.MaxSIOp) else "<"
-        b = self.b
-        return self.elementwise(op, lambda a, c: b.select(b.icmp_signed(relation, a, c), a, c))
-
-    # Division and shifts whose LLVM instructions are poison or undefined behaviour for some
-    # operands get the values the interpreter defines (tilec/interp/semantics.py), which are
-    # what PTX's instructions give: x / 0 is -1, x % 0 is x, INT_MIN / -1 wraps, a shift by
-    # the width or more (or a negative amount) shifts everything out. LLVM folds the guards
-    # away when the divisor or amount is a constant; the GPU fuzzer found `x % 0` giving -1.
-
-    def _safe_divisor(self, y: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-        b = self.b
-        zero = b.icmp_signed("==", y, ir.Constant(y.type, 0))
-        minus_one = b.icmp_signed("==", y, ir.Constant(y.type, -1))
-        return zero, minus_one, b.select(b.or_(zero, minus_one), ir.Constant(y.type, 1), y)
-
-    def _div(self, x: ir.Value, y: ir.Value) -> ir.Value:
-        b = self.b
-        zero, minus_one, divisor = self._safe_divisor(y)
-        q = b.select(minus_one, b.sub(ir.Constant(x.type, 0), x), b.sdiv(x, divisor))
-        return b.select(zero, ir.Constant(x.type, -1), q)
-
-    def _rem(self, x: ir.Value, y: ir.Value) -> ir.Value:
-        b = self.b
-        zero, minus_one, divisor = self._safe_divisor(y)
-        r = b.select(minus_one, ir.Constant(x.type, 0), b.srem(x, divisor))
-        return b.select(zero, x, r)
-
-    def _shift(self, x: ir.Value, y: ir.Value, *, left: bool) -> ir.Value:
-        b = self.b
-        width = ir.Constant(y.type, x.type.width)
-        out = b.icmp_unsigned(">=", y, width)  # negative amounts read as large unsigned ones
-        amount = b.select(out, ir.Constant(y.type, 0), y)
-        if left:
-            return b.select(out, ir.Constant(x.type, 0), b.shl(x, amount))
-        sign = b.ashr(x, ir.Constant(x.type, x.type.width - 1))
-        return b.select(out, sign, b.ashr(x, amount))
-
-    def divsi(self, op: Operation) -> list[Any]:
-        return self.elementwise(op, self._div)
-
-    def remsi(self, op: Operation) -> list[Any]:
-        return self.elementwise(op, self._rem)
-
-    def shli(self, op: Operation) -> list[Any]:
-        return self.elementwise(op, lambda x, y: self._shift(x, y, left=True))
-
-    def shrsi(self, op: Operation) -> list[Any]:
-        return self.elementwise(op, lambda x, y: self._shift(x, y, left=False))
-
-    def ceildiv(self, op: Operation) -> list[Any]:
-        b = self.b
-
-        def ceildiv(x: ir.Value, y: ir.Value) -> ir.Value:
-            q, r = self._div(x, y), self._rem(x, y)
-            zero = ir.Constant(x.type, 0)
-            # Round up when the exact quotient is positive and not whole (never for y = 0).
-            up = b.and_(
-                b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", y, zero)),
-                b.icmp_signed("==", b.icmp_signed(">", r, zero), b.icmp_signed(">", y, zero)),
-            )
-            return b.add(q, b.zext(up, x.type))
-
-        return self.elementwise(op, ceildiv)
-
-    def negf(self, op: Operation) -> list[Any]:
-        return self.elementwise(op, self.b.fneg)
-
-    def cmpf(self, op: Operation) -> list[Any]:
-        ordered, relation = _CMPF[op.predicate]
-        compare = self.b.fcmp_ordered if ordered else self.b.fcmp_unordered
-        return self.elementwise(op, lambda a, c: compare(relation, a, c))
-
-    def cmpi(self, op: Operation) -> list[Any]:
-        signed, relation = _CMPI[op.predicate]
-        compare = self.b.icmp_signed if signed else self.b.icmp_unsigned
-        return self.elementwise(op, lambda a, c: compare(relation, a, c))
-
-    def select(self, op: Operation) -> list[Any]:
-        return self.elementwise(op, self.b.select)
-
-    def arith_cast(self, op: Operation) -> list[Any]:
-        b = self.b
-        src, dst = element_type(op.input.type), element_type(op.result.type)
-        lt = llvm_type(dst)
-        if isinstance(op, (arith.ExtFOp, arith.TruncFOp)):
-            fn = lambda x: self.convert_float(x, src, dst)  # noqa: E731
-        elif isinstance(op, arith.SIToFPOp):
-            fn = lambda x: b.sitofp(x, lt)  # noqa: E731
-        elif isinstance(op, arith.FPToSIOp):
-            fn = lambda x: self.float_to_int(x, src, lt)  # noqa: E731
-        else:  # extsi, trunci, index_cast: sign-extend or truncate
-            fn = lambda x: self.resize_int(x, lt, signed=True)  # noqa: E731
-        return self.elementwise(op, fn)
-
-    def float_to_int(self, x: ir.Value, src: FloatType, to: ir.IntType) -> ir.Value:
-        """Truncate toward zero, saturating to `to`'s range, NaN to 0 (the interpreter's
-        `float_to_int`). Plain `fptosi` is poison out of range, and NVPTX converts to i8
-        through a 16-bit register and wraps: 255.0 became -1 as an i8 (the GPU fuzzer)."""
-        name = f"llvm.fptosi.sat.i{to.width}.{src.name}"
-        return mathlib.call_intrinsic(self.b, name, to, [x])
-
-    def resize_int(self, x: ir.Value, to: ir.IntType, *, signed: bool) -> ir.Value:
-        if x.type.width == to.width:
-            return x
-        if x.type.width > to.width:
-            return self.b.trunc(x, to)
-        return self.b.sext(x, to) if signed else self.b.zext(x, to)
-
-    def convert_float(self, x: ir.Value, src: FloatType, dst: FloatType) -> ir.Value:
-        if src == dst:
-            return x
-        if src.width == dst.width:  # f16 <-> bf16: through f32, which holds both exactly
-            return self.b.fptrunc(self.b.fpext(x, F32), llvm_type(dst))
-        if src.width < dst.width:
-            return self.b.fpext(x, llvm_type(dst))
-        return self.b.fptrunc(x, llvm_type(dst))  # rounds to nearest even (cvt.rn)
-
-    def convert(self, x: ir.Value, src: Type, dst: Type) -> ir.Value:
-        """`tile.cast` of one element (see its docstring for the rules)."""
-        b = self.b
-        if src == dst:
-            return x
-        lt = llvm_type(dst)
-        if isinstance(src, FloatType) and isinstance(dst, FloatType):
-            return self.convert_float(x, src, dst)
-        if isinstance(src, FloatType):
-            if dst == IntegerType(1):
-                return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
-            return self.float_to_int(x, src, lt)
-        if isinstance(dst, FloatType):
-            return b.uitofp(x, lt) if src == IntegerType(1) else b.sitofp(x, lt)
-        if dst == IntegerType(1):
-            return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
-        return self.resize_int(x, lt, signed=src != IntegerType(1))
-
-    def cast(self, op: Operation) -> list[Any]:
-        src, dst = element_type(op.input.type), element_type(op.result.type)
-        return self.elementwise(op, lambda x: self.convert(x, src, dst))
-
-    # -- math -----------------------------------------------------------------------------------
-
-    def math_op(self, op: Operation) -> list[Any]:
-        t = element_type(op.result.type)
-        name = op.name
-        b = self.b
-        if name == "math.fma":  # native fma.rn for every float type: rounded once
-            return self.elementwise(op, lambda *xs: self._float_intrinsic("fma", *xs))
-        if t == FloatType("f64"):
-            if name in ("math.absf", "math.floor", "math.ceil"):
-                intrinsic = "fabs" if name == "math.absf" else name[5:]
-                return self.elementwise(op, lambda x: self._float_intrinsic(intrinsic, x))
-            if name == "math.sqrt":
-                return self.elementwise(op, lambda x: self._float_intrinsic("sqrt", x))
-            if name == "math.rsqrt":
-                one = ir.Constant(ir.DoubleType(), 1.0)
-                return self.elementwise(op, lambda x: b.fdiv(one, self._float_intrinsic("sqrt", x)))
-            fn_name = name.split(".", 1)[1]
-            if fn_name == "powf":  # written `x ** y`
-                what, example = "x ** y", "(x.to(f32) ** y).to(f64)"
-            else:
-                what, example = f"{fn_name}()", f"{fn_name}(x.to(f32)).to(f64)"
-            raise TileError(
-                f"{what} of f64 values is not supported yet (f64 has sqrt, rsqrt, abs, floor, "
-                "ceil and fma)",
-                op.loc,
-                hint=f"compute it in f32: {example}",
-            )
-        fn = mathlib.F32_FUNCTIONS[name]
-        if name == "math.exp" and _approximate(op):
-            fn = mathlib.exp_approx
-
-        def in_f32(*xs: ir.Value) -> ir.Value:
-            wide = [self.convert_float(x, t, FloatType("f32")) for x in xs]
-            return self.convert_float(fn(b, *wide), FloatType("f32"), t)
-
-        return self.elementwise(op, in_f32)
 
     # -- tile: where, what ----------------------------------------------------------------------
 
@@ -1446,8 +1129,8 @@ def _shared_array(llmod: ir.Module) -> ir.GlobalVariable:
 
 _LOWERINGS: dict[type, Any] = {
     arith.ConstantOp: _KernelLowering.constant_op,
-    **{cls: _KernelLowering.float_binary for cls in _FLOAT_BINARY},
-    **{cls: _KernelLowering.int_binary for cls in _INT_BINARY},
+    **{cls: _KernelLowering.float_binary for cls in FLOAT_BINARY},
+    **{cls: _KernelLowering.int_binary for cls in INT_BINARY},
     arith.MaximumFOp: _KernelLowering.min_max_float,
     arith.MinimumFOp: _KernelLowering.min_max_float,
     arith.MaxSIOp: _KernelLowering.min_max_int,

@@ -70,7 +70,8 @@ def _fence(b: ir.IRBuilder) -> None:
 
 
 def lower_workspace_store(lowering: Any, op: Operation) -> None:
-    from tilec.lowering.llvm import _register_kind, memory_type
+    from tilec.lowering.llvm import _register_kind
+    from tilec.lowering.llvm_types import memory_type
 
     b = lowering.b
     t = op.value.type
@@ -96,7 +97,8 @@ def lower_workspace_store(lowering: Any, op: Operation) -> None:
 
 
 def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
-    from tilec.lowering.llvm import _register_kind, constant, memory_type
+    from tilec.lowering.llvm import _register_kind
+    from tilec.lowering.llvm_types import constant, memory_type
 
     b = lowering.b
     t = op.result.type

@@ -1,0 +1,289 @@
+"""The lowering of element-wise ops to LLVM IR: `arith` (integer and float arithmetic,
+comparisons, conversions) and `math` (through `tilec.lowering.mathlib`), one element at a time.
+
+`ElementwiseLowering` is a part of the kernel lowering (`tilec.lowering.llvm._KernelLowering`
+inherits it): its methods use the lowering's builder `self.b` and `self.elementwise(op, fn)`,
+which applies `fn` to the elements of a tile a thread holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from tilec.diagnostics import TileError
+from tilec.dialects import arith
+from tilec.ir.attributes import BoolAttr
+from tilec.ir.core import Operation
+from tilec.ir.types import FloatType, IntegerType, Type, element_type
+from tilec.lowering import mathlib
+from tilec.lowering.llvm_types import constant, llvm_type
+
+__all__ = ["FLOAT_BINARY", "INT_BINARY", "ElementwiseLowering"]
+
+F32 = ir.FloatType()
+
+FLOAT_BINARY = {
+    arith.AddFOp: "fadd",
+    arith.SubFOp: "fsub",
+    arith.MulFOp: "fmul",
+    arith.DivFOp: "fdiv",
+}
+
+
+def _approximate(op: Operation) -> bool:
+    """`approx = true` (the `precision` pass): the hardware's approximate instruction."""
+    attr = op.attributes.get("approx")
+    return attr is not None and bool(attr.value)
+
+
+INT_BINARY = {
+    arith.AddIOp: "add",
+    arith.SubIOp: "sub",
+    arith.MulIOp: "mul",
+    arith.AndIOp: "and_",
+    arith.OrIOp: "or_",
+    arith.XOrIOp: "xor",
+}
+_CMPF = {
+    "oeq": (True, "=="),
+    "one": (True, "!="),
+    "olt": (True, "<"),
+    "ole": (True, "<="),
+    "ogt": (True, ">"),
+    "oge": (True, ">="),
+    "ord": (True, "ord"),
+    "ueq": (False, "=="),
+    "une": (False, "!="),
+    "ult": (False, "<"),
+    "ule": (False, "<="),
+    "ugt": (False, ">"),
+    "uge": (False, ">="),
+    "uno": (False, "uno"),
+}
+_CMPI = {
+    "eq": (True, "=="),
+    "ne": (True, "!="),
+    "slt": (True, "<"),
+    "sle": (True, "<="),
+    "sgt": (True, ">"),
+    "sge": (True, ">="),
+    "ult": (False, "<"),
+    "ule": (False, "<="),
+    "ugt": (False, ">"),
+    "uge": (False, ">="),
+}
+
+
+class ElementwiseLowering:
+    """`arith` and `math` ops, element by element (mixed into `_KernelLowering`)."""
+
+    b: ir.IRBuilder
+
+    def elementwise(self, op: Operation, fn) -> list[Any]:  # pragma: no cover - the lowering's
+        raise NotImplementedError
+
+    # -- arith ----------------------------------------------------------------------------------
+
+    def constant_op(self, op: Operation) -> list[Any]:
+        attr = op.attributes["value"]
+        value = attr.value if not isinstance(attr, BoolAttr) else int(attr.value)
+        return [constant(op.result.type, value)]
+
+    def float_binary(self, op: Operation) -> list[Any]:
+        if _approximate(op) and element_type(op.result.type) == FloatType("f32"):
+            return self.elementwise(op, lambda a, c: mathlib.div_approx(self.b, a, c))
+        name = FLOAT_BINARY[type(op)]
+        return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
+
+    def int_binary(self, op: Operation) -> list[Any]:
+        name = INT_BINARY[type(op)]
+        return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
+
+    def min_max_float(self, op: Operation) -> list[Any]:
+        which = "maximum" if isinstance(op, arith.MaximumFOp) else "minimum"
+        return self.elementwise(op, lambda a, c: self._float_intrinsic(which, a, c))
+
+    def _float_intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
+        t = args[0].type
+        return mathlib.call_intrinsic(self.b, f"llvm.{name}.{t.intrinsic_name}", t, args)
+
+    def min_max_int(self, op: Operation) -> list[Any]:
+        relation = ">" if isinstance(op, arith.MaxSIOp) else "<"
+        b = self.b
+        return self.elementwise(op, lambda a, c: b.select(b.icmp_signed(relation, a, c), a, c))
+
+    # Division and shifts whose LLVM instructions are poison or undefined behaviour for some
+    # operands get the values the interpreter defines (tilec/interp/semantics.py), which are
+    # what PTX's instructions give: x / 0 is -1, x % 0 is x, INT_MIN / -1 wraps, a shift by
+    # the width or more (or a negative amount) shifts everything out. LLVM folds the guards
+    # away when the divisor or amount is a constant; the GPU fuzzer found `x % 0` giving -1.
+
+    def _safe_divisor(self, y: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        b = self.b
+        zero = b.icmp_signed("==", y, ir.Constant(y.type, 0))
+        minus_one = b.icmp_signed("==", y, ir.Constant(y.type, -1))
+        return zero, minus_one, b.select(b.or_(zero, minus_one), ir.Constant(y.type, 1), y)
+
+    def _div(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        zero, minus_one, divisor = self._safe_divisor(y)
+        q = b.select(minus_one, b.sub(ir.Constant(x.type, 0), x), b.sdiv(x, divisor))
+        return b.select(zero, ir.Constant(x.type, -1), q)
+
+    def _rem(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        zero, minus_one, divisor = self._safe_divisor(y)
+        r = b.select(minus_one, ir.Constant(x.type, 0), b.srem(x, divisor))
+        return b.select(zero, x, r)
+
+    def _shift(self, x: ir.Value, y: ir.Value, *, left: bool) -> ir.Value:
+        b = self.b
+        width = ir.Constant(y.type, x.type.width)
+        out = b.icmp_unsigned(">=", y, width)  # negative amounts read as large unsigned ones
+        amount = b.select(out, ir.Constant(y.type, 0), y)
+        if left:
+            return b.select(out, ir.Constant(x.type, 0), b.shl(x, amount))
+        sign = b.ashr(x, ir.Constant(x.type, x.type.width - 1))
+        return b.select(out, sign, b.ashr(x, amount))
+
+    def divsi(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self._div)
+
+    def remsi(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self._rem)
+
+    def shli(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, lambda x, y: self._shift(x, y, left=True))
+
+    def shrsi(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, lambda x, y: self._shift(x, y, left=False))
+
+    def ceildiv(self, op: Operation) -> list[Any]:
+        b = self.b
+
+        def ceildiv(x: ir.Value, y: ir.Value) -> ir.Value:
+            q, r = self._div(x, y), self._rem(x, y)
+            zero = ir.Constant(x.type, 0)
+            # Round up when the exact quotient is positive and not whole (never for y = 0).
+            up = b.and_(
+                b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", y, zero)),
+                b.icmp_signed("==", b.icmp_signed(">", r, zero), b.icmp_signed(">", y, zero)),
+            )
+            return b.add(q, b.zext(up, x.type))
+
+        return self.elementwise(op, ceildiv)
+
+    def negf(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self.b.fneg)
+
+    def cmpf(self, op: Operation) -> list[Any]:
+        ordered, relation = _CMPF[op.predicate]
+        compare = self.b.fcmp_ordered if ordered else self.b.fcmp_unordered
+        return self.elementwise(op, lambda a, c: compare(relation, a, c))
+
+    def cmpi(self, op: Operation) -> list[Any]:
+        signed, relation = _CMPI[op.predicate]
+        compare = self.b.icmp_signed if signed else self.b.icmp_unsigned
+        return self.elementwise(op, lambda a, c: compare(relation, a, c))
+
+    def select(self, op: Operation) -> list[Any]:
+        return self.elementwise(op, self.b.select)
+
+    def arith_cast(self, op: Operation) -> list[Any]:
+        b = self.b
+        src, dst = element_type(op.input.type), element_type(op.result.type)
+        lt = llvm_type(dst)
+        if isinstance(op, (arith.ExtFOp, arith.TruncFOp)):
+            fn = lambda x: self.convert_float(x, src, dst)  # noqa: E731
+        elif isinstance(op, arith.SIToFPOp):
+            fn = lambda x: b.sitofp(x, lt)  # noqa: E731
+        elif isinstance(op, arith.FPToSIOp):
+            fn = lambda x: self.float_to_int(x, src, lt)  # noqa: E731
+        else:  # extsi, trunci, index_cast: sign-extend or truncate
+            fn = lambda x: self.resize_int(x, lt, signed=True)  # noqa: E731
+        return self.elementwise(op, fn)
+
+    def float_to_int(self, x: ir.Value, src: FloatType, to: ir.IntType) -> ir.Value:
+        """Truncate toward zero, saturating to `to`'s range, NaN to 0 (the interpreter's
+        `float_to_int`). Plain `fptosi` is poison out of range, and NVPTX converts to i8
+        through a 16-bit register and wraps: 255.0 became -1 as an i8 (the GPU fuzzer)."""
+        name = f"llvm.fptosi.sat.i{to.width}.{src.name}"
+        return mathlib.call_intrinsic(self.b, name, to, [x])
+
+    def resize_int(self, x: ir.Value, to: ir.IntType, *, signed: bool) -> ir.Value:
+        if x.type.width == to.width:
+            return x
+        if x.type.width > to.width:
+            return self.b.trunc(x, to)
+        return self.b.sext(x, to) if signed else self.b.zext(x, to)
+
+    def convert_float(self, x: ir.Value, src: FloatType, dst: FloatType) -> ir.Value:
+        if src == dst:
+            return x
+        if src.width == dst.width:  # f16 <-> bf16: through f32, which holds both exactly
+            return self.b.fptrunc(self.b.fpext(x, F32), llvm_type(dst))
+        if src.width < dst.width:
+            return self.b.fpext(x, llvm_type(dst))
+        return self.b.fptrunc(x, llvm_type(dst))  # rounds to nearest even (cvt.rn)
+
+    def convert(self, x: ir.Value, src: Type, dst: Type) -> ir.Value:
+        """`tile.cast` of one element (see its docstring for the rules)."""
+        b = self.b
+        if src == dst:
+            return x
+        lt = llvm_type(dst)
+        if isinstance(src, FloatType) and isinstance(dst, FloatType):
+            return self.convert_float(x, src, dst)
+        if isinstance(src, FloatType):
+            if dst == IntegerType(1):
+                return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+            return self.float_to_int(x, src, lt)
+        if isinstance(dst, FloatType):
+            return b.uitofp(x, lt) if src == IntegerType(1) else b.sitofp(x, lt)
+        if dst == IntegerType(1):
+            return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+        return self.resize_int(x, lt, signed=src != IntegerType(1))
+
+    def cast(self, op: Operation) -> list[Any]:
+        src, dst = element_type(op.input.type), element_type(op.result.type)
+        return self.elementwise(op, lambda x: self.convert(x, src, dst))
+
+    # -- math -----------------------------------------------------------------------------------
+
+    def math_op(self, op: Operation) -> list[Any]:
+        t = element_type(op.result.type)
+        name = op.name
+        b = self.b
+        if name == "math.fma":  # native fma.rn for every float type: rounded once
+            return self.elementwise(op, lambda *xs: self._float_intrinsic("fma", *xs))
+        if t == FloatType("f64"):
+            if name in ("math.absf", "math.floor", "math.ceil"):
+                intrinsic = "fabs" if name == "math.absf" else name[5:]
+                return self.elementwise(op, lambda x: self._float_intrinsic(intrinsic, x))
+            if name == "math.sqrt":
+                return self.elementwise(op, lambda x: self._float_intrinsic("sqrt", x))
+            if name == "math.rsqrt":
+                one = ir.Constant(ir.DoubleType(), 1.0)
+                return self.elementwise(op, lambda x: b.fdiv(one, self._float_intrinsic("sqrt", x)))
+            fn_name = name.split(".", 1)[1]
+            if fn_name == "powf":  # written `x ** y`
+                what, example = "x ** y", "(x.to(f32) ** y).to(f64)"
+            else:
+                what, example = f"{fn_name}()", f"{fn_name}(x.to(f32)).to(f64)"
+            raise TileError(
+                f"{what} of f64 values is not supported yet (f64 has sqrt, rsqrt, abs, floor, "
+                "ceil and fma)",
+                op.loc,
+                hint=f"compute it in f32: {example}",
+            )
+        fn = mathlib.F32_FUNCTIONS[name]
+        if name == "math.exp" and _approximate(op):
+            fn = mathlib.exp_approx
+
+        def in_f32(*xs: ir.Value) -> ir.Value:
+            wide = [self.convert_float(x, t, FloatType("f32")) for x in xs]
+            return self.convert_float(fn(b, *wide), FloatType("f32"), t)
+
+        return self.elementwise(op, in_f32)

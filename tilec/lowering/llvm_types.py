@@ -1,0 +1,83 @@
+"""LLVM types and constants for tile IR types (llvmlite has no `bfloat`: `BFloatType`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llvmlite import ir
+
+from tilec.ir.types import FloatType, IndexType, IntegerType, Type
+
+__all__ = ["BF16", "BFloatType", "bfloat16_bits", "constant", "llvm_type", "memory_type"]
+
+I8 = ir.IntType(8)
+I64 = ir.IntType(64)
+F32 = ir.FloatType()
+
+
+class BFloatType(ir.Type):
+    """LLVM's `bfloat` (llvmlite has no bfloat type)."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BFloatType)
+
+    def __hash__(self) -> int:
+        return hash(BFloatType)
+
+    def format_constant(self, value: float) -> str:
+        return f"0xR{bfloat16_bits(value):04X}"
+
+
+BF16 = BFloatType()
+
+
+def bfloat16_bits(value: float) -> int:
+    """The bfloat16 nearest to `value` (rounded once, ties to even), as its 16 bits."""
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    if math.isnan(value):
+        return 0x7FC0
+    a = abs(value)
+    if a == 0:
+        return sign
+    if math.isinf(a):
+        return sign | 0x7F80
+    m, e = math.frexp(a)  # a = m * 2^e, 0.5 <= m < 1
+    if e - 1 < -126:  # below the smallest normal: multiples of 2^-133
+        return sign | round(a * 2.0**133)  # 128 (the smallest normal) encodes itself
+    q = round(m * 256)  # 8 significant bits, ties to even
+    if q == 256:
+        q, e = 128, e + 1
+    biased = e - 1 + 127
+    if biased >= 255:
+        return sign | 0x7F80
+    return sign | (biased << 7) | (q - 128)
+
+
+def llvm_type(t: Type) -> ir.Type:
+    """The register type of scalar type `t` (`index` is `i64`)."""
+    if isinstance(t, IndexType):
+        return I64
+    if isinstance(t, IntegerType):
+        return ir.IntType(t.width)
+    if isinstance(t, FloatType):
+        return {"f16": ir.HalfType(), "bf16": BF16, "f32": F32, "f64": ir.DoubleType()}[t.name]
+    raise TypeError(f"no LLVM type for {t}")
+
+
+def memory_type(t: Type) -> ir.Type:
+    """The type of an element in memory: `i1` is a byte."""
+    return I8 if t == IntegerType(1) else llvm_type(t)
+
+
+def constant(t: Type, value: Any) -> ir.Constant:
+    lt = llvm_type(t)
+    if isinstance(t, FloatType):
+        return ir.Constant(lt, float(value))
+    return ir.Constant(lt, int(value))
