@@ -150,6 +150,7 @@ class _Kernel:
         self.shared_memory()
         self.stages()
         self.vectors()
+        self.precision()
         self.ptxas()
         return "\n".join(self.lines) + "\n"
 
@@ -367,6 +368,22 @@ class _Kernel:
                 reasons = [*reasons, "vectorize did not run"]
             self.line("vectors" if first else "", text, reasons)
             first = False
+
+    def precision(self) -> None:
+        """The divisions and exps made approximate (precision), and why they could be."""
+        if not self.ran("precision"):
+            return
+        made = [op for op in self.ops if self.said(op, "precision")]
+        if not made:
+            self.line("precision", "exact: no f32 division or exp reaches memory only as f16/bf16")
+            return
+        counts: dict[str, int] = {}
+        for op in made:
+            what = "division" if op.name == "arith.divf" else "exp"
+            counts[what] = counts.get(what, 0) + 1
+        text = ", ".join(f"{n} {what}{'s' if n > 1 else ''}" for what, n in counts.items())
+        reasons = [m for op in made for m in self.said(op, "precision")]
+        self.line("precision", f"{text} on the approximate instructions (f32)", reasons)
 
     def ptxas(self) -> None:
         if self.ptxas_problem is not None:

@@ -113,6 +113,17 @@ def test_narrow_accesses_say_why(monkeypatch):
     assert "N/" in section(text, "grid") and "blocks (rounded up)" in section(text, "grid")
 
 
+def test_precision_says_which_ops_are_approximate_and_why(monkeypatch):
+    no_ptxas(monkeypatch)
+    text = " ".join(section(explained("swiglu", "swiglu"), "precision").split())
+    assert text.startswith("precision 1 exp, 1 division on the approximate instructions")
+    assert "reaches memory only as bf16" in text
+    softmax = section(explained("softmax", "softmax"), "precision")  # f32 rows: all exact
+    assert "exact: no f32 division or exp reaches memory only as f16/bf16" in softmax
+    off = explained("swiglu", "swiglu", tilec.compiler.build_pipeline(disable=["precision"]))
+    assert "exact" in section(off, "precision")
+
+
 def test_disabled_passes_show(monkeypatch):
     no_ptxas(monkeypatch)
     pipeline = tilec.compiler.build_pipeline(disable=["tiling", "pipeline", "vectorize"])
