@@ -14,7 +14,9 @@ This module owns the meaning of the tile DSL (docs/language.md is its reference)
 * kernel options that pin decisions: `@kernel(tile={...}, warps=..., stages=..., split=...)`,
   `tiles(..., tile={...})` and the same options passed from `@tilec.jit`.
 
-The checked tree is made for IR generation to walk without re-deriving anything: each
+The checked program's node types live in `tilec.frontend.checked` (re-exported here) and its
+readable dump in `tilec.frontend.dump`; this module is the checker. The checked tree is made
+for IR generation to walk without re-deriving anything: each
 expression carries its dtype and shape, implicit conversions are explicit `Cast`/`Broadcast`
 nodes (so the operands of a `Binary` have identical types), every loop says whether it is the
 grid or sequential, and reductions and dots say which lanes of the axes they combine are real.
@@ -24,14 +26,61 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Union
 
 from tilec.diagnostics import Location, TileError
 from tilec.frontend import syntax as ast
+from tilec.frontend.checked import (
+    COMPARISONS,
+    DTYPES,
+    INT_RANGES,
+    KIND_ORDER,
+    MATH_FUNCTIONS,
+    SYMBOL_RE,
+    AccessIndex,
+    Assign,
+    AxisExtent,
+    Binary,
+    Broadcast,
+    Carried,
+    Cast,
+    Constant,
+    Dim,
+    Dimension,
+    DimSize,
+    Dot,
+    DType,
+    ExpandDims,
+    Expr,
+    Full,
+    GridLoop,
+    IndexKind,
+    Iota,
+    Kernel,
+    KernelOptions,
+    Load,
+    LoopIndex,
+    LoopVar,
+    Math,
+    Param,
+    ParamRef,
+    Program,
+    Reduce,
+    ScalarParam,
+    Select,
+    SeqLoop,
+    Stmt,
+    Store,
+    TensorAccess,
+    TensorParam,
+    TileType,
+    Transpose,
+    Unary,
+    VarRef,
+    common_dtype,
+)
+from tilec.frontend.dump import format_expr, format_kernel, format_program
 
 __all__ = [
     "AccessIndex",
@@ -76,511 +125,10 @@ __all__ = [
     "VarRef",
     "analyze",
     "common_dtype",
+    "format_expr",
+    "format_kernel",
+    "format_program",
 ]
-
-
-# ---------------------------------------------------------------------------- dtypes
-
-
-class DType(Enum):
-    """Element types. `str(dtype)` is the name used in the DSL and in the IR."""
-
-    I1 = "i1"
-    I8 = "i8"
-    I16 = "i16"
-    I32 = "i32"
-    I64 = "i64"
-    F16 = "f16"
-    BF16 = "bf16"
-    F32 = "f32"
-    F64 = "f64"
-
-    @property
-    def kind(self) -> str:
-        """'bool' (i1), 'int' or 'float'."""
-        if self is DType.I1:
-            return "bool"
-        return "float" if self.value[0] in "fb" else "int"
-
-    @property
-    def bits(self) -> int:
-        return int(self.value.lstrip("bfi"))
-
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
-
-    @property
-    def is_int(self) -> bool:
-        return self.kind == "int"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-DTYPES: dict[str, DType] = {d.value: d for d in DType}
-_KIND_ORDER = {"bool": 0, "int": 1, "float": 2}
-_INT_RANGES = {
-    DType.I8: (-(2**7), 2**7 - 1),
-    DType.I16: (-(2**15), 2**15 - 1),
-    DType.I32: (-(2**31), 2**31 - 1),
-    DType.I64: (-(2**63), 2**63 - 1),
-}
-
-
-def common_dtype(a: DType, b: DType) -> DType:
-    """The dtype two strong operands are converted to: the higher kind wins (bool < int <
-    float); within a kind the wider type wins; f16 with bf16 gives f32 (neither holds the
-    other)."""
-    if a is b:
-        return a
-    if a.kind != b.kind:
-        return a if _KIND_ORDER[a.kind] > _KIND_ORDER[b.kind] else b
-    if {a, b} == {DType.F16, DType.BF16}:
-        return DType.F32
-    return a if a.bits >= b.bits else b
-
-
-# ---------------------------------------------------------------------------- types and names
-
-Dim = Union[str, int]
-"""One tile dimension: a tile-size symbol ('BM') or a constant extent."""
-
-
-@dataclass(frozen=True, slots=True)
-class TileType:
-    """The type of a value held by a block: a dtype and a shape (`()` for a scalar)."""
-
-    dtype: DType
-    shape: tuple[Dim, ...] = ()
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def is_scalar(self) -> bool:
-        return not self.shape
-
-    def with_dtype(self, dtype: DType) -> TileType:
-        return TileType(dtype, self.shape)
-
-    def with_shape(self, shape: tuple[Dim, ...]) -> TileType:
-        return TileType(self.dtype, shape)
-
-    def __str__(self) -> str:
-        if not self.shape:
-            return str(self.dtype)
-        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
-
-
-_SYMBOL_RE = re.compile(r"[A-Z][A-Z0-9_]*")
-
-
-@dataclass(eq=False, slots=True)
-class Dimension:
-    """A named extent of the kernel's tensors (`M` in `a: f16[M, K]`), known at launch.
-
-    `name` is upper case (IR symbols must be); `spelling` is how the source writes it.
-    """
-
-    name: str
-    spelling: str
-    loc: Location
-    pinned: int | None = None  # a tile size the author fixed (1: iterate element by element)
-    whole: bool = False  # used whole (':' or by name in a shape): its tile covers the extent
-
-    @property
-    def tile_symbol(self) -> str:
-        """The symbol of this dimension's tile size in tile shapes: 'B' + name ('BM')."""
-        return "B" + self.name
-
-    def __str__(self) -> str:
-        return self.spelling
-
-
-@dataclass(eq=False, slots=True)
-class TensorParam:
-    """A tensor argument: global memory with a symbolic shape and runtime strides."""
-
-    name: str
-    dtype: DType
-    dims: tuple[Dimension | int, ...]  # int: a fixed extent written in the signature
-    position: int
-    loc: Location
-
-    @property
-    def rank(self) -> int:
-        return len(self.dims)
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{', '.join(str(d) for d in self.dims)}]"
-
-
-@dataclass(eq=False, slots=True)
-class ScalarParam:
-    """A scalar argument (read-only)."""
-
-    name: str
-    dtype: DType
-    position: int
-    loc: Location
-
-
-Param = Union[TensorParam, ScalarParam]
-
-
-@dataclass(eq=False, slots=True)
-class LoopVar:
-    """The variable of a `tiles()` loop: one tile of `dim`.
-
-    At IR level it is an `index`: the element offset where the tile starts (a multiple of the
-    tile size `dim.tile_symbol`). An `element` variable iterates the dimension one element at a
-    time (its tile size is pinned to 1): indexing a tensor with it drops the dimension.
-    """
-
-    name: str
-    dim: Dimension
-    element: bool
-    grid_axis: int | None  # the launch-grid axis, or None in a sequential loop
-    loc: Location
-
-    @property
-    def size_symbol(self) -> str:
-        return self.dim.tile_symbol
-
-
-@dataclass(frozen=True, slots=True)
-class AxisExtent:
-    """Which lanes of a tile axis of size `dim.tile_symbol` hold real data.
-
-    Lane i is real when `start + i < extent(dim)`, where `start` is the tile offset of `var`
-    (0 when `var` is None: the dimension is used whole). Lanes past the extent are padding:
-    reductions and dot contractions must leave them out.
-    """
-
-    dim: Dimension
-    var: LoopVar | None
-
-
-# ---------------------------------------------------------------------------- checked expressions
-# Every expression has `type` (dtype + shape) and `loc`. Implicit conversions are explicit nodes.
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Expr:
-    type: TileType
-    loc: Location
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Constant(Expr):
-    """A compile-time scalar. `weak`: an untyped Python literal that takes the dtype of the
-    strong operand it meets (and so never appears as the operand of a `Binary`)."""
-
-    value: bool | int | float
-    weak: bool = False
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class VarRef(Expr):
-    """The current value of a local name (loop-carried values included)."""
-
-    name: str
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class ParamRef(Expr):
-    """A scalar argument's value."""
-
-    param: ScalarParam
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class DimSize(Expr):
-    """The runtime extent of a dimension, as an i32 scalar."""
-
-    dim: Dimension
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class LoopIndex(Expr):
-    """The element offset of a loop variable's tile (the element index, for an element
-    variable), as an i32 scalar."""
-
-    var: LoopVar
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Load(Expr):
-    """Read one tile of a tensor (masked where `access` says so; masked lanes are padding)."""
-
-    access: TensorAccess
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Iota(Expr):
-    """0, 1, ..., n-1 along the single axis of `type` (i32)."""
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Full(Expr):
-    """A tile of `type` with every element equal to the scalar `value` (of `type.dtype`)."""
-
-    value: Expr
-
-
-BINARY_OPS = (
-    *("add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum"),
-    *("and", "or", "xor", "shl", "shr"),
-    *("lt", "le", "gt", "ge", "eq", "ne"),
-)
-COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Binary(Expr):
-    """Element-wise `lhs op rhs`; both operands have the same type. Comparisons give i1.
-
-    `div` and `pow` are float-only (integer operands were converted); `floordiv`/`mod` follow
-    Python (floor division, result with the divisor's sign); `and/or/xor` are bitwise (logical
-    on i1); `shr` is arithmetic.
-    """
-
-    op: str  # one of BINARY_OPS
-    lhs: Expr
-    rhs: Expr
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Unary(Expr):
-    """`neg` (-x) or `not` (~x: bitwise not, logical on i1)."""
-
-    op: str
-    operand: Expr
-
-
-MATH_FUNCTIONS = (
-    *("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf"),
-    *("sigmoid", "gelu", "sin", "cos", "floor", "ceil"),
-)
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Math(Expr):
-    """An element-wise math function of one operand of the result's type.
-
-    All but `abs` take and give floats. `gelu` is the exact form x/2·(1 + erf(x/√2));
-    `sigmoid` is 1/(1 + exp(-x)); `rsqrt` is 1/sqrt(x).
-    """
-
-    fn: str  # one of MATH_FUNCTIONS
-    operand: Expr
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Select(Expr):
-    """`where(cond, on_true, on_false)`; all three already have the result's shape."""
-
-    cond: Expr
-    on_true: Expr
-    on_false: Expr
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Reduce(Expr):
-    """`kind` ∈ sum, max, min, mean over `axes` of `operand`.
-
-    `extents[i]` says which lanes of `axes[i]` are real (None: all of them); padding lanes must
-    not take part (use the identity of the reduction; `mean` divides by the count of real
-    lanes). `sum`/`mean` of f16/bf16 accumulate in f32 and round the result.
-    """
-
-    kind: str
-    operand: Expr
-    axes: tuple[int, ...]
-    keepdims: bool
-    extents: tuple[AxisExtent | None, ...]
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Dot(Expr):
-    """`lhs @ rhs` on 2-D tiles of the same dtype; accumulates (and returns) f32 for f16,
-    bf16 and f32 inputs, f64 for f64, i32 for i8. `contraction` gives the real lanes of the
-    contracted axis (None: all); padding lanes must contribute nothing."""
-
-    lhs: Expr
-    rhs: Expr
-    contraction: AxisExtent | None
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Cast(Expr):
-    """Convert `operand` to `type.dtype` (same shape). Float → int truncates toward zero."""
-
-    operand: Expr
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Broadcast(Expr):
-    """numpy's `broadcast_to(operand, type.shape)`: leading axes may be added; axes of size 1
-    are repeated. A scalar operand becomes a splat."""
-
-    operand: Expr
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class ExpandDims(Expr):
-    """Insert axes of size 1 at positions `axes` of the result (`x[:, None]`)."""
-
-    operand: Expr
-    axes: tuple[int, ...]
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Transpose(Expr):
-    """Permute the axes: result axis i is operand axis `permutation[i]`."""
-
-    operand: Expr
-    permutation: tuple[int, ...]
-
-
-# ---------------------------------------------------------------------------- tensor accesses
-
-
-class IndexKind(Enum):
-    TILE = "tile"  # a loop variable's tile of this dimension
-    WHOLE = "whole"  # ':': the whole dimension
-    SCALAR = "scalar"  # one integer index: the dimension is dropped from the tile
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class AccessIndex:
-    """How one dimension of a tensor is indexed."""
-
-    kind: IndexKind
-    dim: Dimension | int  # the tensor's dimension (int: a fixed extent)
-    var: LoopVar | None = None  # TILE: the loop variable
-    value: Expr | None = None  # SCALAR: an integer scalar (LoopIndex for element variables)
-    size: Dim | None = None  # this dimension's size in the tile; None for SCALAR
-    masked: bool = False  # lanes may fall outside the tensor (offset + lane >= extent)
-    loc: Location
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class TensorAccess:
-    """A region of a tensor, one index per dimension; `type` is the tile read or written."""
-
-    tensor: TensorParam
-    indices: tuple[AccessIndex, ...]
-    type: TileType
-    loc: Location
-
-    @property
-    def masked(self) -> bool:
-        return any(index.masked for index in self.indices)
-
-
-# ---------------------------------------------------------------------------- statements
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Assign:
-    """Bind `name` to `value` (a new binding, or the next value of a loop-carried name)."""
-
-    name: str
-    value: Expr
-    loc: Location
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class Store:
-    """Write `value` (already of `access.type`) to a tensor region; masked like the access."""
-
-    access: TensorAccess
-    value: Expr
-    loc: Location
-
-
-@dataclass(frozen=True, slots=True)
-class Carried:
-    """A name defined before a sequential loop and reassigned in it (an scf.for iter_arg)."""
-
-    name: str
-    type: TileType
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class SeqLoop:
-    """A `tiles()` loop inside the grid: runs sequentially within the block, one tile of
-    `var.dim` per iteration (offset 0, BK, 2·BK, ... below the extent).
-
-    `carried` lists the names whose values flow from one iteration to the next and out of
-    the loop; every other name assigned in `body` is local to the body.
-    """
-
-    var: LoopVar
-    body: tuple[Stmt, ...]
-    carried: tuple[Carried, ...]
-    loc: Location
-
-
-@dataclass(kw_only=True, eq=False, slots=True)
-class GridLoop:
-    """The kernel's top-level `tiles()` loop: one block per combination of tiles; `vars[i]`
-    is grid axis i."""
-
-    vars: tuple[LoopVar, ...]
-    body: tuple[Stmt, ...]
-    loc: Location
-
-
-Stmt = Union[Assign, Store, SeqLoop]
-
-
-@dataclass(slots=True)
-class KernelOptions:
-    """Decisions the author pinned. `tile` maps a dimension name ('M') to its tile size."""
-
-    tile: dict[str, int] = field(default_factory=dict)
-    warps: int | None = None
-    stages: int | None = None
-    split: int | None = None  # blocks along the split axis (split-reduction); 1: no split
-
-
-@dataclass(eq=False, slots=True)
-class Kernel:
-    name: str
-    params: tuple[Param, ...]
-    dims: tuple[Dimension, ...]  # in order of first appearance in the signature
-    grid: GridLoop
-    options: KernelOptions
-    doc: str | None
-    loc: Location
-
-    def param(self, name: str) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
-
-    def dim(self, name: str) -> Dimension:
-        for d in self.dims:
-            if d.name == name or d.spelling == name:
-                return d
-        raise KeyError(name)
-
-
-@dataclass(eq=False, slots=True)
-class Program:
-    kernels: tuple[Kernel, ...]
-    filename: str
-
-    def kernel(self, name: str) -> Kernel:
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        raise KeyError(name)
 
 
 # ---------------------------------------------------------------------------- analysis entry
@@ -991,7 +539,7 @@ class _KernelChecker:
             return self.dims[node.id]
         self._check_free_name(node.id, node.loc, "a dimension")
         name = node.id.upper()
-        if not _SYMBOL_RE.fullmatch(name):
+        if not SYMBOL_RE.fullmatch(name):
             raise TileError(
                 f"dimension name '{node.id}' must start with a letter and use only ASCII "
                 "letters, digits and '_'",
@@ -2123,7 +1671,7 @@ class _KernelChecker:
                 hint="broadcast a tile with arithmetic instead, e.g. zeros([...]) + x",
             )
         dtype = self._dtype_argument(args["dtype"]) if "dtype" in args else value.type.dtype
-        if _is_weak(value) and _KIND_ORDER[value.type.dtype.kind] > _KIND_ORDER[dtype.kind]:
+        if _is_weak(value) and KIND_ORDER[value.type.dtype.kind] > KIND_ORDER[dtype.kind]:
             raise TileError(
                 f"cannot fill a tile of {dtype} with {value.value}",  # type: ignore[union-attr]
                 value.loc,
@@ -2315,7 +1863,7 @@ def _promote(a: Expr, b: Expr) -> DType:
     if a_weak != b_weak:
         weak, strong = (a, b) if a_weak else (b, a)
         weak_kind, strong_kind = weak.type.dtype.kind, strong.type.dtype.kind
-        if _KIND_ORDER[weak_kind] <= _KIND_ORDER[strong_kind]:
+        if KIND_ORDER[weak_kind] <= KIND_ORDER[strong_kind]:
             return strong.type.dtype
         return weak.type.dtype
     return common_dtype(a.type.dtype, b.type.dtype)
@@ -2352,10 +1900,10 @@ def _full(value: Expr, shape: tuple[Dim, ...], loc: Location) -> Expr:
 
 
 def _int_constant(value: int, loc: Location) -> Constant:
-    low, high = _INT_RANGES[DType.I64]
+    low, high = INT_RANGES[DType.I64]
     if not low <= value <= high:
         raise TileError("integer constant does not fit in 64 bits", loc)
-    low32, high32 = _INT_RANGES[DType.I32]
+    low32, high32 = INT_RANGES[DType.I32]
     dtype = DType.I32 if low32 <= value <= high32 else DType.I64
     return Constant(value=value, type=TileType(dtype), weak=True, loc=loc)
 
@@ -2380,7 +1928,7 @@ def _convert_constant(
         return bool(value)
     if dtype.is_float:
         return float(value)
-    low, high = _INT_RANGES[dtype]
+    low, high = INT_RANGES[dtype]
     if runs:
         if isinstance(value, float):
             return 0 if math.isnan(value) else math.trunc(max(low, min(high, value)))
@@ -2474,114 +2022,3 @@ def _fold_math(fn: str, x: bool | int | float) -> float | int:
         return math.inf
     except ValueError:
         return math.nan
-
-
-# ---------------------------------------------------------------------------- a readable dump
-
-
-def format_program(program: Program) -> str:
-    """The checked program as indented text (for tests, debugging and `--emit` dumps)."""
-    return "\n".join(format_kernel(k) for k in program.kernels)
-
-
-def format_kernel(kernel: Kernel) -> str:
-    params = []
-    for p in kernel.params:
-        params.append(f"{p.name}: {p}" if isinstance(p, TensorParam) else f"{p.name}: {p.dtype}")
-    lines = [f"kernel {kernel.name}({', '.join(params)})"]
-    dims = []
-    for d in kernel.dims:
-        notes = [d.tile_symbol]
-        if d.pinned is not None:
-            notes.append(f"={d.pinned}")
-        if d.whole:
-            notes.append(" whole")
-        dims.append(f"{d.name} ({''.join(notes)})")
-    lines.append(f"  dims {', '.join(dims)}")
-    options = kernel.options
-    if options.warps is not None or options.stages is not None or options.split is not None:
-        text = f"  options warps={options.warps} stages={options.stages}"
-        lines.append(text + (f" split={options.split}" if options.split is not None else ""))
-    grid = ", ".join(_format_var(v) for v in kernel.grid.vars)
-    lines.append(f"  grid {grid}")
-    _format_body(kernel.grid.body, 2, lines)
-    return "\n".join(lines)
-
-
-def _format_var(var: LoopVar) -> str:
-    kind = "element" if var.element else var.size_symbol
-    axis = f" axis {var.grid_axis}" if var.grid_axis is not None else ""
-    return f"{var.name} in {var.dim.name}[{kind}]{axis}"
-
-
-def _format_body(body: tuple[Stmt, ...], depth: int, lines: list[str]) -> None:
-    pad = "  " * depth
-    for stmt in body:
-        if isinstance(stmt, Assign):
-            lines.append(f"{pad}{stmt.name} = {format_expr(stmt.value)}")
-        elif isinstance(stmt, Store):
-            lines.append(f"{pad}store {_format_access(stmt.access)} = {format_expr(stmt.value)}")
-        else:
-            carried = ", ".join(f"{c.name}: {c.type}" for c in stmt.carried)
-            lines.append(
-                f"{pad}for {_format_var(stmt.var)}" + (f" carry {carried}" if carried else "")
-            )
-            _format_body(stmt.body, depth + 1, lines)
-
-
-def _format_access(access: TensorAccess) -> str:
-    parts = []
-    for index in access.indices:
-        if index.kind is IndexKind.TILE:
-            parts.append(index.var.name)  # type: ignore[union-attr]
-        elif index.kind is IndexKind.WHOLE:
-            parts.append(":")
-        else:
-            parts.append(format_expr(index.value))  # type: ignore[arg-type]
-    mask = " masked" if access.masked else ""
-    return f"{access.tensor.name}[{', '.join(parts)}]{mask}"
-
-
-def format_expr(expr: Expr) -> str:
-    """`op:type(operands)`; leaves: `%name`, `$argument`, constants, `load a[...]`."""
-    t = expr.type
-    if isinstance(expr, Constant):
-        return f"{expr.value!r}:{t}" + ("~" if expr.weak else "")
-    if isinstance(expr, VarRef):
-        return f"%{expr.name}:{t}"
-    if isinstance(expr, ParamRef):
-        return f"${expr.param.name}:{t}"
-    if isinstance(expr, DimSize):
-        return f"dim({expr.dim.name}):{t}"
-    if isinstance(expr, LoopIndex):
-        return f"index({expr.var.name}):{t}"
-    if isinstance(expr, Load):
-        return f"load:{t} {_format_access(expr.access)}"
-    if isinstance(expr, Iota):
-        return f"iota:{t}"
-    if isinstance(expr, Binary):
-        return f"{expr.op}:{t}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})"
-    if isinstance(expr, Unary):
-        return f"{expr.op}:{t}({format_expr(expr.operand)})"
-    if isinstance(expr, Math):
-        return f"{expr.fn}:{t}({format_expr(expr.operand)})"
-    if isinstance(expr, Select):
-        operands = (expr.cond, expr.on_true, expr.on_false)
-        return f"where:{t}({', '.join(format_expr(e) for e in operands)})"
-    if isinstance(expr, Reduce):
-        keep = ", keepdims" if expr.keepdims else ""
-        axes = ", ".join(map(str, expr.axes))
-        return f"{expr.kind}[{axes}{keep}]:{t}({format_expr(expr.operand)})"
-    if isinstance(expr, Dot):
-        return f"dot:{t}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})"
-    if isinstance(expr, Full):
-        return f"full:{t}({format_expr(expr.value)})"
-    if isinstance(expr, Cast):
-        return f"cast:{t}({format_expr(expr.operand)})"
-    if isinstance(expr, Broadcast):
-        return f"broadcast:{t}({format_expr(expr.operand)})"
-    if isinstance(expr, ExpandDims):
-        return f"expand_dims{list(expr.axes)}:{t}({format_expr(expr.operand)})"
-    if isinstance(expr, Transpose):
-        return f"transpose:{t}({format_expr(expr.operand)})"
-    raise AssertionError(f"unknown checked expression {expr!r}")  # pragma: no cover

@@ -1,0 +1,145 @@
+"""A readable dump of a checked program (`tilec.frontend.checked`): for tests, debugging and
+`--emit` dumps."""
+
+from __future__ import annotations
+
+from tilec.frontend.checked import (
+    Assign,
+    Binary,
+    Broadcast,
+    Cast,
+    Constant,
+    DimSize,
+    Dot,
+    ExpandDims,
+    Expr,
+    Full,
+    IndexKind,
+    Iota,
+    Kernel,
+    Load,
+    LoopIndex,
+    LoopVar,
+    Math,
+    ParamRef,
+    Program,
+    Reduce,
+    Select,
+    Stmt,
+    Store,
+    TensorAccess,
+    TensorParam,
+    Transpose,
+    Unary,
+    VarRef,
+)
+
+__all__ = ["format_expr", "format_kernel", "format_program"]
+
+
+def format_program(program: Program) -> str:
+    """The checked program as indented text (for tests, debugging and `--emit` dumps)."""
+    return "\n".join(format_kernel(k) for k in program.kernels)
+
+
+def format_kernel(kernel: Kernel) -> str:
+    params = []
+    for p in kernel.params:
+        params.append(f"{p.name}: {p}" if isinstance(p, TensorParam) else f"{p.name}: {p.dtype}")
+    lines = [f"kernel {kernel.name}({', '.join(params)})"]
+    dims = []
+    for d in kernel.dims:
+        notes = [d.tile_symbol]
+        if d.pinned is not None:
+            notes.append(f"={d.pinned}")
+        if d.whole:
+            notes.append(" whole")
+        dims.append(f"{d.name} ({''.join(notes)})")
+    lines.append(f"  dims {', '.join(dims)}")
+    options = kernel.options
+    if options.warps is not None or options.stages is not None or options.split is not None:
+        text = f"  options warps={options.warps} stages={options.stages}"
+        lines.append(text + (f" split={options.split}" if options.split is not None else ""))
+    grid = ", ".join(_format_var(v) for v in kernel.grid.vars)
+    lines.append(f"  grid {grid}")
+    _format_body(kernel.grid.body, 2, lines)
+    return "\n".join(lines)
+
+
+def _format_var(var: LoopVar) -> str:
+    kind = "element" if var.element else var.size_symbol
+    axis = f" axis {var.grid_axis}" if var.grid_axis is not None else ""
+    return f"{var.name} in {var.dim.name}[{kind}]{axis}"
+
+
+def _format_body(body: tuple[Stmt, ...], depth: int, lines: list[str]) -> None:
+    pad = "  " * depth
+    for stmt in body:
+        if isinstance(stmt, Assign):
+            lines.append(f"{pad}{stmt.name} = {format_expr(stmt.value)}")
+        elif isinstance(stmt, Store):
+            lines.append(f"{pad}store {_format_access(stmt.access)} = {format_expr(stmt.value)}")
+        else:
+            carried = ", ".join(f"{c.name}: {c.type}" for c in stmt.carried)
+            lines.append(
+                f"{pad}for {_format_var(stmt.var)}" + (f" carry {carried}" if carried else "")
+            )
+            _format_body(stmt.body, depth + 1, lines)
+
+
+def _format_access(access: TensorAccess) -> str:
+    parts = []
+    for index in access.indices:
+        if index.kind is IndexKind.TILE:
+            parts.append(index.var.name)  # type: ignore[union-attr]
+        elif index.kind is IndexKind.WHOLE:
+            parts.append(":")
+        else:
+            parts.append(format_expr(index.value))  # type: ignore[arg-type]
+    mask = " masked" if access.masked else ""
+    return f"{access.tensor.name}[{', '.join(parts)}]{mask}"
+
+
+def format_expr(expr: Expr) -> str:
+    """`op:type(operands)`; leaves: `%name`, `$argument`, constants, `load a[...]`."""
+    t = expr.type
+    if isinstance(expr, Constant):
+        return f"{expr.value!r}:{t}" + ("~" if expr.weak else "")
+    if isinstance(expr, VarRef):
+        return f"%{expr.name}:{t}"
+    if isinstance(expr, ParamRef):
+        return f"${expr.param.name}:{t}"
+    if isinstance(expr, DimSize):
+        return f"dim({expr.dim.name}):{t}"
+    if isinstance(expr, LoopIndex):
+        return f"index({expr.var.name}):{t}"
+    if isinstance(expr, Load):
+        return f"load:{t} {_format_access(expr.access)}"
+    if isinstance(expr, Iota):
+        return f"iota:{t}"
+    if isinstance(expr, Binary):
+        return f"{expr.op}:{t}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})"
+    if isinstance(expr, Unary):
+        return f"{expr.op}:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Math):
+        return f"{expr.fn}:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Select):
+        operands = (expr.cond, expr.on_true, expr.on_false)
+        return f"where:{t}({', '.join(format_expr(e) for e in operands)})"
+    if isinstance(expr, Reduce):
+        keep = ", keepdims" if expr.keepdims else ""
+        axes = ", ".join(map(str, expr.axes))
+        return f"{expr.kind}[{axes}{keep}]:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Dot):
+        return f"dot:{t}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})"
+    if isinstance(expr, Full):
+        return f"full:{t}({format_expr(expr.value)})"
+    if isinstance(expr, Cast):
+        return f"cast:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Broadcast):
+        return f"broadcast:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, ExpandDims):
+        return f"expand_dims{list(expr.axes)}:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Transpose):
+        return f"transpose:{t}({format_expr(expr.operand)})"
+    raise AssertionError(f"unknown checked expression {expr!r}")  # pragma: no cover
