@@ -8,6 +8,7 @@ needs (`remove_redundant_barriers`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -16,9 +17,9 @@ from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import DotOperandLayout, MmaLayout, SharedLayout
-from tilec.ir.attributes import IntegerAttr
+from tilec.ir.attributes import IntegerAttr, UnitAttr
 from tilec.ir.builder import Builder
-from tilec.ir.core import BlockArgument, Operation, Value
+from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.types import FloatType, IndexType, SharedType, TileType
 from tilec.lowering.exchange import op_scratch_bytes
 from tilec.lowering.layouts import element_bytes
@@ -33,6 +34,7 @@ __all__ = [
     "apply_shared_plan",
     "buffer_bytes",
     "check_shared_plan",
+    "operand_major",
     "plan_shared_memory",
     "remove_redundant_barriers",
     "swizzle_for",
@@ -164,28 +166,58 @@ def swizzle_for(tile: TileType) -> tuple[SharedLayout, str]:
     return SharedLayout(vec, per_phase, max_phase, (1, 0)), why
 
 
-def wgmma_swizzle_for(tile: TileType, index: int) -> tuple[SharedLayout, str]:
-    """The `#shared` layout of a `wgmma` operand (`tilec.lowering.tensorcore.lower_wgmma_dot`):
-    the 128-byte swizzle of its canonical layouts, A (index 0, K-major) with its 8-row groups
-    in the accumulator's row order, B (index 1, N-major) in blocks of 64 columns."""
+def wgmma_swizzle_for(
+    tile: TileType, index: int, transposed: bool = False
+) -> tuple[SharedLayout, str]:
+    """The `#shared` layout of a `wgmma` operand (`tilec.lowering.tensorcore.lower_wgmma_dot`)
+    stored as `tile` (2-D): the 128-byte swizzle of wgmma's canonical layouts. Operand
+    `index` read `transposed` (`tile.load_shared {transposed}`) swaps its major-ness: A
+    (index 0) stored `[M, K]` and B (index 1) stored `[N, K]` are K-major (rows of 128 bytes),
+    A stored `[K, M]` and B stored `[K, N]` MN-major (blocks of 64 columns, each holding
+    every row). A's groups of 8 M-rows (or M-columns) are stored in the order of the
+    accumulator's rows (`interleave` / `col_interleave` = 2)."""
     columns = tile.shape[1]
     size = element_bytes(tile.element)
     vec = LDMATRIX_ROW // size
-    if index == 0:
+    if (index == 0) != transposed:  # K-major: stored [M, K] (A) or [N, K] (B)
         if columns * size != BANK_LINE:
-            raise ValueError(f"wgmma's A tile needs rows of 128 bytes, not {columns * size}")
-        return SharedLayout(vec, 1, 8, (1, 0), interleave=2), (
-            "wgmma's K-major operand in 128-byte swizzle atoms (8 rows of 128 bytes, 16-byte "
-            "chunk XOR row % 8); its 8-row groups stored in the order of the accumulator's rows "
-            "(interleave = 2)"
+            raise ValueError(
+                f"wgmma's K-major operand needs rows of 128 bytes, not {columns * size}"
+            )
+        if index == 0:
+            return SharedLayout(vec, 1, 8, (1, 0), interleave=2), (
+                "wgmma's K-major operand in 128-byte swizzle atoms (8 rows of 128 bytes, "
+                "16-byte chunk XOR row % 8); its 8-row groups stored in the order of the "
+                "accumulator's rows (interleave = 2)"
+            )
+        return SharedLayout(vec, 1, 8, (1, 0)), (
+            "wgmma's K-major operand (B stored [N, K], read transposed: the descriptor's "
+            "native layout) in 128-byte swizzle atoms (8 rows of 128 bytes, 16-byte chunk XOR "
+            "row % 8)"
         )
     block = BANK_LINE // size
     if columns % block:
-        raise ValueError(f"wgmma's B tile needs a multiple of {block} columns, not {columns}")
+        raise ValueError(
+            f"wgmma's MN-major operand needs a multiple of {block} columns, not {columns}"
+        )
+    if index == 0:
+        return SharedLayout(vec, 1, 8, (1, 0), col_block=block, col_interleave=2), (
+            f"wgmma's M-major operand (A stored [K, M], read transposed) in 128-byte swizzle "
+            f"atoms: blocks of {block} columns, each holding every row (16-byte chunk XOR row "
+            "% 8); its 8-column groups stored in the order of the accumulator's rows "
+            "(col_interleave = 2)"
+        )
     return SharedLayout(vec, 1, 8, (1, 0), col_block=block), (
         f"wgmma's N-major operand in 128-byte swizzle atoms: blocks of {block} columns, each "
         "holding every row (16-byte chunk XOR row % 8)"
     )
+
+
+def operand_major(index: int, transposed: bool) -> str:
+    """Which dimension of a dot operand is contiguous in its shared buffer: 'K' or 'M'/'N'."""
+    if (index == 0) != transposed:
+        return "K"
+    return "M" if index == 0 else "N"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,27 +244,40 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
         here.create(shared.BarrierOp)  # kept only where earlier reads may still run
         staged = []
         for dot, index in members:
-            operand = dot.operands[index]
-            tile = operand.type
+            stored = _stored_form(dot.operands[index])
+            tile = stored.value.type
+            plane = TileType(stored.plane, tile.element)
             if dot.result.type.layout.version == 3:
-                layout, why = wgmma_swizzle_for(tile, index)
+                layout, why = wgmma_swizzle_for(plane, index, stored.transposed)
             else:
-                layout, why = swizzle_for(tile)
+                layout, why = swizzle_for(plane)
+            order = tuple(range(tile.rank - 1, -1, -1))
+            layout = dataclasses.replace(layout, order=order)
             buffer_type = SharedType((1, *tile.shape), tile.element, layout)
             with top.located(dot.loc):
                 alloc = top.create(shared.AllocSharedOp, result_types=[buffer_type])
-            label = operand.name_hint or "ab"[index]
+            label = dot.operands[index].name_hint or stored.value.name_hint or "ab"[index]
             alloc.result.name_hint = f"{label}_smem"
-            ctx.remark(alloc, f"operand {'ab'[index]} of a tensor-core dot: {layout}: {why}")
+            major = operand_major(index, stored.transposed)
+            how = (
+                f"stored {list(tile.shape)} as its tensor holds it, read transposed ({major}-major)"
+                if stored.transposed
+                else f"{major}-major"
+            )
+            ctx.remark(alloc, f"operand {'ab'[index]} of a tensor-core dot, {how}: {layout}: {why}")
             if zero is None:
                 zero = _index_constant(top, 0)
                 zero.name_hint = "c0"
             here.create(
-                shared.StoreSharedOp, buffer=alloc.result, slot=zero, value=operand, loc=dot.loc
+                shared.StoreSharedOp,
+                buffer=alloc.result,
+                slot=zero,
+                value=stored.value,
+                loc=dot.loc,
             )
-            staged.append((dot, index, alloc, zero))
+            staged.append((dot, index, alloc, stored))
         here.create(shared.BarrierOp)
-        for dot, index, alloc, zero in staged:
+        for dot, index, alloc, stored in staged:
             mma = dot.result.type.layout
             tile = dot.operands[index].type
             load = here.create(
@@ -248,10 +293,61 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
                 ],
                 loc=dot.loc,
             )
+            if stored.transposed:
+                load.attributes["transposed"] = UnitAttr()
             load.result.name_hint = f"{alloc.result.name_hint[: -len('_smem')]}_op"
             dot.set_operand(index, load.result)
+            for op in stored.chain:  # the transpose and reshapes the read now does
+                if not op.result.uses:
+                    op.erase()
             if anchor is not dot:
                 ctx.remark(load, "loop-invariant operand: staged once, before the loop")
+
+
+@dataclass
+class _StoredForm:
+    """What a dot operand is written to shared memory as: `value`, which the operand is
+    (`chain`, outermost first) a transpose and/or a drop of leading size-1 dimensions of.
+    `plane`: `value`'s shape without those dimensions (the 2-D tile the swizzle is for)."""
+
+    value: Value
+    transposed: bool
+    chain: list[Operation]
+
+    @property
+    def plane(self) -> tuple[int, ...]:
+        shape = tuple(self.value.type.shape)
+        while len(shape) > 2 and shape[0] == 1:
+            shape = shape[1:]
+        return shape
+
+
+def _stored_form(operand: Value) -> _StoredForm:
+    """The tile to stage for `operand`: through a `tile.transpose` (perm [1, 0]) and
+    `tile.reshape`s that only drop leading size-1 dimensions, each used only on the way to
+    the dot, so that a tile loaded as its tensor stores it (`b[tn, tk].T`, `a[z, tm, tk]`)
+    goes to shared memory as loaded -- a plain copy, which `pipeline` streams -- and
+    `tile.load_shared` does the rest."""
+    chain: list[Operation] = []
+    v = operand
+    transposed = False
+    op = v.op if isinstance(v, OpResult) else None
+    if isinstance(op, T.TransposeOp) and tuple(op.perm) == (1, 0) and len(v.uses) == 1:
+        chain.append(op)
+        transposed = True
+        v = op.input
+        op = v.op if isinstance(v, OpResult) else None
+    while isinstance(op, T.ReshapeOp) and len(v.uses) == 1 and _drops_leading_ones(op):
+        chain.append(op)
+        v = op.input
+        op = v.op if isinstance(v, OpResult) else None
+    return _StoredForm(v, transposed, chain)
+
+
+def _drops_leading_ones(op: T.ReshapeOp) -> bool:
+    src, dst = tuple(op.input.type.shape), tuple(op.result.type.shape)
+    extra = len(src) - len(dst)
+    return extra > 0 and src[extra:] == dst and all(d == 1 for d in src[:extra])
 
 
 def _staging_point(dot: Operation, operand: Value) -> Operation:

@@ -21,7 +21,12 @@ from tilec.benchmarks.wgmma_probe import descriptor, k_major_address, mn_major_a
 from tilec.dialects.tile import MmaLayout, SharedLayout
 from tilec.ir.types import TileType, f16
 from tilec.lowering.layouts import ThreadMap, as_blocked, wgmma_accumulator_layout
-from tilec.lowering.tensorcore import SWIZZLE_ATOM, stored_row, swizzled_offset
+from tilec.lowering.tensorcore import (
+    SWIZZLE_ATOM,
+    stored_row,
+    swizzled_offset,
+    wgmma_operand_walk,
+)
 from tilec.passes.smem_placement import wgmma_swizzle_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -63,6 +68,50 @@ def test_operand_layouts_are_what_the_descriptors_read():
             for n in range(BN):
                 written = b_base + 2 * swizzled_offset(b_layout, (BK, BN), 16 * kk + kc, n)
                 assert mn_major_address(desc, kc, n) == written, (kk, kc, n)
+
+
+def _hardware_row_to_logical(g: int, s: int) -> int:
+    """The accumulator row (as `as_blocked` numbers it) that row `s` of warpgroup `g`'s 64
+    is, as the hardware counts them."""
+    w = 4 * g + s // 16  # its warp, and which 8-row half
+    return 8 * w + 8 * WARPS * ((s // 8) % 2) + s % 8
+
+
+def _descriptor_for(base: int, index: int, transposed: bool, g: int, kk: int) -> int:
+    _, lbo, step, group_bytes = wgmma_operand_walk(index, transposed, BK)
+    return descriptor(base + g * group_bytes + kk * step, lbo, SWIZZLE_ATOM)
+
+
+def test_transposed_operands_are_what_the_descriptors_read():
+    """`a.T` (A stored [K, M], M-major, tnspA = 1) and `b.T` (B stored [N, K], K-major,
+    tnspB = 0): every element the hardware reads for each k-step and warpgroup is the
+    element the copies wrote there."""
+    a_layout, _ = wgmma_swizzle_for(TileType((BK, BM), f16), 0, transposed=True)
+    b_layout, _ = wgmma_swizzle_for(TileType((BN, BK), f16), 1, transposed=True)
+    assert a_layout == SharedLayout(8, 1, 8, (1, 0), col_block=64, col_interleave=2)
+    assert b_layout == SharedLayout(8, 1, 8, (1, 0))
+    a_base, b_base = 0, 3 * BM * BK * 2
+    for kk in range(BK // 16):
+        for g in range(BM // 64):
+            desc = _descriptor_for(a_base, 0, True, g, kk)
+            for s in range(64):
+                logical = _hardware_row_to_logical(g, s)
+                for kc in range(16):
+                    written = a_base + 2 * swizzled_offset(
+                        a_layout, (BK, BM), 16 * kk + kc, logical
+                    )
+                    assert mn_major_address(desc, kc, s) == written, (g, s, kk, kc)
+        desc = _descriptor_for(b_base, 1, True, 0, kk)
+        for n in range(BN):
+            for kc in range(16):
+                written = b_base + 2 * swizzled_offset(b_layout, (BN, BK), n, 16 * kk + kc)
+                assert k_major_address(desc, n, kc) == written, (kk, n, kc)
+
+
+def test_operand_walks_of_the_plain_layouts_are_the_probes():
+    """The walk of `a @ b`'s operands is the one the H200 probe checked."""
+    assert wgmma_operand_walk(0, False, BK) == (True, 16, 32, 64 * 128)
+    assert wgmma_operand_walk(1, False, BK) == (False, BK * 128, 16 * 128, 0)
 
 
 def test_stored_rows_are_a_permutation_of_8_row_groups():
@@ -135,6 +184,7 @@ def test_bank_layout_model_is_a_bijection_of_each_slot():
     for layout, shape in (
         (SharedLayout(8, 1, 8, (1, 0), interleave=2), (BM, BK)),
         (SharedLayout(8, 1, 8, (1, 0), col_block=64), (BK, BN)),
+        (SharedLayout(8, 1, 8, (1, 0), col_block=64, col_interleave=2), (BK, BM)),
     ):
         seen = np.zeros(shape[0] * shape[1], dtype=bool)
         for r in range(shape[0]):

@@ -26,7 +26,7 @@ op's location, when a pipelined kernel breaks one — so a wrong pipeline fails 
 
 from __future__ import annotations
 
-from tilec.ir.attributes import IntegerAttr
+from tilec.ir.attributes import IntegerAttr, UnitAttr
 from tilec.ir.constraints import BOOL_LIKE, INDEX, SHARED, TENSOR, TILE
 from tilec.ir.core import Attr, Operand, Operation, Result, register_op
 from tilec.ir.types import SharedType, TileType
@@ -39,6 +39,7 @@ __all__ = [
     "BarrierOp",
     "LoadSharedOp",
     "StoreSharedOp",
+    "read_type",
     "slot_type",
 ]
 
@@ -46,6 +47,17 @@ __all__ = [
 def slot_type(buffer: SharedType) -> TileType:
     """The tile held by one stage (slot) of a shared buffer."""
     return TileType(buffer.shape[1:], buffer.element)
+
+
+def read_type(buffer: SharedType, transposed: bool = False) -> TileType:
+    """The tile `tile.load_shared` reads from one slot of `buffer`: the slot without its
+    leading size-1 dimensions (kept at rank 2 at least), transposed when `transposed`."""
+    shape = tuple(buffer.shape[1:])
+    while len(shape) > 2 and shape[0] == 1:
+        shape = shape[1:]
+    if transposed:
+        shape = shape[::-1]
+    return TileType(shape, buffer.element)
 
 
 def _check_buffer(op: Operation, buffer_type: SharedType) -> None:
@@ -160,22 +172,47 @@ class BarrierOp(Operation):
 
 @register_op
 class LoadSharedOp(Operation):
-    """Read the tile held by slot `slot` of a shared buffer."""
+    """Read the tile held by slot `slot` of a shared buffer.
+
+    The result is the slot's tile, or (`read_type`) that tile without its leading size-1
+    dimensions, and with `transposed` (rank 2 only) its transpose: a dot operand stored as
+    its tensor holds it (`b[n, k]` for `a @ b.T`, `a[z, m, k]` of a batch) is read in the
+    shape the dot takes, and the lowering reads the stored layout directly (`ldmatrix`
+    with or without `.trans`; a `wgmma` descriptor of the other major-ness).
+    """
 
     name = "tile.load_shared"
-    summary = "Read one slot of a shared buffer as a tile."
+    summary = "Read one slot of a shared buffer as a tile (optionally squeezed, transposed)."
     buffer = Operand(SHARED)
     slot = Operand(INDEX)
+    transposed = Attr(UnitAttr, optional=True, doc="read the rank-2 slot transposed")
     result = Result(TILE)
     assembly_format = "$buffer `[` $slot `]` attr-dict `:` type($buffer) `->` type($result)"
 
+    @property
+    def is_transposed(self) -> bool:
+        return "transposed" in self.attributes
+
     @classmethod
     def infer_result_types(cls, operands, attributes):
-        return [slot_type(operands[0].type)]
+        return [read_type(operands[0].type, "transposed" in attributes)]
 
     def verify_(self) -> None:
-        _check_buffer(self, self.buffer.type)
-        _check_slot(self, self.buffer.type, self.result.type, "result")
+        buffer_t = self.buffer.type
+        _check_buffer(self, buffer_t)
+        t = self.result.type
+        if self.is_transposed and len(read_type(buffer_t).shape) != 2:
+            raise self.error(f"only a rank-2 slot can be read transposed, not one of {buffer_t}")
+        if self.is_transposed or t.rank != buffer_t.rank - 1:
+            expected = read_type(buffer_t, self.is_transposed)
+            if t.shape != expected.shape or t.element != expected.element:
+                how = "transposed, " if self.is_transposed else ""
+                raise self.error(
+                    f"result {t} does not match one slot of {buffer_t} read {how}without "
+                    f"leading size-1 dimensions ({expected})"
+                )
+            return
+        _check_slot(self, buffer_t, t, "result")
 
 
 @register_op

@@ -205,7 +205,10 @@ def _load_shared(state: BlockState, op: Operation, args: list[Any]) -> Any:
         )
     s.unread_write = None
     s.read_since_barrier = op
-    return buffer.data[index].copy()
+    value = buffer.data[index]
+    while value.ndim > op.result.type.rank and value.shape[0] == 1:
+        value = value[0]  # `read_type`: the leading size-1 dimensions dropped
+    return (value.T if "transposed" in op.attributes else value).copy()
 
 
 @semantics(shared.StoreSharedOp)

@@ -203,13 +203,27 @@ def shared_bytes(kernel: Operation) -> int:
     return _aligned(need, SCRATCH_ALIGNMENT) if need else 0
 
 
+def interleaved(count: int, i: int) -> int:
+    """Where `interleave = 2` puts index `i` of `count`: its 8-group L of G at position
+    2 (L mod G/2) + L div G/2, the order in which a wgmma accumulator's warps take rows."""
+    half = count // 16  # G/2 for G groups of 8
+    group, within = divmod(i, 8)
+    return (2 * (group % half) + group // half) * 8 + within
+
+
 def stored_row(layout: SharedLayout | None, rows: int, r: int) -> int:
     """The row of a slot of `rows` rows where `layout` stores row `r` (`interleave`)."""
     if layout is None or layout.interleave == 1:
         return r
-    half = rows // 16  # G/2 for G groups of 8 rows
-    group, within = divmod(r, 8)
-    return (2 * (group % half) + group // half) * 8 + within
+    return interleaved(rows, r)
+
+
+def stored_col(layout: SharedLayout | None, cols: int, c: int) -> int:
+    """The column of a slot of `cols` columns where `layout` stores column `c`
+    (`col_interleave`, before `col_block` splits the columns into blocks)."""
+    if layout is None or layout.col_interleave == 1:
+        return c
+    return interleaved(cols, c)
 
 
 def swizzled_offset(layout: SharedLayout | None, shape: tuple[int, ...], r: int, c: int) -> int:
@@ -220,6 +234,7 @@ def swizzled_offset(layout: SharedLayout | None, shape: tuple[int, ...], r: int,
         return r * cols + c
     rows = math.prod(shape[:-1])
     r = stored_row(layout, rows, r)
+    c = stored_col(layout, cols, c)
     base = 0
     if layout.col_block:
         block, c = divmod(c, layout.col_block)
@@ -443,13 +458,9 @@ def _swizzled_bytes(
     col_v = _i32(col) if isinstance(col, int) else col
     base: ir.Value = _i32(0)
     if layout is not None and layout.interleave != 1:  # `stored_row`
-        half = math.prod(shape[:-1]) // 16
-        group = b.lshr(row, _i32(3))
-        moved = b.or_(
-            b.shl(b.and_(group, _i32(half - 1)), _i32(1)),
-            b.lshr(group, _i32(half.bit_length() - 1)),
-        )
-        row = b.or_(b.shl(moved, _i32(3)), b.and_(row, _i32(7)))
+        row = _interleaved_value(b, math.prod(shape[:-1]), row)
+    if layout is not None and layout.col_interleave != 1:  # `stored_col`
+        col_v = _interleaved_value(b, cols, col_v)
     if layout is not None and layout.col_block:
         width = layout.col_block
         block = b.lshr(col_v, _i32(width.bit_length() - 1))
@@ -465,6 +476,17 @@ def _swizzled_bytes(
     within = b.and_(col_v, _i32(vec - 1))
     flat = b.add(b.add(b.mul(row, _i32(cols)), b.shl(chunk, _i32(vec.bit_length() - 1))), within)
     return b.mul(b.add(base, flat), _i32(size))
+
+
+def _interleaved_value(b: ir.IRBuilder, count: int, i: ir.Value) -> ir.Value:
+    """`interleaved(count, i)` on an i32 value (count a power of two, at least 16)."""
+    half = count // 16
+    group = b.lshr(i, _i32(3))
+    moved = b.or_(
+        b.shl(b.and_(group, _i32(half - 1)), _i32(1)),
+        b.lshr(group, _i32(half.bit_length() - 1)),
+    )
+    return b.or_(b.shl(moved, _i32(3)), b.and_(i, _i32(7)))
 
 
 def lower_async_copy(k: _KernelLowering, op: Operation) -> None:
@@ -603,19 +625,23 @@ class WgmmaOperand:
 
     buffer: SharedBuffer
     slot_base: ir.Value  # i32 byte offset of the slot in the shared array
+    transposed: bool = False  # the slot holds the operand's transpose (`tile.load_shared`)
 
 
 def lower_load_shared(k: _KernelLowering, op: Operation) -> list[Any]:
     buf: SharedBuffer = k.values[op.buffer]
     t: TileType = op.result.type
     slot_base = _slot_base(k, buf, k.values[op.slot])
+    transposed = "transposed" in op.attributes
     if isinstance(t.layout, DotOperandLayout) and t.layout.version == 3:
-        return [WgmmaOperand(buf, slot_base)]
+        return [WgmmaOperand(buf, slot_base, transposed)]
     if isinstance(t.layout, DotOperandLayout):
-        fragments = _fragments(k, buf, slot_base, t)
+        fragments = _fragments(k, buf, slot_base, t, transposed)
         return [fragments if _dot_follows(op) else fragments.load_all()]
     out = []
     for r, c in _slot_places(k, ThreadMap(t.layout, t.shape)):
+        if transposed:  # element (r, c) of the result is (c, r) of the slot
+            r, c = c, r
         out.append(k.shared_load(t.element, k.b.add(slot_base, _swizzled_bytes(k, buf, r, c))))
     return [out]
 
@@ -727,8 +753,11 @@ class _SwizzledAddresses:
 
 
 def _fragments(
-    k: _KernelLowering, buf: SharedBuffer, slot_base: ir.Value, t: TileType
+    k: _KernelLowering, buf: SharedBuffer, slot_base: ir.Value, t: TileType, transposed: bool
 ) -> Fragments:
+    """The `ldmatrix` reads of operand `t` from `buf` (module docstring). A K-major slot (A
+    stored [M, K], B stored [N, K]) is read without `.trans`, an MN-major one with it: the
+    8x8 matrices of a fragment are the same, addressed in the stored layout."""
     layout: DotOperandLayout = t.layout  # type: ignore[assignment]
     wm, wn = layout.warps_per_cta
     warp_m, warp_n = _warp_coordinates(k, (wm, wn))
@@ -759,11 +788,21 @@ def _fragments(
 
     if layout.index == 0:
         rows, depth = t.shape
-        # lanes 8j..8j+7 address rows rr of matrix j: j & 1 picks the row half, j >> 1 the k half
-        row_t = p.add(p.add(p.shl(warp_m, _i32(3)), rr), p.mul(j_lo, _i32(8 * wm)))
-        where = _SwizzledAddresses(k, buf, row_t, p.shl(j_hi, _i32(3)), 16)
+        # lanes 8j..8j+7 address the 8 stored rows of matrix j: j & 1 picks the m half,
+        # j >> 1 the k half
+        m_half = p.mul(j_lo, _i32(8 * wm))
+        m_t = p.add(p.shl(warp_m, _i32(3)), m_half)
+        if transposed:  # stored [K, M]: rows are k
+            where = _SwizzledAddresses(k, buf, p.add(rr, p.shl(j_hi, _i32(3))), m_t, 16 * wm)
+        else:
+            where = _SwizzledAddresses(k, buf, p.add(m_t, rr), p.shl(j_hi, _i32(3)), 16)
 
         def load_a(kk: int) -> dict:
+            if transposed:
+                return {
+                    (mi, kk): ldmatrix(where, 16 * kk, 16 * wm * mi, 4, ".trans")
+                    for mi in range(rows // (16 * wm))
+                }
             return {
                 (mi, kk): ldmatrix(where, 16 * wm * mi, 16 * kk, 4, "")
                 for mi in range(rows // (16 * wm))
@@ -772,20 +811,29 @@ def _fragments(
         return Fragments(depth // 16, load_a)
 
     depth, cols = t.shape
-    # lanes 8j..8j+7 address k-rows rr of matrix j: j & 1 picks the k half, j >> 1 the n tile
-    row_t = p.add(rr, p.shl(j_lo, _i32(3)))
-    col_t = p.add(p.shl(warp_n, _i32(3)), p.mul(j_hi, _i32(8 * wn)))
-    where = _SwizzledAddresses(k, buf, row_t, col_t, 16 * wn)
+    # lanes 8j..8j+7 address the 8 stored rows of matrix j: j & 1 picks the k half, j >> 1
+    # the n tile
+    k_t = p.shl(j_lo, _i32(3))
+    n_t = p.add(p.shl(warp_n, _i32(3)), p.mul(j_hi, _i32(8 * wn)))
+    if transposed:  # stored [N, K]: rows are n
+        where = _SwizzledAddresses(k, buf, p.add(n_t, rr), k_t, 16)
+    else:
+        where = _SwizzledAddresses(k, buf, p.add(rr, k_t), n_t, 16 * wn)
     n_tiles = cols // (8 * wn)
+
+    def read_b(kk: int, ni: int, count: int) -> list[ir.Value]:
+        if transposed:
+            return ldmatrix(where, 8 * wn * ni, 16 * kk, count, "")
+        return ldmatrix(where, 16 * kk, 8 * wn * ni, count, ".trans")
 
     def load_b(kk: int) -> dict:
         regs = {}
         for ni in range(0, n_tiles, 2):
             if ni + 1 < n_tiles:
-                got = ldmatrix(where, 16 * kk, 8 * wn * ni, 4, ".trans")
+                got = read_b(kk, ni, 4)
                 regs[(ni, kk)], regs[(ni + 1, kk)] = got[:2], got[2:]
             else:
-                regs[(ni, kk)] = ldmatrix(where, 16 * kk, 8 * wn * ni, 2, ".trans")
+                regs[(ni, kk)] = read_b(kk, ni, 2)
         return regs
 
     return Fragments(depth // 16, load_b)
@@ -852,6 +900,21 @@ def wgmma_descriptor_low(address: ir.Value, lbo: int, b: ir.IRBuilder) -> ir.Val
     return b.or_(start, _i32((lbo >> 4) << 16))
 
 
+def wgmma_operand_walk(index: int, transposed: bool, depth: int) -> tuple[bool, int, int, int]:
+    """How `lower_wgmma_dot` walks operand `index` (0: A, 1: B) of a K tile of `depth`
+    (128-byte rows of K, or MN-major blocks of `depth` k-rows): (K-major, leading byte
+    offset, bytes per k-step of 16, bytes from one warpgroup's 64 rows of A to the next; 0
+    for B). K-major (A stored [M, K], B stored [N, K]): LBO unused (16), a k-step is 32
+    bytes along the row, warpgroup g starts 64 rows (8 KiB) on. MN-major (A stored [K, M],
+    B stored [K, N], blocks of 64 columns): LBO is one block, a k-step is 16 rows of 128
+    bytes, warpgroup g's 64 M-columns are block g."""
+    k_major = (index == 0) != transposed
+    block_bytes = depth * 128
+    if k_major:
+        return True, 16, 32, WGMMA_ROWS * 128 if index == 0 else 0
+    return False, block_bytes, 16 * 128, block_bytes if index == 0 else 0
+
+
 def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     """`wgmma.mma_async.m64nNk16` for each k-step of 16, both operands read from shared memory.
 
@@ -859,10 +922,14 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     ((1, 2), (8, 4), (W, 1)): thread (w, l) holds, for i in 0..1, row 8 w + 8 W i + l / 4.
     wgmma gives warp w rows 16 w + 8 i + l / 4 of the rows as stored, so the A buffer stores
     8-row group L at 2 (L mod W) + L div W (`#shared<..., interleave = 2>`): the two agree.
-    A (K-major, 128-byte rows) and B (N-major, in blocks of 64 columns: `col_block = 64`) use
-    the 128-byte swizzle; descriptors: A's stride offset 1024 (8 rows of 128 bytes), B's
-    leading offset the bytes of one column block, stride offset 1024. Warpgroup g reads its 64
-    rows of A from stored row 64 g. Register d[4 j + 2 i + c] of n8 block j is the slot of
+    A as `a @ b` reads it (K-major, 128-byte rows) and B (N-major, in blocks of 64 columns:
+    `col_block = 64`) use the 128-byte swizzle; descriptors: A's stride offset 1024 (8 rows of
+    128 bytes), B's leading offset the bytes of one column block, stride offset 1024.
+    Warpgroup g reads its 64 rows of A from stored row 64 g. An operand read transposed
+    (`tile.load_shared {transposed}`: B stored [N, K], A stored [K, M]) has the other
+    major-ness, walked as `wgmma_operand_walk` says, with the instruction's `tnspA`/`tnspB`
+    saying which: an M-major A keeps its 8-column groups in the accumulator's row order
+    (`col_interleave = 2`), and warpgroup g reads column block g. Register d[4 j + 2 i + c] of n8 block j is the slot of
     row repeat i and column 8 j + 2 (l % 4) + c. One asm statement fences, issues the k-steps,
     commits and waits for them, so LLVM cannot move anything into the asynchronous window.
     """
@@ -888,17 +955,24 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
             )
     b = k.b
     group = k.prologue.lshr(k.warp, _i32(2))
-    a_rows = k.prologue.mul(group, _i32(WGMMA_ROWS * 128))
-    a_addr = b.add(_shared_address(k, a.slot_base), a_rows)
-    b_addr = _shared_address(k, bop.slot_base)
-    b_lbo = depth * 128  # one block of 64 columns: every k row of 128 bytes
+    # Per operand: where warpgroup g's part starts, the leading byte offset, the bytes one
+    # k-step of 16 advances (`wgmma_operand_walk`).
+    walks = []
+    for index, operand in ((0, a), (1, bop)):
+        _, lbo, step, group_bytes = wgmma_operand_walk(index, operand.transposed, depth)
+        address = _shared_address(k, operand.slot_base)
+        if group_bytes:
+            address = b.add(address, k.prologue.mul(group, _i32(group_bytes)))
+        walks.append((address, lbo, step))
     high = _i32((SWIZZLE_ATOM >> 4) | _SWIZZLE_128B)
     descriptors: list[ir.Value] = []
     for kk in range(depth // 16):
-        for address, lbo, step in ((a_addr, 16, 32), (b_addr, b_lbo, 16 * 128)):
+        for address, lbo, step in walks:
             low = wgmma_descriptor_low(b.add(address, _i32(kk * step)), lbo, b)
             wide = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
             descriptors.append(wide)
+    trans_a = 1 if a.transposed else 0  # 1: A is M-major
+    trans_b = 0 if bop.transposed else 1  # 0: B is K-major
     acc = list(k.values[op.acc])
     per_row = n // 4  # slots per row repeat: n/8 column groups x 2
     order = [i * per_row + 2 * j + c for j in range(n // 8) for i in range(2) for c in range(2)]
@@ -909,7 +983,7 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
         da, db = 2 * count + 2 * kk, 2 * count + 2 * kk + 1
         lines.append(
             f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
-            f"${da}, ${db}, p, 1, 1, 0, 1;"
+            f"${da}, ${db}, p, 1, 1, {trans_a}, {trans_b};"
         )
     loop = op.parent_op
     deferred = isinstance(loop, scf.ForOp) and any(
