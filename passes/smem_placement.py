@@ -170,16 +170,25 @@ def wgmma_swizzle_for(
     tile: TileType, index: int, transposed: bool = False
 ) -> tuple[SharedLayout, str]:
     """The `#shared` layout of a `wgmma` operand (`tilec.lowering.tensorcore.lower_wgmma_dot`)
-    stored as `tile` (2-D): the 128-byte swizzle of wgmma's canonical layouts. Operand
-    `index` read `transposed` (`tile.load_shared {transposed}`) swaps its major-ness: A
-    (index 0) stored `[M, K]` and B (index 1) stored `[N, K]` are K-major (rows of 128 bytes),
-    A stored `[K, M]` and B stored `[K, N]` MN-major (blocks of 64 columns, each holding
-    every row). A's groups of 8 M-rows (or M-columns) are stored in the order of the
-    accumulator's rows (`interleave` / `col_interleave` = 2)."""
+    stored as `tile` (2-D). Operand `index` read `transposed` (`tile.load_shared
+    {transposed}`) has the other major-ness. A stored [M, K] and B stored [N, K] are K-major:
+    rows of 128 bytes in 128-byte swizzle atoms, A's 8-row groups in the order of the
+    accumulator's rows (`interleave = 2`). B stored [K, N] is N-major: blocks of 64 columns,
+    each holding every row. A stored [K, M] is read into registers by `ldmatrix.trans` (the
+    `ldmatrix` swizzle, `swizzle_for`): from shared memory wgmma would read it M-major, which
+    needs its 8-column groups in the accumulator's row order -- 16-byte pieces that split
+    every 32-byte sector the copies bring in two, measured at 1.5x the L2 traffic and 0.35x
+    cuBLAS on the H200 (docs/benchmarks.md)."""
     columns = tile.shape[1]
     size = element_bytes(tile.element)
     vec = LDMATRIX_ROW // size
-    if (index == 0) != transposed:  # K-major: stored [M, K] (A) or [N, K] (B)
+    if index == 0 and transposed:
+        layout, why = swizzle_for(tile)
+        return layout, (
+            "wgmma's A stored [K, M]: read into registers with ldmatrix.trans (rows of the "
+            f"accumulator's order, no permuted copy); {why}"
+        )
+    if index == 0 or transposed:  # K-major: stored [M, K] (A) or [N, K] (B)
         if columns * size != BANK_LINE:
             raise ValueError(
                 f"wgmma's K-major operand needs rows of 128 bytes, not {columns * size}"
@@ -198,14 +207,7 @@ def wgmma_swizzle_for(
     block = BANK_LINE // size
     if columns % block:
         raise ValueError(
-            f"wgmma's MN-major operand needs a multiple of {block} columns, not {columns}"
-        )
-    if index == 0:
-        return SharedLayout(vec, 1, 8, (1, 0), col_block=block, col_interleave=2), (
-            f"wgmma's M-major operand (A stored [K, M], read transposed) in 128-byte swizzle "
-            f"atoms: blocks of {block} columns, each holding every row (16-byte chunk XOR row "
-            "% 8); its 8-column groups stored in the order of the accumulator's rows "
-            "(col_interleave = 2)"
+            f"wgmma's N-major operand needs a multiple of {block} columns, not {columns}"
         )
     return SharedLayout(vec, 1, 8, (1, 0), col_block=block), (
         f"wgmma's N-major operand in 128-byte swizzle atoms: blocks of {block} columns, each "

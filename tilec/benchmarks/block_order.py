@@ -2,6 +2,7 @@
 
     python -m tilec.benchmarks.block_order                    # 2048^3 .. 8192^3, f16 and bf16
     python -m tilec.benchmarks.block_order --size 4096 --dtype bf16 --groups 1,8
+    python -m tilec.benchmarks.block_order --layout tn --size 4096      # a.T @ b
 
 For each size and dtype, `examples/matmul.tile` (or `matmul_bf16.tile`) is compiled as
 `@tilec.jit` compiles it for contiguous tensors, once per `group_m` (1: launch order, blocks
@@ -9,7 +10,9 @@ walking down M; g > 1: groups of g blocks down M, Triton's GROUP_M), and timed a
 `tilec.benchmarks.gpu` times it: the median of CUDA-event runs with the inputs rotated past
 the L2 cache, cuBLAS measured in the same pass. Each size is swept twice, to show the
 run-to-run spread. One line per sweep: TFLOP/s and, in brackets, the fraction of cuBLAS. The
-first launch of each kernel is checked against cuBLAS's product. Needs a GPU; about 20
+first launch of each kernel is checked against cuBLAS's product. `--layout nt|tn|tt` probes
+`examples/gemm_layouts.tile`'s kernel of that operand layout instead (cuBLAS on the same
+transposed views). Needs a GPU; about 20
 seconds on an H200. `tiling` chooses launch order for its wgmma tiling from this probe
 (docs/benchmarks.md, "Block order of the wgmma kernel").
 """
@@ -27,14 +30,23 @@ SIZES = (2048, 4096, 8192)
 GROUPS = (1, 2, 4, 8, 16, 32)
 
 
-def sweep(n: int, dtype: str, groups: tuple[int, ...]) -> str:
-    """One line: cuBLAS, then tilec for each `group_m`, at n^3 in `dtype`."""
+def sweep(n: int, dtype: str, groups: tuple[int, ...], layout: str = "nn") -> str:
+    """One line: cuBLAS, then tilec for each `group_m`, at n^3 in `dtype`, operands stored
+    in `layout` (`examples/gemm_layouts.tile`: "t" is an operand stored transposed)."""
     import torch
 
     from tilec.jit import load_kernel
 
     torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     example = "matmul" if dtype == "f16" else "matmul_bf16"
+    path, name = EXAMPLES / f"{example}.tile", example
+    if layout != "nn":
+        path = EXAMPLES / "gemm_layouts.tile"
+        name = f"gemm_{layout}" + ("_bf16" if dtype == "bf16" else "")
+
+    def views(x, z):
+        return (x.T if layout[0] == "t" else x), (z.T if layout[1] == "t" else z)
+
     sets = _sets(
         lambda: (
             torch.randn(n, n, device="cuda").to(torch_dtype),
@@ -44,14 +56,12 @@ def sweep(n: int, dtype: str, groups: tuple[int, ...]) -> str:
     )
     c = torch.empty(n, n, device="cuda", dtype=torch_dtype)
     flops = 2 * n**3
-    cublas = time_ms(lambda x, z: torch.matmul(x, z), sets)
-    fields = [f"{dtype} {n}^3: cuBLAS {flops / cublas / 1e9:.0f}"]
+    cublas = time_ms(lambda x, z: torch.matmul(*views(x, z)), sets)
+    fields = [f"{dtype} {layout} {n}^3: cuBLAS {flops / cublas / 1e9:.0f}"]
     a, b = sets[0]
-    expected = torch.matmul(a, b)
+    expected = torch.matmul(*views(a, b))
     for g in groups:
-        kernel = load_kernel(
-            EXAMPLES / f"{example}.tile", example, pass_options={"tiling": {"group_m": g}}
-        )
+        kernel = load_kernel(path, name, pass_options={"tiling": {"group_m": g}})
         kernel(a, b, c)
         if not _close(c, expected, 2e-3 if dtype == "f16" else 1.6e-2):
             fields.append(f"g{g} WRONG")
@@ -67,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("f16", "bf16"), action="append")
     parser.add_argument("--groups", default=",".join(map(str, GROUPS)), help="group_m values")
     parser.add_argument("--repeat", type=int, default=2, help="sweeps per size (default 2)")
+    parser.add_argument(
+        "--layout",
+        choices=("nn", "nt", "tn", "tt"),
+        action="append",
+        help="operand layouts (repeatable; default nn)",
+    )
     args = parser.parse_args(argv)
     try:
         groups = tuple(int(g) for g in args.groups.split(","))
@@ -79,10 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("block_order: no CUDA device", file=sys.stderr)
         return 1
-    for dtype in args.dtype or ("f16", "bf16"):
-        for n in args.size or SIZES:
-            for _ in range(args.repeat):
-                print(sweep(n, dtype, groups), flush=True)
+    for layout in args.layout or ("nn",):
+        for dtype in args.dtype or ("f16", "bf16"):
+            for n in args.size or SIZES:
+                for _ in range(args.repeat):
+                    print(sweep(n, dtype, groups, layout), flush=True)
     return 0
 
 

@@ -149,12 +149,9 @@ class SharedLayout(ParametricAttr):
     # wgmma operands (`tilec.lowering.tensorcore`): `interleave = 2` stores the slot's 8-row
     # group L of G at position 2 (L mod G/2) + L div G/2, the row order of a wgmma accumulator
     # whose warps hold 8-row groups G/2 apart; `col_block = n` stores the last dimension in
-    # blocks of n elements, each block holding every row (the N-major operand's 128-byte atoms);
-    # `col_interleave = 2` permutes the 8-element groups of the last dimension as
-    # `interleave` does rows (before `col_block`: the M-major A operand of `a.T @ b`).
+    # blocks of n elements, each block holding every row (the N-major operand's 128-byte atoms).
     interleave: int = 1
     col_block: int = 0
-    col_interleave: int = 1
 
 
 @parametric_attr

@@ -218,14 +218,6 @@ def stored_row(layout: SharedLayout | None, rows: int, r: int) -> int:
     return interleaved(rows, r)
 
 
-def stored_col(layout: SharedLayout | None, cols: int, c: int) -> int:
-    """The column of a slot of `cols` columns where `layout` stores column `c`
-    (`col_interleave`, before `col_block` splits the columns into blocks)."""
-    if layout is None or layout.col_interleave == 1:
-        return c
-    return interleaved(cols, c)
-
-
 def swizzled_offset(layout: SharedLayout | None, shape: tuple[int, ...], r: int, c: int) -> int:
     """Element offset, within a slot of `shape`, of row `r` (leading dimensions flattened)
     and column `c` of the last dimension."""
@@ -234,7 +226,6 @@ def swizzled_offset(layout: SharedLayout | None, shape: tuple[int, ...], r: int,
         return r * cols + c
     rows = math.prod(shape[:-1])
     r = stored_row(layout, rows, r)
-    c = stored_col(layout, cols, c)
     base = 0
     if layout.col_block:
         block, c = divmod(c, layout.col_block)
@@ -459,8 +450,6 @@ def _swizzled_bytes(
     base: ir.Value = _i32(0)
     if layout is not None and layout.interleave != 1:  # `stored_row`
         row = _interleaved_value(b, math.prod(shape[:-1]), row)
-    if layout is not None and layout.col_interleave != 1:  # `stored_col`
-        col_v = _interleaved_value(b, cols, col_v)
     if layout is not None and layout.col_block:
         width = layout.col_block
         block = b.lshr(col_v, _i32(width.bit_length() - 1))
@@ -634,6 +623,8 @@ def lower_load_shared(k: _KernelLowering, op: Operation) -> list[Any]:
     slot_base = _slot_base(k, buf, k.values[op.slot])
     transposed = "transposed" in op.attributes
     if isinstance(t.layout, DotOperandLayout) and t.layout.version == 3:
+        if t.layout.index == 0 and transposed:  # A stored [K, M]: registers (`lower_wgmma_dot`)
+            return [_fragments(k, buf, slot_base, t, transposed)]
         return [WgmmaOperand(buf, slot_base, transposed)]
     if isinstance(t.layout, DotOperandLayout):
         fragments = _fragments(k, buf, slot_base, t, transposed)
@@ -901,18 +892,17 @@ def wgmma_descriptor_low(address: ir.Value, lbo: int, b: ir.IRBuilder) -> ir.Val
 
 
 def wgmma_operand_walk(index: int, transposed: bool, depth: int) -> tuple[bool, int, int, int]:
-    """How `lower_wgmma_dot` walks operand `index` (0: A, 1: B) of a K tile of `depth`
-    (128-byte rows of K, or MN-major blocks of `depth` k-rows): (K-major, leading byte
-    offset, bytes per k-step of 16, bytes from one warpgroup's 64 rows of A to the next; 0
-    for B). K-major (A stored [M, K], B stored [N, K]): LBO unused (16), a k-step is 32
-    bytes along the row, warpgroup g starts 64 rows (8 KiB) on. MN-major (A stored [K, M],
-    B stored [K, N], blocks of 64 columns): LBO is one block, a k-step is 16 rows of 128
-    bytes, warpgroup g's 64 M-columns are block g."""
-    k_major = (index == 0) != transposed
-    block_bytes = depth * 128
-    if k_major:
+    """How `lower_wgmma_dot` walks operand `index` (0: A, 1: B) of a K tile of `depth` in
+    shared memory: (K-major, leading byte offset, bytes per k-step of 16, bytes from one
+    warpgroup's 64 rows of A to the next; 0 for B). K-major (A stored [M, K], B stored
+    [N, K]): LBO unused (16), a k-step is 32 bytes along the 128-byte row, warpgroup g
+    starts 64 rows (8 KiB) on. N-major (B stored [K, N], blocks of 64 columns): LBO is one
+    block, a k-step is 16 rows of 128 bytes. (A stored [K, M] comes from registers.)"""
+    if index == 0 and transposed:
+        raise ValueError("wgmma's A stored [K, M] is read into registers, not by a descriptor")
+    if index == 0 or transposed:
         return True, 16, 32, WGMMA_ROWS * 128 if index == 0 else 0
-    return False, block_bytes, 16 * 128, block_bytes if index == 0 else 0
+    return False, depth * 128, 16 * 128, 0
 
 
 def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
@@ -926,14 +916,15 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     `col_block = 64`) use the 128-byte swizzle; descriptors: A's stride offset 1024 (8 rows of
     128 bytes), B's leading offset the bytes of one column block, stride offset 1024.
     Warpgroup g reads its 64 rows of A from stored row 64 g. An operand read transposed
-    (`tile.load_shared {transposed}`: B stored [N, K], A stored [K, M]) has the other
-    major-ness, walked as `wgmma_operand_walk` says, with the instruction's `tnspA`/`tnspB`
-    saying which: an M-major A keeps its 8-column groups in the accumulator's row order
-    (`col_interleave = 2`), and warpgroup g reads column block g. Register d[4 j + 2 i + c] of n8 block j is the slot of
+    (`tile.load_shared {transposed}`) has the other major-ness: B stored [N, K] is K-major
+    (`wgmma_operand_walk`, `tnspB` = 0); A stored [K, M] comes from registers, the
+    `ldmatrix.trans` fragments of `mma.sync`'s A, which hold the accumulator's rows as they
+    are (`Fragments`; wgmma's register A of warp w is rows 16 w + l / 4 (+ 8) of the
+    hardware's, the same as its accumulator's). Register d[4 j + 2 i + c] of n8 block j is the slot of
     row repeat i and column 8 j + 2 (l % 4) + c. One asm statement fences, issues the k-steps,
     commits and waits for them, so LLVM cannot move anything into the asynchronous window.
     """
-    a: WgmmaOperand = k.values[op.a]
+    a: WgmmaOperand | Fragments = k.values[op.a]
     bop: WgmmaOperand = k.values[op.b]
     acc_t: TileType = op.result.type
     a_t: TileType = op.a.type
@@ -946,7 +937,8 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     depth = a_t.shape[1]
     if depth * element_bytes(a_t.element) != 128 or n % 64 or n > 256:
         raise ValueError("wgmma lowering needs K tiles of 128 bytes and N a multiple of 64 <= 256")
-    for operand in (a, bop):
+    in_registers = isinstance(a, Fragments)  # A stored [K, M]: ldmatrix.trans fragments
+    for operand in (bop,) if in_registers else (a, bop):
         offset = operand.buffer.offset
         if offset % SWIZZLE_ATOM or operand.buffer.slot_bytes % SWIZZLE_ATOM:
             raise ValueError(
@@ -958,7 +950,7 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     # Per operand: where warpgroup g's part starts, the leading byte offset, the bytes one
     # k-step of 16 advances (`wgmma_operand_walk`).
     walks = []
-    for index, operand in ((0, a), (1, bop)):
+    for index, operand in ((1, bop),) if in_registers else ((0, a), (1, bop)):
         _, lbo, step, group_bytes = wgmma_operand_walk(index, operand.transposed, depth)
         address = _shared_address(k, operand.slot_base)
         if group_bytes:
@@ -971,8 +963,12 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
             low = wgmma_descriptor_low(b.add(address, _i32(kk * step)), lbo, b)
             wide = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
             descriptors.append(wide)
-    trans_a = 1 if a.transposed else 0  # 1: A is M-major
     trans_b = 0 if bop.transposed else 1  # 0: B is K-major
+    a_regs: list[ir.Value] = []
+    if in_registers:
+        for kk in range(depth // 16):
+            a.load(kk)
+            a_regs += a.regs[(0, kk)]
     acc = list(k.values[op.acc])
     per_row = n // 4  # slots per row repeat: n/8 column groups x 2
     order = [i * per_row + 2 * j + c for j in range(n // 8) for i in range(2) for c in range(2)]
@@ -980,10 +976,19 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     regs = "{" + ", ".join(f"${r}" for r in range(count)) + "}"
     lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;", "wgmma.fence.sync.aligned;"]
     for kk in range(depth // 16):
-        da, db = 2 * count + 2 * kk, 2 * count + 2 * kk + 1
+        if in_registers:  # operands: accumulators, B's descriptors, then A's registers
+            first = 2 * count + depth // 16 + 4 * kk
+            da = "{" + ", ".join(f"${first + r}" for r in range(4)) + "}"
+            db = f"${2 * count + kk}"
+            lines.append(
+                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
+                f"{da}, {db}, p, 1, 1, {trans_b};"
+            )
+            continue
+        da, db = f"${2 * count + 2 * kk}", f"${2 * count + 2 * kk + 1}"
         lines.append(
             f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
-            f"${da}, ${db}, p, 1, 1, {trans_a}, {trans_b};"
+            f"{da}, {db}, p, 1, 1, 0, {trans_b};"
         )
     loop = op.parent_op
     deferred = isinstance(loop, scf.ForOp) and any(
@@ -995,12 +1000,15 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     lines.append("}")
     text = "\n\t".join(lines)
     constraints = ",".join(
-        ["=f"] * count + [str(r) for r in range(count)] + ["l"] * len(descriptors)
+        ["=f"] * count
+        + [str(r) for r in range(count)]
+        + ["l"] * len(descriptors)
+        + ["r"] * len(a_regs)
     )
     out = _asm(
         k,
         ir.LiteralStructType([F32] * count),
-        [*(acc[s] for s in order), *descriptors],
+        [*(acc[s] for s in order), *descriptors, *a_regs],
         text,
         constraints,
     )
