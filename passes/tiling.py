@@ -367,7 +367,8 @@ class _KernelTiling:
             self.ctx.remark(
                 kernel,
                 "BM=128, BN=128, BK=64, 8 warps: wgmma m64n128k16 (sm_90a, option wgmma), two "
-                "warpgroups of 64x128, both operands read from shared memory; two blocks per SM "
+                "warpgroups of 64x128, both operands staged in shared memory (smem-placement "
+                "says how each is read); two blocks per SM "
                 "(tilec.min_blocks_per_sm = 2: at most 128 registers a thread, stages for half "
                 "an SM's shared memory)",
             )

@@ -236,3 +236,56 @@ def test_passes_are_idempotent():
     for p in _opt_again:
         p.run(module, context)
     assert str(module) == once
+
+
+LOAD_SHARED = """
+func @f() {{
+  %c0 = arith.constant 0 : index
+  %buf = tile.alloc_shared : !smem<1x1x64x32xf16>
+  %v = tile.load_shared %buf[%c0] {attrs} : !smem<1x1x64x32xf16> -> tile<{shape}xf16>
+  return
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("attrs", "shape"), [("", "1x64x32"), ("", "64x32"), ("{transposed}", "32x64")]
+)
+def test_load_shared_reads_squeezed_and_transposed(attrs, shape):
+    text = LOAD_SHARED.format(attrs=attrs, shape=shape)
+    module = parse_module(text)
+    verify(module)
+    printed = str(module)
+    assert f"-> tile<{shape}xf16>" in printed and ("{transposed}" in printed) == bool(attrs)
+    verify(parse_module(printed))  # the text form round-trips
+
+
+@pytest.mark.parametrize(
+    ("attrs", "shape", "message"),
+    [
+        ("{transposed}", "64x32", "read transposed"),
+        ("", "32x64", "does not match"),
+        ("", "64x16", "does not match"),
+    ],
+)
+def test_load_shared_of_the_wrong_shape_is_an_error(attrs, shape, message):
+    module = parse_module(LOAD_SHARED.format(attrs=attrs, shape=shape))
+    with pytest.raises(TileError, match=message):
+        verify(module)
+
+
+def test_interpreter_reads_a_slot_transposed():
+    """What `tile.load_shared {transposed}` gives in the interpreter is the slot's transpose."""
+    from tilec.interp.pipeline import SharedBuffer, _load_shared, _Slot
+
+    module = parse_module(LOAD_SHARED.format(attrs="{transposed}", shape="32x64"))
+    op = next(o for o in module.walk() if isinstance(o, shared.LoadSharedOp))
+    data = np.arange(64 * 32, dtype=np.float16).reshape(1, 1, 64, 32)
+    slot = _Slot()
+    slot.written = True
+
+    class _State:
+        async_state = None
+
+    got = _load_shared(_State(), op, [SharedBuffer(data, [slot]), 0])
+    np.testing.assert_array_equal(got, data[0, 0].T)

@@ -906,7 +906,7 @@ def wgmma_operand_walk(index: int, transposed: bool, depth: int) -> tuple[bool, 
 
 
 def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
-    """`wgmma.mma_async.m64nNk16` for each k-step of 16, both operands read from shared memory.
+    """`wgmma.mma_async.m64nNk16` for each k-step of 16, B (and A) read from shared memory.
 
     The accumulator `#mma<version = 3, warps_per_cta = [W, 1]>` is the `#blocked` layout
     ((1, 2), (8, 4), (W, 1)): thread (w, l) holds, for i in 0..1, row 8 w + 8 W i + l / 4.
