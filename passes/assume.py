@@ -25,7 +25,7 @@ from tilec.lowering.abi import (
 )
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["Assume"]
+__all__ = ["Assume", "assume_pass_text"]
 
 
 @register_pass
@@ -34,10 +34,13 @@ class Assume(Pass):
 
     Options name parameters (`tilec.lowering.abi`'s names: `x`, `x.extent.0`, `x.stride.1`),
     comma-separated: `aligned` -- pointers 16-byte aligned; `unit` -- strides equal to 1;
-    `divisible` -- extents or strides that are multiples of 16. `all` is a list of blanket
+    `divisible` -- extents or strides that are multiples of 16; `multiples` -- `name=m` for
+    extents or strides that are multiples of m = 2, 4 or 8 (`x.stride.0=8`: rows of 1000
+    f16 are 16-byte vectors though not 16 elements). `all` is a list of blanket
     assumptions (`aligned,unit,divisible`) for every argument: every pointer aligned, every
     last stride 1, every other stride and every extent a multiple of 16. A kernel gets
-    `tilec.aligned`, `tilec.unit`, `tilec.divisible` (sorted names), replacing earlier ones; a
+    `tilec.aligned`, `tilec.unit`, `tilec.divisible` (sorted names), `tilec.multiples`
+    (pairs), replacing earlier ones; a
     name that none of the module's kernels has is an error. Remark: the facts, per kernel.
     """
 
@@ -49,6 +52,9 @@ class Assume(Pass):
         aligned: str = option("", 'pointer parameters aligned to 16 bytes, e.g. "x,y"')
         unit: str = option("", 'stride parameters equal to 1, e.g. "x.stride.1"')
         divisible: str = option("", 'extents/strides that are multiples of 16, e.g. "x.extent.0"')
+        multiples: str = option(
+            "", 'extents/strides that are multiples of 2, 4 or 8, e.g. "x.stride.0=8"'
+        )
         all: str = option("", 'blanket assumptions for every argument: "aligned,unit,divisible"')
 
     def run(self, module: Operation, ctx: PassContext) -> None:
@@ -60,23 +66,55 @@ class Assume(Pass):
                 f"assume: unknown assumption '{kind}'", hint="one of " + ", ".join(ASSUMPTIONS)
             )
         used: set[str] = set()
+        multiples = _multiples(opts.multiples)
         for kernel in module.walk():
             if not isinstance(kernel, FuncOp):
                 continue
             mine = {p.name for p in kernel_parameters(kernel)}
             base = assumed_specialization(kernel, blanket)
             facts = {f: getattr(base, f) | (names & mine) for f, names in named.items()}
-            used |= set().union(*named.values()) & mine
+            mine_multiples = frozenset(
+                (n, m) for n, m in multiples.items() if n in mine and n not in facts["divisible"]
+            )
+            used |= (set().union(*named.values()) | set(multiples)) & mine
             try:
-                set_kernel_specialization(kernel, Specialization(**facts))
+                spec = Specialization(**facts, multiples=mine_multiples)
+                set_kernel_specialization(kernel, spec)
             except ValueError as e:
                 raise TileError(f"assume: {e}", kernel.loc) from None
             text = "; ".join(f"{f}: {', '.join(sorted(v))}" for f, v in facts.items() if v)
+            if mine_multiples:
+                listed = ", ".join(f"{n} of {m}" for n, m in sorted(mine_multiples))
+                text += ("; " if text else "") + f"multiples: {listed}"
             ctx.remark(kernel, "assumes " + (text or "nothing about its arguments"))
-        unknown = set().union(*named.values()) - used
+        unknown = (set().union(*named.values()) | set(multiples)) - used
         if unknown:
             raise TileError(f"assume: no kernel has a parameter {', '.join(sorted(unknown))}")
 
 
 def _names(text: str) -> set[str]:
     return {n.strip() for n in text.split(",") if n.strip()}
+
+
+def _multiples(text: str) -> dict[str, int]:
+    """`x.stride.0=8,y.extent.1=4` as a mapping (a TileError for anything else)."""
+    out: dict[str, int] = {}
+    for item in _names(text):
+        name, eq, value = item.partition("=")
+        if not eq or not value.strip().isdigit():
+            raise TileError(
+                f"assume: multiples takes name=m pairs (m = 2, 4 or 8), got '{item}'",
+                hint='e.g. multiples="x.stride.0=8"',
+            )
+        out[name.strip()] = int(value)
+    return out
+
+
+def assume_pass_text(specialization: Specialization) -> str:
+    """The `assume` pass, as pipeline text, that records `specialization` on a kernel (what
+    `@tilec.jit` and the fuzzers' differential compile start with)."""
+    facts = specialization.to_json()
+    options = [f'{k}="{",".join(facts[k])}"' for k in ("aligned", "unit", "divisible") if facts[k]]
+    if facts["multiples"]:
+        options.append('multiples="' + ",".join(f"{n}={m}" for n, m in facts["multiples"]) + '"')
+    return "assume{" + " ".join(options) + "}" if options else "assume"

@@ -6,7 +6,7 @@ A thread's run of `v` consecutive elements along the last dimension can move as 
 * contiguity: the last stride is 1 (`x.stride.{r-1}` in the kernel's `tilec.unit`);
 * alignment: the address of every run's first element is a multiple of `v * element bytes`:
   `x` is 16-byte aligned (`tilec.aligned`), every other stride is a multiple of v
-  (`tilec.divisible`: of 16), and the offset of the last dimension is a known multiple of v
+  (`tilec.divisible`: of 16; `tilec.multiples`: of 2, 4 or 8), and the offset of the last dimension is a known multiple of v
   (index arithmetic: constants, `program_id * BN`, loop variables that start and step by
   multiples, `tile.dim` of divisible extents, sums and products of those);
 * a thread holds v consecutive elements: v divides `size_per_thread` of the last dimension of
@@ -52,8 +52,6 @@ __all__ = ["Vectorize", "widths_before_layouts"]
 
 # What "known multiple of" says of a value known to be 0: any power of two.
 _ANY = 1 << 30
-# `divisible` promises multiples of this many elements (`tilec.lowering.abi.DIVISOR`).
-_DIVISIBLE = 16
 
 _ELEMENTWISE = (
     arith.AndIOp,
@@ -188,7 +186,7 @@ class _KernelFacts:
             out.append((1, f"{name} not known to be 16-byte aligned"))
         for d in range(last):
             stride = f"{name}.stride.{d}"
-            m = _DIVISIBLE if stride in self.spec.divisible else 1
+            m = self.spec.multiple(stride)
             if m < widest:
                 out.append((m, f"stride of dim {d} ({stride}) not known divisible by {widest}"))
         m = self.multiple(op.offsets[last])
@@ -252,7 +250,7 @@ class _KernelFacts:
     def _extent_multiple(self, name: str, dim, axis: int) -> int:
         if isinstance(dim, int):
             return _low_bit(dim)
-        return _DIVISIBLE if f"{name}.extent.{axis}" in self.spec.divisible else 1
+        return self.spec.multiple(f"{name}.extent.{axis}")
 
     # -- bounds -------------------------------------------------------------------------------
 

@@ -157,7 +157,7 @@ class Launcher:
                     self._promises.append((i, "aligned", 0, p.name))
                 if p.name in spec.unit:
                     self._promises.append((i, "unit", p.axis, p.name))
-                if p.name in spec.divisible:
+                if p.kind in ("extent", "stride") and spec.multiple(p.name) > 1:
                     self._promises.append((i, p.kind, p.axis, p.name))
         self._grid = [(axis.dim, axis.tile) for axis in self.abi.grid]
         written = getattr(self.abi, "written", frozenset())
@@ -222,8 +222,9 @@ class Launcher:
                     )
             else:
                 value = (tensor.shape if what == "extent" else tensor.strides)[axis]
-                if value % 16:
-                    self._broken(i, f"{what} {axis} divisible by 16 ({parameter}), got {value}")
+                m = self.specialization.multiple(parameter)
+                if value % m:
+                    self._broken(i, f"{what} {axis} divisible by {m} ({parameter}), got {value}")
 
     def _broken(self, index: int, what: str, hint: str | None = None) -> None:
         name, _kind, dtype, dims = self.checker.arguments[index]

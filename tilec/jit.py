@@ -245,19 +245,25 @@ class JitFunction:
 
     def _key(self, arguments: Any) -> tuple:
         """The specialization of `arguments`: per tensor, one integer holding whether its
-        address is 16-byte aligned, and per dimension whether its stride is 1 or a multiple of
-        16 and whether its extent is a multiple of 16; per whole dimension, the power of two
-        that covers it; and the GPU."""
+        address is 16-byte aligned, and per dimension whether its stride is 1 and what the
+        specialization records of its stride and extent (`recorded_multiple`); per
+        whole dimension, the power of two that covers it; and the GPU."""
         from tilec.runtime import DeviceTensor
 
         parts: list[Any] = [arguments.device]
         for v in arguments.values:
             if type(v) is DeviceTensor:
                 bits = 1 if v.pointer & 15 == 0 else 0
+                # `recorded_multiple`, inline (this is the launch's hot path): per stride 0
+                # for unit, else 1..5 for a multiple of 1..16; per extent 1 or 5 (of 16 or
+                # not), the last one 1..5.
                 for s in v.strides:
-                    bits = bits * 4 + (1 if s == 1 else 2 if s & 15 == 0 else 0)
-                for n in v.shape:
-                    bits = bits * 2 + (1 if n & 15 == 0 else 0)
+                    bits = bits * 8 + (0 if s == 1 else min(16, (s & -s) or 16).bit_length())
+                for n in v.shape[:-1]:
+                    bits = bits * 8 + (5 if n & 15 == 0 else 1)
+                if v.shape:
+                    n = v.shape[-1]
+                    bits = bits * 8 + min(16, (n & -n) or 16).bit_length()
                 parts.append(bits)
         extents = arguments.extents
         for dim in self._whole_dims:
@@ -467,13 +473,15 @@ def _size_class(n: int) -> int:
 
 def _assume_pass(specialization: Any) -> str:
     """The `assume` pass (passes/assume.py) that records `specialization` on the kernel."""
-    facts = [f'{k}="{",".join(v)}"' for k, v in specialization.to_json().items() if v]
-    return "assume{" + " ".join(facts) + "}" if facts else "assume"
+    from tilec.passes.assume import assume_pass_text
+
+    return assume_pass_text(specialization)
 
 
 def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
     """What `arguments` promise, by parameter name (the facts `JitFunction._key` records)."""
     from tilec.lowering import Specialization
+    from tilec.lowering.abi import recorded_multiple
     from tilec.runtime import DeviceTensor
 
     tensors = {}
@@ -481,7 +489,7 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
     for name, value in zip(names, arguments.values):
         if isinstance(value, DeviceTensor):
             tensors[name] = value
-    aligned, unit, divisible = set(), set(), set()
+    aligned, unit, values = set(), set(), {}
     for p in parameters:
         t = tensors.get(p.argument)
         if t is None:
@@ -492,11 +500,11 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
             stride = t.strides[p.axis]
             if stride == 1:
                 unit.add(p.name)
-            elif stride % 16 == 0:
-                divisible.add(p.name)
-        elif p.kind == "extent" and t.shape[p.axis] % 16 == 0:
-            divisible.add(p.name)
-    return Specialization(frozenset(aligned), frozenset(unit), frozenset(divisible))
+            else:
+                values[p.name] = recorded_multiple("stride", p.axis, len(t.shape), stride)
+        elif p.kind == "extent":
+            values[p.name] = recorded_multiple("extent", p.axis, len(t.shape), t.shape[p.axis])
+    return Specialization.of_values(aligned, unit, values)
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:

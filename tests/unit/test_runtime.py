@@ -123,6 +123,12 @@ def test_arguments_must_keep_the_promises_of_the_specialization():
     assert "16-byte aligned addresses, got 0x100004" in message(lambda: softmax.check(misaligned))
     ragged = softmax.checker.convert([gpu((4, 33)), gpu((4, 33))])
     assert "extent 1 divisible by 16" in message(lambda: softmax.check(ragged))
+    # A smaller multiple is a promise too: rows of 8 elements, 4 is not one.
+    eights = Specialization(multiples=frozenset({("x.stride.0", 8)}))
+    rows = launcher("softmax", "softmax", eights)
+    rows.check(rows.checker.convert([gpu((4, 40)), gpu((4, 40))]))
+    odd = rows.checker.convert([gpu((4, 36)), gpu((4, 36))])
+    assert "stride 0 divisible by 8 (x.stride.0), got 36" in message(lambda: rows.check(odd))
 
 
 def test_the_grid_and_its_limits():

@@ -168,3 +168,53 @@ def test_cli_assume_option(tmp_path):
     assert 'tilec.aligned = ["out", "x", "y"]' in assumed
     bad = subprocess.run([*args, "--assume", "fast"], capture_output=True, text=True)
     assert bad.returncode != 0 and "unknown fact 'fast'" in bad.stderr
+
+
+def test_multiples_below_16_give_16_byte_vectors():
+    """A row stride of 1000 f16 (2000 bytes) is a whole number of 16-byte vectors: the jit
+    records it as a multiple of 8 (`multiples`), and the copies of a matmul whose K is 1000
+    move 16 bytes each; with only "divisible" facts they would move 2."""
+    from tilec.jit import _specialization  # noqa: F401 - the jit's own rule, used below
+    from tilec.lowering.abi import Specialization, recorded_multiple
+
+    assert recorded_multiple("stride", 0, 2, 1000) == 8
+    assert recorded_multiple("extent", 1, 2, 1000) == 8
+    assert recorded_multiple("extent", 0, 2, 1000) == 1  # rows: only whether of 16
+    facts = Specialization.of_values(
+        {"a", "b", "c"},
+        {"a.stride.1", "b.stride.1", "c.stride.1"},
+        {"a.stride.0": 8, "b.stride.0": 8, "c.stride.0": 8, "a.extent.1": 8, "c.extent.1": 8},
+    )
+    from tilec.passes.assume import assume_pass_text
+
+    text = assume_pass_text(facts)
+    assert 'multiples="a.extent.1=8,a.stride.0=8,b.stride.0=8,c.extent.1=8,c.stride.0=8"' in text
+    compiled = tilec.compile(
+        str(ROOT / "examples" / "matmul.tile"),
+        kernels=["matmul"],
+        pipeline=f"{text},{tilec.compiler.DEFAULT_PIPELINE}",
+        target="tir",
+        arch="sm_90a",
+    )
+    tir = compiled.tir
+    assert 'tilec.multiples = [["a.extent.1", 8]' in tir
+    copies = re.findall(r"tile\.async_copy [^\n]*\{vector = (\d+)\}", tir)
+    assert copies and set(copies) == {"8"}, copies
+    loose = tilec.compile(
+        str(ROOT / "examples" / "matmul.tile"),
+        kernels=["matmul"],
+        pipeline=f'assume{{aligned="a,b,c" unit="a.stride.1,b.stride.1,c.stride.1"}},'
+        f"{tilec.compiler.DEFAULT_PIPELINE}",
+        target="tir",
+        arch="sm_90a",
+    ).tir
+    assert "vector = 8" not in loose
+
+
+def test_assume_rejects_a_malformed_multiple():
+    module = parse_module(
+        COPY.replace("SPT", "1").replace("WIDTH", "8").replace("PAD", "1.0").replace("xT", "xf32")
+    )
+    for bad, message in (("x.stride.0", "name=m pairs"), ("x.stride.0=3", "2, 4 or 8")):
+        with pytest.raises(tilec.TileError, match=message):
+            PassManager.from_text(f'assume{{multiples="{bad}"}}').run(module)

@@ -204,14 +204,14 @@ def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[str]]:
+def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[Any]]:
     """What contiguous, 16-byte aligned tensors of `extents` promise, by parameter name (what
     `@tilec.jit` records for them: `tilec.jit._specialization`)."""
-    from tilec.lowering.abi import kernel_parameters
+    from tilec.lowering.abi import Specialization, kernel_parameters, recorded_multiple
 
     aligned: set[str] = set()
     unit: set[str] = set()
-    divisible: set[str] = set()
+    values: dict[str, int] = {}
     for func in module.functions:
         shapes = {}
         for arg in func.arguments:
@@ -227,11 +227,11 @@ def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[str
                 stride = math.prod(shape[p.axis + 1 :])
                 if stride == 1:
                     unit.add(p.name)
-                elif stride % 16 == 0:
-                    divisible.add(p.name)
-            elif p.kind == "extent" and shape[p.axis] % 16 == 0:
-                divisible.add(p.name)
-    return {"aligned": sorted(aligned), "unit": sorted(unit), "divisible": sorted(divisible)}
+                else:
+                    values[p.name] = recorded_multiple("stride", p.axis, len(shape), stride)
+            elif p.kind == "extent":
+                values[p.name] = recorded_multiple("extent", p.axis, len(shape), shape[p.axis])
+    return Specialization.of_values(aligned, unit, values).to_json()
 
 
 def _parameters_with_arguments(func: Any, parameters: Sequence[Any]) -> list[tuple[Any, Any]]:
@@ -255,9 +255,11 @@ def jit_pipeline(
         if exact:
             tiling["exact"] = ",".join(exact)
     pipeline = target_pipeline(build_pipeline(options={"tiling": tiling} if tiling else None), arch)
-    facts = contiguous_facts(module, extents)
-    assume = [f'{k}="{",".join(v)}"' for k, v in facts.items() if v]
-    return ("assume{" + " ".join(assume) + "}" if assume else "assume") + "," + pipeline
+    from tilec.lowering.abi import Specialization
+    from tilec.passes.assume import assume_pass_text
+
+    facts = Specialization.from_json(contiguous_facts(module, extents))
+    return assume_pass_text(facts) + "," + pipeline
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from typing import Any
 
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.attributes import ArrayAttr, StringAttr
+from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
 from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
 from tilec.lowering.layouts import WARP_SIZE
@@ -52,7 +52,9 @@ __all__ = [
     "kernel_abi",
     "kernel_parameters",
     "kernel_specialization",
+    "known_multiple",
     "module_abi",
+    "recorded_multiple",
     "set_kernel_specialization",
     "split_axis",
 ]
@@ -80,46 +82,102 @@ class Parameter:
     dim: str | int | None = None
 
 
+def known_multiple(value: int) -> int:
+    """The largest power of two up to `DIVISOR` that divides `value` (0: `DIVISOR`): what a
+    specialization records of an extent or stride."""
+    if value == 0:
+        return DIVISOR
+    return min(DIVISOR, value & -value)
+
+
+def recorded_multiple(kind: str, axis: int, rank: int, value: int) -> int:
+    """What a specialization records of extent or stride `value` (of dimension `axis` of a
+    rank-`rank` tensor): the `known_multiple` of a stride or of the last extent (a vector
+    along the last dimension needs those), and of any other extent only whether it is a
+    multiple of `DIVISOR` -- so that 40 and 44 rows share a kernel."""
+    m = known_multiple(value)
+    if kind == "extent" and axis != rank - 1 and m != DIVISOR:
+        return 1
+    return m
+
+
 @dataclass(frozen=True)
 class Specialization:
     """What a kernel was compiled assuming about its arguments, by parameter name: pointers
     aligned to `ALIGNMENT` bytes (`aligned`), strides equal to 1 (`unit`), extents and strides
-    that are multiples of `DIVISOR` (`divisible`). The lowering folds these into the code (a
-    unit stride becomes the constant 1); a launch whose arguments break one is refused."""
+    that are multiples of `DIVISOR` (`divisible`), and of smaller powers of two (`multiples`:
+    (name, 2, 4 or 8) -- a row of 1000 f16 is 2000 bytes, a whole number of 16-byte vectors
+    though not of 16 elements). The lowering folds these into the code (a unit stride becomes
+    the constant 1); a launch whose arguments break one is refused."""
 
     aligned: frozenset[str] = frozenset()
     unit: frozenset[str] = frozenset()
     divisible: frozenset[str] = frozenset()
+    multiples: frozenset[tuple[str, int]] = frozenset()
 
-    def to_json(self) -> dict[str, list[str]]:
-        return {k: sorted(getattr(self, k)) for k in ("aligned", "unit", "divisible")}
+    def multiple(self, name: str) -> int:
+        """The power of two the extent or stride `name` is known to be a multiple of."""
+        if name in self.divisible:
+            return DIVISOR
+        return dict(self.multiples).get(name, 1)
+
+    def to_json(self) -> dict[str, list[Any]]:
+        facts: dict[str, list[Any]] = {
+            k: sorted(getattr(self, k)) for k in ("aligned", "unit", "divisible")
+        }
+        facts["multiples"] = [[n, m] for n, m in sorted(self.multiples)]
+        return facts
 
     def __bool__(self) -> bool:
-        return bool(self.aligned or self.unit or self.divisible)
+        return bool(self.aligned or self.unit or self.divisible or self.multiples)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Specialization:
-        return cls(**{k: frozenset(data.get(k, ())) for k in ("aligned", "unit", "divisible")})
+        facts = {k: frozenset(data.get(k, ())) for k in ("aligned", "unit", "divisible")}
+        multiples = frozenset((str(n), int(m)) for n, m in data.get("multiples", ()))
+        return cls(**facts, multiples=multiples)
+
+    @classmethod
+    def of_values(
+        cls, aligned: Iterable[str], unit: Iterable[str], multiples_of: Mapping[str, int]
+    ) -> Specialization:
+        """The facts of pointers `aligned`, unit strides `unit`, and the other extents and
+        strides known to be multiples of `multiples_of[name]` (`recorded_multiple`)."""
+        divisible, multiples = set(), set()
+        for name, m in multiples_of.items():
+            if m == DIVISOR:
+                divisible.add(name)
+            elif m > 1:
+                multiples.add((name, m))
+        return cls(frozenset(aligned), frozenset(unit), frozenset(divisible), frozenset(multiples))
 
 
 # The kernel attributes that carry a `Specialization` in the IR, by field: `tilec.aligned =
 # ["x", "y"]`, `tilec.unit = ["x.stride.1"]`, `tilec.divisible = ["x.extent.0"]` (sorted
-# parameter names; an absent attribute is an empty set). Passes (vectorize) and the lowering
-# read these, and nothing else, so both act on the same facts.
+# parameter names), `tilec.multiples = [["x.stride.0", 8]]` (an absent attribute is an empty
+# set). Passes (vectorize) and the lowering read these, and nothing else, so both act on the
+# same facts.
 SPECIALIZATION_ATTRIBUTES = {
     "aligned": "tilec.aligned",
     "unit": "tilec.unit",
     "divisible": "tilec.divisible",
+    "multiples": "tilec.multiples",
 }
 
 
 def kernel_specialization(kernel: FuncOp) -> Specialization:
     """What `kernel` was compiled assuming about its arguments (its `tilec.aligned`,
     `tilec.unit` and `tilec.divisible` attributes)."""
-    facts = {}
+    facts: dict[str, frozenset[Any]] = {}
     for field_name, attr in SPECIALIZATION_ATTRIBUTES.items():
         found = kernel.attributes.get(attr)
-        facts[field_name] = frozenset(map(str, found.value)) if found else frozenset()
+        if field_name == "multiples":
+            pairs = found.elements if found else ()
+            facts[field_name] = frozenset(
+                (str(p.elements[0].value), int(p.elements[1].value)) for p in pairs
+            )
+        else:
+            facts[field_name] = frozenset(map(str, found.value)) if found else frozenset()
     return Specialization(**facts)
 
 
@@ -128,19 +186,31 @@ def set_kernel_specialization(kernel: FuncOp, specialization: Specialization) ->
     parameter of the right kind (a pointer for `aligned`, a stride for `unit`, an extent or a
     stride for `divisible`) is a ValueError."""
     kinds = {p.name: p.kind for p in kernel_parameters(kernel)}
-    allowed = {"aligned": ("pointer",), "unit": ("stride",), "divisible": ("extent", "stride")}
+    numbers = ("extent", "stride")
+    allowed = {"aligned": ("pointer",), "unit": ("stride",), "divisible": numbers}
+    allowed["multiples"] = numbers
     for field_name, attr in SPECIALIZATION_ATTRIBUTES.items():
-        names = sorted(getattr(specialization, field_name))
-        for name in names:
+        entries = sorted(getattr(specialization, field_name))
+        for entry in entries:
+            name = entry[0] if field_name == "multiples" else entry
             if kinds.get(name) not in allowed[field_name]:
                 raise ValueError(
                     f"kernel '{kernel.sym_name}' has no {' or '.join(allowed[field_name])} "
                     f"parameter '{name}' (for '{field_name}')"
                 )
-        if names:
-            kernel.attributes[attr] = ArrayAttr(tuple(StringAttr(n) for n in names))
-        else:
+            if field_name == "multiples" and entry[1] not in (2, 4, 8):
+                raise ValueError(
+                    f"'{name}' is said to be a multiple of {entry[1]}: multiples are 2, 4 or 8 "
+                    f"(of {DIVISOR}: 'divisible')"
+                )
+        if not entries:
             kernel.attributes.pop(attr, None)
+        elif field_name == "multiples":
+            kernel.attributes[attr] = ArrayAttr(
+                tuple(ArrayAttr((StringAttr(n), IntegerAttr(m))) for n, m in entries)
+            )
+        else:
+            kernel.attributes[attr] = ArrayAttr(tuple(StringAttr(n) for n in entries))
 
 
 ASSUMPTIONS = ("aligned", "unit", "divisible")

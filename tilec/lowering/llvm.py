@@ -81,7 +81,6 @@ from tilec.ir.types import (
 from tilec.lowering import mathlib, memory, split, tensorcore
 from tilec.lowering.abi import (
     ALIGNMENT,
-    DIVISOR,
     Specialization,
     kernel_abi,
     kernel_specialization,
@@ -418,12 +417,14 @@ class _KernelLowering(ElementwiseLowering):
 
     def _integer_parameter(self, value: ir.Argument) -> ir.Value:
         """An extent or stride, with what the specialization promises about it: a unit stride
-        is the constant 1 (its multiplications fold away), a multiple of `DIVISOR` is told to
-        LLVM through `llvm.assume`. The launcher refuses arguments that break either."""
+        is the constant 1 (its multiplications fold away), a known multiple (of `DIVISOR`, or
+        of a smaller power of two: `Specialization.multiple`) is told to LLVM through
+        `llvm.assume`. The launcher refuses arguments that break either."""
         if value.name in self.specialization.unit:
             return ir.Constant(I64, 1)
-        if value.name in self.specialization.divisible:
-            remainder = self.b.urem(value, ir.Constant(I64, DIVISOR))
+        m = self.specialization.multiple(value.name)
+        if m > 1:
+            remainder = self.b.urem(value, ir.Constant(I64, m))
             holds = self.b.icmp_unsigned("==", remainder, ir.Constant(I64, 0))
             mathlib.call_intrinsic(self.b, "llvm.assume", ir.VoidType(), [holds])
         return value
