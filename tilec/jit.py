@@ -255,15 +255,17 @@ class JitFunction:
             if type(v) is DeviceTensor:
                 bits = 1 if v.pointer & 15 == 0 else 0
                 # `recorded_multiple`, inline (this is the launch's hot path): per stride 0
-                # for unit, else 1..5 for a multiple of 1..16; per extent 1 or 5 (of 16 or
-                # not), the last one 1..5.
+                # for unit, else 1..5 for a multiple of 1..16 (below 16, at most one 16-byte
+                # vector's elements); per extent 1 or 5 (of 16 or not), the last one 1..5.
+                cap = _VECTOR_ELEMENTS[v.dtype]
                 for s in v.strides:
-                    bits = bits * 8 + (0 if s == 1 else min(16, (s & -s) or 16).bit_length())
+                    m = (s & -s) or 16
+                    bits = bits * 8 + (0 if s == 1 else 5 if m >= 16 else min(m, cap).bit_length())
                 for n in v.shape[:-1]:
                     bits = bits * 8 + (5 if n & 15 == 0 else 1)
                 if v.shape:
-                    n = v.shape[-1]
-                    bits = bits * 8 + min(16, (n & -n) or 16).bit_length()
+                    m = (v.shape[-1] & -v.shape[-1]) or 16
+                    bits = bits * 8 + (5 if m >= 16 else min(m, cap).bit_length())
                 parts.append(bits)
         extents = arguments.extents
         for dim in self._whole_dims:
@@ -465,6 +467,12 @@ def _power_of_two(n: int) -> int:
 SIZE_CLASS_LIMITS = (1 << 6, 1 << 14)
 
 
+# Elements of one 16-byte vector, by dtype (`tilec.runtime.arguments.ELEMENT_BYTES`): the
+# largest multiple below 16 a specialization records (`recorded_multiple`).
+_VECTOR_ELEMENTS = {"i1": 16, "i8": 16, "i16": 8, "i32": 4, "i64": 2, "f16": 8, "bf16": 8}
+_VECTOR_ELEMENTS.update({"f32": 4, "f64": 2})
+
+
 def _size_class(n: int) -> int:
     """The class of extent `n` in the specialization key, and the extent `tiling` is told."""
     low, high = SIZE_CLASS_LIMITS
@@ -483,6 +491,7 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
     from tilec.lowering import Specialization
     from tilec.lowering.abi import recorded_multiple
     from tilec.runtime import DeviceTensor
+    from tilec.runtime.arguments import ELEMENT_BYTES
 
     tensors = {}
     names = list(dict.fromkeys(p.argument for p in parameters))
@@ -501,9 +510,12 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
             if stride == 1:
                 unit.add(p.name)
             else:
-                values[p.name] = recorded_multiple("stride", p.axis, len(t.shape), stride)
+                size = ELEMENT_BYTES[t.dtype]
+                values[p.name] = recorded_multiple("stride", p.axis, len(t.shape), stride, size)
         elif p.kind == "extent":
-            values[p.name] = recorded_multiple("extent", p.axis, len(t.shape), t.shape[p.axis])
+            size = ELEMENT_BYTES[t.dtype]
+            extent = t.shape[p.axis]
+            values[p.name] = recorded_multiple("extent", p.axis, len(t.shape), extent, size)
     return Specialization.of_values(aligned, unit, values)
 
 

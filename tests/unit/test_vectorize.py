@@ -177,9 +177,12 @@ def test_multiples_below_16_give_16_byte_vectors():
     from tilec.jit import _specialization  # noqa: F401 - the jit's own rule, used below
     from tilec.lowering.abi import Specialization, recorded_multiple
 
-    assert recorded_multiple("stride", 0, 2, 1000) == 8
-    assert recorded_multiple("extent", 1, 2, 1000) == 8
-    assert recorded_multiple("extent", 0, 2, 1000) == 1  # rows: only whether of 16
+    assert recorded_multiple("stride", 0, 2, 1000, 2) == 8
+    assert recorded_multiple("extent", 1, 2, 1000, 2) == 8
+    assert recorded_multiple("extent", 0, 2, 1000, 2) == 1  # rows: only whether of 16
+    # f32: one 16-byte vector is 4 elements, so 900 and 1000 are the same (4), 1024 is 16
+    assert recorded_multiple("stride", 0, 2, 1000, 4) == recorded_multiple("stride", 0, 2, 900, 4)
+    assert recorded_multiple("stride", 0, 2, 1024, 4) == 16
     facts = Specialization.of_values(
         {"a", "b", "c"},
         {"a.stride.1", "b.stride.1", "c.stride.1"},

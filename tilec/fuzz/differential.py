@@ -208,15 +208,17 @@ def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[Any
     """What contiguous, 16-byte aligned tensors of `extents` promise, by parameter name (what
     `@tilec.jit` records for them: `tilec.jit._specialization`)."""
     from tilec.lowering.abi import Specialization, kernel_parameters, recorded_multiple
+    from tilec.lowering.layouts import element_bytes
 
     aligned: set[str] = set()
     unit: set[str] = set()
     values: dict[str, int] = {}
     for func in module.functions:
-        shapes = {}
+        shapes, sizes = {}, {}
         for arg in func.arguments:
             if isinstance(arg.type, TensorType):
                 shapes[arg] = [d if isinstance(d, int) else extents[d] for d in arg.type.shape]
+                sizes[arg] = element_bytes(arg.type.element)
         for p, arg in _parameters_with_arguments(func, kernel_parameters(func)):
             if arg not in shapes:
                 continue
@@ -228,9 +230,13 @@ def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[Any
                 if stride == 1:
                     unit.add(p.name)
                 else:
-                    values[p.name] = recorded_multiple("stride", p.axis, len(shape), stride)
+                    values[p.name] = recorded_multiple(
+                        "stride", p.axis, len(shape), stride, sizes[arg]
+                    )
             elif p.kind == "extent":
-                values[p.name] = recorded_multiple("extent", p.axis, len(shape), shape[p.axis])
+                values[p.name] = recorded_multiple(
+                    "extent", p.axis, len(shape), shape[p.axis], sizes[arg]
+                )
     return Specialization.of_values(aligned, unit, values).to_json()
 
 

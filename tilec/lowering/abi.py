@@ -90,15 +90,19 @@ def known_multiple(value: int) -> int:
     return min(DIVISOR, value & -value)
 
 
-def recorded_multiple(kind: str, axis: int, rank: int, value: int) -> int:
+def recorded_multiple(kind: str, axis: int, rank: int, value: int, element_bytes: int) -> int:
     """What a specialization records of extent or stride `value` (of dimension `axis` of a
-    rank-`rank` tensor): the `known_multiple` of a stride or of the last extent (a vector
-    along the last dimension needs those), and of any other extent only whether it is a
-    multiple of `DIVISOR` -- so that 40 and 44 rows share a kernel."""
+    rank-`rank` tensor of `element_bytes`-byte elements): its `known_multiple` if that is
+    `DIVISOR`; else, for a stride or the last extent, that multiple up to the elements of
+    one 16-byte vector (what a vector along the last dimension needs, and no more); for any
+    other extent nothing -- so that 40 and 44 rows, or rows of 900 and 1000 f32, share a
+    kernel."""
     m = known_multiple(value)
-    if kind == "extent" and axis != rank - 1 and m != DIVISOR:
+    if m == DIVISOR:
+        return m
+    if kind == "extent" and axis != rank - 1:
         return 1
-    return m
+    return min(m, max(1, ALIGNMENT // element_bytes))
 
 
 @dataclass(frozen=True)
