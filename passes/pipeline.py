@@ -42,7 +42,7 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType
-from tilec.lowering.tensorcore import is_wgmma_dot
+from tilec.lowering.wgmma import is_wgmma_dot
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,

@@ -23,7 +23,7 @@ from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.types import FloatType, IndexType, SharedType, TileType
 from tilec.lowering.exchange import op_scratch_bytes
 from tilec.lowering.layouts import element_bytes
-from tilec.lowering.tensorcore import BUFFER_ALIGNMENT, buffer_live_ranges, scratch_bases_for
+from tilec.lowering.shared_memory import BUFFER_ALIGNMENT, buffer_live_ranges, scratch_bases_for
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
@@ -169,7 +169,7 @@ def swizzle_for(tile: TileType) -> tuple[SharedLayout, str]:
 def wgmma_swizzle_for(
     tile: TileType, index: int, transposed: bool = False
 ) -> tuple[SharedLayout, str]:
-    """The `#shared` layout of a `wgmma` operand (`tilec.lowering.tensorcore.lower_wgmma_dot`)
+    """The `#shared` layout of a `wgmma` operand (`tilec.lowering.wgmma.lower_wgmma_dot`)
     stored as `tile` (2-D). Operand `index` read `transposed` (`tile.load_shared
     {transposed}`) has the other major-ness. A stored [M, K] and B stored [N, K] are K-major:
     rows of 128 bytes in 128-byte swizzle atoms, A's 8-row groups in the order of the

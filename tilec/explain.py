@@ -395,7 +395,7 @@ class _Kernel:
         if resources is None:
             self.line("ptxas", "no report for this kernel")
             return
-        from tilec.lowering.tensorcore import shared_bytes
+        from tilec.lowering.shared_memory import shared_bytes
 
         spilled = resources.spill_stores + resources.spill_loads
         text = (

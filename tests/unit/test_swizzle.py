@@ -1,6 +1,6 @@
 """The swizzles smem-placement chooses (`swizzle_for`) keep both shared-memory access patterns
 of a dot operand free of bank conflicts, by the lowering's own address formula
-(`tilec.lowering.tensorcore.swizzled_offset`): the 8 rows one `ldmatrix` reads, and each wave
+(`tilec.lowering.shared_memory.swizzled_offset`): the 8 rows one `ldmatrix` reads, and each wave
 of 8 threads storing consecutive 16-byte chunks."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tilec.ir.types import TileType, bf16, f16
-from tilec.lowering.tensorcore import swizzled_offset
+from tilec.lowering.shared_memory import swizzled_offset
 from tilec.passes.smem_placement import swizzle_for
 
 BANK_GROUPS = 8  # 128 bytes of banks = 8 groups of 16 bytes (one ldmatrix row, one cp.async)

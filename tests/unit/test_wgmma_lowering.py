@@ -21,12 +21,8 @@ from tilec.benchmarks.wgmma_probe import descriptor, k_major_address, mn_major_a
 from tilec.dialects.tile import MmaLayout, SharedLayout
 from tilec.ir.types import TileType, f16
 from tilec.lowering.layouts import ThreadMap, as_blocked, wgmma_accumulator_layout
-from tilec.lowering.tensorcore import (
-    SWIZZLE_ATOM,
-    stored_row,
-    swizzled_offset,
-    wgmma_operand_walk,
-)
+from tilec.lowering.shared_memory import stored_row, swizzled_offset
+from tilec.lowering.wgmma import SWIZZLE_ATOM, wgmma_operand_walk
 from tilec.passes.smem_placement import wgmma_swizzle_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -146,7 +146,7 @@ class SharedLayout(ParametricAttr):
     per_phase: int
     max_phase: int
     order: tuple[int, ...]
-    # wgmma operands (`tilec.lowering.tensorcore`): `interleave = 2` stores the slot's 8-row
+    # wgmma operands (`tilec.lowering.wgmma`): `interleave = 2` stores the slot's 8-row
     # group L of G at position 2 (L mod G/2) + L div G/2, the row order of a wgmma accumulator
     # whose warps hold 8-row groups G/2 apart; `col_block = n` stores the last dimension in
     # blocks of n elements, each block holding every row (the N-major operand's 128-byte atoms).

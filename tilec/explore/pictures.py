@@ -3,7 +3,7 @@ where a shared-memory swizzle puts each 16-byte chunk of a row.
 
 Both come from the functions the lowering itself uses: `ThreadMap` (tilec.lowering.layouts)
 for register layouts (`#blocked`, `#mma` through `as_blocked`, `#slice`) and `swizzled_offset`
-(tilec.lowering.tensorcore) for `#shared` layouts, so a picture shows what the generated code
+(tilec.lowering.shared_memory) for `#shared` layouts, so a picture shows what the generated code
 does. The page draws them (tilec/explore/report.html); here they are plain JSON-ready dicts.
 """
 
@@ -20,7 +20,7 @@ from tilec.dialects.tile import DotOperandLayout, SharedLayout
 from tilec.ir.core import Operation
 from tilec.ir.types import SharedType, TileType, Type
 from tilec.lowering.layouts import ThreadMap, element_bytes, layout_error
-from tilec.lowering.tensorcore import swizzled_offset
+from tilec.lowering.shared_memory import swizzled_offset
 
 __all__ = ["MAX_SIDE", "layout_picture", "picture_for", "pictures_of", "swizzle_picture"]
 
@@ -55,7 +55,7 @@ def layout_picture(layout: Any, shape: Sequence[int]) -> dict[str, Any]:
     if isinstance(layout, DotOperandLayout):
         picture["note"] = (
             "mma.sync operand fragments: read from shared memory by ldmatrix, in the register "
-            "order tilec/lowering/tensorcore.py documents; no element-by-element picture"
+            "order tilec/lowering/tensorcore.py and wgmma.py document; no element-by-element picture"
         )
         return picture
     try:

@@ -157,7 +157,7 @@ def report_data(compiled: CompiledProgram) -> dict[str, Any]:
 def _resources(compiled: CompiledProgram) -> dict[str, Any]:
     """Per kernel: registers, spills, stack and "Potential Performance Loss" notes from ptxas
     (when it ran), and the dynamic shared memory the kernel is launched with."""
-    from tilec.lowering.tensorcore import shared_bytes
+    from tilec.lowering.shared_memory import shared_bytes
 
     if compiled.ptx is None or compiled.module is None:
         return {}

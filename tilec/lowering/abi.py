@@ -36,7 +36,7 @@ from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
 from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
 from tilec.lowering.layouts import WARP_SIZE
-from tilec.lowering.tensorcore import shared_bytes
+from tilec.lowering.shared_memory import shared_bytes
 
 __all__ = [
     "ALIGNMENT",

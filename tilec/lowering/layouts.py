@@ -113,7 +113,7 @@ def as_blocked(layout: Attribute) -> BlockedLayout:
         if layout.version == 3:
             # wgmma: the same per-instruction pattern with the warps stacked along M, each
             # warp's two 8-row halves 8 W rows apart (the A buffer's `interleave` makes the
-            # hardware's rows these: `tilec.lowering.tensorcore.lower_wgmma_dot`).
+            # hardware's rows these: `tilec.lowering.wgmma.lower_wgmma_dot`).
             warps = tuple(layout.warps_per_cta)
             if len(warps) != 2 or warps[1] != 1 or warps[0] % 4:
                 raise ValueError(f"{layout}: wgmma needs warps_per_cta [4 k, 1]")

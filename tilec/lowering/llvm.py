@@ -78,7 +78,7 @@ from tilec.ir.types import (
     TileType,
     Type,
 )
-from tilec.lowering import mathlib, memory, split, tensorcore
+from tilec.lowering import mathlib, memory, shared_memory, split, tensorcore, wgmma
 from tilec.lowering.abi import (
     ALIGNMENT,
     Specialization,
@@ -374,19 +374,19 @@ class _KernelLowering(ElementwiseLowering):
         self.lane = self.b.and_(tid, ir.Constant(I32, 31))
         self.warp = self.b.lshr(tid, ir.Constant(I32, 5))
         self.num_warps = self.abi.num_threads // WARP_SIZE
-        self.buffer_offsets = tensorcore.buffer_offsets(func)
-        # Each op's scratch starts after the buffers live at it (tensorcore.scratch_bases).
-        self.scratch_bases = tensorcore.scratch_bases(func)
-        self.scratch_fences = tensorcore.scratch_fences(func, self.scratch_bases)
+        self.buffer_offsets = shared_memory.buffer_offsets(func)
+        # Each op's scratch starts after the buffers live at it (shared_memory.scratch_bases).
+        self.scratch_bases = shared_memory.scratch_bases(func)
+        self.scratch_fences = shared_memory.scratch_fences(func, self.scratch_bases)
         self.scratch_base = 0
         # Scratch byte ranges read since the last barrier: a write over them waits for one.
         self.unfenced_reads: list[tuple[int, int]] = []
         self.scratch = None
-        self.wgmma = tensorcore.uses_wgmma(func)  # barriers then fence the async proxy
+        self.wgmma = wgmma.uses_wgmma(func)  # barriers then fence the async proxy
         if self.abi.shared_bytes:
             self.scratch = _shared_array(llmod)
             if self.wgmma:  # wgmma's 128-byte swizzle repeats every 1 KiB
-                self.scratch.align = max(self.scratch.align, tensorcore.SWIZZLE_ATOM)
+                self.scratch.align = max(self.scratch.align, wgmma.SWIZZLE_ATOM)
         self.prologue = ir.IRBuilder(entry)
         self.prologue.position_before(self.b.branch(body))
         self.b.position_at_end(body)
@@ -918,8 +918,8 @@ class _KernelLowering(ElementwiseLowering):
         return [results] if isinstance(result_t, TileType) else [results[0]]
 
     def dot(self, op: Operation) -> list[Any]:
-        if tensorcore.is_wgmma_dot(op):
-            return tensorcore.lower_wgmma_dot(self, op)
+        if wgmma.is_wgmma_dot(op):
+            return wgmma.lower_wgmma_dot(self, op)
         if tensorcore.is_tensor_core_dot(op):
             return tensorcore.lower_mma_dot(self, op)
         b = self.b
@@ -990,7 +990,7 @@ class _KernelLowering(ElementwiseLowering):
         is below the bound, `loop.exit` is reached only from the last iteration and
         `loop.end` joins it with the guard's path (the loop ran zero times). Work that must
         finish before the loop's results are read, and that a zero-trip path must not reach,
-        goes in `loop.exit` (`tensorcore.drain_loop`): e.g. the wait for wgmmas still in
+        goes in `loop.exit` (`wgmma.drain_loop`): e.g. the wait for wgmmas still in
         flight, since ptxas serializes every wgmma whose accumulators some path defines
         before that wait."""
         b = self.b
@@ -1022,7 +1022,7 @@ class _KernelLowering(ElementwiseLowering):
             _add_incoming(phis, value, latch)
         b.cbranch(b.icmp_signed("<", following, upper), body, exit_)
         b.position_at_end(exit_)
-        results = tensorcore.drain_loop(self, op, list(yielded))
+        results = wgmma.drain_loop(self, op, list(yielded))
         last = b.block
         b.branch(end)
         b.position_at_end(end)
@@ -1185,13 +1185,13 @@ _LOWERINGS: dict[type, Any] = {
     T.CastOp: _KernelLowering.cast,
     T.SelectOp: _KernelLowering.select,
     **{cls: _KernelLowering.remap for cls in REMAP_OPS},
-    S.AllocSharedOp: tensorcore.lower_alloc_shared,
-    S.AsyncCopyOp: tensorcore.lower_async_copy,
-    S.AsyncCommitOp: tensorcore.lower_async_commit,
-    S.AsyncWaitOp: tensorcore.lower_async_wait,
-    S.BarrierOp: tensorcore.lower_barrier,
+    S.AllocSharedOp: shared_memory.lower_alloc_shared,
+    S.AsyncCopyOp: shared_memory.lower_async_copy,
+    S.AsyncCommitOp: shared_memory.lower_async_commit,
+    S.AsyncWaitOp: shared_memory.lower_async_wait,
+    S.BarrierOp: wgmma.lower_barrier,
     S.LoadSharedOp: tensorcore.lower_load_shared,
-    S.StoreSharedOp: tensorcore.lower_store_shared,
+    S.StoreSharedOp: shared_memory.lower_store_shared,
     W.WorkspaceStoreOp: split.lower_workspace_store,
     W.WorkspaceLoadOp: split.lower_workspace_load,
     W.LastArrivalOp: split.lower_last_arrival,

@@ -1,0 +1,281 @@
+"""`wgmma` on sm_90a: the warpgroup dot, its shared-memory matrix descriptors, and the
+asynchronous window it opens (issued without waiting in a pipelined loop, completed at the
+next barrier or at the loop's exit). `lower_wgmma_dot` documents the operand layouts and
+the register order; `wgmma_operand_walk` each descriptor's walk.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from tilec.dialects import scf
+from tilec.dialects import shared as S
+from tilec.dialects import tile as T
+from tilec.dialects.tile import DotOperandLayout, MmaLayout
+from tilec.ir.core import Operation, OpResult
+from tilec.ir.types import FloatType, TileType
+from tilec.lowering.layouts import (
+    element_bytes,
+)
+
+if TYPE_CHECKING:
+    from tilec.lowering.llvm import _KernelLowering
+from tilec.lowering.shared_memory import (
+    F32,
+    I64,
+    _asm,
+    _i32,
+    _shared_address,
+)
+from tilec.lowering.tensorcore import (
+    Fragments,
+    WgmmaOperand,
+)
+
+__all__ = [
+    "SWIZZLE_ATOM",
+    "WGMMA_ROWS",
+    "deferred_wgmma_slots",
+    "drain_loop",
+    "is_wgmma_dot",
+    "lower_barrier",
+    "lower_wgmma_dot",
+    "uses_wgmma",
+    "wgmma_descriptor_low",
+    "wgmma_operand_walk",
+]
+
+
+def is_wgmma_dot(op: Operation) -> bool:
+    """Whether `op` is a `tile.dot` the lowering turns into `wgmma` (sm_90a)."""
+    return (
+        isinstance(op, T.DotOp)
+        and isinstance(op.result.type.layout, MmaLayout)
+        and op.result.type.layout.version == 3
+        and all(
+            isinstance(x.type.layout, DotOperandLayout) and x.type.layout.version == 3
+            for x in (op.a, op.b)
+        )
+    )
+
+
+def uses_wgmma(kernel: Operation) -> bool:
+    """Whether the kernel has a `wgmma` dot (`_KernelLowering.wgmma` holds the answer)."""
+    return any(is_wgmma_dot(op) for op in kernel.walk())
+
+
+def lower_barrier(k: _KernelLowering, op: Operation) -> None:
+    loop = op.parent_op
+    if isinstance(loop, scf.ForOp) and deferred_wgmma_slots(loop):
+        # Last iteration's wgmmas must have finished reading their slot before anyone
+        # passes the barrier and refills it (`lower_wgmma_dot`).
+        args = loop.body.block.args
+        for j in deferred_wgmma_slots(loop):
+            arg = args[1 + j]
+            k.values[arg] = _wgmma_wait(k, k.values[arg])
+    if k.wgmma:
+        # Shared memory written by this thread (landed cp.async copies, st.shared) that wgmma
+        # reads next goes through the async proxy: make it visible there before the barrier.
+        _asm(k, ir.VoidType(), [], "fence.proxy.async.shared::cta;", "")
+    k.barrier()
+
+
+def drain_loop(k: _KernelLowering, loop: Operation, results: list[Any]) -> list[Any]:
+    """The values `loop` leaves when its last iteration ends (`for_op`'s `loop.exit`): the
+    wgmmas of that iteration are still in flight, so their accumulators are waited for here,
+    before the path where the loop never ran joins with its initial values."""
+    if isinstance(loop, scf.ForOp):
+        for j in deferred_wgmma_slots(loop):
+            results[j] = _wgmma_wait(k, results[j])
+    return results
+
+
+def deferred_wgmma_slots(loop: Operation) -> list[int]:
+    """The loop-carried values of `loop` that a `wgmma` dot leaves in flight at the end of an
+    iteration: those the dot's result feeds straight to the `scf.yield` of a loop that the
+    pipeline pass made (its body starts with a wait and a barrier, an `async_wait` follows
+    it). `lower_wgmma_dot` then issues without waiting, the barrier at the top of the next
+    iteration waits (before any thread refills the slot the wgmmas read), and so does the
+    loop's exit (`drain_loop`), before the results are read."""
+    body = loop.body.block.ops
+    block = loop.block
+    after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
+    shaped = (
+        len(body) > 2
+        and isinstance(body[0], S.AsyncWaitOp)
+        and isinstance(body[1], S.BarrierOp)
+        and bool(after)
+        and isinstance(after[0], S.AsyncWaitOp)
+    )
+    if not shaped:
+        return []
+    return [
+        j
+        for j, v in enumerate(loop.yield_op.operands)
+        if isinstance(v, OpResult)
+        and v.op.parent_op is loop
+        and is_wgmma_dot(v.op)
+        and all(u is loop.yield_op for u in v.uses)
+    ]
+
+
+def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
+    """`wgmma.wait_group 0`, with the accumulator registers it completes tied through it (so
+    nothing reads them before)."""
+    count = len(values)
+    out = _asm(
+        k,
+        ir.LiteralStructType([F32] * count),
+        list(values),
+        "wgmma.wait_group.sync.aligned 0;",
+        ",".join(["=f"] * count + [str(r) for r in range(count)]),
+    )
+    return [k.b.extract_value(out, r) for r in range(count)]
+
+
+# wgmma (sm_90a)
+
+WGMMA_ROWS = 64  # one warpgroup's rows of the accumulator (m64nNk16)
+
+
+WGMMA_ROWS = 64  # one warpgroup's rows of the accumulator (m64nNk16)
+SWIZZLE_ATOM = 1024  # bytes: the 128-byte swizzle repeats every 8 rows of 128 bytes
+
+
+SWIZZLE_ATOM = 1024  # bytes: the 128-byte swizzle repeats every 8 rows of 128 bytes
+_SWIZZLE_128B = 1 << 30  # the descriptor's swizzle mode 1, in its high 32 bits (bit 62)
+
+
+def wgmma_descriptor_low(address: ir.Value, lbo: int, b: ir.IRBuilder) -> ir.Value:
+    """The low 32 bits of a matrix descriptor: the start address and the leading byte offset
+    (both >> 4). The high word (stride offset 1024, 128-byte swizzle) is a constant."""
+    start = b.and_(b.lshr(address, _i32(4)), _i32(0x3FFF))
+    return b.or_(start, _i32((lbo >> 4) << 16))
+
+
+def wgmma_operand_walk(index: int, transposed: bool, depth: int) -> tuple[bool, int, int, int]:
+    """How `lower_wgmma_dot` walks operand `index` (0: A, 1: B) of a K tile of `depth` in
+    shared memory: (K-major, leading byte offset, bytes per k-step of 16, bytes from one
+    warpgroup's 64 rows of A to the next; 0 for B). K-major (A stored [M, K], B stored
+    [N, K]): LBO unused (16), a k-step is 32 bytes along the 128-byte row, warpgroup g
+    starts 64 rows (8 KiB) on. N-major (B stored [K, N], blocks of 64 columns): LBO is one
+    block, a k-step is 16 rows of 128 bytes. (A stored [K, M] comes from registers.)"""
+    if index == 0 and transposed:
+        raise ValueError("wgmma's A stored [K, M] is read into registers, not by a descriptor")
+    if index == 0 or transposed:
+        return True, 16, 32, WGMMA_ROWS * 128 if index == 0 else 0
+    return False, depth * 128, 16 * 128, 0
+
+
+def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
+    """`wgmma.mma_async.m64nNk16` for each k-step of 16, B (and A) read from shared memory.
+
+    The accumulator `#mma<version = 3, warps_per_cta = [W, 1]>` is the `#blocked` layout
+    ((1, 2), (8, 4), (W, 1)): thread (w, l) holds, for i in 0..1, row 8 w + 8 W i + l / 4.
+    wgmma gives warp w rows 16 w + 8 i + l / 4 of the rows as stored, so the A buffer stores
+    8-row group L at 2 (L mod W) + L div W (`#shared<..., interleave = 2>`): the two agree.
+    A as `a @ b` reads it (K-major, 128-byte rows) and B (N-major, in blocks of 64 columns:
+    `col_block = 64`) use the 128-byte swizzle; descriptors: A's stride offset 1024 (8 rows of
+    128 bytes), B's leading offset the bytes of one column block, stride offset 1024.
+    Warpgroup g reads its 64 rows of A from stored row 64 g. An operand read transposed
+    (`tile.load_shared {transposed}`) has the other major-ness: B stored [N, K] is K-major
+    (`wgmma_operand_walk`, `tnspB` = 0); A stored [K, M] comes from registers, the
+    `ldmatrix.trans` fragments of `mma.sync`'s A, which hold the accumulator's rows as they
+    are (`Fragments`; wgmma's register A of warp w is rows 16 w + l / 4 (+ 8) of the
+    hardware's, the same as its accumulator's). Register d[4 j + 2 i + c] of n8 block j is the slot of
+    row repeat i and column 8 j + 2 (l % 4) + c. One asm statement fences, issues the k-steps,
+    commits and waits for them, so LLVM cannot move anything into the asynchronous window.
+    """
+    a: WgmmaOperand | Fragments = k.values[op.a]
+    bop: WgmmaOperand = k.values[op.b]
+    acc_t: TileType = op.result.type
+    a_t: TileType = op.a.type
+    kind = str(a_t.element)
+    if kind not in ("f16", "bf16") or str(op.b.type.element) != kind:
+        raise ValueError(f"wgmma takes f16 or bf16 operands here, not {a_t.element}")
+    if not isinstance(acc_t.element, FloatType) or acc_t.element.width != 32:
+        raise ValueError(f"wgmma accumulates in f32 here, not {acc_t.element}")
+    n = acc_t.shape[1]
+    depth = a_t.shape[1]
+    if depth * element_bytes(a_t.element) != 128 or n % 64 or n > 256:
+        raise ValueError("wgmma lowering needs K tiles of 128 bytes and N a multiple of 64 <= 256")
+    in_registers = isinstance(a, Fragments)  # A stored [K, M]: ldmatrix.trans fragments
+    for operand in (bop,) if in_registers else (a, bop):
+        offset = operand.buffer.offset
+        if offset % SWIZZLE_ATOM or operand.buffer.slot_bytes % SWIZZLE_ATOM:
+            raise ValueError(
+                f"wgmma operand buffer at byte {offset} (slots of {operand.buffer.slot_bytes}): "
+                f"its slots must start on {SWIZZLE_ATOM}-byte boundaries"
+            )
+    b = k.b
+    group = k.prologue.lshr(k.warp, _i32(2))
+    # Per operand: where warpgroup g's part starts, the leading byte offset, the bytes one
+    # k-step of 16 advances (`wgmma_operand_walk`).
+    walks = []
+    for index, operand in ((1, bop),) if in_registers else ((0, a), (1, bop)):
+        _, lbo, step, group_bytes = wgmma_operand_walk(index, operand.transposed, depth)
+        address = _shared_address(k, operand.slot_base)
+        if group_bytes:
+            address = b.add(address, k.prologue.mul(group, _i32(group_bytes)))
+        walks.append((address, lbo, step))
+    high = _i32((SWIZZLE_ATOM >> 4) | _SWIZZLE_128B)
+    descriptors: list[ir.Value] = []
+    for kk in range(depth // 16):
+        for address, lbo, step in walks:
+            low = wgmma_descriptor_low(b.add(address, _i32(kk * step)), lbo, b)
+            wide = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
+            descriptors.append(wide)
+    trans_b = 0 if bop.transposed else 1  # 0: B is K-major
+    a_regs: list[ir.Value] = []
+    if in_registers:
+        for kk in range(depth // 16):
+            a.load(kk)
+            a_regs += a.regs[(0, kk)]
+    acc = list(k.values[op.acc])
+    per_row = n // 4  # slots per row repeat: n/8 column groups x 2
+    order = [i * per_row + 2 * j + c for j in range(n // 8) for i in range(2) for c in range(2)]
+    count = len(order)
+    regs = "{" + ", ".join(f"${r}" for r in range(count)) + "}"
+    lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;", "wgmma.fence.sync.aligned;"]
+    for kk in range(depth // 16):
+        if in_registers:  # operands: accumulators, B's descriptors, then A's registers
+            first = 2 * count + depth // 16 + 4 * kk
+            da = "{" + ", ".join(f"${first + r}" for r in range(4)) + "}"
+            db = f"${2 * count + kk}"
+            lines.append(
+                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
+                f"{da}, {db}, p, 1, 1, {trans_b};"
+            )
+            continue
+        da, db = f"${2 * count + 2 * kk}", f"${2 * count + 2 * kk + 1}"
+        lines.append(
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
+            f"{da}, {db}, p, 1, 1, 0, {trans_b};"
+        )
+    loop = op.parent_op
+    deferred = isinstance(loop, scf.ForOp) and any(
+        loop.yield_op.operands[j] is op.result for j in deferred_wgmma_slots(loop)
+    )
+    lines += ["wgmma.commit_group.sync.aligned;"]
+    if not deferred:  # else the next barrier, or the wait after the loop, waits
+        lines.append("wgmma.wait_group.sync.aligned 0;")
+    lines.append("}")
+    text = "\n\t".join(lines)
+    constraints = ",".join(
+        ["=f"] * count
+        + [str(r) for r in range(count)]
+        + ["l"] * len(descriptors)
+        + ["r"] * len(a_regs)
+    )
+    out = _asm(
+        k,
+        ir.LiteralStructType([F32] * count),
+        [*(acc[s] for s in order), *descriptors, *a_regs],
+        text,
+        constraints,
+    )
+    for r, s in enumerate(order):
+        acc[s] = b.extract_value(out, r)
+    return [acc]
