@@ -62,22 +62,9 @@ __all__ = [
 
 BUFFER_ALIGNMENT = 128  # bytes: every buffer starts on a 128-byte line (swizzle phases align)
 
-
-I1 = ir.IntType(1)
-
-
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
-
-
-I32 = ir.IntType(32)
 I64 = ir.IntType(64)
-
-
-I64 = ir.IntType(64)
-F32 = ir.FloatType()
-
-
 F32 = ir.FloatType()
 GLOBAL_PTR = ir.PointerType(addrspace=1)
 

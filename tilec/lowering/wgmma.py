@@ -135,15 +135,7 @@ def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
     return [k.b.extract_value(out, r) for r in range(count)]
 
 
-# wgmma (sm_90a)
-
 WGMMA_ROWS = 64  # one warpgroup's rows of the accumulator (m64nNk16)
-
-
-WGMMA_ROWS = 64  # one warpgroup's rows of the accumulator (m64nNk16)
-SWIZZLE_ATOM = 1024  # bytes: the 128-byte swizzle repeats every 8 rows of 128 bytes
-
-
 SWIZZLE_ATOM = 1024  # bytes: the 128-byte swizzle repeats every 8 rows of 128 bytes
 _SWIZZLE_128B = 1 << 30  # the descriptor's swizzle mode 1, in its high 32 bits (bit 62)
 
