@@ -1,0 +1,137 @@
+"""tilec kernels as PyTorch operators (`tilec.torch.op`), on CPU tensors through the reference
+interpreter: the roles and the schema come from the kernel, `opcheck` passes, a compiled
+function calls them without a graph break, gradients flow through a backward written as tilec
+kernels, and bad arguments get the kernel's located message."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tilec  # noqa: E402
+import tilec.torch as tt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KERNELS = """
+def mul(x: f64[N], w: f64[N], y: f64[N]):
+    for tn in tiles(N):
+        y[tn] = x[tn] * w[tn]
+
+
+def scale_(x: f32[M, N], alpha: f32):
+    for tm in tiles(M):
+        x[tm, :] = x[tm, :] * alpha
+
+
+def fill(y: f32[N], value: f32):
+    for tn in tiles(N):
+        y[tn] = zeros([tn], f32) + value
+
+
+def stats(x: f32[M, N], total: f32[M], peak: f32[M]):
+    for tm in tiles(M):
+        r = x[tm, :]
+        total[tm] = sum(r, axis=1)
+        peak[tm] = max(r, axis=1)
+"""
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ops") / "ops.tile"
+    path.write_text(textwrap.dedent(KERNELS))
+    names = ("mul", "scale_", "fill", "stats")
+    made = {n: tt.op(f"tilec_tests::{n}", tilec.load_kernel(path, n)) for n in names}
+    made["rmsnorm"] = tt.op(
+        "tilec_tests::rmsnorm", tilec.load_kernel(ROOT / "examples" / "rmsnorm.tile", "rmsnorm")
+    )
+    return made
+
+
+def test_roles_and_schemas_come_from_the_kernel(ops):
+    assert ops["rmsnorm"].schema == "(Tensor x, Tensor w, float eps) -> Tensor"
+    assert ops["scale_"].schema == "(Tensor(a0!) x, float alpha) -> ()"
+    assert ops["fill"].schema == "(float value, SymInt N) -> Tensor"
+    assert ops["stats"].schema == "(Tensor x) -> (Tensor, Tensor)"
+
+
+def test_the_ops_compute_what_torch_does(ops):
+    x = torch.randn(6, 48).bfloat16()
+    w = torch.randn(48).bfloat16()
+    y = ops["rmsnorm"](x, w, eps=1e-6)
+    r = x.float()
+    want = r * torch.rsqrt((r * r).mean(1, keepdim=True) + 1e-6) * w.float()
+    torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=2e-2)
+    m = torch.randn(5, 33)
+    before = m.clone()
+    assert ops["scale_"](m, 3.0) is None
+    torch.testing.assert_close(m, before * 3.0)  # mutated in place
+    torch.testing.assert_close(ops["fill"](2.5, N=7), torch.full((7,), 2.5))
+    total, peak = ops["stats"](m)
+    torch.testing.assert_close(total, m.sum(1), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(peak, m.amax(1))
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "scale_", "stats", "mul"])
+def test_opcheck(ops, name):
+    args = {
+        "rmsnorm": (torch.randn(4, 32).bfloat16(), torch.randn(32).bfloat16(), 1e-6),
+        "scale_": (torch.randn(3, 17), 0.5),
+        "stats": (torch.randn(3, 17),),
+        "mul": (torch.randn(9, dtype=torch.float64), torch.randn(9, dtype=torch.float64)),
+    }[name]
+    torch.library.opcheck(ops[name].custom_op, args)
+
+
+def test_a_compiled_function_calls_the_op_without_a_graph_break(ops):
+    def f(x, w):
+        return ops["rmsnorm"](x * 2, w, eps=1e-6) + 1
+
+    x = torch.randn(4, 32).bfloat16()
+    w = torch.randn(32).bfloat16()
+    explained = torch._dynamo.explain(f)(x, w)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x, w), f(x, w))
+
+
+def test_gradients_flow_through_a_backward_of_tilec_ops(ops):
+    mul = ops["mul"]
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return mul(grad, w), mul(grad, x)
+
+    mul.register_autograd(backward, setup_context=setup_context)
+    x = torch.randn(11, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(11, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: mul(a, b), (x, w))
+
+
+def test_bad_arguments_get_the_kernels_located_message(ops):
+    rms = ops["rmsnorm"]
+    x = torch.randn(4, 32).bfloat16()
+    cases = [
+        (lambda: rms(x, torch.randn(31).bfloat16(), eps=1e-6), "dimension N is 32 in 'x' but 31"),
+        (lambda: rms(x.float(), torch.randn(32).bfloat16(), eps=1e-6), "must be a torch.bfloat16"),
+        (lambda: rms(x, torch.randn(32).bfloat16()), "missing eps"),
+        (lambda: rms(x, torch.randn(32).bfloat16(), epsilon=1.0), "no argument 'epsilon'"),
+        (lambda: ops["fill"](1.0), "pass the extent of N by name"),
+    ]
+    for call, message in cases:
+        with pytest.raises(tt.OpError, match=message) as caught:
+            call()
+        assert isinstance(caught.value, RuntimeError)
+        assert "rmsnorm.tile:4:1: error:" in str(caught.value) or "ops.tile" in str(caught.value)
+    # Under torch.compile the fake kernel raises it while tracing.
+    compiled = torch.compile(lambda a, b: rms(a, b, eps=1e-6), fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match="dimension N is 32 in 'x' but 31"):
+        compiled(x, torch.randn(31).bfloat16())

@@ -1,0 +1,309 @@
+"""tilec kernels as PyTorch operators: `tilec.torch.op("mylib::rmsnorm", kernel)`.
+
+    rmsnorm = tilec.torch.op("mylib::rmsnorm", tilec.load_kernel("examples/rmsnorm.tile"))
+    y = rmsnorm(x, w, eps=1e-6)              # y: allocated and returned
+
+Everything the operator needs comes from the kernel's signature and body (docs/torch.md):
+
+* **Roles.** A tensor the kernel only reads is an input; one it only writes is an *output*,
+  allocated by the operator and returned (a tuple when there are several); one it reads and
+  writes is *mutated* in place (`mutates_args`). Scalars are `float`, `int` or `bool`
+  arguments.
+* **Output shapes and dtypes.** Each output's dimensions are named in its type (`y: bf16[M, N]`);
+  a name that an input's type also has takes that input's extent, any other one is a keyword
+  argument of the operator named by the dimension (`N=4096`). The dtype is the kernel's.
+* **Registration.** A `torch.library.custom_op` with that schema, whose fake (meta) kernel
+  allocates the same outputs, so `torch.compile(fullgraph=True)` traces it without a graph
+  break; CUDA tensors run the compiled kernel (`@tilec.jit`'s specialization and caches), CPU
+  tensors the reference interpreter -- so the same operator runs in CI and
+  `torch.library.opcheck` checks it there.
+* **Autograd.** `op.register_autograd(backward, setup_context=...)` is
+  `torch.library.register_autograd` of the operator; the backward may call other tilec ops.
+* **Bad input.** Tensors whose extents disagree with the signature (two inputs' `M`), the wrong
+  dtype, a missing extent, tensors on different devices: `OpError` (a `RuntimeError`) with the
+  kernel's located message, raised by the fake kernel as well, so `torch.compile` reports it
+  when it traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tilec.diagnostics import TileError
+from tilec.ir.types import TensorType
+
+__all__ = ["OpError", "TilecOp", "op"]
+
+# The torch dtype of each tile element type.
+_TORCH_DTYPES = {
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f32": torch.float32,
+    "f64": torch.float64,
+    "i8": torch.int8,
+    "i16": torch.int16,
+    "i32": torch.int32,
+    "i64": torch.int64,
+    "i1": torch.bool,
+}
+
+
+class OpError(RuntimeError):
+    """Arguments a tilec operator cannot take; the message is the kernel's, located."""
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    role: str  # "input", "output", "mutated" (tensors) or "scalar"
+    dtype: str  # the tile element type (tensors) or the scalar's type
+    dims: tuple[str | int | None, ...] = ()  # tensors: each dimension's name or fixed size
+
+
+def _roles(kernel: Any) -> list[_Param]:
+    """Each parameter of the kernel's frontend IR with its role: what the body loads from and
+    stores into (a store of a tensor it also loads from mutates it)."""
+    from tilec.dialects import shared
+    from tilec.dialects import tile as T
+    from tilec.interp.launch import parameter_name
+
+    func = kernel.ir.functions[0]
+    block = func.body.block
+    read, written = set(), set()
+    for o in func.walk():
+        if isinstance(o, (T.LoadOp, shared.AsyncCopyOp)) and o.view in block.args:
+            read.add(o.view.index)
+        elif isinstance(o, T.StoreOp) and o.view in block.args:
+            written.add(o.view.index)
+    params = []
+    for arg in block.args:
+        name = parameter_name(arg)
+        t = arg.type
+        if isinstance(t, TensorType):
+            i = arg.index
+            role = (
+                "mutated" if i in read and i in written else "output" if i in written else "input"
+            )
+            params.append(_Param(name, role, str(t.element), tuple(t.shape)))
+        else:
+            params.append(_Param(name, "scalar", str(t)))
+    return params
+
+
+def _scalar_schema(dtype: str) -> str:
+    if dtype == "i1":
+        return "bool"
+    return "int" if dtype.startswith(("i", "u")) else "float"
+
+
+class TilecOp:
+    """A tilec kernel registered as the PyTorch operator `name` (`op`). Call it with the
+    kernel's inputs, mutated tensors and scalars in the kernel's order (keywords allowed), and
+    the extents of output dimensions no input has, by name; it returns the outputs."""
+
+    def __init__(self, name: str, kernel: Any):
+        self.name = name
+        self.kernel = kernel
+        self.params = _roles(kernel)
+        tensors_in = [p for p in self.params if p.role in ("input", "mutated")]
+        known = {d for p in tensors_in for d in p.dims if isinstance(d, str)}
+        self.outputs = [p for p in self.params if p.role == "output"]
+        self.extra_dims = sorted(
+            {d for p in self.outputs for d in p.dims if isinstance(d, str) and d not in known}
+        )
+        unknown = [p for p in self.outputs if any(d is None for d in p.dims)]
+        if unknown:
+            raise OpError(
+                self._located(
+                    f"output '{unknown[0].name}' has a dimension of unknown extent ('?'): "
+                    "an operator cannot allocate it",
+                    "name the dimension in the kernel's signature",
+                )
+            )
+        self.arguments = [p for p in self.params if p.role != "output"]
+        mutated = [p.name for p in self.params if p.role == "mutated"]
+        self.schema = self._schema()
+        self._op = torch.library.custom_op(name, mutates_args=tuple(mutated), schema=self.schema)(
+            self._run
+        )
+        self._op.register_fake(self._fake)
+
+    # -- the schema and the arguments ----------------------------------------------------------
+
+    def _schema(self) -> str:
+        args = []
+        for p in self.arguments:
+            if p.role == "scalar":
+                args.append(f"{_scalar_schema(p.dtype)} {p.name}")
+            elif p.role == "mutated":
+                args.append(f"Tensor(a{len(args)}!) {p.name}")
+            else:
+                args.append(f"Tensor {p.name}")
+        args += [f"SymInt {d}" for d in self.extra_dims]
+        returns = {0: "()", 1: "Tensor"}.get(
+            len(self.outputs), "(" + ", ".join("Tensor" for _ in self.outputs) + ")"
+        )
+        return f"({', '.join(args)}) -> {returns}"
+
+    def _located(self, message: str, hint: str | None = None) -> str:
+        return TileError(message, self.kernel.loc, hint=hint).render().rstrip()
+
+    def _extents(self, values: list[Any], extra: list[Any]) -> tuple[dict[str, Any], Any]:
+        """Each named dimension's extent from the tensors (checked: one extent per name, the
+        kernel's dtypes, one device) and the extra extents given; and the tensors' device."""
+        extents: dict[str, Any] = dict(zip(self.extra_dims, extra))
+        seen: dict[str, str] = {}
+        device = None
+        for p, v in zip(self.arguments, values):
+            if p.role == "scalar":
+                continue
+            if not isinstance(v, torch.Tensor):
+                raise OpError(self._located(f"argument '{p.name}' must be a tensor, got {v!r}"))
+            want = _TORCH_DTYPES[p.dtype]
+            if v.dtype != want:
+                raise OpError(
+                    self._located(
+                        f"argument '{p.name}' ({p.name}: {p.dtype}[...]) must be a {want} "
+                        f"tensor, got {v.dtype}",
+                        f"convert it with .to({want})",
+                    )
+                )
+            if v.dim() != len(p.dims):
+                raise OpError(
+                    self._located(
+                        f"argument '{p.name}' has {v.dim()} dimensions, the kernel's type "
+                        f"has {len(p.dims)}"
+                    )
+                )
+            if device is None:
+                device = v.device
+            elif v.device != device:
+                raise OpError(
+                    self._located(
+                        f"argument '{p.name}' is on {v.device}, an earlier one on {device}"
+                    )
+                )
+            for axis, d in enumerate(p.dims):
+                size = v.shape[axis]
+                if isinstance(d, int):
+                    if size != d:
+                        raise OpError(
+                            self._located(
+                                f"dimension {axis} of '{p.name}' is fixed to {d} by the "
+                                f"kernel's type, got {size}"
+                            )
+                        )
+                elif isinstance(d, str):
+                    if d in extents and extents[d] != size:
+                        where = seen.get(d, "the extents given")
+                        raise OpError(
+                            self._located(
+                                f"dimension {d} is {extents[d]} in {where} but {size} in "
+                                f"'{p.name}' (dimension {axis})"
+                            )
+                        )
+                    extents[d] = size
+                    seen.setdefault(d, f"'{p.name}'")
+        return extents, device if device is not None else torch.device("cpu")
+
+    def _allocate(self, values: list[Any], extra: list[Any]) -> tuple[list[torch.Tensor], Any]:
+        extents, device = self._extents(values, extra)
+        return [
+            torch.empty(
+                [d if isinstance(d, int) else extents[d] for d in p.dims],
+                dtype=_TORCH_DTYPES[p.dtype],
+                device=device,
+            )
+            for p in self.outputs
+        ], device
+
+    def _split(self, args: tuple) -> tuple[list[Any], list[Any]]:
+        n = len(self.arguments)
+        return list(args[:n]), list(args[n:])
+
+    # -- the implementations ---------------------------------------------------------------------
+
+    def _run(self, *args: Any) -> Any:
+        values, extra = self._split(args)
+        outputs, device = self._allocate(values, extra)
+        ordered, given, made = [], iter(values), iter(outputs)
+        for p in self.params:
+            ordered.append(next(made) if p.role == "output" else next(given))
+        try:
+            if device.type == "cpu":
+                from tilec.interp import run_kernel
+
+                run_kernel(self.kernel.compiled, None, ordered)
+            else:
+                self.kernel(*ordered)
+        except TileError as e:
+            raise OpError(e.render().rstrip()) from None
+        return self._returned(outputs)
+
+    def _fake(self, *args: Any) -> Any:
+        values, extra = self._split(args)
+        return self._returned(self._allocate(values, extra)[0])
+
+    def _returned(self, outputs: list[torch.Tensor]) -> Any:
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    # -- the operator ----------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        names = [p.name for p in self.arguments] + self.extra_dims
+        if len(args) > len(names):
+            raise OpError(
+                self._located(
+                    f"{self.name} takes {len(names)} arguments ({', '.join(names)}), "
+                    f"got {len(args)}"
+                )
+            )
+        by_name = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise OpError(
+                    self._located(
+                        f"{self.name} has no argument '{key}'",
+                        f"its arguments: {', '.join(names)}",
+                    )
+                )
+            if key in by_name:
+                raise OpError(self._located(f"{self.name} got two values for '{key}'"))
+            by_name[key] = value
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            extents = [n for n in missing if n in self.extra_dims]
+            hint = (
+                f"pass the extent of {', '.join(extents)} by name, e.g. {extents[0]}=128: no "
+                "input has that dimension"
+                if extents
+                else None
+            )
+            raise OpError(self._located(f"{self.name} is missing {', '.join(missing)}", hint))
+        return self._op(*(by_name[n] for n in names))
+
+    @property
+    def custom_op(self) -> Any:
+        """The registered `torch.library.custom_op` (what `opcheck` and autograd take)."""
+        return self._op
+
+    def register_autograd(
+        self, backward: Callable[..., Any], *, setup_context: Callable[..., Any] | None = None
+    ) -> None:
+        """`torch.library.register_autograd` of this operator."""
+        self._op.register_autograd(backward, setup_context=setup_context)
+
+    def __repr__(self) -> str:
+        return f"<tilec op {self.name}{self.schema}>"
+
+
+def op(name: str, kernel: Any) -> TilecOp:
+    """Register `kernel` (a `@tilec.jit` function or `tilec.load_kernel`'s) as the PyTorch
+    operator `name` ("namespace::name"); see the module docstring."""
+    return TilecOp(name, kernel)
