@@ -36,6 +36,9 @@ current stream when torch tensors are passed (`stream=` picks another; the keywo
 `@tilec.jit(interpret=True)`) a call runs the kernel on the CPU on numpy arrays or CPU torch
 tensors; tile sizes are the pinned ones, else the interpreter's defaults (`tilec.interp`).
 
+**Under `torch.compile`** a call is traced as one `tilec::launch` operator (the tensors the
+kernel writes are mutated in place; `tilec.torch`), with no graph break: `fullgraph=True` works.
+
 Arguments go by position or by parameter name, either way. Mistakes (a CPU tensor, a wrong
 dtype, rank or shape, no GPU) are `LaunchError`s pointing at the kernel's definition.
 """
@@ -45,6 +48,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,6 +62,8 @@ from tilec.runtime.arguments import _TORCH_TENSOR, _Problem, _torch_stream
 from tilec.runtime.launcher import stream_handle
 
 __all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
+
+_MODULES = sys.modules  # `__call__` looks torch up here: is torch.compile tracing the call?
 
 INTERPRET_VARIABLE = "TILEC_INTERPRET"
 
@@ -115,6 +121,8 @@ class JitFunction:
         self._fast_call: Callable[[tuple, Any], bool] | None = None
         self._signature: Callable[[tuple], tuple] | None = None
         self.compilations = 0  # specializations compiled or loaded from disk by this object
+        if "torch" in _MODULES:  # so that torch.compile, tracing a call, finds it imported
+            import tilec.torch  # noqa: F401
 
     # -- the source and its IR ------------------------------------------------------------------
 
@@ -174,6 +182,13 @@ class JitFunction:
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         """Run the kernel on `args`: on the GPU, or in the interpreter (module docstring)."""
+        torch_module = _MODULES.get("torch")
+        if torch_module is not None and torch_module.compiler.is_dynamo_compiling():
+            # torch.compile traces this call: it becomes one op of the graph (tilec.torch).
+            from tilec.torch import traced_call
+
+            traced_call(self, args, kwargs)
+            return
         if self.interpret or _ENVIRONMENT.get(_INTERPRET_KEY) == _INTERPRET_ON:
             self._interpret(args, kwargs)
             return

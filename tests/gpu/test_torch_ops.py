@@ -37,3 +37,19 @@ def test_rmsnorm_op_under_inductor_fullgraph():
     w = torch.randn(1024, device="cuda").bfloat16()
     compiled = torch.compile(f, fullgraph=True)
     torch.testing.assert_close(compiled(x, w).float(), f(x, w).float(), atol=3e-2, rtol=2e-2)
+
+
+def test_a_direct_jit_call_under_inductor_runs_the_compiled_kernel():
+    kernel = tilec.load_kernel(ROOT / "examples" / "rmsnorm.tile", "rmsnorm")
+
+    def f(x, w):
+        y = torch.empty_like(x)
+        kernel(x, w, y, 1e-6)
+        return y.float() * 2
+
+    x = torch.randn(300, 2048, device="cuda").bfloat16()
+    w = torch.randn(2048, device="cuda").bfloat16()
+    compiled = torch.compile(f, fullgraph=True)
+    want = _reference(x, w, 1e-6).float() * 2
+    torch.testing.assert_close(compiled(x, w), want, atol=6e-2, rtol=2e-2)
+    assert kernel.compilations >= 1  # the GPU kernel ran, not the interpreter

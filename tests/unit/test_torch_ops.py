@@ -135,3 +135,25 @@ def test_bad_arguments_get_the_kernels_located_message(ops):
     compiled = torch.compile(lambda a, b: rms(a, b, eps=1e-6), fullgraph=True, backend="aot_eager")
     with pytest.raises(Exception, match="dimension N is 32 in 'x' but 31"):
         compiled(x, torch.randn(31).bfloat16())
+
+
+def test_a_direct_call_of_a_jit_kernel_compiles_without_a_graph_break():
+    """A `@tilec.jit` kernel called inside a compiled function (its output written in place)
+    is traced as one `tilec::launch`: fullgraph works, and so do keyword arguments."""
+    kernel = tilec.load_kernel(ROOT / "examples" / "rmsnorm.tile", "rmsnorm", interpret=True)
+
+    def f(x, w):
+        y = torch.empty_like(x)
+        kernel(x * 2, w, y, 1e-6)
+        z = torch.empty_like(x)
+        kernel(x=x, w=w, y=z, eps=1e-5)
+        return y.float() + z.float()
+
+    x = torch.randn(4, 32).bfloat16()
+    w = torch.randn(32).bfloat16()
+    explained = torch._dynamo.explain(f)(x, w)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x, w), f(x, w))  # eager: the interpreter
+    graph = str(explained.graphs[0].graph)
+    assert graph.count("tilec.launch") == 2, graph
