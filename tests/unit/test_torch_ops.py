@@ -157,3 +157,74 @@ def test_a_direct_call_of_a_jit_kernel_compiles_without_a_graph_break():
     torch.testing.assert_close(compiled(x, w), f(x, w))  # eager: the interpreter
     graph = str(explained.graphs[0].graph)
     assert graph.count("tilec.launch") == 2, graph
+
+
+RMSNORM_F32 = """
+def rmsnorm_f32(x: f32[M, N], w: f32[N], y: f32[M, N], eps: f32):
+    for tm in tiles(M):
+        r = x[tm, :]
+        y[tm, :] = r * rsqrt(mean(r * r, axis=1, keepdims=True) + eps) * w[:]
+"""
+
+
+def test_rmsnorm_and_swiglu_train_through_their_backward_kernels(tmp_path):
+    """examples/rmsnorm_backward.tile and swiglu_backward.tile as the backward of their ops:
+    the gradients torch's autograd computes through them match those of the same functions
+    written in torch."""
+    path = tmp_path / "forward.tile"
+    path.write_text(RMSNORM_F32)
+    examples = ROOT / "examples"
+    norm = tt.op("tilec_tests::rmsnorm_f32", tilec.load_kernel(path, "rmsnorm_f32"))
+    norm_dx = tt.op(
+        "tilec_tests::rmsnorm_dx",
+        tilec.load_kernel(examples / "rmsnorm_backward.tile", "rmsnorm_dx"),
+    )
+    norm_dw = tt.op(
+        "tilec_tests::rmsnorm_dw",
+        tilec.load_kernel(examples / "rmsnorm_backward.tile", "rmsnorm_dw"),
+    )
+
+    def norm_setup(ctx, inputs, output):
+        x, w, eps = inputs
+        ctx.save_for_backward(x, w)
+        ctx.eps = eps
+
+    def norm_backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        dx, rstd = norm_dx(x, w, gy.contiguous(), ctx.eps)
+        return dx, norm_dw(x, gy.contiguous(), rstd), None
+
+    norm.register_autograd(norm_backward, setup_context=norm_setup)
+    swiglu = tt.op("tilec_tests::swiglu", tilec.load_kernel(examples / "swiglu.tile", "swiglu"))
+    swiglu_bwd = tt.op(
+        "tilec_tests::swiglu_backward",
+        tilec.load_kernel(examples / "swiglu_backward.tile", "swiglu_backward"),
+    )
+
+    def swiglu_setup(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def swiglu_backward(ctx, gy):
+        a, b = ctx.saved_tensors
+        return swiglu_bwd(a, b, gy.contiguous())
+
+    swiglu.register_autograd(swiglu_backward, setup_context=swiglu_setup)
+
+    x = torch.randn(9, 40, requires_grad=True)
+    w = torch.randn(40, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    g = torch.randn(9, 40)
+    (norm(x, w, eps=1e-6) * g).sum().backward()
+    want = x2 * torch.rsqrt((x2 * x2).mean(1, keepdim=True) + 1e-6) * w2
+    (want * g).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(w.grad, w2.grad, atol=1e-5, rtol=1e-4)
+
+    a = torch.randn(6, 24).bfloat16().requires_grad_()
+    b = torch.randn(6, 24).bfloat16().requires_grad_()
+    gy = torch.randn(6, 24).bfloat16()
+    (swiglu(a, b) * gy).float().sum().backward()
+    a2, b2 = a.detach().float().requires_grad_(), b.detach().float().requires_grad_()
+    (torch.nn.functional.silu(a2) * b2 * gy.float()).sum().backward()
+    torch.testing.assert_close(a.grad.float(), a2.grad, atol=3e-2, rtol=2e-2)
+    torch.testing.assert_close(b.grad.float(), b2.grad, atol=3e-2, rtol=2e-2)
