@@ -37,7 +37,8 @@ current stream when torch tensors are passed (`stream=` picks another; the keywo
 tensors; tile sizes are the pinned ones, else the interpreter's defaults (`tilec.interp`).
 
 **Under `torch.compile`** a call is traced as one `tilec::launch` operator (the tensors the
-kernel writes are mutated in place; `tilec.torch`), with no graph break: `fullgraph=True` works.
+kernel writes are mutated in place; `tilec.torch_trace`), with no graph break: `fullgraph=True`
+works.
 
 Arguments go by position or by parameter name, either way. Mistakes (a CPU tensor, a wrong
 dtype, rank or shape, no GPU) are `LaunchError`s pointing at the kernel's definition.
@@ -121,8 +122,6 @@ class JitFunction:
         self._fast_call: Callable[[tuple, Any], bool] | None = None
         self._signature: Callable[[tuple], tuple] | None = None
         self.compilations = 0  # specializations compiled or loaded from disk by this object
-        if "torch" in _MODULES:  # so that torch.compile, tracing a call, finds it imported
-            import tilec.torch  # noqa: F401
 
     # -- the source and its IR ------------------------------------------------------------------
 
@@ -185,7 +184,7 @@ class JitFunction:
         torch_module = _MODULES.get("torch")
         if torch_module is not None and torch_module.compiler.is_dynamo_compiling():
             # torch.compile traces this call: it becomes one op of the graph (tilec.torch).
-            from tilec.torch import traced_call
+            from tilec.torch_trace import traced_call
 
             traced_call(self, args, kwargs)
             return

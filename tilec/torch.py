@@ -21,8 +21,9 @@ Everything the operator needs comes from the kernel's signature and body (docs/t
   `torch.library.register_autograd` of the operator; the backward may call other tilec ops.
 * **A direct call under `torch.compile`.** A `@tilec.jit` kernel called inside a compiled
   function (`kernel(x, y)`, `y` written in place) becomes one call of the operator
-  `tilec::launch` in the graph (`traced_call`): the tensors the kernel writes are its mutated
-  arguments, the others and the scalars plain ones; no graph break, no registration by hand.
+  `tilec::launch` in the graph (`tilec.torch_trace.traced_call`): the tensors the kernel
+  writes are its mutated arguments, the others and the scalars plain ones; no graph break, no
+  registration by hand.
 * **Bad input.** Tensors whose extents disagree with the signature (two inputs' `M`), the wrong
   dtype, a missing extent, tensors on different devices: `OpError` (a `RuntimeError`) with the
   kernel's located message, raised by the fake kernel as well, so `torch.compile` reports it
@@ -40,7 +41,7 @@ import torch
 from tilec.diagnostics import TileError
 from tilec.ir.types import TensorType
 
-__all__ = ["OpError", "TilecOp", "op", "traced_call"]
+__all__ = ["OpError", "TilecOp", "op"]
 
 # The torch dtype of each tile element type.
 _TORCH_DTYPES = {
@@ -311,75 +312,3 @@ def op(name: str, kernel: Any) -> TilecOp:
     """Register `kernel` (a `@tilec.jit` function or `tilec.load_kernel`'s) as the PyTorch
     operator `name` ("namespace::name"); see the module docstring."""
     return TilecOp(name, kernel)
-
-
-# ---------------------------------------------------------------------------------------------
-# A direct call of a `@tilec.jit` kernel while torch.compile traces
-
-
-_LAUNCH_SCHEMA = "(int kernel, Tensor[] read, Tensor(a!)[] written, Scalar[] scalars) -> ()"
-# kernel key -> (the JitFunction, the role of each parameter: "r" read, "w" written, "s"
-# scalar, and each parameter's name)
-_TRACED: dict[int, tuple[Any, tuple[str, ...], tuple[str, ...]]] = {}
-
-
-def _launch(kernel: int, read: list, written: list, scalars: list) -> None:
-    """`tilec::launch`: run traced kernel `kernel` on its arguments, regrouped by role."""
-    function, roles, _ = _TRACED[kernel]
-    groups = {"r": iter(read), "w": iter(written), "s": iter(scalars)}
-    arguments = [next(groups[role]) for role in roles]
-    tensors = [*read, *written]
-    try:
-        if tensors and all(t.device.type == "cpu" for t in tensors):
-            from tilec.interp import run_kernel
-
-            run_kernel(function.compiled, None, arguments)
-        else:
-            function(*arguments)
-    except TileError as e:
-        raise OpError(e.render().rstrip()) from None
-
-
-@torch._dynamo.assume_constant_result
-def _traced_plan(function: Any) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
-    """The key, parameter roles and parameter names of `function` for `tilec::launch`,
-    registering both on first use. Run eagerly while Dynamo traces (its result is a constant
-    of the graph), so the registration and the IR walk happen outside the traced code."""
-    key = getattr(function, "_tilec_torch_key", None)
-    if key is None:
-        if not hasattr(torch.ops.tilec, "launch"):
-            launch = torch.library.custom_op(
-                "tilec::launch", mutates_args=("written",), schema=_LAUNCH_SCHEMA
-            )(_launch)
-            launch.register_fake(lambda kernel, read, written, scalars: None)
-        params = _roles(function)
-        roles = tuple(
-            "s" if p.role == "scalar" else "w" if p.role in ("output", "mutated") else "r"
-            for p in params
-        )
-        key = len(_TRACED)
-        _TRACED[key] = (function, roles, tuple(p.name for p in params))
-        function._tilec_torch_key = key
-    _, roles, names = _TRACED[key]
-    return key, roles, names
-
-
-def traced_call(function: Any, args: tuple, kwargs: dict[str, Any]) -> None:
-    """What `JitFunction.__call__` does while torch.compile traces it: one `tilec::launch`
-    with the arguments (by position or name) grouped by role."""
-    key, roles, names = _traced_plan(function)
-    by_name = dict(zip(names, args))
-    for name, value in kwargs.items():
-        by_name[name] = value
-    if len(args) > len(names) or len(by_name) != len(names) or any(n not in by_name for n in names):
-        raise OpError(
-            TileError(
-                f"kernel '{function.name}' takes the arguments {', '.join(names)}",
-                function.loc,
-            ).render()
-        )
-    values = [by_name[n] for n in names]
-    read = [v for v, role in zip(values, roles) if role == "r"]
-    written = [v for v, role in zip(values, roles) if role == "w"]
-    scalars = [v for v, role in zip(values, roles) if role == "s"]
-    torch.ops.tilec.launch(key, read, written, scalars)

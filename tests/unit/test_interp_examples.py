@@ -129,6 +129,18 @@ AWKWARD = [
         [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 37, "V": 1009}],
     ),
     ("swiglu", "swiglu", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    (
+        "swiglu_backward",
+        "swiglu_backward",
+        [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}],
+    ),
+    ("rmsnorm_backward", "rmsnorm_dx", [{"M": 2, "N": 9}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("rmsnorm_backward", "rmsnorm_dw", [{"M": 1, "N": 1}, {"M": 67, "N": 31}, {"M": 131, "N": 67}]),
+    (
+        "cross_entropy_backward",
+        "cross_entropy_backward",
+        [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 9, "V": 1031}],
+    ),
     ("col_sum", "col_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}]),
     (
         "rotary",

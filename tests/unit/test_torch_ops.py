@@ -228,3 +228,36 @@ def test_rmsnorm_and_swiglu_train_through_their_backward_kernels(tmp_path):
     (torch.nn.functional.silu(a2) * b2 * gy.float()).sum().backward()
     torch.testing.assert_close(a.grad.float(), a2.grad, atol=3e-2, rtol=2e-2)
     torch.testing.assert_close(b.grad.float(), b2.grad, atol=3e-2, rtol=2e-2)
+
+
+def test_cross_entropy_trains_through_its_backward_kernel():
+    """examples/cross_entropy.tile as an op, examples/cross_entropy_backward.tile its backward:
+    the logits' gradient matches torch's `F.cross_entropy(reduction="none")`."""
+    examples = ROOT / "examples"
+    loss_op = tt.op(
+        "tilec_tests::cross_entropy",
+        tilec.load_kernel(examples / "cross_entropy.tile", "cross_entropy"),
+    )
+    backward_op = tt.op(
+        "tilec_tests::cross_entropy_backward",
+        tilec.load_kernel(examples / "cross_entropy_backward.tile", "cross_entropy_backward"),
+    )
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, gloss):
+        logits, target = ctx.saved_tensors
+        return backward_op(logits, target, gloss.contiguous()), None
+
+    loss_op.register_autograd(backward, setup_context=setup_context)
+    logits = torch.randn(7, 300, requires_grad=True)
+    target = torch.randint(0, 300, (7,), dtype=torch.int32)
+    weights = torch.rand(7)
+    loss = loss_op(logits, target)
+    (loss * weights).sum().backward()
+    logits2 = logits.detach().clone().requires_grad_()
+    want = torch.nn.functional.cross_entropy(logits2, target.long(), reduction="none")
+    torch.testing.assert_close(loss, want, atol=1e-5, rtol=1e-5)
+    (want * weights).sum().backward()
+    torch.testing.assert_close(logits.grad, logits2.grad, atol=1e-6, rtol=1e-5)
