@@ -41,6 +41,11 @@ def stats(x: f32[M, N], total: f32[M], peak: f32[M]):
 """
 
 
+def _save_inputs(ctx, inputs, output):
+    """The `setup_context` of a backward that needs every input of the forward."""
+    ctx.save_for_backward(*inputs)
+
+
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory):
     path = tmp_path_factory.mktemp("ops") / "ops.tile"
@@ -103,14 +108,11 @@ def test_a_compiled_function_calls_the_op_without_a_graph_break(ops):
 def test_gradients_flow_through_a_backward_of_tilec_ops(ops):
     mul = ops["mul"]
 
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         return mul(grad, w), mul(grad, x)
 
-    mul.register_autograd(backward, setup_context=setup_context)
+    mul.register_autograd(backward, setup_context=_save_inputs)
     x = torch.randn(11, dtype=torch.float64, requires_grad=True)
     w = torch.randn(11, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: mul(a, b), (x, w))
@@ -201,14 +203,11 @@ def test_rmsnorm_and_swiglu_train_through_their_backward_kernels(tmp_path):
         tilec.load_kernel(examples / "swiglu_backward.tile", "swiglu_backward"),
     )
 
-    def swiglu_setup(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
     def swiglu_backward(ctx, gy):
         a, b = ctx.saved_tensors
         return swiglu_bwd(a, b, gy.contiguous())
 
-    swiglu.register_autograd(swiglu_backward, setup_context=swiglu_setup)
+    swiglu.register_autograd(swiglu_backward, setup_context=_save_inputs)
 
     x = torch.randn(9, 40, requires_grad=True)
     w = torch.randn(40, requires_grad=True)
@@ -243,14 +242,11 @@ def test_cross_entropy_trains_through_its_backward_kernel():
         tilec.load_kernel(examples / "cross_entropy_backward.tile", "cross_entropy_backward"),
     )
 
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
     def backward(ctx, gloss):
         logits, target = ctx.saved_tensors
         return backward_op(logits, target, gloss.contiguous()), None
 
-    loss_op.register_autograd(backward, setup_context=setup_context)
+    loss_op.register_autograd(backward, setup_context=_save_inputs)
     logits = torch.randn(7, 300, requires_grad=True)
     target = torch.randint(0, 300, (7,), dtype=torch.int32)
     weights = torch.rand(7)

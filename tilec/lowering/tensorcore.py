@@ -110,11 +110,13 @@ def lower_load_shared(k: _KernelLowering, op: Operation) -> list[Any]:
     t: TileType = op.result.type
     slot_base = _slot_base(k, buf, k.values[op.slot])
     transposed = "transposed" in op.attributes
-    if isinstance(t.layout, DotOperandLayout) and t.layout.version == 3:
-        if t.layout.index == 0 and transposed:  # A stored [K, M]: registers (`lower_wgmma_dot`)
-            return [_fragments(k, buf, slot_base, t, transposed)]
+    layout = t.layout
+    # wgmma reads its operands from the slot, except A stored [K, M]: that one it takes from
+    # registers, the A fragments of mma.sync (below).
+    register_a = layout.index == 0 and transposed if isinstance(layout, DotOperandLayout) else False
+    if isinstance(layout, DotOperandLayout) and layout.version == 3 and not register_a:
         return [WgmmaOperand(buf, slot_base, transposed)]
-    if isinstance(t.layout, DotOperandLayout):
+    if isinstance(layout, DotOperandLayout):
         fragments = _fragments(k, buf, slot_base, t, transposed)
         return [fragments if _dot_follows(op) else fragments.load_all()]
     out = []
