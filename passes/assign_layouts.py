@@ -187,6 +187,7 @@ class _KernelLayouts:
         self.values = 0
         self.vectors = _access_vectors(kernel)
         self.wanted: dict[Value, Attribute] = {}
+        self.anchored = anchored_layouts(kernel, self.num_warps)
 
     def run(self) -> None:
         if self.num_warps not in WARP_COUNTS:
@@ -314,8 +315,11 @@ class _KernelLayouts:
             self.laid_out(result, _reduced_layout(source_layout, op.axis))
         elif _is_elementwise(op) and isinstance(result.type, TileType):
             agreed = {v.type.layout for v in op.operands if isinstance(v.type, TileType)}
-            layout = agreed.pop() if len(agreed) == 1 else None
+            layout = agreed.pop() if len(agreed) == 1 else self.anchored.get(result)
             self.laid_out(result, layout if layout is not None else self.chosen(result))
+        elif isinstance(op, T.ConvertLayoutOp) and isinstance(result.type, TileType):
+            # tiling's conversions to no layout yet, where an accumulator chain meets other ops
+            self.laid_out(result, self.anchored.get(result) or self.chosen(result))
         elif isinstance(result.type, TileType) and isinstance(op, _FREE_OPS):
             self.laid_out(result, self.chosen(result))
         else:
@@ -332,6 +336,15 @@ class _KernelLayouts:
             self.convert(op, 0, broadcast_source_layout(layout), "tile.broadcast operand")
         elif isinstance(op, T.DotOp):
             self.convert(op, 2, layout, "tile.dot accumulator")
+            a = register_a_operand(op)
+            if a is not None:
+                self.convert(
+                    op,
+                    0,
+                    a,
+                    "A operand kept in registers (the accumulator fragments it was computed in "
+                    "are this dot's A fragments)",
+                )
         elif isinstance(op, T.LoadOp) and op.mask is not None:
             self.convert(op, len(op.operands) - 1, layout, "load mask")
 
@@ -349,7 +362,7 @@ class _KernelLayouts:
         t = v.type
         if not isinstance(t, TileType) or not t.is_static:
             return None
-        return t.layout or self.wanted.get(v) or self.default(t)
+        return t.layout or self.anchored.get(v) or self.wanted.get(v) or self.default(t)
 
     def want(self, v: Value, layout: Attribute | None) -> None:
         """Record that a user of `v` wants it in `layout`; the earliest user wins (the walk
@@ -381,6 +394,11 @@ class _KernelLayouts:
             self.want(op.operands[2], self.predicted(op.result))
         elif isinstance(op, T.LoadOp) and op.mask is not None:
             self.want(op.mask, self.predicted(op.result))
+        elif isinstance(op, scf.ForOp):
+            for init, arg in zip(op.inits, op.iter_args):
+                self.want(init, self.predicted(arg))
+            for yielded, arg in zip(op.yield_op.operands, op.iter_args):
+                self.want(yielded, self.predicted(arg))
 
     # -- control flow ---------------------------------------------------------------------------
 
@@ -389,7 +407,7 @@ class _KernelLayouts:
         for i, (init, arg, out) in enumerate(zip(op.inits, op.iter_args, op.results)):
             if not isinstance(init.type, TileType):
                 continue
-            self.laid_out(arg, None)
+            self.laid_out(arg, self.anchored.get(arg))
             out.type = arg.type
             self.convert(op, 3 + i, arg.type.layout, "loop-carried value")
         self.block(body)
@@ -410,6 +428,90 @@ class _KernelLayouts:
         for i, t in enumerate(types):
             if isinstance(t, TileType):
                 self.convert(term, i, t.layout, why)
+
+
+def register_a_operand(dot: T.DotOp) -> T.DotOperandLayout | None:
+    """The `#dot_operand` layout `dot`'s left operand can take without leaving registers, or
+    None. An `mma.sync` accumulator tiled over warps `[W, 1]` holds, in each thread, exactly the
+    elements of its rows that the A fragments of a dot on the same warps need, in pairs of
+    adjacent columns: two n8 accumulator tiles are one k16 A fragment (FlashAttention-2's
+    P @ V). So an f16/bf16 operand computed in that layout (the `#blocked` twin of the
+    accumulator, as `anchored_layouts` leaves a softmax of scores) is repacked, not staged
+    through shared memory."""
+    mma = dot.result.type.layout
+    a = dot.a.type
+    if not isinstance(mma, T.MmaLayout) or mma.version != 2 or mma.warps_per_cta[1] != 1:
+        return None
+    if str(a.element) not in ("f16", "bf16") or a.shape[1] % 16:
+        return None
+    if a.layout not in (mma, blocked_equivalent(mma, a.shape)):
+        return None
+    return T.DotOperandLayout(0, tuple(mma.warps_per_cta), 2)
+
+
+def anchored_layouts(kernel: FuncOp, num_warps: int) -> dict[Value, Attribute]:
+    """The layouts that values computed from a laid-out value (tiling's `#mma` accumulators)
+    take by keeping every element in its thread: elementwise ops whose laid-out operands agree,
+    reductions (the slice), `expand_dims`, tiling's conversions to no layout yet, and loop-
+    carried values whose yielded value has one (to a fixed point). What the backward walk
+    predicts for them, so that the ops free to choose (splats, masks, broadcasts of row
+    statistics) come to the accumulator rather than the accumulator going to them: attention's
+    scores, their softmax and the carried row max and sum stay in the registers the dot left
+    them in."""
+    anchored: dict[Value, Attribute] = {}
+
+    def layout_of(v: Value) -> Attribute | None:
+        t = v.type
+        return (t.layout or anchored.get(v)) if isinstance(t, TileType) else None
+
+    def settle(v: Value, layout: Attribute | None) -> bool:
+        t = v.type
+        if layout is None or not isinstance(t, TileType) or t.layout is not None:
+            return False
+        if isinstance(layout, T.MmaLayout):  # its #blocked twin: the same registers
+            layout = blocked_equivalent(layout, t.shape) or layout
+        if anchored.get(v) == layout or layout_error(layout, t.shape, num_warps) is not None:
+            return False
+        anchored[v] = layout
+        return True
+
+    def walk(block: Block) -> None:
+        for op in block.ops:
+            if isinstance(op, scf.ForOp):
+                for _ in range(4):  # carried values settle in a pass or two
+                    walk(op.body.block)
+                    changed = False
+                    for i, arg in enumerate(op.iter_args):
+                        layout = layout_of(op.yield_op.operands[i])
+                        changed |= settle(arg, layout)
+                        settle(op.results[i], layout)
+                    if not changed:
+                        break
+                continue
+            for region in op.regions:
+                for inner in region.blocks:
+                    walk(inner)
+            if not op.results or not isinstance(op.results[0].type, TileType):
+                continue
+            result = op.results[0]
+            source = layout_of(op.operands[0]) if op.operands else None
+            if isinstance(op, T.ConvertLayoutOp):
+                settle(result, source)
+            elif isinstance(op, T.ReduceOp) and source is not None:
+                settle(result, _reduced_layout(source, op.axis))
+            elif isinstance(op, T.ExpandDimsOp) and source is not None:
+                settle(result, expand_layout(source, op.axis))
+            elif _is_elementwise(op):
+                layouts = {layout_of(v) for v in op.operands if isinstance(v.type, TileType)}
+                layouts.discard(None)
+                if len(layouts) == 1:
+                    settle(result, layouts.pop())
+
+    if any(
+        isinstance(v.type, TileType) and v.type.layout for op in kernel.walk() for v in op.results
+    ):
+        walk(kernel.body.block)
+    return anchored
 
 
 _FREE_OPS = (T.LoadOp, T.FullOp, T.SplatOp, T.IotaOp, T.BroadcastOp, arith.ConstantOp)

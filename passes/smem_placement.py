@@ -236,7 +236,7 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             operand = dot.operands[index]
             if isinstance(operand.type.layout, DotOperandLayout):
                 continue  # staged already
-            anchor = _staging_point(dot, operand)
+            anchor = _staging_point(dot, _stored_form(operand).value)
             groups.setdefault(id(anchor), (anchor, []))[1].append((dot, index))
     entry = kernel.body.block
     top = Builder(entry, _first_non_alloc(entry), kernel.loc)
@@ -333,16 +333,30 @@ def _stored_form(operand: Value) -> _StoredForm:
     chain: list[Operation] = []
     v = operand
     transposed = False
-    op = v.op if isinstance(v, OpResult) else None
-    if isinstance(op, T.TransposeOp) and tuple(op.perm) == (1, 0) and len(v.uses) == 1:
+
+    def step(op: Operation) -> None:
+        nonlocal v
         chain.append(op)
+        v = op.input
+
+    def producer() -> Operation | None:
+        return v.op if isinstance(v, OpResult) and len(v.uses) == 1 else None
+
+    # Layout conversions on the way are the store's to do (it writes any layout): a tile
+    # loaded before the loop (attention's q) is then staged once, not every iteration.
+    while isinstance(producer(), T.ConvertLayoutOp):
+        step(producer())
+    if isinstance(producer(), T.TransposeOp) and tuple(producer().perm) == (1, 0):
+        step(producer())
         transposed = True
-        v = op.input
-        op = v.op if isinstance(v, OpResult) else None
-    while isinstance(op, T.ReshapeOp) and len(v.uses) == 1 and _drops_leading_ones(op):
-        chain.append(op)
-        v = op.input
-        op = v.op if isinstance(v, OpResult) else None
+    while True:
+        op = producer()
+        if isinstance(op, T.ConvertLayoutOp) or (
+            isinstance(op, T.ReshapeOp) and _drops_leading_ones(op)
+        ):
+            step(op)
+        else:
+            break
     return _StoredForm(v, transposed, chain)
 
 

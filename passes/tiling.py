@@ -15,7 +15,8 @@ import itertools
 from dataclasses import dataclass
 
 from tilec.diagnostics import TileError, format_bytes
-from tilec.dialects import scf
+from tilec.dialects import arith, scf
+from tilec.dialects import math as mathd
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout
@@ -52,6 +53,13 @@ WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 # 64x64 warp tiles on a 128x128 block) is the GEMM sweet spot of mma.sync on sm_80/sm_90.
 SEARCH_WARPS = (4, 8, 2, 1)
 MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest of 255 is operands
+# The 32-bit words a thread of an mma.sync tiling holds at its busiest (`_Search.live_words`:
+# accumulators, fragments held across the loop, one k-step of operand fragments) may come to
+# 255 registers less what ptxas needs besides them: addresses of the pipeline's copies and
+# the swizzled reads, loop state, a softmax's temporaries -- 60 to 80 registers on the H200
+# examples (attention d128 at BN=64: 176 words, 254 registers; at BN=128: 224 words, 255
+# registers and 172 bytes spilled; d64 at BN=128: 176 words, 255 registers, no spills).
+LIVE_WORD_BUDGET = 192
 # Accumulator registers per thread when operands are copied element by element (unknown
 # strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
 SCATTERED_ACCUMULATORS = 32
@@ -186,6 +194,9 @@ class _Dot:
     k: str | int
     element_bytes: int
     streamed: tuple[bool, bool]  # whether each operand is loaded anew every loop iteration
+    # A is computed from another dot's accumulator (attention's P): on warps [W, 1] it stays
+    # in registers (assign-layouts' `register_a_operand`), with no shared buffer.
+    register_a: bool = False
 
 
 @dataclass(frozen=True)
@@ -210,6 +221,25 @@ def _operand_load(v: Value) -> T.LoadOp | None:
             return None
         v = op.operands[1] if isinstance(op, T.SelectOp) else op.operands[0]
     return None
+
+
+def _from_accumulator(v: Value) -> bool:
+    """Whether `v` is computed, through elementwise ops, from a `tile.dot`'s result."""
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or not isinstance(v, OpResult):
+            continue
+        seen.add(id(v))
+        op = v.op
+        if isinstance(op, T.DotOp):
+            return True
+        if isinstance(op, (T.CastOp, T.SelectOp, T.ConvertLayoutOp, T.BroadcastOp)) or (
+            type(op).__module__ in (arith.__name__, mathd.__name__)
+        ):
+            stack.extend(x for x in op.operands if isinstance(x.type, TileType))
+    return False
 
 
 def _streamed(v: Value, dot: Operation) -> bool:
@@ -333,6 +363,7 @@ class _KernelTiling:
                         op.a.type.shape[1],
                         element_bytes(op.a.type.element),
                         (_streamed(op.a, op), _streamed(op.b, op)),
+                        _operand_load(op.a) is None and _from_accumulator(op.a),
                     )
                 )
         wgmma = self.opts.wgmma and self.opts.arch == "sm_90a" and self.wgmma_fits(mma_dots)
@@ -509,7 +540,9 @@ class _KernelTiling:
         buffers = []
         for dot in dots:
             m, n, k = (self.size(d, c) for d in (dot.m, dot.n, dot.k))
-            for elements, streamed in zip((m * k, k * n), dot.streamed):
+            for index, (elements, streamed) in enumerate(zip((m * k, k * n), dot.streamed)):
+                if index == 0 and dot.register_a and c.warps[1] == 1:
+                    continue  # A stays in the registers it was computed in
                 buffers.append((stages if streamed else 1, elements * dot.element_bytes))
         return buffers
 
@@ -538,6 +571,25 @@ class _KernelTiling:
         """f32 accumulator values per thread: every dot result is live in the loop body."""
         threads = WARP_SIZE * c.num_warps
         return sum(self.size(d.m, c) * self.size(d.n, c) // threads for d in dots)
+
+    def live_words(self, dots: list[_Dot], c: _Config) -> int:
+        """32-bit words a thread holds at its busiest, the model of ptxas's registers that
+        `LIVE_WORD_BUDGET` bounds: every dot's f32 accumulator (all live in the loop body), the
+        16-bit A fragments held across the loop (an operand loaded before the loop is read
+        into registers once; one computed from an accumulator stays in them), and the
+        fragments of one k-step of the streamed operands of the dot that needs the most."""
+        threads = WARP_SIZE * c.num_warps
+        wm, wn = c.warps
+        held, step = 0, 0
+        for d in dots:
+            m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
+            if (d.register_a and wn == 1) or not d.streamed[0]:
+                held += m * k // threads // 2
+                a_step = 0
+            else:
+                a_step = (m // wm) * INSTR_K // WARP_SIZE // 2
+            step = max(step, a_step + INSTR_K * (n // wn) // WARP_SIZE // 2)
+        return self.registers(dots, c) + held + step
 
     def blocks(self, c: _Config) -> int | None:
         """Blocks in the grid, when the option `extents` gives every grid dimension."""
@@ -603,8 +655,11 @@ class _KernelTiling:
         legal = [c for c in configs if not self.problems(dots, c)]
         if legal:
             good = [
-                c for c in legal if self.registers(dots, c) <= MAX_ACCUMULATOR_REGISTERS
-            ] or sorted(legal, key=lambda c: self.registers(dots, c))[:1]
+                c
+                for c in legal
+                if self.registers(dots, c) <= MAX_ACCUMULATOR_REGISTERS
+                and self.live_words(dots, c) <= LIVE_WORD_BUDGET
+            ] or sorted(legal, key=lambda c: self.live_words(dots, c))[:1]
             return min(good, key=lambda c: self.preference(dots, c))
         # Nothing qualifies: explain with the candidate closest to working.
         closest = min(
@@ -709,6 +764,10 @@ class _KernelTiling:
                 f"operands are copied element by element ({', '.join(self.scattered)} not "
                 "known to be 1: state it with --assume or the assume pass; @tilec.jit does)"
             )
+        text += (
+            f"; {self.live_words(dots, c)} words a thread holds at its busiest (at most "
+            f"{LIVE_WORD_BUDGET}: accumulators, held and one k-step's fragments)"
+        )
         return text
 
     # -- block order ----------------------------------------------------------------------------

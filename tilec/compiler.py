@@ -64,7 +64,8 @@ __all__ = [
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
 DEFAULT_PIPELINE = (
-    "canonicalize,cse,tiling,split-reduction,assign-layouts,smem-placement,pipeline,vectorize,"
+    "canonicalize,cse,tiling,canonicalize,split-reduction,assign-layouts,smem-placement,pipeline,"
+    "vectorize,"
     "canonicalize,cse,dce,precision"
 )
 

@@ -735,7 +735,10 @@ class TransposeOp(Operation):
             # result dim i = inner input dim inner_perm[perm[i]]: identity means undone.
             if all(inner_perm[p] == i for i, p in enumerate(perm)):
                 return _same_or_none(inner.op.input, self.result.type)
-        return _fold_rearrangement(self)
+        # Not `_fold_rearrangement`: a square tile's transpose has its input's type and is
+        # still a transpose. Only a constant tile is its own transpose.
+        c = _splat_constant(self.input, self.result.type)
+        return None if c is None else [c]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -149,6 +149,8 @@ def reduce_plan(op: T.ReduceOp) -> ReducePlan:
 def op_scratch_bytes(op: Operation) -> int:
     """Shared-memory bytes `op` uses between its barriers (0: none)."""
     if isinstance(op, REMAP_OPS):
+        if isinstance(op.results[0].type.layout, T.DotOperandLayout):
+            return 0  # accumulator registers repacked as A fragments (tensorcore)
         if remap_source_slots(op) is not None:
             return 0
         t = op.operands[0].type

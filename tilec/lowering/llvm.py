@@ -796,6 +796,8 @@ class _KernelLowering(ElementwiseLowering):
     # -- tile: moving elements between threads --------------------------------------------------
 
     def remap(self, op: Operation) -> list[Any]:
+        if tensorcore.is_register_fragment_conversion(op):
+            return tensorcore.lower_register_fragments(self, op)
         src_t, dst_t = op.operands[0].type, op.results[0].type
         values = self.values[op.operands[0]]
         slots = remap_source_slots(op)

@@ -54,9 +54,11 @@ from tilec.lowering.shared_memory import (
 __all__ = [
     "Fragments",
     "WgmmaOperand",
+    "is_register_fragment_conversion",
     "is_tensor_core_dot",
     "lower_load_shared",
     "lower_mma_dot",
+    "lower_register_fragments",
 ]
 
 
@@ -125,6 +127,53 @@ def lower_load_shared(k: _KernelLowering, op: Operation) -> list[Any]:
             r, c = c, r
         out.append(k.shared_load(t.element, k.b.add(slot_base, _swizzled_bytes(k, buf, r, c))))
     return [out]
+
+
+def is_register_fragment_conversion(op: Operation) -> bool:
+    """Whether `op` is a `tile.convert_layout` into A fragments from the accumulator layout
+    (`passes.assign_layouts.register_a_operand`): a repacking of registers."""
+    return isinstance(op, T.ConvertLayoutOp) and isinstance(op.result.type.layout, DotOperandLayout)
+
+
+def lower_register_fragments(k: _KernelLowering, op: Operation) -> list[Any]:
+    """A fragments from a tile held as an `m16n8k16` accumulator on warps `[W, 1]`.
+
+    The tile's slots are (row index `ri`, column index `ci`) row-major, `ci` running over a
+    thread's pairs of columns (`2t`, `2t + 1`) of each 8-column tile (`as_blocked`); A fragment
+    `(mi, kk)` is rows `2 mi`, `2 mi + 1` of columns `4 kk .. 4 kk + 3` (module docstring), each
+    b32 register two adjacent 16-bit elements, the lower column in the low half."""
+    t: TileType = op.result.type
+    layout: DotOperandLayout = t.layout  # type: ignore[assignment]
+    if layout.index != 0 or layout.version != 2 or layout.warps_per_cta[1] != 1:
+        raise ValueError(f"{op.name}: only mma.sync A fragments come from registers, not {layout}")
+    rows, depth = t.shape
+    wm = layout.warps_per_cta[0]
+    values = k.values[op.input]
+    width = depth // 4  # slots per row index
+    b = k.b
+    half = ir.IntType(16)
+
+    def pack(lo: ir.Value, hi: ir.Value) -> ir.Value:
+        lo_bits = b.zext(b.bitcast(lo, half) if lo.type != half else lo, I32)
+        hi_bits = b.zext(b.bitcast(hi, half) if hi.type != half else hi, I32)
+        return b.or_(lo_bits, b.shl(hi_bits, _i32(16)))
+
+    regs: dict[tuple[int, int], list[ir.Value]] = {}
+    for mi in range(rows // (16 * wm)):
+        for kk in range(depth // 16):
+            out = []
+            for ri, ci in (
+                (2 * mi, 4 * kk),
+                (2 * mi + 1, 4 * kk),
+                (2 * mi, 4 * kk + 2),
+                (2 * mi + 1, 4 * kk + 2),
+            ):
+                slot = ri * width + ci
+                out.append(pack(values[slot], values[slot + 1]))
+            regs[(mi, kk)] = out
+    fragments = Fragments(depth // 16, lambda kk: {})
+    fragments.regs = regs
+    return [fragments.load_all()]
 
 
 def _warp_coordinates(k: _KernelLowering, warps: tuple[int, ...]) -> tuple[ir.Value, ir.Value]:

@@ -1,0 +1,110 @@
+"""What the passes make of `examples/attention.tile` (Stage K): the scores and their softmax stay
+in the registers the first dot left them in, P is the second dot's A operand without a trip
+through shared memory, q is staged once before the loop, and the tiling's register model picks
+the key tile by head dimension."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import tilec
+from tilec.dialects import scf, shared
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.parser import parse_module
+from tilec.ir.types import TileType
+from tilec.lowering.exchange import op_scratch_bytes
+from tilec.lowering.layouts import as_blocked, mma_accumulator_layout
+from tilec.passmanager import PassContext, parse_pipeline
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ATTENTION = os.path.join(ROOT, "examples", "attention.tile")
+
+
+def _compiled(d: int, kernel: str = "attention", tiles: str = ""):
+    extents = f"D={d},M=4096,N=4096,S=4096,T=4096,B=4,H=16,G=16"
+    pipeline = tilec.compiler.build_pipeline(
+        options={
+            "tiling": {"extents": extents, "exact": "D", "arch": "sm_90a", "tiles": tiles},
+        }
+    )
+    program = tilec.compile(
+        ATTENTION, kernels=[kernel], pipeline='assume{all="aligned,unit,divisible"},' + pipeline
+    )
+    messages = [r.message for stage in program.stages for r in stage.remarks]
+    return program.module.lookup(kernel), messages
+
+
+def _loop(func: FuncOp) -> scf.ForOp:
+    (loop,) = [op for op in func.walk() if isinstance(op, scf.ForOp)]
+    return loop
+
+
+def _scratch_conversions(func: FuncOp) -> list:
+    """Layout changes the lowering would move through shared memory."""
+    return [op for op in func.walk() if isinstance(op, T.ConvertLayoutOp) and op_scratch_bytes(op)]
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_softmax_stays_in_the_accumulator_registers(d):
+    func, _ = _compiled(d)
+    inside = [op for op in _loop(func).walk() if op in _scratch_conversions(func)]
+    assert inside == [], [str(op) for op in inside]
+    reductions = [op for op in _loop(func).walk() if isinstance(op, T.ReduceOp)]
+    assert len(reductions) == 2
+    twin = as_blocked(mma_accumulator_layout((4, 1)))
+    for r in reductions:  # in the accumulator's registers: shuffles within quads of lanes
+        assert r.input.type.layout == twin
+        assert op_scratch_bytes(r) == 0
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_p_is_the_second_dots_a_operand_in_registers(d):
+    func, remarks = _compiled(d)
+    dots = [op for op in func.walk() if isinstance(op, T.DotOp)]
+    assert len(dots) == 2
+    pv = dots[1]
+    assert isinstance(pv.a.owner, T.ConvertLayoutOp)  # repacked, not loaded from shared memory
+    buffers = [op for op in func.walk() if isinstance(op, shared.AllocSharedOp)]
+    staged = {op.result.type.shape[-2:] for op in buffers}
+    # q (one slot) and the streamed k and v: nothing of P's shape [BM, BN] besides
+    assert len(buffers) == 3, staged
+    assert any("A operand kept in registers" in r for r in remarks)
+
+
+def test_q_is_staged_once_before_the_loop():
+    func, _ = _compiled(128)
+    loop = _loop(func)
+    stores = [op for op in func.walk() if isinstance(op, shared.StoreSharedOp)]
+    assert stores and all(not loop.is_ancestor_of(op) for op in stores)
+
+
+@pytest.mark.parametrize(("d", "bn"), [(128, 64), (64, 128)])
+def test_key_tile_follows_the_register_model(d, bn):
+    """d128 at BN=128 would hold 224 words a thread (ptxas spilled); BN=64 holds 176. At d64
+    BN=128 holds 176 words and is chosen."""
+    func, remarks = _compiled(d)
+    sizes = dict(func.attributes["tilec.tile_sizes"].value)
+    assert sizes["BN"] == bn and sizes["BM"] == 64
+    assert any("words a thread holds at its busiest" in r for r in remarks)
+
+
+def test_square_transpose_does_not_fold_away():
+    """A transpose of a square tile has its input's type and still transposes."""
+    module = parse_module(
+        """
+        func @t(%x: !tile.tensor<4x4xf32>, %y: !tile.tensor<4x4xf32>) {
+          %c0 = arith.constant 0 : index
+          %a = tile.load %x[%c0, %c0] : !tile.tensor<4x4xf32> -> tile<4x4xf32>
+          %b = tile.transpose %a perm [1, 0] : tile<4x4xf32> -> tile<4x4xf32>
+          tile.store %y[%c0, %c0], %b : !tile.tensor<4x4xf32>, tile<4x4xf32>
+          return
+        }
+        """
+    )
+    for p in parse_pipeline("canonicalize"):
+        p.run(module, PassContext())
+    ops = [op for op in module.walk() if isinstance(op, T.TransposeOp)]
+    assert len(ops) == 1 and isinstance(ops[0].result.type, TileType)
