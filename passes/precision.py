@@ -39,12 +39,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilec.dialects import arith
+from tilec.dialects import arith, scf
 from tilec.dialects import math as mathd
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import BoolAttr
-from tilec.ir.core import Operation, OpResult, Value
+from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import FloatType
 from tilec.passmanager import Pass, PassContext, option, register_pass
@@ -93,6 +93,31 @@ class Precision(Pass):
                 )
 
 
+# An answer still being worked out (a value round a loop): assumed yes meanwhile.
+_OPEN = object()
+
+
+def _narrow_consumed(v: Value) -> T.StoreOp | object | None:
+    """For an f16/bf16 value: a store it reaches when everything that reads it sees only the
+    rounded value -- stores, tensor-core dot operands (attention's P), and moves and selects
+    of those -- else None. What rounded it then hides the approximation's error whatever is
+    done with it after."""
+    found: T.StoreOp | object | None = None
+    for user in dict.fromkeys(v.uses):
+        if isinstance(user, T.StoreOp) and user.value is v:
+            found = found if isinstance(found, T.StoreOp) else user
+        elif isinstance(user, T.DotOp) and v is not user.acc:
+            found = found or _OPEN
+        elif isinstance(user, _MOVES) or (isinstance(user, T.SelectOp) and user.condition is not v):
+            inner = _narrow_consumed(user.results[0])
+            if inner is None:
+                return None
+            found = inner if isinstance(inner, T.StoreOp) else (found or inner)
+        else:
+            return None
+    return found
+
+
 def _element(v: Value) -> str | None:
     t = getattr(v.type, "element", v.type)
     return t.name if isinstance(t, FloatType) else None
@@ -102,20 +127,37 @@ class _NarrowBound:
     """Memoized: whether an f32 value is narrow-bound, and a store it reaches."""
 
     def __init__(self) -> None:
-        self._bound: dict[int, T.StoreOp | None] = {}
-        self._nonnegative: dict[int, bool] = {}
+        self._bound: dict[int, T.StoreOp | object | None] = {}
+        self._nonnegative: dict[int, bool | object] = {}
+        self._relied: set[int] = set()  # open assumptions an answer in progress used
+        self._relied_sign: set[int] = set()
 
     def store_reached(self, v: Value) -> T.StoreOp | None:
         """A narrow store `v` reaches when `v` is narrow-bound, else None."""
+        found = self._reached_or_assumed(v)
+        return found if isinstance(found, T.StoreOp) else None
+
+    def _reached_or_assumed(self, v: Value) -> T.StoreOp | object | None:
+        """Round a loop (a carried value's uses lead back to itself) the answer is assumed
+        yes: the ops that qualify keep relative errors where they are however often they
+        repeat (a running sum of non-negatives keeps the larger one), so what decides is
+        every other use. Answers that relied on an assumption still open are not kept."""
         key = id(v)
         if key in self._bound:
-            return self._bound[key]
-        self._bound[key] = None  # a cycle (loop-carried) is not narrow-bound
+            found = self._bound[key]
+            if found is _OPEN:
+                self._relied.add(key)
+            return found
+        self._bound[key] = _OPEN
         found = self._reached(v)
-        self._bound[key] = found
+        self._relied.discard(key)
+        if found is None or not self._relied:
+            self._bound[key] = found
+        else:
+            del self._bound[key]
         return found
 
-    def _reached(self, v: Value) -> T.StoreOp | None:
+    def _reached(self, v: Value) -> T.StoreOp | object | None:
         if not v.uses:
             return None
         reached = None
@@ -123,43 +165,85 @@ class _NarrowBound:
             store = self._through(user, v)
             if store is None:
                 return None
-            reached = reached or store
+            if reached is None or reached is _OPEN:
+                reached = store
         return reached
 
-    def _through(self, user: Operation, v: Value) -> T.StoreOp | None:
+    def _through(self, user: Operation, v: Value) -> T.StoreOp | object | None:
         if isinstance(user, (T.CastOp, arith.TruncFOp)):
             if _element(user.result) not in NARROW:
                 return None
-            stores = user.result.uses
-            ok = stores and all(isinstance(s, T.StoreOp) and s.value is user.result for s in stores)
-            return stores[0] if ok else None
+            return _narrow_consumed(user.result)
         if isinstance(user, (arith.MulFOp, arith.DivFOp, arith.NegFOp)):
-            return self.store_reached(user.result)
+            return self._reached_or_assumed(user.result)
         if isinstance(user, arith.AddFOp):
             if self.nonnegative(user.lhs) and self.nonnegative(user.rhs):
-                return self.store_reached(user.result)
+                return self._reached_or_assumed(user.result)
+            return None
+        if isinstance(user, T.ReduceOp) and user.kind in ("sum", "max"):
+            # a sum of non-negatives keeps the largest relative error; a max picks one
+            if user.kind == "max" or self.nonnegative(v):
+                return self._reached_or_assumed(user.result)
             return None
         if isinstance(user, _MOVES):
-            return self.store_reached(user.result)
+            return self._reached_or_assumed(user.result)
         if isinstance(user, T.SelectOp) and user.condition is not v:
-            return self.store_reached(user.result)
+            return self._reached_or_assumed(user.result)
+        if isinstance(user, scf.YieldOp) and isinstance(user.parent_op, scf.ForOp):
+            loop = user.parent_op
+            found = None
+            for i, x in enumerate(user.operands):
+                if x is not v:
+                    continue
+                for carried in (loop.iter_args[i], loop.results[i]):
+                    got = self._reached_or_assumed(carried) if carried.uses else _OPEN
+                    if got is None:
+                        return None
+                    if found is None or found is _OPEN:
+                        found = got
+            return found
         return None
 
     def nonnegative(self, v: Value) -> bool:
+        """Whether `v` is never negative (round a loop: assumed, as `store_reached` does)."""
         key = id(v)
-        if key not in self._nonnegative:
-            self._nonnegative[key] = False  # cycles know nothing
-            self._nonnegative[key] = self._is_nonnegative(v)
-        return self._nonnegative[key]
+        if key in self._nonnegative:
+            known = self._nonnegative[key]
+            if known is _OPEN:
+                self._relied_sign.add(key)
+                return True
+            return bool(known)
+        self._nonnegative[key] = _OPEN
+        known = self._is_nonnegative(v)
+        self._relied_sign.discard(key)
+        if not known or not self._relied_sign:
+            self._nonnegative[key] = known
+        else:
+            del self._nonnegative[key]
+        return known
 
     def _is_nonnegative(self, v: Value) -> bool:
         constant = constant_value(v)
         if constant is not None:
             value = getattr(constant, "value", None)
             return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        if isinstance(v, BlockArgument):  # a loop-carried value: its start and each update
+            loop = v.owner.parent_op
+            if isinstance(loop, scf.ForOp) and v.index >= 1:
+                i = v.index - 1
+                return self.nonnegative(loop.inits[i]) and self.nonnegative(
+                    loop.yield_op.operands[i]
+                )
+            return False
         if not isinstance(v, OpResult):
             return False
         op = v.op
+        if isinstance(op, scf.ForOp):
+            return self.nonnegative(op.iter_args[v.index])
+        if isinstance(op, T.ReduceOp) and op.kind in ("sum", "max"):
+            return self.nonnegative(op.input)
+        if isinstance(op, T.SelectOp):
+            return self.nonnegative(op.operands[1]) and self.nonnegative(op.operands[2])
         if isinstance(op, (mathd.ExpOp, mathd.Exp2Op, mathd.SqrtOp, mathd.AbsFOp)):
             return True
         if isinstance(op, arith.MulFOp) and op.lhs is op.rhs:

@@ -107,6 +107,11 @@ class ElementwiseLowering:
 
     def _float_intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
         t = args[0].type
+        if name in ("maximum", "minimum") and t == ir.FloatType():
+            # sm_80's max.NaN.f32 / min.NaN.f32: one instruction where LLVM's maximum is
+            # a compare, a NaN test and two selects (a softmax's row max is all of them)
+            which = "fmax" if name == "maximum" else "fmin"
+            return mathlib.call_intrinsic(self.b, f"llvm.nvvm.{which}.nan.f", t, args)
         return mathlib.call_intrinsic(self.b, f"llvm.{name}.{t.intrinsic_name}", t, args)
 
     def min_max_int(self, op: Operation) -> list[Any]:
