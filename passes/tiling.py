@@ -60,6 +60,7 @@ MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest o
 # examples (attention d128 at BN=64: 176 words, 254 registers; at BN=128: 224 words, 255
 # registers and 172 bytes spilled; d64 at BN=128: 176 words, 255 registers, no spills).
 LIVE_WORD_BUDGET = 192
+REGISTER_OVERHEAD = 255 - LIVE_WORD_BUDGET  # what the estimate on the kernel adds to the words
 # Accumulator registers per thread when operands are copied element by element (unknown
 # strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
 SCATTERED_ACCUMULATORS = 32
@@ -407,8 +408,13 @@ class _KernelTiling:
             layout = mma_accumulator_layout(config.warps)
             for dot in mma_dots:
                 set_accumulator_layout(dot.op, layout)
+
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         self.group(bool(dot_ops), wgmma=config is not None and wgmma)
+        if config is not None and not wgmma:
+            # For pipeline's stages: how many blocks an SM's registers hold.
+            estimate = min(255, self.live_words(mma_dots, config) + REGISTER_OVERHEAD)
+            kernel.attributes["tilec.estimated_registers"] = IntegerAttr(estimate)
 
     def wgmma_fits(self, dots: list[_Dot]) -> bool:
         """Whether the kernel takes the wgmma tiling: one f16/bf16 dot whose M, N and K tile

@@ -63,7 +63,7 @@ def test_matmul_explains_every_decision(monkeypatch):
     assert "%b_smem 4x32x128xf16  32 KiB @32768  swizzle vec=8 per_phase=1 max_phase=8" in shared
     assert "total 64 KiB of buffers (tilec.shared_bytes)" in shared
     stages = section(text, "stages")
-    assert stages.split()[1] == "4" and "the most that fit" in stages
+    assert stages.split()[1] == "4" and "the most steps in flight per SM" in stages
     vectors = section(text, "vectors")
     assert "cp.async a -> %a_smem: 16 B" in vectors
     assert "cp.async b -> %b_smem: 16 B" in vectors
