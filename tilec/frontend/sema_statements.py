@@ -30,6 +30,7 @@ from tilec.frontend.checked import (
     TensorParam,
     TileType,
 )
+from tilec.frontend.sema_gather import check_index_tile, gathered_shape
 from tilec.frontend.sema_common import (
     _MAX_GRID_AXES,
     _Binding,
@@ -450,7 +451,7 @@ class StatementChecks:
         checked: list[AccessIndex] = []
         for position, (index, dim) in enumerate(zip(indices, tensor.dims)):
             checked.append(self._access_index(tensor, position, index, dim))
-        shape = tuple(i.size for i in checked if i.size is not None)
+        shape = gathered_shape(tensor, checked, loc)
         return TensorAccess(
             tensor=tensor,
             indices=tuple(checked),
@@ -515,9 +516,12 @@ class StatementChecks:
         if isinstance(index, ast.EllipsisLit):
             raise _unsupported("'...' in an index is", loc, "give one index per dimension")
         value = self._expr(index)
-        if not value.type.is_scalar or not value.type.dtype.is_int:
+        if not value.type.is_scalar:
+            return check_index_tile(tensor, position, value, dim, loc)
+        if not value.type.dtype.is_int:
             raise TileError(
-                f"an index must be a loop variable, ':' or an integer scalar, not {value.type}",
+                f"an index must be a loop variable, ':', an integer scalar or an integer tile, "
+                f"not {value.type}",
                 loc,
             )
         if isinstance(value, Constant):
