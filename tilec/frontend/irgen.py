@@ -40,9 +40,9 @@ import numpy as np
 from tilec.diagnostics import Location, TileError
 from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
-from tilec.frontend.irgen_gather import gather, is_gathered, scatter
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.frontend import sema
+from tilec.frontend.irgen_gather import gather, is_gathered, scatter
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Region, Value

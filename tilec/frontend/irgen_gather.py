@@ -72,6 +72,4 @@ def scatter(
     value: Value,
 ) -> None:
     indices, axis = _indices(gen, access, env, value.type.shape)
-    gen.b.create(
-        G.ScatterOp, view=view, offsets=offsets, indices=indices, value=value, axis=axis
-    )
+    gen.b.create(G.ScatterOp, view=view, offsets=offsets, indices=indices, value=value, axis=axis)

@@ -30,7 +30,6 @@ from tilec.frontend.checked import (
     TensorParam,
     TileType,
 )
-from tilec.frontend.sema_gather import check_index_tile, gathered_shape
 from tilec.frontend.sema_common import (
     _MAX_GRID_AXES,
     _Binding,
@@ -45,6 +44,7 @@ from tilec.frontend.sema_common import (
     _shape_text,
     _unsupported,
 )
+from tilec.frontend.sema_gather import check_index_tile, gathered_shape
 
 
 class StatementChecks:

@@ -224,9 +224,7 @@ def _assert_fail(b: ir.IRBuilder, message: str) -> None:
     if fail is None:
         fail = ir.Function(
             module,
-            ir.FunctionType(
-                ir.VoidType(), [GENERIC_PTR, GENERIC_PTR, I32, GENERIC_PTR, I64]
-            ),
+            ir.FunctionType(ir.VoidType(), [GENERIC_PTR, GENERIC_PTR, I32, GENERIC_PTR, I64]),
             "__assertfail",
         )
     file = _string(b, "tilec", "tilec_file")
@@ -245,9 +243,7 @@ def lower_gather(lowering: Any, op: GatherOp) -> list[Any]:
     vector = op.attributes.get("vector")
     if vector is not None and vector.value > 1:
         return [lowering._vector_load(t, vector.value, pointers, predicates, other)]
-    return [
-        [lowering._global_load(t.element, p, q, other) for p, q in zip(pointers, predicates)]
-    ]
+    return [[lowering._global_load(t.element, p, q, other) for p, q in zip(pointers, predicates)]]
 
 
 def lower_scatter(lowering: Any, op: ScatterOp) -> None:
@@ -273,4 +269,3 @@ def lower_scatter(lowering: Any, op: ScatterOp) -> None:
     for p, v, q in zip(pointers, values, predicates):
         lowering.b.call(asm, [p, lowering._to_bits(v, reg, t.element), q])
     return None
-
