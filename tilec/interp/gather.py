@@ -116,3 +116,34 @@ def _scatter(state: BlockState, op: Operation, args: list[Any]) -> Any:
     # (the language leaves which one unspecified).
     view.write_elements(tuple(c[inside] for c in coordinates), value[inside])
     return []
+
+
+def index_bounds(func: Any, shapes: list) -> dict[int, int]:
+    """Per tensor argument (by position) that a gather or scatter of `func` reads its indices
+    from (loaded, then reshaped or converted at most), the extent its values index, so that
+    random inputs (`tilec run`, the tests, the fuzzers) draw indices in range. `shapes` are
+    the arguments' shapes (None for scalars)."""
+    from tilec.dialects import tile as T
+    from tilec.ir.core import BlockArgument, OpResult
+
+    positions = {arg: i for i, arg in enumerate(func.arguments)}
+    bounds: dict[int, int] = {}
+    for op in func.walk():
+        if not isinstance(op, (G.GatherOp, G.ScatterOp)):
+            continue
+        source = op.indices
+        while isinstance(source, OpResult) and isinstance(
+            source.op, (T.ReshapeOp, T.ConvertLayoutOp)
+        ):
+            source = source.op.operands[0]
+        if not (isinstance(source, OpResult) and isinstance(source.op, T.LoadOp)):
+            continue
+        view, table = source.op.view, op.view
+        if not (isinstance(view, BlockArgument) and isinstance(table, BlockArgument)):
+            continue
+        if view not in positions or table not in positions:
+            continue
+        extent = shapes[positions[table]][op.axis]
+        i = positions[view]
+        bounds[i] = min(bounds.get(i, extent), extent)
+    return bounds
