@@ -451,6 +451,9 @@ class AccessIndex:
     # GATHER: the integer index tile
     size: Dim | None = None  # this dimension's size in the tile; None for SCALAR
     masked: bool = False  # lanes may fall outside the tensor (offset + lane >= extent)
+    # GATHER: which lanes of the gathered axis are real (those of its index tile; None: all).
+    # The others are padding, masked off: never read, written or checked.
+    extent: AxisExtent | None = None
     loc: Location
 
 

@@ -29,8 +29,10 @@ def is_gathered(access: TensorAccess) -> bool:
 
 def _indices(
     gen: _KernelGenerator, access: TensorAccess, env: dict, full_shape: tuple
-) -> tuple[Value, int]:
-    """The index tile as the op takes it, and the gathered dimension of the view."""
+) -> tuple[Value, int, Value | None]:
+    """The index tile as the op takes it, the gathered dimension of the view, and the mask of
+    the real lanes of the gathered axis (None: all are): the padding lanes of a partial index
+    tile (`ids[tm]` past M) name no element, and a scatter must not write through them."""
     axis = next(d for d, i in enumerate(access.indices) if i.kind is IndexKind.GATHER)
     index = access.indices[axis]
     assert index.value is not None
@@ -40,7 +42,10 @@ def _indices(
         value = gen.b.create(
             T.ReshapeOp, input=value, result_types=[TileType(full_shape, t.element)]
         ).result
-    return value, axis
+    mask = None
+    if index.extent is not None:
+        mask = gen.lane_mask(index.extent, axis, full_shape)
+    return value, axis, mask
 
 
 def gather(
@@ -52,12 +57,13 @@ def gather(
     full_shape: tuple,
     element: Type,
 ) -> Value:
-    indices, axis = _indices(gen, access, env, full_shape)
+    indices, axis, mask = _indices(gen, access, env, full_shape)
     return gen.b.create(
         G.GatherOp,
         view=view,
         offsets=offsets,
         indices=indices,
+        mask=mask,
         axis=axis,
         result_types=[TileType(full_shape, element)],
     ).result
@@ -71,5 +77,13 @@ def scatter(
     offsets: list[Value],
     value: Value,
 ) -> None:
-    indices, axis = _indices(gen, access, env, value.type.shape)
-    gen.b.create(G.ScatterOp, view=view, offsets=offsets, indices=indices, value=value, axis=axis)
+    indices, axis, mask = _indices(gen, access, env, value.type.shape)
+    gen.b.create(
+        G.ScatterOp,
+        view=view,
+        offsets=offsets,
+        indices=indices,
+        value=value,
+        mask=mask,
+        axis=axis,
+    )

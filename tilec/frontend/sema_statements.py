@@ -452,6 +452,9 @@ class StatementChecks:
         for position, (index, dim) in enumerate(zip(indices, tensor.dims)):
             checked.append(self._access_index(tensor, position, index, dim))
         shape = gathered_shape(tensor, checked, loc)
+        for index in checked:
+            if index.kind is IndexKind.GATHER:
+                index.extent = self._extent(index.size)
         return TensorAccess(
             tensor=tensor,
             indices=tuple(checked),

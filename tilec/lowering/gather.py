@@ -167,11 +167,11 @@ def _check_indices(lowering: Any, op: Operation, axis: int, view: Any, checks: l
         with b.if_then(b.icmp_unsigned("==", earlier, ir.Constant(I32, 0))):
             kernel = lowering.func.sym_name
             tensor = op.view.name_hint or "tensor"
-            where = ", ".join(["%d"] * len(first_position))
+            where = ", ".join(["%lld"] * len(first_position))
             text = (
                 f"tilec: kernel '{kernel}': index %lld at position [{where}] of the index tile "
                 f"of {op.name} is out of range for dim {axis} of '{tensor}' (extent %lld), "
-                "in block (%d, %d, %d) (TILEC_CHECK_BOUNDS=1)\n"
+                "in block (%lld, %lld, %lld) (TILEC_CHECK_BOUNDS=1)\n"
             )
             block = [lowering._sreg(f"ctaid.{c}") for c in "xyz"]
             _printf(b, text, [first_index, *first_position, view.extents[axis], *block])
@@ -203,17 +203,18 @@ def _string(b: ir.IRBuilder, text: str, name: str) -> ir.Value:
 
 
 def _printf(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> None:
-    """`vprintf(text, args)`: the arguments packed as C varargs (i64 and i32 here)."""
+    """`vprintf(text, args)`: the arguments packed as C varargs, each a 64-bit integer."""
     module = b.module
     vprintf = module.globals.get("vprintf")
     if vprintf is None:
         vprintf = ir.Function(module, ir.FunctionType(I32, [GENERIC_PTR, GENERIC_PTR]), "vprintf")
-    struct = ir.LiteralStructType([v.type for v in values])
+    array = ir.ArrayType(I64, len(values))  # every argument widened to 64 bits (%lld)
     with b.goto_entry_block():
-        buffer = b.alloca(struct)
+        buffer = b.alloca(array)
     buffer.align = 8
     for i, v in enumerate(values):
-        b.store(v, b.gep(buffer, [I32(0), I32(i)], source_etype=struct))
+        wide = v if v.type == I64 else b.sext(v, I64)
+        b.store(wide, b.gep(buffer, [I32(0), I32(i)], inbounds=True))
     b.call(vprintf, [_string(b, text, "tilec_message"), b.addrspacecast(buffer, GENERIC_PTR)])
 
 
