@@ -302,3 +302,18 @@ def test_check_bounds_is_part_of_the_jit_cache_key(monkeypatch):
     plain = kernel.compile_for(table, ids, out, arch="sm_90a")
     assert checked.key != plain.key
     assert "__assertfail" in checked.ptx and "__assertfail" not in plain.ptx
+
+
+def test_a_scattered_tensor_is_an_output_for_the_interpreter_abi_and_torch():
+    from tilec.interp.launch import parameter_name, written_parameters
+    from tilec.lowering import module_abi
+
+    module = tilec.compile(SOURCE, kernels=["scatter_rows"]).module
+    func = module.lookup("scatter_rows")
+    assert {parameter_name(a) for a in written_parameters(func)} == {"out"}
+    final = tilec.compile(
+        SOURCE,
+        kernels=["scatter_rows"],
+        pipeline=ASSUME + target_pipeline(DEFAULT_PIPELINE, "sm_90a"),
+    ).module
+    assert module_abi(final)["scatter_rows"].written == frozenset({"out"})
