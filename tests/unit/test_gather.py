@@ -317,3 +317,22 @@ def test_a_scattered_tensor_is_an_output_for_the_interpreter_abi_and_torch():
         pipeline=ASSUME + target_pipeline(DEFAULT_PIPELINE, "sm_90a"),
     ).module
     assert module_abi(final)["scatter_rows"].written == frozenset({"out"})
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_a_gathered_dot_operand_is_staged_from_registers_not_streamed(arch, monkeypatch):
+    """smem-placement and pipeline plan rectangles: the gathered rows of `a` are loaded (16
+    bytes a row run) and stored to shared memory, `b` alone streams by cp.async."""
+    monkeypatch.delenv("TILEC_CHECK_BOUNDS", raising=False)
+    pipeline = ASSUME + target_pipeline(DEFAULT_PIPELINE, arch)
+    program = tilec.compile(
+        SOURCE, kernels=["gathered_matmul"], pipeline=pipeline, target="ptx", arch=arch
+    )
+    text = print_op(program.module)
+    assert "tile.async_copy %a" not in text and "tile.async_copy %b" in text
+    gathered = [line for line in text.splitlines() if "tile.gather %a" in line]
+    assert len(gathered) == 1 and "{vector = 8}" in gathered[0]
+    assert "tile.store_shared %a_smem" in text
+    if find_ptxas() is not None:
+        resources = assemble(program.ptx, arch)["gathered_matmul"]
+        assert resources.spill_stores == 0
