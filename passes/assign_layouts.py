@@ -17,12 +17,14 @@ from math import ceil, log2, prod
 
 from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import arith, math, scf
+from tilec.dialects import gather as G
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import Attribute, BlockedLayout, IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Pure, Value
 from tilec.ir.types import TileType
+from tilec.lowering.gather import index_layout
 from tilec.lowering.layouts import (
     WARP_SIZE,
     blocked_equivalent,
@@ -291,12 +293,15 @@ class _KernelLayouts:
             return
         if isinstance(op, scf.YieldOp):
             return  # its parent converts what it yields
-        if isinstance(op, T.StoreOp):
+        if isinstance(op, (T.StoreOp, G.ScatterOp)):
             value = op.value.type
             layout = value.layout
             if not (_is_slice(layout) or _coalesced(layout, value)):
                 layout = self.default(value)
-            self.convert(op, 1 + len(op.offsets), layout, "stored value (coalesced)")
+            scatter = isinstance(op, G.ScatterOp)
+            self.convert(op, 1 + len(op.offsets) + scatter, layout, "stored value (coalesced)")
+            if scatter:
+                self.lay_out_indices(op, layout)
             if op.mask is not None:
                 self.convert(op, len(op.operands) - 1, layout, "store mask")
             return
@@ -345,8 +350,24 @@ class _KernelLayouts:
                     "A operand kept in registers (the accumulator fragments it was computed in "
                     "are this dot's A fragments)",
                 )
-        elif isinstance(op, T.LoadOp) and op.mask is not None:
+        elif isinstance(op, (T.LoadOp, G.GatherOp)) and op.mask is not None:
             self.convert(op, len(op.operands) - 1, layout, "load mask")
+        if isinstance(op, G.GatherOp):
+            self.lay_out_indices(op, layout)
+
+    def lay_out_indices(self, op: Operation, layout: Attribute) -> None:
+        """A gather's or scatter's index tile goes where the thread that moves a row holds
+        its index (`tilec.lowering.gather.index_layout`): its row pointers are computed once."""
+        indices = op.indices.type
+        wanted = index_layout(layout, op.axis, indices, op.view.type.rank)
+        converted = indices.layout != wanted
+        self.convert(op, 1 + len(op.offsets), wanted, f"{op.name} indices")
+        per_row = "the index of each of its rows" if indices.rank == 1 else "each element's index"
+        self.ctx.remark(
+            op,
+            f"indices {'converted to' if converted else 'in'} {wanted}: each thread holds "
+            f"{per_row}",
+        )
 
     # -- what users want (a walk backwards) -----------------------------------------------------
 
@@ -392,13 +413,22 @@ class _KernelLayouts:
                 self.want(v, result)
         elif isinstance(op, T.DotOp):
             self.want(op.operands[2], self.predicted(op.result))
-        elif isinstance(op, T.LoadOp) and op.mask is not None:
+        elif isinstance(op, (T.LoadOp, G.GatherOp)) and op.mask is not None:
             self.want(op.mask, self.predicted(op.result))
         elif isinstance(op, scf.ForOp):
             for init, arg in zip(op.inits, op.iter_args):
                 self.want(init, self.predicted(arg))
             for yielded, arg in zip(op.yield_op.operands, op.iter_args):
                 self.want(yielded, self.predicted(arg))
+        if isinstance(op, (G.GatherOp, G.ScatterOp)):
+            accessed = op.result if isinstance(op, G.GatherOp) else op.value
+            if isinstance(op, G.ScatterOp):
+                self.want(op.value, self.predicted(op.value))
+            layout = self.predicted(accessed)
+            if layout is not None:
+                indices = op.indices.type
+                rank = op.view.type.rank
+                self.want(op.indices, index_layout(layout, op.axis, indices, rank))
 
     # -- control flow ---------------------------------------------------------------------------
 
@@ -514,7 +544,7 @@ def anchored_layouts(kernel: FuncOp, num_warps: int) -> dict[Value, Attribute]:
     return anchored
 
 
-_FREE_OPS = (T.LoadOp, T.FullOp, T.SplatOp, T.IotaOp, T.BroadcastOp, arith.ConstantOp)
+_FREE_OPS = (T.LoadOp, G.GatherOp, T.FullOp, T.SplatOp, T.IotaOp, T.BroadcastOp, arith.ConstantOp)
 
 
 def _is_slice(layout: Attribute | None) -> bool:
@@ -543,8 +573,8 @@ def _moved_tiles(kernel: FuncOp) -> list[TileType]:
     return [
         t
         for op in kernel.walk()
-        if isinstance(op, (T.LoadOp, T.StoreOp))
-        for t in [op.result.type if isinstance(op, T.LoadOp) else op.value.type]
+        if isinstance(op, (T.LoadOp, T.StoreOp, G.GatherOp, G.ScatterOp))
+        for t in [op.result.type if isinstance(op, (T.LoadOp, G.GatherOp)) else op.value.type]
         if isinstance(t, TileType) and t.is_static
     ]
 
@@ -558,7 +588,7 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
 
     vectors: dict[tuple, int] = {}
     for op, width in widths_before_layouts(kernel).items():
-        t = op.result.type if isinstance(op, T.LoadOp) else op.value.type
+        t = op.result.type if isinstance(op, (T.LoadOp, G.GatherOp)) else op.value.type
         if isinstance(t, TileType) and t.is_static:
             vectors[t.shape] = max(vectors.get(t.shape, 1), width)
     # The shapes of a dot's operands and accumulator keep 16-byte runs (of the narrowest

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilec.dialects import arith, scf, shared
+from tilec.dialects import gather as G
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import ArrayAttr, BoolAttr, IntegerAttr
@@ -49,6 +50,12 @@ from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Vectorize", "widths_before_layouts"]
+
+# Loads and stores of tiles, gathered ones included (a gathered dimension is never contiguous
+# nor known in bounds; the others are accessed as a load's).
+_GATHERS = (G.GatherOp, G.ScatterOp)
+_ACCESSES = (T.LoadOp, T.StoreOp, *_GATHERS)
+_READS = (T.LoadOp, G.GatherOp)
 
 # What "known multiple of" says of a value known to be 0: any power of two.
 _ANY = 1 << 30
@@ -92,7 +99,7 @@ class Vectorize(Pass):
             if isinstance(kernel, FuncOp):
                 facts = _KernelFacts(kernel)
                 for op in kernel.walk():
-                    if isinstance(op, (T.LoadOp, T.StoreOp, shared.AsyncCopyOp)):
+                    if isinstance(op, (*_ACCESSES, shared.AsyncCopyOp)):
                         self._vectorize(op, facts, ctx)
 
     def _vectorize(self, op: Operation, facts: _KernelFacts, ctx: PassContext) -> None:
@@ -104,7 +111,7 @@ class Vectorize(Pass):
             ctx.remark(op, f"{what}: not vectorized (vectorize disabled)")
             return
         bounds = ""
-        if isinstance(op, (T.LoadOp, T.StoreOp)):
+        if isinstance(op, _ACCESSES):
             inside = facts.in_bounds(op)
             if any(inside):
                 op.attributes["in_bounds"] = ArrayAttr(tuple(BoolAttr(x) for x in inside))
@@ -133,7 +140,7 @@ def widths_before_layouts(kernel: FuncOp, max_bytes: int = 16) -> dict[Operation
     facts = _KernelFacts(kernel)
     widths = {}
     for op in kernel.walk():
-        if isinstance(op, (T.LoadOp, T.StoreOp)):
+        if isinstance(op, _ACCESSES):
             widest = max(1, max_bytes // element_bytes(op.view.type.element))
             widths[op] = min([widest] + [v for v, _ in facts.limits(op, widest, False)])
     return widths
@@ -197,7 +204,9 @@ class _KernelFacts:
         if isinstance(op, shared.AsyncCopyOp):
             out += self._copy_limits(op, widest)
         else:
-            value_type = op.result.type if isinstance(op, T.LoadOp) else op.value.type
+            value_type = op.result.type if isinstance(op, _READS) else op.value.type
+            if isinstance(op, _GATHERS) and op.axis == last:
+                out.append((1, f"dim {last} is gathered: its elements are not contiguous"))
             if registers:
                 out += self._register_limits(value_type, widest)
             extent = self._extent_multiple(name, view.type.shape[last], last)
@@ -258,10 +267,12 @@ class _KernelFacts:
         """Per dimension of the access, whether its tile is known to lie inside the view."""
         view = op.view
         name = self.names.get(view) if isinstance(view, BlockArgument) else None
-        tile = (op.result.type if isinstance(op, T.LoadOp) else op.value.type).shape
+        tile = (op.result.type if isinstance(op, _READS) else op.value.type).shape
         out = []
         for d, (extent, offset, size) in enumerate(zip(view.type.shape, op.offsets, tile)):
-            if isinstance(extent, int):
+            if isinstance(op, _GATHERS) and d == op.axis:
+                out.append(False)  # its indices decide
+            elif isinstance(extent, int):
                 start = _constant(offset)
                 out.append(start is not None and start >= 0 and start + size <= extent)
             elif name is not None and isinstance(size, int):

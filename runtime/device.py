@@ -63,9 +63,18 @@ def cuda_modules() -> tuple[ModuleType, ModuleType]:
 
 
 def check(driver: ModuleType, err: Any, call: str) -> None:
-    """Raise `GPUError` when a driver call returned an error."""
+    """Raise `GPUError` when a driver call returned an error. A device-side assert is what a
+    kernel compiled with `TILEC_CHECK_BOUNDS=1` raises for an index out of range: the error
+    says so (the kernel printed the index, its position and the block on stdout)."""
     if err != driver.CUresult.CUDA_SUCCESS:
-        raise GPUError(f"{call} failed: {error_text(driver, err)}")
+        hint = None
+        if err == driver.CUresult.CUDA_ERROR_ASSERT:
+            hint = (
+                "a kernel compiled with TILEC_CHECK_BOUNDS=1 found an index out of range: its "
+                "message on stdout names the kernel, the tensor, the index and the block; the "
+                "CUDA context cannot be used any more (restart the process)"
+            )
+        raise GPUError(f"{call} failed: {error_text(driver, err)}", hint=hint)
 
 
 def error_text(driver: ModuleType, err: Any) -> str:

@@ -75,9 +75,13 @@ class Launcher:
         specialization: Any = None,
         *,
         loc: Location = UNKNOWN_LOC,
+        synchronize: bool = False,
     ):
         self.ptx = ptx
         self.abi = abi
+        # Wait for every launch and report its error at the call (kernels compiled with
+        # TILEC_CHECK_BOUNDS=1: a bad index is a GPUError where the kernel was called).
+        self.synchronize = synchronize
         self.name = abi.name
         self.specialization = specialization
         self.loc = loc
@@ -274,6 +278,10 @@ class Launcher:
             self._launch_with_copies(function, grid, arguments, handle, hidden)
         else:
             self._launch(function, grid, arguments.values, handle, ordinal, hidden)
+        if self.synchronize:
+            _, driver = cuda_modules()
+            (err,) = driver.cuStreamSynchronize(handle)
+            check(driver, err, f"running kernel '{self.name}'")
 
     def split_launch(
         self, grid: tuple[int, int, int], extents: dict[str, int], ordinal: int, stream: int

@@ -118,6 +118,14 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
     "cross_entropy": {
         "cross_entropy": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}]
     },
+    "embedding": {
+        "embedding": [
+            {"V": 1, "D": 1, "M": 1},
+            {"V": 37, "D": 300, "M": 77},
+            {"V": 1000, "D": 1025, "M": 129},
+        ],
+        "embedding_scale": [{"V": 5, "D": 3, "M": 2}, {"V": 300, "D": 77, "M": 1000}],
+    },
     "swiglu": {"swiglu": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}]},
     "rmsnorm_backward": {
         "rmsnorm_dx": [{"M": 2, "N": 9}, {"M": 77, "N": 300}, {"M": 33, "N": 2500}],

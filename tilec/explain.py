@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tilec.diagnostics import format_bytes
+from tilec.dialects import gather as G
 from tilec.dialects import shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
@@ -338,7 +339,9 @@ class _Kernel:
 
     def vectors(self) -> None:
         accesses = [
-            op for op in self.ops if isinstance(op, (T.LoadOp, T.StoreOp, shared.AsyncCopyOp))
+            op
+            for op in self.ops
+            if isinstance(op, (T.LoadOp, T.StoreOp, G.GatherOp, G.ScatterOp, shared.AsyncCopyOp))
         ]
         if not accesses:
             self.line("vectors", "no global loads or stores")
@@ -350,6 +353,8 @@ class _Kernel:
             width = (_int_attr(op, "vector") or 1) * size
             if isinstance(op, shared.AsyncCopyOp):
                 what = f"cp.async {view} -> %{op.buffer.name_hint or 'buffer'}"
+            elif isinstance(op, (G.GatherOp, G.ScatterOp)):
+                what = f"{op.name.removeprefix('tile.')} {view}"
             else:
                 what = f"{'load' if isinstance(op, T.LoadOp) else 'store'} {view}"
             key = f"{what}: {width} B"

@@ -67,6 +67,7 @@ __all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
 _MODULES = sys.modules  # `__call__` looks torch up here: is torch.compile tracing the call?
 
 INTERPRET_VARIABLE = "TILEC_INTERPRET"
+CHECK_BOUNDS_VARIABLE = "TILEC_CHECK_BOUNDS"  # read when compiling: tilec.lowering.gather
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,8 @@ class JitFunction:
         if self.interpret or _ENVIRONMENT.get(_INTERPRET_KEY) == _INTERPRET_ON:
             self._interpret(args, kwargs)
             return
-        if not kwargs:
+        checking = _ENVIRONMENT.get(_CHECK_BOUNDS_KEY) not in _CHECK_BOUNDS_OFF
+        if not kwargs and not checking:
             # The fast path: arguments exactly like those of an earlier call that passed
             # every check (`_remember`) need none of them again; see `_fast_path`.
             fast_call = self._fast_call
@@ -204,7 +206,7 @@ class JitFunction:
         if launcher is None:
             launcher = self._launcher(key, arguments)
         launcher.launch(arguments, stream, matched=True)  # the key holds what it checks
-        if not kwargs:
+        if not kwargs and not checking:  # checked launches synchronize: no fast path
             self._remember(args, arguments, launcher)
 
     def _remember(self, args: tuple, arguments: Any, launcher: Any) -> None:
@@ -264,7 +266,8 @@ class JitFunction:
         whole dimension, the power of two that covers it; and the GPU."""
         from tilec.runtime import DeviceTensor
 
-        parts: list[Any] = [arguments.device]
+        # TILEC_CHECK_BOUNDS changes the code (tilec.lowering.gather): part of the key.
+        parts: list[Any] = [arguments.device, _ENVIRONMENT.get(_CHECK_BOUNDS_KEY)]
         for v in arguments.values:
             if type(v) is DeviceTensor:
                 bits = 1 if v.pointer & 15 == 0 else 0
@@ -292,11 +295,18 @@ class JitFunction:
         return tuple(parts)
 
     def _launcher(self, key: tuple, arguments: Any) -> Any:
+        from tilec.lowering.gather import check_bounds_requested
         from tilec.runtime import Launcher, device_arch, get_device
 
         device = get_device(arguments.device)
         kernel = self._compile_for(arguments, device_arch(device))
-        launcher = Launcher(kernel.ptx, kernel.abi, kernel.specialization, loc=self.loc)
+        launcher = Launcher(
+            kernel.ptx,
+            kernel.abi,
+            kernel.specialization,
+            loc=self.loc,
+            synchronize=check_bounds_requested(),
+        )
         self._launchers[key] = launcher
         return launcher
 
@@ -317,6 +327,7 @@ class JitFunction:
         from tilec import kernel_cache
         from tilec.lowering import Specialization, compile_to_ptx, module_abi
         from tilec.lowering.abi import KernelABI, kernel_parameters
+        from tilec.lowering.gather import check_bounds_requested
 
         specialization = _specialization(kernel_parameters(self._kernel), arguments)
         extents = {d: _power_of_two(arguments.extents[d]) for d in self._whole_dims}
@@ -342,7 +353,15 @@ class JitFunction:
         key = kernel_cache.KernelCacheKey(
             self.source.text,
             self.name,
-            json.dumps({**self.options, "line_info": self.line_info}, sort_keys=True, default=str),
+            json.dumps(
+                {
+                    **self.options,
+                    "line_info": self.line_info,
+                    "check_bounds": check_bounds_requested(),
+                },
+                sort_keys=True,
+                default=str,
+            ),
             pipeline,
             json.dumps(specialization.to_json(), sort_keys=True),
             arch,
@@ -392,6 +411,14 @@ def _environment_lookup() -> tuple[Mapping[Any, Any], Any, Any]:
 
 
 _ENVIRONMENT, _INTERPRET_KEY, _INTERPRET_ON = _environment_lookup()
+# TILEC_CHECK_BOUNDS, read through the same mapping (its key encoded alike when it is
+# os.environ's own dict): any value but these compiles the index checks.
+if _ENVIRONMENT is os.environ:
+    _CHECK_BOUNDS_KEY: Any = CHECK_BOUNDS_VARIABLE
+    _CHECK_BOUNDS_OFF: tuple = (None, "", "0")
+else:
+    _CHECK_BOUNDS_KEY = os.environ.encodekey(CHECK_BOUNDS_VARIABLE)
+    _CHECK_BOUNDS_OFF = (None, os.environ.encodevalue(""), os.environ.encodevalue("0"))
 
 _FAST_ENTRIES = 256  # signatures remembered per kernel
 

@@ -72,6 +72,7 @@ class _Param:
 def _roles(kernel: Any) -> list[_Param]:
     """Each parameter of the kernel's frontend IR with its role: what the body loads from and
     stores into (a store of a tensor it also loads from mutates it)."""
+    from tilec.dialects import gather as G
     from tilec.dialects import shared
     from tilec.dialects import tile as T
     from tilec.interp.launch import parameter_name
@@ -80,9 +81,9 @@ def _roles(kernel: Any) -> list[_Param]:
     block = func.body.block
     read, written = set(), set()
     for o in func.walk():
-        if isinstance(o, (T.LoadOp, shared.AsyncCopyOp)) and o.view in block.args:
+        if isinstance(o, (T.LoadOp, G.GatherOp, shared.AsyncCopyOp)) and o.view in block.args:
             read.add(o.view.index)
-        elif isinstance(o, T.StoreOp) and o.view in block.args:
+        elif isinstance(o, (T.StoreOp, G.ScatterOp)) and o.view in block.args:
             written.add(o.view.index)
     params = []
     for arg in block.args:

@@ -54,7 +54,7 @@ def test_generated_programs_compile_and_cover_the_language():
         *("dot:computed-operand", "reduce:sum", "reduce:max", "reduce:min", "reduce:mean"),
         *("builtin:where", "builtin:maximum", "builtin:full", "builtin:zeros", "literal"),
         *("pin:tile", "pin:warps", "pin:stages", "scalar-argument", "scalar:dimension"),
-        *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M"),
+        *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M", "gather"),
     }
     assert expected <= features, expected - features
     assert {

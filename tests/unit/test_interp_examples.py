@@ -142,6 +142,13 @@ AWKWARD = [
         [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 9, "V": 1031}],
     ),
     ("col_sum", "col_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}]),
+    # One row in the table; more ids than rows (repeats); rows past one tile of D.
+    (
+        "embedding",
+        "embedding",
+        [{"V": 1, "D": 1, "M": 1}, {"V": 7, "D": 31, "M": 67}, {"V": 131, "D": 67, "M": 17}],
+    ),
+    ("embedding", "embedding_scale", [{"V": 1, "D": 1, "M": 3}, {"V": 37, "D": 13, "M": 67}]),
     (
         "rotary",
         "rotary",

@@ -621,6 +621,30 @@ def _vector_add(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, 3 * n * 4, 0.0, triton=triton)
 
 
+def _embedding(size: tuple, ctx: Context) -> Case:
+    import torch
+    import torch.nn.functional as F
+
+    v, d, m = size
+    table = _randn((v, d), "bf16")
+    # Only the ids rotate: the table (262 MB at 32000 x 4096) is past the L2 cache already,
+    # and random ids read rows from all of it.
+    sets = ctx.sets(lambda: (torch.randint(0, v, (m,), device=DEVICE),), m * 8)
+    out = torch.empty(m, d, device=DEVICE, dtype=torch.bfloat16)
+    expected = table[sets[0][0]]
+
+    def expression(ids: Any) -> Any:
+        return F.embedding(ids, table)
+
+    tilec = ctx.tilec(
+        "embedding.tile", "embedding", lambda f: lambda ids: f(table, ids, out), lambda: out
+    )
+    moved = 2 * m * d * 2 + m * 8  # each looked-up row read and written, and the ids
+    return _memory_case(
+        ctx, tilec, expression, sets, expected, moved, 0.0, eager_name="F.embedding"
+    )
+
+
 def _memory(
     name: str, build: Callable, label: Callable, sizes: Any, quick: Any, small: Any
 ) -> Workload:
@@ -745,6 +769,14 @@ WORKLOADS: dict[str, Workload] = {
             [(4096, 32000)],
             [(512, 32000)],
             [(16, 32000)],
+        ),
+        _memory(
+            "embedding",
+            _embedding,
+            lambda s: f"{s[0]}x{s[1]} bf16, {s[2]} ids",
+            [(32000, 4096, 16384)],
+            [(32000, 1024, 4096)],
+            [(4096, 1024, 1024)],
         ),
         _memory("swiglu", _swiglu, _size2("bf16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),
         _memory(

@@ -437,6 +437,7 @@ class IndexKind(Enum):
     TILE = "tile"  # a loop variable's tile of this dimension
     WHOLE = "whole"  # ':': the whole dimension
     SCALAR = "scalar"  # one integer index: the dimension is dropped from the tile
+    GATHER = "gather"  # an integer tile of indices (tilec.frontend.sema_gather)
 
 
 @dataclass(kw_only=True, eq=False, slots=True)
@@ -446,9 +447,13 @@ class AccessIndex:
     kind: IndexKind
     dim: Dimension | int  # the tensor's dimension (int: a fixed extent)
     var: LoopVar | None = None  # TILE: the loop variable
-    value: Expr | None = None  # SCALAR: an integer scalar (LoopIndex for element variables)
+    value: Expr | None = None  # SCALAR: an integer scalar (LoopIndex for element variables);
+    # GATHER: the integer index tile
     size: Dim | None = None  # this dimension's size in the tile; None for SCALAR
     masked: bool = False  # lanes may fall outside the tensor (offset + lane >= extent)
+    # GATHER: which lanes of the gathered axis are real (those of its index tile; None: all).
+    # The others are padding, masked off: never read, written or checked.
+    extent: AxisExtent | None = None
     loc: Location
 
 

@@ -42,6 +42,7 @@ from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.frontend import sema
+from tilec.frontend.irgen_gather import gather, is_gathered, scatter
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Region, Value
@@ -295,6 +296,9 @@ class _KernelGenerator:
             value = self.b.create(
                 T.ReshapeOp, input=value, result_types=[TileType(full_shape, vt.element)]
             ).result
+        if is_gathered(stmt.access):
+            scatter(self, stmt.access, env, view, offsets, value)
+            return
         self.b.create(T.StoreOp, view=view, offsets=offsets, value=value)
 
     def access(
@@ -309,7 +313,8 @@ class _KernelGenerator:
                 assert idx.var is not None
                 offsets.append(self.offsets[id(idx.var)])
                 shape.append(idx.size)
-            elif idx.kind is sema.IndexKind.WHOLE:
+            elif idx.kind in (sema.IndexKind.WHOLE, sema.IndexKind.GATHER):
+                # A gathered dimension's elements are its indices (tilec.frontend.irgen_gather).
                 offsets.append(self.index_constant(0))
                 shape.append(idx.size)
             elif isinstance(idx.value, sema.LoopIndex):
@@ -346,12 +351,15 @@ class _KernelGenerator:
             return self.index_to(self.offsets[id(e.var)], t)
         if isinstance(e, sema.Load):
             view, offsets, full_shape = self.access(e.access, env)
-            loaded = b.create(
-                T.LoadOp,
-                view=view,
-                offsets=offsets,
-                result_types=[TileType(full_shape, element_type(t))],
-            ).result
+            if is_gathered(e.access):
+                loaded = gather(self, e.access, env, view, offsets, full_shape, element_type(t))
+            else:
+                loaded = b.create(
+                    T.LoadOp,
+                    view=view,
+                    offsets=offsets,
+                    result_types=[TileType(full_shape, element_type(t))],
+                ).result
             if not e.type.shape:
                 return self.extract_scalar(loaded)
             if full_shape != tuple(e.type.shape):

@@ -275,7 +275,12 @@ class ExpressionChecks:
                 access = self._access(param, node.indices, base.loc)
                 return Load(access=access, type=access.type, loc=base.loc)
             if isinstance(param, ScalarParam):
-                raise TileError(f"scalar argument '{base.id}' cannot be indexed", base.loc)
+                raise TileError(
+                    f"scalar argument '{base.id}' cannot be indexed",
+                    base.loc,
+                    hint="a scalar has no elements to gather; index a tensor argument: "
+                    "x[ids[t], :]",
+                )
         value = self._expr(base)
         new_axes: list[int] = []
         kept = 0

@@ -44,6 +44,7 @@ from tilec.frontend.sema_common import (
     _shape_text,
     _unsupported,
 )
+from tilec.frontend.sema_gather import check_index_tile, gathered_shape
 
 
 class StatementChecks:
@@ -450,7 +451,10 @@ class StatementChecks:
         checked: list[AccessIndex] = []
         for position, (index, dim) in enumerate(zip(indices, tensor.dims)):
             checked.append(self._access_index(tensor, position, index, dim))
-        shape = tuple(i.size for i in checked if i.size is not None)
+        shape = gathered_shape(tensor, checked, loc)
+        for index in checked:
+            if index.kind is IndexKind.GATHER:
+                index.extent = self._extent(index.size)
         return TensorAccess(
             tensor=tensor,
             indices=tuple(checked),
@@ -515,9 +519,12 @@ class StatementChecks:
         if isinstance(index, ast.EllipsisLit):
             raise _unsupported("'...' in an index is", loc, "give one index per dimension")
         value = self._expr(index)
-        if not value.type.is_scalar or not value.type.dtype.is_int:
+        if not value.type.is_scalar:
+            return check_index_tile(tensor, position, value, dim, loc)
+        if not value.type.dtype.is_int:
             raise TileError(
-                f"an index must be a loop variable, ':' or an integer scalar, not {value.type}",
+                f"an index must be a loop variable, ':', an integer scalar or an integer tile, "
+                f"not {value.type}",
                 loc,
             )
         if isinstance(value, Constant):

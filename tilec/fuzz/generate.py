@@ -336,6 +336,17 @@ class KernelWriter:
             i, j = tile_axes[:2]
             dims[i], dims[j] = dims[j], dims[i]
             indices[i], indices[j] = indices[j], indices[i]
+        tiled = {"tm", "tn"} | {loop.variable for loop in self.loops if loop.symbol}
+        gatherable = [k for k, index in enumerate(indices) if index in tiled]
+        if gatherable and chance(self.c, 10):
+            # Rows chosen by an index tensor over the same dimension: `x[g[tm], ...]` has the
+            # shape of `x[tm, ...]`; the inputs draw g in range (interp.gather.index_bounds).
+            k = choose(self.c, gatherable)
+            index_dtype = choose(self.c, ["i32", "i64"])
+            g = Tensor(self.fresh("g"), index_dtype, (dims[k],))
+            self.tensors.append(g)
+            indices[k] = f"{g.name}[{indices[k]}]"
+            self.features.add("gather")
         t = self.tensor(dtype, tuple(dims))
         text = f"{t.name}[{', '.join(indices)}]"
         if transposed:

@@ -50,6 +50,7 @@ import numpy as np
 from tilec.dialects import arith
 from tilec.dialects import tile as tile_ops
 from tilec.dialects.builtin import FuncOp, ModuleOp
+from tilec.dialects.gather import ScatterOp
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.numerics import dtype_of, round_from_f64
 from tilec.interp.split import DEFAULT_SPLIT, SplitState
@@ -111,6 +112,15 @@ class TensorView:
         else:
             region = self.array[box]
             region[mask] = values[mask]
+
+    def read_elements(self, coordinates: tuple[np.ndarray, ...]) -> np.ndarray:
+        """The elements at `coordinates` (one in-bounds integer array per dimension): a
+        gather's."""
+        return self.array[coordinates]
+
+    def write_elements(self, coordinates: tuple[np.ndarray, ...], values: np.ndarray) -> None:
+        """Write `values` at `coordinates` (in-bounds, one array per dimension): a scatter's."""
+        self.array[coordinates] = values
 
     def __repr__(self) -> str:
         return f"<tensor {self.name} {self.array.dtype}{list(self.array.shape)}>"
@@ -239,7 +249,7 @@ def written_parameters(func: FuncOp) -> set[BlockArgument]:
     return {
         op.view
         for op in func.walk()
-        if isinstance(op, tile_ops.StoreOp) and isinstance(op.view, BlockArgument)
+        if isinstance(op, (tile_ops.StoreOp, ScatterOp)) and isinstance(op.view, BlockArgument)
         if op.view in params
     }
 

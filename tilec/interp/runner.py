@@ -40,6 +40,7 @@ import numpy as np
 
 from tilec.diagnostics import TileError, relative_name
 from tilec.dialects.builtin import FuncOp
+from tilec.interp.gather import index_bounds
 from tilec.interp.launch import (
     Launch,
     TensorView,
@@ -267,9 +268,12 @@ def random_arguments(
             )
     rng = np.random.default_rng(seed)
     arguments: list[Any] = []
-    for arg, shape in zip(func.arguments, shapes):
+    in_range = index_bounds(func, shapes)  # tensors of gather indices: valid ones
+    for i, (arg, shape) in enumerate(zip(func.arguments, shapes)):
         dtype = dtype_of(arg.type)
-        if shape is not None:
+        if shape is not None and in_range.get(i, 0) > 0:
+            arguments.append(rng.integers(0, in_range[i], size=shape).astype(dtype))
+        elif shape is not None:
             arguments.append(_random_values(rng, shape, dtype))
         elif parameter_name(arg) in scalars:
             arguments.append(scalars[parameter_name(arg)])

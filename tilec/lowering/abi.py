@@ -32,6 +32,7 @@ from typing import Any
 
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
+from tilec.dialects.gather import ScatterOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
 from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
@@ -382,7 +383,7 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
         frozenset(
             argument_name(kernel, op.view.index)
             for op in kernel.walk()
-            if isinstance(op, T.StoreOp)
+            if isinstance(op, (T.StoreOp, ScatterOp))
             and isinstance(op.view, BlockArgument)
             and op.view.owner is kernel.body.block
         ),

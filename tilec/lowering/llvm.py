@@ -61,6 +61,7 @@ from llvmlite import ir
 
 from tilec.diagnostics import InternalCompilerError, Location, TileError
 from tilec.dialects import arith, scf
+from tilec.dialects import gather as G
 from tilec.dialects import math as mathd
 from tilec.dialects import shared as S
 from tilec.dialects import split as W
@@ -78,7 +79,7 @@ from tilec.ir.types import (
     TileType,
     Type,
 )
-from tilec.lowering import mathlib, memory, shared_memory, split, tensorcore, wgmma
+from tilec.lowering import gather, mathlib, memory, shared_memory, split, tensorcore, wgmma
 from tilec.lowering.abi import (
     ALIGNMENT,
     Specialization,
@@ -1194,6 +1195,8 @@ _LOWERINGS: dict[type, Any] = {
     S.BarrierOp: wgmma.lower_barrier,
     S.LoadSharedOp: tensorcore.lower_load_shared,
     S.StoreSharedOp: shared_memory.lower_store_shared,
+    G.GatherOp: gather.lower_gather,
+    G.ScatterOp: gather.lower_scatter,
     W.WorkspaceStoreOp: split.lower_workspace_store,
     W.WorkspaceLoadOp: split.lower_workspace_load,
     W.LastArrivalOp: split.lower_last_arrival,
