@@ -15,6 +15,11 @@ config.test_exec_root = os.path.join(config.test_source_root, "Output")
 bin_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([bin_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# `tilec` runs this checkout's package (a worktree's, not the one the environment installed).
+repo_root = os.path.dirname(os.path.dirname(config.test_source_root))
+config.environment["PYTHONPATH"] = os.pathsep.join(
+    [repo_root, *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 # The Python `filecheck` package implements LLVM's FileCheck.
 config.substitutions.append(("FileCheck", os.path.join(bin_dir, "filecheck")))
 config.substitutions.append(("%python", sys.executable))
