@@ -190,3 +190,19 @@ def test_streams_match_tritons_interpreter(kernels, triton_interpreter, m, n, se
     # Both compute Box-Muller in f32; Triton's interpreter calls numpy's f32 log and cos,
     # tilec's rounds f64 results once, so the two may differ by an ulp or two.
     np.testing.assert_allclose(g, tg, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (17, 31), (130, 257)])
+def test_dropout_example_is_exactly_its_reference(m, n):
+    from tilec.interp.runner import load_reference, reference_path
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "examples", "dropout.tile")
+    reference = load_reference(reference_path(path))
+    x = np.random.default_rng(m * n).standard_normal((m, n)).astype(np.float32) + 2.0
+    y = np.full_like(x, np.nan)
+    p, seed = np.float32(0.3), 77
+    run_kernel(tilec.compile(path), "dropout", [x, y, p, seed], tile_sizes={"M": 8, "N": 64})
+    np.testing.assert_array_equal(y, reference.dropout(x, y, p, seed))
+    if m * n > 1000:  # the kept fraction is 1 - p (sd 0.003 here)
+        assert abs(np.mean(y != 0) - 0.7) < 0.02
