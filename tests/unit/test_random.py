@@ -206,3 +206,23 @@ def test_dropout_example_is_exactly_its_reference(m, n):
     np.testing.assert_array_equal(y, reference.dropout(x, y, p, seed))
     if m * n > 1000:  # the kept fraction is 1 - p (sd 0.003 here)
         assert abs(np.mean(y != 0) - 0.7) < 0.02
+
+
+def test_the_dropout_suite_row_checks_what_a_dropout_is(monkeypatch, tmp_path):
+    torch = pytest.importorskip("torch")
+    from tilec.benchmarks import suite
+
+    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(
+        suite.Context,
+        "compiled",
+        lambda self, f, inputs: suite.Implementation("torch.compile", None, missing="off"),
+    )
+    context = suite.Context(sets=lambda make, size: [make(), make()], examples=tmp_path)
+    torch.manual_seed(0)
+    case = suite.WORKLOADS["dropout"].build((256, 512), context)
+    (x,) = case.sets[0]
+    assert case.expected(torch.nn.functional.dropout(x.float(), 0.1).half(), case.rtol)
+    assert not case.expected(x, case.rtol)  # nothing dropped
+    assert not case.expected(torch.nn.functional.dropout(x.float(), 0.5).half(), case.rtol)
+    assert not case.expected(torch.nn.functional.dropout(x.float(), 0.1).half() * 2, case.rtol)
