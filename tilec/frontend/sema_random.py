@@ -41,7 +41,7 @@ class RandomChecks:
 
     def _random_call(self, node: ast.Call) -> Expr:
         name = node.func.id  # type: ignore[union-attr]
-        args = self._arguments(node, name, ("seed", "offsets"))  # type: ignore[attr-defined]
+        args = self._arguments(node, name, ("seed", "offsets"))
         seed = self._random_seed(name, args["seed"])
         offsets = self._random_offsets(name, args["offsets"])
 
@@ -62,7 +62,7 @@ class RandomChecks:
         return self._normal(self._uniform(word(0), node.loc), self._uniform(word(1), node.loc))
 
     def _random_seed(self, name: str, node: ast.Expr) -> Expr:
-        seed = self._expr(node)  # type: ignore[attr-defined]
+        seed = self._expr(node)
         if not seed.type.is_scalar:
             raise TileError(
                 f"{name}() needs a scalar seed, not the tile {seed.type}",
@@ -78,7 +78,7 @@ class RandomChecks:
         return self._random_integer(seed)
 
     def _random_offsets(self, name: str, node: ast.Expr) -> Expr:
-        offsets = self._expr(node)  # type: ignore[attr-defined]
+        offsets = self._expr(node)
         if not offsets.type.dtype.is_int:
             raise TileError(
                 f"{name}() needs integer offsets, not {offsets.type}",
@@ -93,23 +93,23 @@ class RandomChecks:
         dtype = value.type.dtype if value.type.dtype.bits >= 32 else DType.I32
         if isinstance(value, Constant):
             return Constant(value=value.value, type=value.type.with_dtype(dtype), loc=value.loc)
-        return self._convert(value, dtype, value.loc)  # type: ignore[attr-defined]
+        return self._convert(value, dtype, value.loc)
 
     def _uniform(self, bits: Expr, loc: Location) -> Expr:
         """An i32 random word mapped to f32 in [0, 1), as Triton's uint_to_uniform_float."""
         shape = bits.type.shape
-        negative = self._binary("lt", bits, _constant(0, DType.I32, loc), loc, "rand()")  # type: ignore[attr-defined]
+        negative = self._binary("lt", bits, _constant(0, DType.I32, loc), loc, "rand()")
         flipped = Unary(op="not", operand=bits, type=bits.type, loc=loc)
         magnitude = Select(cond=negative, on_true=flipped, on_false=bits, type=bits.type, loc=loc)
         as_float = Cast(operand=magnitude, type=TileType(DType.F32, shape), loc=loc)
         scale = _constant(_UNIFORM_SCALE, DType.F32, loc)
-        return self._binary("mul", as_float, scale, loc, "rand()")  # type: ignore[attr-defined]
+        return self._binary("mul", as_float, scale, loc, "rand()")
 
     def _normal(self, u1: Expr, u2: Expr) -> Expr:
         """Box-Muller's first output, as Triton's pair_uniform_to_normal computes it:
         sqrt(-2 log(max(1e-7, u1))) * cos(2 pi u2)."""
         loc = u1.loc
-        binary = self._binary  # type: ignore[attr-defined]
+        binary = self._binary
         u1 = binary("maximum", _constant(_SMALLEST_UNIFORM, DType.F32, loc), u1, loc, "randn()")
         theta = binary("mul", _constant(_TWO_PI, DType.F32, loc), u2, loc, "randn()")
         log = Math(fn="log", operand=u1, type=u1.type, loc=loc)
