@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from math import ceil, log2, prod
 
 from tilec.diagnostics import TileError, format_bytes
-from tilec.dialects import arith, math, scf
+from tilec.dialects import arith, math, random, scf
 from tilec.dialects import gather as G
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
@@ -807,7 +807,8 @@ def _count(n: int, noun: str) -> str:
 def _is_elementwise(op: Operation) -> bool:
     module = type(op).__module__
     return (
-        module in (arith.__name__, math.__name__) or isinstance(op, (T.SelectOp, T.CastOp))
+        module in (arith.__name__, math.__name__)
+        or isinstance(op, (T.SelectOp, T.CastOp, random.PhiloxOp))
     ) and not isinstance(op, arith.ConstantOp)
 
 

@@ -127,6 +127,10 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         "embedding_scale": [{"V": 5, "D": 3, "M": 2}, {"V": 300, "D": 77, "M": 1000}],
     },
     "swiglu": {"swiglu": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}]},
+    "dropout": {
+        "dropout": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}],
+        "dropout_f16": [{"M": 1, "N": 1}, {"M": 33, "N": 4099}],
+    },
     "rmsnorm_backward": {
         "rmsnorm_dx": [{"M": 2, "N": 9}, {"M": 77, "N": 300}, {"M": 33, "N": 2500}],
         "rmsnorm_dw": [{"M": 1, "N": 1}, {"M": 300, "N": 77}, {"M": 1030, "N": 130}],

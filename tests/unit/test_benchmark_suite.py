@@ -36,7 +36,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
     expected = {
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
         "bmm", "matmul_bias_gelu", "int8_gemm", "attention", "attention_causal", "attention_gqa",
-        "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "row_sum",
+        "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
         "col_sum", "transpose", "rotary", "vector_add", "embedding",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
@@ -87,6 +87,7 @@ TINY = {
     "softmax_f16": (8, 77),
     "cross_entropy": (8, 100),
     "swiglu": (8, 64),
+    "dropout": (64, 128),
     "row_sum": (8, 64),
     "col_sum": (64, 8),
     "transpose": (8, 16),

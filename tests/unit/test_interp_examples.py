@@ -129,6 +129,8 @@ AWKWARD = [
         [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 37, "V": 1009}],
     ),
     ("swiglu", "swiglu", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("dropout", "dropout", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
+    ("dropout", "dropout_f16", [{"M": 1, "N": 1}, {"M": 3, "N": 1025}]),
     (
         "swiglu_backward",
         "swiglu_backward",

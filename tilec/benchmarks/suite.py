@@ -57,7 +57,9 @@ class Case:
 
     implementations: list[Implementation]
     sets: list[Sequence[Any]]
-    expected: Any  # None: outputs are not checked
+    # None: outputs are not checked; a function (output, rtol) -> bool: whether an output is
+    # right where peers need not agree element by element (random numbers from other streams)
+    expected: Any
     amount: float  # bytes moved (unit GB/s) or operations (TFLOP/s, TOPS)
     unit: str
     rtol: float = 2e-3
@@ -530,6 +532,37 @@ def _swiglu(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, 3 * m * n * 2, 1.6e-2)
 
 
+def _dropout(size: tuple, ctx: Context) -> Case:
+    import torch
+    import torch.nn.functional as F
+
+    m, n = size
+    p, seed = 0.1, 1234
+    sets = ctx.sets(lambda: (_randn((m, n), "f16"),), m * n * 2)
+    y = torch.empty(m, n, device=DEVICE, dtype=torch.float16)
+    scaled = sets[0][0].double() / (1 - p)
+
+    def is_dropout(got: Any, rtol: float) -> bool:
+        """Every element 0 or x / (1 - p), and 1 - p of them kept: torch draws its mask from
+        its own generator, so no peer agrees with tilec element by element (tilec's stream is
+        checked exactly against Triton's in tests/gpu/test_random.py)."""
+        got = got.double()
+        kept = got != 0
+        close = (got - scaled).abs() <= rtol * scaled.abs()
+        fraction = kept.double().mean().item()
+        spread = 6 * math.sqrt(p * (1 - p) / got.numel()) + 1e-3
+        return bool((close | ~kept).all()) and abs(fraction - (1 - p)) <= spread
+
+    def expression(x: Any) -> Any:
+        return F.dropout(x, p, training=True)
+
+    tilec = ctx.tilec(
+        "dropout.tile", "dropout_f16", lambda f: lambda x: f(x, y, p, seed), lambda: y
+    )
+    # Bytes a dropout must move: x read and y written once (torch's also stores its mask).
+    return _memory_case(ctx, tilec, expression, sets, is_dropout, 2 * m * n * 2, 1e-3)
+
+
 def _row_sum(size: tuple, ctx: Context) -> Case:
     import torch
 
@@ -779,6 +812,7 @@ WORKLOADS: dict[str, Workload] = {
             [(4096, 1024, 1024)],
         ),
         _memory("swiglu", _swiglu, _size2("bf16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),
+        _memory("dropout", _dropout, _size2("f16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),
         _memory(
             "row_sum",
             _row_sum,

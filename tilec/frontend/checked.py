@@ -47,6 +47,7 @@ __all__ = [
     "Math",
     "Param",
     "ParamRef",
+    "Philox",
     "Program",
     "Reduce",
     "ScalarParam",
@@ -361,6 +362,18 @@ class Math(Expr):
 
     fn: str  # one of MATH_FUNCTIONS
     operand: Expr
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Philox(Expr):
+    """Word `word` of Philox-4x32-10 (`tile.philox`, tilec/dialects/random.py) with key
+    `seed` (an i32 or i64 scalar) and counter (offset lo, offset hi, 0, 0) per element of
+    `offsets` (i32 or i64); `type` is i32 of the offsets' shape. `rand`, `randn` and
+    `randint` are built from it (tilec/frontend/sema_random.py)."""
+
+    seed: Expr
+    offsets: Expr
+    word: int
 
 
 @dataclass(kw_only=True, eq=False, slots=True)

@@ -22,6 +22,7 @@ from tilec.frontend.checked import (
     LoopVar,
     Math,
     ParamRef,
+    Philox,
     Program,
     Reduce,
     Select,
@@ -123,6 +124,9 @@ def format_expr(expr: Expr) -> str:
         return f"{expr.op}:{t}({format_expr(expr.operand)})"
     if isinstance(expr, Math):
         return f"{expr.fn}:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Philox):
+        operands = f"{format_expr(expr.seed)}, {format_expr(expr.offsets)}"
+        return f"philox[word {expr.word}]:{t}({operands})"
     if isinstance(expr, Select):
         operands = (expr.cond, expr.on_true, expr.on_false)
         return f"where:{t}({', '.join(format_expr(e) for e in operands)})"

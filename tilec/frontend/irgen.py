@@ -41,6 +41,7 @@ from tilec.diagnostics import Location, TileError
 from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
+from tilec.dialects.random import PhiloxOp
 from tilec.frontend import sema
 from tilec.frontend.irgen_gather import gather, is_gathered, scatter
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
@@ -127,6 +128,9 @@ class _KernelGenerator:
         self.offsets: dict[int, Value] = {}  # id(LoopVar) -> index value of its tile start
         self._entry_values: dict[tuple, Value] = {}
         self._prologue_size = 0
+        # id(Philox) -> its tile.philox: rand() uses one random word three times (a checked
+        # DAG, sema_random.py), and the word is computed once, where it is first used.
+        self._philox: dict[int, Value] = {}
 
     # -- the kernel -----------------------------------------------------------------------
 
@@ -383,6 +387,13 @@ class _KernelGenerator:
             return b.create(arith.XOrIOp, lhs=x, rhs=self.constant(ones, t)).result
         if isinstance(e, sema.Math):
             return self.math(e.fn, self.expr(e.operand, env), t)
+        if isinstance(e, sema.Philox):
+            if id(e) not in self._philox:
+                seed, offsets = self.expr(e.seed, env), self.expr(e.offsets, env)
+                self._philox[id(e)] = b.create(
+                    PhiloxOp, seed=seed, offsets=offsets, word=e.word, result_types=[t]
+                ).result
+            return self._philox[id(e)]
         if isinstance(e, sema.Select):
             cond = self.expr(e.cond, env)
             on_true = self.expr(e.on_true, env)

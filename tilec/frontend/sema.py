@@ -62,6 +62,7 @@ from tilec.frontend.checked import (
     Math,
     Param,
     ParamRef,
+    Philox,
     Program,
     Reduce,
     ScalarParam,
@@ -88,6 +89,7 @@ from tilec.frontend.sema_common import (
 )
 from tilec.frontend.sema_expressions import ExpressionChecks
 from tilec.frontend.sema_options import OptionChecks
+from tilec.frontend.sema_random import RandomChecks
 from tilec.frontend.sema_statements import StatementChecks
 
 __all__ = [
@@ -119,6 +121,7 @@ __all__ = [
     "Math",
     "Param",
     "ParamRef",
+    "Philox",
     "Program",
     "Reduce",
     "ScalarParam",
@@ -177,7 +180,7 @@ def analyze(module: ast.Module, options: Mapping[str, object] | None = None) -> 
     return Program(tuple(kernels), module.filename)
 
 
-class _KernelChecker(OptionChecks, StatementChecks, ExpressionChecks, BuiltinChecks):
+class _KernelChecker(OptionChecks, StatementChecks, ExpressionChecks, BuiltinChecks, RandomChecks):
     """Checks one kernel definition; `check()` returns the typed `Kernel`."""
 
     def __init__(

@@ -1,5 +1,6 @@
 """Builtin calls: their arguments and typing rules -- math functions, `maximum`/`minimum`/`where`,
-reductions, `dot`, `zeros`/`full`/`arange`/`offsets`, `transpose`.
+reductions, `dot`, `zeros`/`full`/`arange`/`offsets`, `transpose` (and the table entries of
+`rand`/`randn`/`randint`, whose rules are in `tilec.frontend.sema_random`).
 
 A part of the checker `tilec.frontend.sema._KernelChecker` (a mixin: its methods use the state
 and the other parts' methods of that class)."""
@@ -48,6 +49,7 @@ from tilec.frontend.sema_common import (
     _promote,
     _unsupported,
 )
+from tilec.frontend.sema_random import RandomChecks
 
 
 class BuiltinChecks:
@@ -462,6 +464,7 @@ _BUILTIN_CALLS: dict[str, Callable[[BuiltinChecks, ast.Call], Expr]] = {
     "arange": BuiltinChecks._arange_call,
     "offsets": BuiltinChecks._offsets_call,
     "transpose": BuiltinChecks._transpose_call,
+    **{name: RandomChecks._random_call for name in ("rand", "randn", "randint")},
 }
 
 _DOT_RESULTS = {

@@ -11,6 +11,7 @@ It covers the language as it stands:
 * every dtype, arithmetic, bitwise, shift and comparison operator, unary operators, `.to()`,
   Python literals (weak operands), scalar arguments, dimension names, element variables;
 * every builtin: the math functions, `maximum`/`minimum`, `where`, `zeros`/`full`/`arange`,
+  `rand`/`randn`/`randint` (integer-argument or literal seeds, offsets of any integer value),
   `offsets` (masks made from them), `sum`/`max`/`min`/`mean` with `axis` and `keepdims`, `dot`
   and `@` of read and of computed operands (f16/bf16 products in f32 over tiles that take the
   tensor-core paths, f32, f64, i8);
@@ -710,7 +711,7 @@ class KernelWriter:
         c = self.c
         if depth <= 0:
             return self.leaf(shape)
-        what = c.integer(0, 15)
+        what = c.integer(0, 16)
         if what <= 2:
             return self.leaf(shape)
         if what <= 5:
@@ -745,7 +746,27 @@ class KernelWriter:
             return self.creation(shape)
         if what == 15 and len(shape) >= 1 and 1 not in shape:
             return self.new_axis(shape, depth)
+        if what == 16:
+            return self.random(shape, depth)
         return self.leaf(shape)
+
+    def random(self, shape: tuple, depth: int) -> Value:
+        """`rand`/`randn`/`randint(seed, offsets)`: an integer scalar argument (or literal)
+        seed, integer offsets of any expression; the result has the offsets' shape."""
+        c = self.c
+        seed = self.scalar_argument(choose(c, ("i32", "i64", "i8")))
+        if chance(c, 20):
+            seed = Value(choose(c, ("0", "1234", "-7")), "int", constant=True)
+        offsets = self.expression(shape, depth - 1)
+        if offsets.dtype == "i1" or offsets.dtype == "bool":
+            offsets = Value(
+                f"({self.strong(offsets, offsets.shape).text}).to(i32)", "i32", offsets.shape
+            )
+        offsets = self.integer(offsets)
+        fn = choose(c, ("rand", "randint", "randn"))
+        self.features.add(f"random:{fn}")
+        dtype = "i32" if fn == "randint" else "f32"
+        return Value(f"{fn}({seed.text}, {offsets.text})", dtype, offsets.shape)
 
     def numeric(self, value: Value) -> Value:
         """`value`, converted when it is i1 (arithmetic on i1 is an error)."""

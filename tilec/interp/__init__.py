@@ -21,6 +21,7 @@ loads and stores touch exactly the elements the GPU's would.
 * `tilec.interp.machine` — the per-block execution state and the walk over blocks;
 * `tilec.interp.pipeline` — shared memory and asynchronous copies, with their race checks;
 * `tilec.interp.split` — split reductions' workspace and tickets, with their checks;
+* `tilec.interp.random` — `tile.philox`, the counter-based random bits;
 * `tilec.interp.runner` — `tilec run`: random inputs, numpy references, the report.
 
 Errors are `LaunchError` (bad arguments or sizes: names the parameter, what it expected and
@@ -28,7 +29,7 @@ what it got) and `InterpreterError` (an op that cannot execute, at its location)
 `TileError`s.
 """
 
-from tilec.interp import gather, pipeline, split  # noqa: F401  (registers those ops' semantics)
+from tilec.interp import gather, pipeline, random, split  # noqa: F401  (registers those ops' semantics)
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.launch import (
     DEFAULT_TILE_SIZE,

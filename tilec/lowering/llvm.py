@@ -63,6 +63,7 @@ from tilec.diagnostics import InternalCompilerError, Location, TileError
 from tilec.dialects import arith, scf
 from tilec.dialects import gather as G
 from tilec.dialects import math as mathd
+from tilec.dialects import random as R
 from tilec.dialects import shared as S
 from tilec.dialects import split as W
 from tilec.dialects import tile as T
@@ -79,7 +80,7 @@ from tilec.ir.types import (
     TileType,
     Type,
 )
-from tilec.lowering import gather, mathlib, memory, shared_memory, split, tensorcore, wgmma
+from tilec.lowering import gather, mathlib, memory, random, shared_memory, split, tensorcore, wgmma
 from tilec.lowering.abi import (
     ALIGNMENT,
     Specialization,
@@ -1200,6 +1201,7 @@ _LOWERINGS: dict[type, Any] = {
     W.WorkspaceStoreOp: split.lower_workspace_store,
     W.WorkspaceLoadOp: split.lower_workspace_load,
     W.LastArrivalOp: split.lower_last_arrival,
+    R.PhiloxOp: random.lower_philox,
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
 }

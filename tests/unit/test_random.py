@@ -1,0 +1,228 @@
+"""rand, randn and randint in the interpreter: the Philox-4x32-10 stream against Random123's
+known answers and an independent Python Philox written here, bit for bit against Triton's
+`tl.rand`/`tl.randn`/`tl.randint` in Triton's CPU interpreter, and statistics that a wrong
+uniform map or normal transform fails. The GPU side is tests/gpu/test_random.py."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.interp import run_kernel
+from tilec.interp.random import philox
+
+MASK = 0xFFFFFFFF
+
+KERNELS = """
+def streams(u: f32[M, N], g: f32[M, N], bits: i32[M, N], seed: i32):
+    for tm, tn in tiles(M, N):
+        offs = offsets(tm)[:, None] * N + offsets(tn)[None, :]
+        u[tm, tn] = rand(seed, offs)
+        g[tm, tn] = randn(seed, offs)
+        bits[tm, tn] = randint(seed, offs)
+
+
+def wide(u: f32[N], bits: i32[N], seed: i64, base: i64):
+    for tn in tiles(N):
+        offs = offsets(tn).to(i64) + base
+        u[tn] = rand(seed, offs)
+        bits[tn] = randint(seed, offs)
+"""
+
+
+def _python_philox(key: int, counter: tuple[int, int, int, int]) -> tuple[int, ...]:
+    """Philox-4x32-10 on Python integers, one counter at a time (Salmon et al., SC 2011)."""
+    k0, k1 = key & MASK, (key >> 32) & MASK
+    c0, c1, c2, c3 = counter
+    for _ in range(10):
+        p0, p2 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = (p2 >> 32) ^ c1 ^ k0, p2 & MASK, (p0 >> 32) ^ c3 ^ k1, p0 & MASK
+        k0, k1 = (k0 + 0x9E3779B9) & MASK, (k1 + 0xBB67AE85) & MASK
+    return c0, c1, c2, c3
+
+
+def _python_uniform(word: int) -> np.float32:
+    signed = word - (1 << 32) if word >> 31 else word
+    magnitude = ~signed if signed < 0 else signed
+    return np.float32(magnitude) * np.float32(4.6566127342e-10)
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return tilec.compiler.compile_source(KERNELS, "random.tile")
+
+
+def _streams(kernels, m: int, n: int, seed: int, tile=None):
+    u = np.zeros((m, n), np.float32)
+    g = np.zeros((m, n), np.float32)
+    bits = np.zeros((m, n), np.int32)
+    run_kernel(kernels, "streams", [u, g, bits, seed], tile_sizes=tile or {"M": 4, "N": 32})
+    return u, g, bits
+
+
+def test_philox_matches_random123_known_answers():
+    # Random123's kat_vectors for philox4x32_10: counter 0 with key 0; all ones.
+    assert [int(w[0]) for w in philox(0, np.zeros(1, np.int64))] == [
+        0x6627E8D5,
+        0xE169C58D,
+        0xBC57AC4C,
+        0x9B00DBD8,
+    ]
+    assert _python_philox(0, (0, 0, 0, 0)) == (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)
+    all_ones = _python_philox(2**64 - 1, (MASK, MASK, MASK, MASK))
+    assert all_ones == (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "seed"), [(1, 1, 0), (5, 37, 1234), (3, 130, -5), (9, 8, 2**31 - 1)]
+)
+def test_streams_match_an_independent_philox(kernels, m, n, seed):
+    u, g, bits = _streams(kernels, m, n, seed)
+    for i in range(m):
+        for j in range(n):
+            words = _python_philox(seed, (i * n + j, 0, 0, 0))
+            assert bits[i, j] == np.int32(np.uint32(words[0]).view(np.int32))
+            assert u[i, j] == _python_uniform(words[0])
+            u1 = max(np.float32(1e-7), _python_uniform(words[0]))
+            u2 = _python_uniform(words[1])
+            expected = np.sqrt(-2.0 * np.log(np.float64(u1))) * np.cos(2 * np.pi * np.float64(u2))
+            # The interpreter rounds each f32 step; f64 here differs by a few f32 ulps.
+            assert abs(g[i, j] - expected) <= 1e-5 * max(1.0, abs(expected))
+
+
+def test_tile_sizes_do_not_change_the_stream(kernels):
+    a = _streams(kernels, 7, 45, 99, {"M": 2, "N": 16})
+    b = _streams(kernels, 7, 45, 99, {"M": 8, "N": 64})
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_seeds_give_different_streams_and_the_same_seed_the_same(kernels):
+    a, _, _ = _streams(kernels, 4, 64, 1)
+    b, _, _ = _streams(kernels, 4, 64, 2)
+    c, _, _ = _streams(kernels, 4, 64, 1)
+    np.testing.assert_array_equal(a, c)
+    assert np.mean(a == b) < 0.01
+
+
+def test_wide_seed_and_offsets_use_the_high_words(kernels):
+    n, seed, base = 50, 2**40 + 7, 2**33 - 20  # offsets cross 2**33: high word 1 then 2
+    u = np.zeros(n, np.float32)
+    bits = np.zeros(n, np.int32)
+    run_kernel(kernels, "wide", [u, bits, seed, base], tile_sizes={"N": 16})
+    for j in range(n):
+        offset = base + j
+        words = _python_philox(seed, (offset & MASK, offset >> 32, 0, 0))
+        assert bits[j] == np.int32(np.uint32(words[0]).view(np.int32))
+        assert u[j] == _python_uniform(words[0])
+
+
+def test_uniform_statistics(kernels):
+    u, _, bits = _streams(kernels, 256, 1000, 2024, {"M": 16, "N": 128})
+    n = u.size
+    assert u.min() >= 0.0 and u.max() < 1.0
+    # Mean 1/2 (sd of the mean 0.29 / sqrt(n) ~ 6e-4), variance 1/12: a map that kept the
+    # sign (mean 0), used half the range, or squared the values fails these by far.
+    assert abs(u.mean() - 0.5) < 0.004
+    assert abs(u.var() - 1 / 12) < 0.002
+    counts = np.histogram(u, bins=20, range=(0.0, 1.0))[0]
+    assert np.all(np.abs(counts - n / 20) < 6 * np.sqrt(n / 20))
+    # Neighbouring offsets are uncorrelated, and every bit of the raw words is fair.
+    assert abs(np.corrcoef(u[:, :-1].ravel(), u[:, 1:].ravel())[0, 1]) < 0.01
+    ones = np.unpackbits(bits.view(np.uint8)).reshape(-1, 32).mean(axis=0)
+    assert np.all(np.abs(ones - 0.5) < 0.005)
+
+
+def test_normal_statistics(kernels):
+    _, g, _ = _streams(kernels, 256, 1000, 7, {"M": 16, "N": 128})
+    assert np.isfinite(g).all()
+    assert abs(g.mean()) < 0.01
+    assert abs(g.var() - 1.0) < 0.015
+    # Fourth moment 3 (a uniform on [-a, a] with variance 1 has 1.8), tails as a normal's.
+    assert abs(np.mean(g**4) - 3.0) < 0.08
+    assert abs(np.mean(np.abs(g) > 1.96) - 0.05) < 0.003
+
+
+@pytest.fixture(scope="module")
+def triton_interpreter():
+    # Triton reads TRITON_INTERPRET when a kernel is decorated and launched: set while this
+    # module's tests run, then put back.
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    torch = pytest.importorskip("torch")
+    triton = pytest.importorskip("triton")
+    tl = pytest.importorskip("triton.language")
+
+    @triton.jit
+    def streams(u, g, bits, seed, M, N, BM: tl.constexpr, BN: tl.constexpr):
+        rows = tl.program_id(0) * BM + tl.arange(0, BM)
+        cols = tl.program_id(1) * BN + tl.arange(0, BN)
+        offs = rows[:, None] * N + cols[None, :]
+        inside = (rows[:, None] < M) & (cols[None, :] < N)
+        tl.store(u + offs, tl.rand(seed, offs), mask=inside)
+        tl.store(g + offs, tl.randn(seed, offs), mask=inside)
+        tl.store(bits + offs, tl.randint(seed, offs), mask=inside)
+
+    def run(m: int, n: int, seed: int):
+        u, g = torch.zeros(m, n), torch.zeros(m, n)
+        bits = torch.zeros(m, n, dtype=torch.int32)
+        streams[(triton.cdiv(m, 4), triton.cdiv(n, 32))](u, g, bits, seed, m, n, BM=4, BN=32)
+        return u.numpy(), g.numpy(), bits.numpy()
+
+    yield run
+    if previous is None:
+        del os.environ["TRITON_INTERPRET"]
+    else:
+        os.environ["TRITON_INTERPRET"] = previous
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "seed"), [(1, 1, 0), (5, 37, 1234), (17, 100, -5), (3, 64, 2**31 - 1)]
+)
+def test_streams_match_tritons_interpreter(kernels, triton_interpreter, m, n, seed):
+    u, g, bits = _streams(kernels, m, n, seed)
+    tu, tg, tbits = triton_interpreter(m, n, seed)
+    np.testing.assert_array_equal(bits, tbits)
+    np.testing.assert_array_equal(u, tu)
+    # Both compute Box-Muller in f32; Triton's interpreter calls numpy's f32 log and cos,
+    # tilec's rounds f64 results once, so the two may differ by an ulp or two.
+    np.testing.assert_allclose(g, tg, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (17, 31), (130, 257)])
+def test_dropout_example_is_exactly_its_reference(m, n):
+    from tilec.interp.runner import load_reference, reference_path
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "examples", "dropout.tile")
+    reference = load_reference(reference_path(path))
+    x = np.random.default_rng(m * n).standard_normal((m, n)).astype(np.float32) + 2.0
+    y = np.full_like(x, np.nan)
+    p, seed = np.float32(0.3), 77
+    run_kernel(tilec.compile(path), "dropout", [x, y, p, seed], tile_sizes={"M": 8, "N": 64})
+    np.testing.assert_array_equal(y, reference.dropout(x, y, p, seed))
+    if m * n > 1000:  # the kept fraction is 1 - p (sd 0.003 here)
+        assert abs(np.mean(y != 0) - 0.7) < 0.02
+
+
+def test_the_dropout_suite_row_checks_what_a_dropout_is(monkeypatch, tmp_path):
+    torch = pytest.importorskip("torch")
+    from tilec.benchmarks import suite
+
+    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(
+        suite.Context,
+        "compiled",
+        lambda self, f, inputs: suite.Implementation("torch.compile", None, missing="off"),
+    )
+    context = suite.Context(sets=lambda make, size: [make(), make()], examples=tmp_path)
+    torch.manual_seed(0)
+    case = suite.WORKLOADS["dropout"].build((256, 512), context)
+    (x,) = case.sets[0]
+    assert case.expected(torch.nn.functional.dropout(x.float(), 0.1).half(), case.rtol)
+    assert not case.expected(x, case.rtol)  # nothing dropped
+    assert not case.expected(torch.nn.functional.dropout(x.float(), 0.5).half(), case.rtol)
+    assert not case.expected(torch.nn.functional.dropout(x.float(), 0.1).half() * 2, case.rtol)
