@@ -15,6 +15,11 @@ config.test_exec_root = os.path.join(config.test_source_root, "Output")
 bin_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([bin_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# `tilec` runs the checkout these tests belong to, not whichever one the environment installed.
+_repo_root = os.path.abspath(os.path.join(config.test_source_root, "..", ".."))
+config.environment["PYTHONPATH"] = os.pathsep.join(
+    [_repo_root, config.environment.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))]
+)
 # The Python `filecheck` package implements LLVM's FileCheck.
 config.substitutions.append(("FileCheck", os.path.join(bin_dir, "filecheck")))
 config.substitutions.append(("%python", sys.executable))
