@@ -30,6 +30,7 @@ from tilec.frontend.checked import (
     Select,
     TileType,
 )
+from tilec.frontend.sema_atomics import ATOMIC_BUILTINS, atomic_call
 from tilec.frontend.sema_common import (
     _DTYPE_LIST,
     _PYTHON_FUNCTIONS,
@@ -462,6 +463,7 @@ _BUILTIN_CALLS: dict[str, Callable[[BuiltinChecks, ast.Call], Expr]] = {
     "arange": BuiltinChecks._arange_call,
     "offsets": BuiltinChecks._offsets_call,
     "transpose": BuiltinChecks._transpose_call,
+    **dict.fromkeys(ATOMIC_BUILTINS, atomic_call),
 }
 
 _DOT_RESULTS = {

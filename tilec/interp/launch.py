@@ -50,6 +50,7 @@ import numpy as np
 from tilec.dialects import arith
 from tilec.dialects import tile as tile_ops
 from tilec.dialects.builtin import FuncOp, ModuleOp
+from tilec.interp.atomic import block_seed, uses_atomics
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.numerics import dtype_of, round_from_f64
 from tilec.interp.split import DEFAULT_SPLIT, SplitState
@@ -127,6 +128,7 @@ class Launch:
         symbols: dict[str, int],
         tile_sizes: dict[str, tuple[int, str]],
         grid: tuple[int, ...],
+        seed: int | None = None,
     ):
         self.func = func
         self.arguments = arguments
@@ -139,6 +141,9 @@ class Launch:
         self.op_cache: dict[Operation, Any] = {}
         # The workspace and ticket counters of a split kernel (tilec.interp.split).
         self.split_state = SplitState()
+        # Blocks of a kernel with atomics run in an order shuffled by this seed
+        # (tilec.interp.atomic); None: the grid's order.
+        self.block_seed = block_seed(seed) if uses_atomics(func) else None
 
     @property
     def kernel(self) -> str:
@@ -179,7 +184,8 @@ class Launch:
         grid = "x".join(map(str, self.grid)) or "1"
         blocks = math.prod(self.grid)
         parts = [", ".join(extents) or "no sizes", "tiles " + (", ".join(tiles) or "none")]
-        return f"{self.kernel}: " + "; ".join(parts) + f"; grid {grid} = {blocks} blocks"
+        order = "" if self.block_seed is None else f", shuffled (block seed {self.block_seed})"
+        return f"{self.kernel}: " + "; ".join(parts) + f"; grid {grid} = {blocks} blocks{order}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -665,15 +671,17 @@ def prepare_launch(
     tile_sizes: Mapping[str, int] | None = None,
     grid: Sequence[int] | None = None,
     split: int | None = None,
+    block_seed: int | None = None,
 ) -> Launch:
     """Check `args` against kernel `kernel` of `program` (a `CompiledProgram`, module or func),
     bind its symbols and choose its grid (`split`: the split axis's programs, for a kernel
-    that has one and does not pin them). Raises `LaunchError` for bad arguments."""
+    that has one and does not pin them; `block_seed`: the seed of the shuffled block order of a
+    kernel with atomics, `tilec.interp.atomic`). Raises `LaunchError` for bad arguments."""
     func = find_kernel(program, kernel)
     arguments = _convert_arguments(func, _order_arguments(func, args))
     shapes = [a.shape if isinstance(a, TensorView) else None for a in arguments]
     symbols, tiles = bind_sizes(func, shapes, tile_sizes)
-    return Launch(func, arguments, symbols, tiles, _grid(func, symbols, grid, split))
+    return Launch(func, arguments, symbols, tiles, _grid(func, symbols, grid, split), block_seed)
 
 
 def run_kernel(
@@ -684,7 +692,10 @@ def run_kernel(
     tile_sizes: Mapping[str, int] | None = None,
     grid: Sequence[int] | None = None,
     split: int | None = None,
+    block_seed: int | None = None,
 ) -> None:
     """Run kernel `kernel` of `program` in the interpreter on `args`, writing its outputs into
     them in place, as the GPU would. See `prepare_launch` for the arguments."""
-    prepare_launch(program, kernel, args, tile_sizes=tile_sizes, grid=grid, split=split).run()
+    prepare_launch(
+        program, kernel, args, tile_sizes=tile_sizes, grid=grid, split=split, block_seed=block_seed
+    ).run()
