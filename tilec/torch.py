@@ -74,6 +74,7 @@ def _roles(kernel: Any) -> list[_Param]:
     stores into (a store of a tensor it also loads from mutates it)."""
     from tilec.dialects import shared
     from tilec.dialects import tile as T
+    from tilec.dialects.atomic import ATOMIC_OPS
     from tilec.interp.launch import parameter_name
 
     func = kernel.ir.functions[0]
@@ -83,6 +84,9 @@ def _roles(kernel: Any) -> list[_Param]:
         if isinstance(o, (T.LoadOp, shared.AsyncCopyOp)) and o.view in block.args:
             read.add(o.view.index)
         elif isinstance(o, T.StoreOp) and o.view in block.args:
+            written.add(o.view.index)
+        elif isinstance(o, ATOMIC_OPS) and o.view in block.args:  # reads and writes
+            read.add(o.view.index)
             written.add(o.view.index)
     params = []
     for arg in block.args:

@@ -33,7 +33,7 @@ from tilec.frontend.checked import (
     TensorAccess,
     TensorParam,
 )
-from tilec.frontend.sema_common import _broadcast_shapes, _broadcast_to, _expr_loc
+from tilec.frontend.sema_common import _broadcast_shapes, _broadcast_to, _expr_loc, _shape_text
 
 __all__ = ["ATOMIC_BUILTINS", "atomic_call", "check_atomic_races", "is_atomic_call"]
 
@@ -74,7 +74,19 @@ def atomic_call(checker: Any, node: ast.Call) -> Expr:
             hint=f"{name}() takes {supported}"
             + ("; on sm_80, bf16 needs sm_90" if kind == "add" else ""),
         )
-    converted = {v: checker._convert_for_store(checker._expr(args[v]), access) for v in values}
+    converted = {}
+    for argument in values:
+        value = checker._expr(args[argument])
+        shape = access.type.shape
+        if _broadcast_shapes(value.type.shape, shape) != shape:
+            raise TileError(
+                f"the {argument} of {name}() is {value.type}, which does not broadcast to the "
+                f"region {access.tensor.name}[...] of shape {_shape_text(shape)}",
+                value.loc,
+                hint="give one value per element of the region (or a scalar); reduce first, "
+                "e.g. sum(x, axis=0)",
+            )
+        converted[argument] = checker._convert_for_store(value, access)
     mask = None
     if "mask" in args:
         mask = checker._expr(args["mask"])

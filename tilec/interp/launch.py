@@ -49,6 +49,7 @@ import numpy as np
 
 from tilec.dialects import arith
 from tilec.dialects import tile as tile_ops
+from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.builtin import FuncOp, ModuleOp
 from tilec.interp.atomic import block_seed, uses_atomics
 from tilec.interp.errors import InterpreterError, LaunchError
@@ -245,7 +246,7 @@ def written_parameters(func: FuncOp) -> set[BlockArgument]:
     return {
         op.view
         for op in func.walk()
-        if isinstance(op, tile_ops.StoreOp) and isinstance(op.view, BlockArgument)
+        if isinstance(op, (tile_ops.StoreOp, *ATOMIC_OPS)) and isinstance(op.view, BlockArgument)
         if op.view in params
     }
 
