@@ -290,6 +290,35 @@ def k(x1: i8[N, D], x2: bf16[D], x3: i32[N, D], x4: i64[M, 4, N, D], y: f16[M, N
     assert not result.findings, result.findings[0].message
 
 
+def test_a_computed_tile_with_an_axis_of_its_own_keeps_the_contiguous_run_small():
+    """Found by the differential check (seed 100, kernel k0, shrunk), once atomics made new
+    programs: moved tiles [BM, BN] gave BN the whole budget (4096) and a computed [BD, BN]
+    tile beside them needed 256 KiB of reduction scratch; smem-placement refused the kernel."""
+    source = """
+def k(y6: i64[M, N], y7: i32[M, N], u8: f32[D]):
+    for tm, tn in tiles(M, N):
+        y6[tm, tn] = (mean(full([D, tn], -inf, f32), axis=-2)).to(i64)
+        y7[tm, tn] = zeros([tm, tn], i32)
+"""
+    program = _program(source, {"M": 1, "N": 3, "D": 13}, seed=100)
+    result = differential.check_program(program, ptxas=False)
+    assert not result.findings, result.findings[0].message
+
+
+def test_a_grid_axis_no_tile_uses_still_gets_a_size():
+    """Found by the differential check (seed 0, kernel k1): a block that only updates one
+    element atomically uses neither tm nor tn, so no op kept BM and BN, specialize sized
+    neither, and the lowering found the grid's symbols without sizes."""
+    source = """
+def k(y: f32[4], u: f32[M], v: f32[N]):
+    for tm, tn in tiles(M, N):
+        atomic_max(y[2], 1.0)
+"""
+    program = _program(source, {"M": 37, "N": 50}, seed=4)
+    result = differential.check_program(program)
+    assert not result.findings, result.findings[0].message
+
+
 def test_a_dot_kernel_with_a_large_3d_tile_leaves_the_tensor_cores():
     """Found on the H200 (tilec.fuzz.gpu, seed 1000025): beside a matmul, 4-D tiles over the
     dot's BM, BN and BK; the mma.sync tiling (64x64x16, wgmma 128x128x64) made a tile of

@@ -142,6 +142,17 @@ AWKWARD = [
         [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 9, "V": 1031}],
     ),
     ("col_sum", "col_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}]),
+    # Blocks of M and N: many blocks add into each column, in the interpreter's shuffled order.
+    (
+        "col_sum_atomic",
+        "col_sum_atomic",
+        [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}],
+    ),
+    (
+        "layernorm_backward",
+        "layernorm_backward",
+        [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}],
+    ),
     (
         "rotary",
         "rotary",
