@@ -167,7 +167,7 @@ def op_scratch_bytes(op: Operation) -> int:
     if isinstance(op, ATOMIC_OPS) and op.result.has_uses:
         # Old values that the copies of a replicating layout get from the owners.
         t = op.value.type
-        if thread_map(t).replicated:
+        if t.layout is not None and thread_map(t).replicated:
             return math.prod(t.shape) * element_bytes(t.element)
     return 0
 
