@@ -19,6 +19,7 @@ from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import arith, math, random, scf
 from tilec.dialects import gather as G
 from tilec.dialects import tile as T
+from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import Attribute, BlockedLayout, IntegerAttr
 from tilec.ir.builder import Builder
@@ -304,6 +305,18 @@ class _KernelLayouts:
                 self.lay_out_indices(op, layout)
             if op.mask is not None:
                 self.convert(op, len(op.operands) - 1, layout, "store mask")
+            return
+        if isinstance(op, ATOMIC_OPS):
+            # As a store's value (coalesced or a slice); the old values come back in the same
+            # layout, and the compare and the mask travel with the value.
+            value = op.value.type
+            layout = value.layout
+            if not (_is_slice(layout) or _coalesced(layout, value)):
+                layout = self.default(value)
+            for index, v in enumerate(op.operands):
+                if isinstance(v.type, TileType):
+                    self.convert(op, index, layout, f"{op.name} operand (coalesced)")
+            self.laid_out(op.result, layout)
             return
         if not op.results:
             return

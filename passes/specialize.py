@@ -130,8 +130,13 @@ def next_power_of_two(n: int) -> int:
 
 
 def symbols_of(kernel: FuncOp) -> set[str]:
-    """The tile-size symbols a kernel still uses: in tile and shared types and `tile.symbol`."""
-    found: set[str] = set()
+    """The tile-size symbols a kernel still uses: in tile and shared types, `tile.symbol`, and
+    the grid (whose axis needs its size even when no op uses the tile: a block that only
+    updates a counter atomically)."""
+    bound = {name for name, _ in attribute_pairs(kernel, "tilec.tile_sizes")}
+    found = {
+        s for _, s in attribute_pairs(kernel, "tilec.grid") if isinstance(s, str) and s not in bound
+    }
     for op in kernel.walk():
         if isinstance(op, T.SymbolOp):
             found.add(op.symbol)

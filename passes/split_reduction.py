@@ -20,6 +20,7 @@ from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import arith, scf
 from tilec.dialects import split as W
 from tilec.dialects import tile as T
+from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.builtin import FuncOp, ReturnOp
 from tilec.ir.attributes import FloatAttr, IntegerAttr, to_attribute
 from tilec.ir.builder import Builder
@@ -145,6 +146,10 @@ def split_plan(kernel: FuncOp) -> _Plan:
     if axes >= 3:
         raise _NotSplit("the grid has 3 axes already, and CUDA has no fourth for the splits")
     body = kernel.body.block
+    if any(isinstance(op, ATOMIC_OPS) for op in kernel.walk()):
+        # Its blocks already combine results in global memory; another grid axis would only
+        # change how many of them race on each element.
+        raise _NotSplit("the kernel has atomics")
     loops = [op for op in body.ops if isinstance(op, scf.ForOp)]
     if not loops:
         raise _NotSplit("no loop in the grid body")

@@ -109,7 +109,13 @@ def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
         s.size, s.adjusted = 1, ""
     run = plan.symbols.get(contiguous) if isinstance(contiguous, str) else None
     if run is not None and run.free:
-        rest = _elements(plan, largest) // max(run.size, 1)
+        # Per element of the run, the most elements any tile along it holds: usually the
+        # largest moved tile's rows, but a computed tile with axes of its own ([D, BN] beside
+        # moved [BM, BN] tiles) must fit the budget too.
+        rest = max(
+            _elements(plan, shape) // max(run.size, 1)
+            for shape in [largest, *_tile_shapes_along(kernel, contiguous)]
+        )
         size = _power_of_two_at_most(max(1, maximum // max(rest, 1)))
         if run.cap is not None:
             size = min(size, run.cap)
@@ -133,6 +139,16 @@ def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
             f"{BYTES_IN_FLIGHT // 1024} KiB in flight ({in_flight // 1024} KiB)"
         )
     return True
+
+
+def _tile_shapes_along(kernel: FuncOp, symbol: str) -> list[tuple]:
+    """The shapes of the kernel's tile values that have an axis of `symbol`."""
+    shapes = set()
+    for op in kernel.walk():
+        for v in op.results:
+            if isinstance(v.type, TileType) and symbol in v.type.shape:
+                shapes.add(tuple(v.type.shape))
+    return list(shapes)
 
 
 def _power_of_two_at_most(n: int) -> int:

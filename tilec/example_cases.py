@@ -142,6 +142,17 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         "swiglu_backward": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 513, "N": 1025}]
     },
     "col_sum": {"col_sum": [{"M": 1, "N": 1}, {"M": 1000, "N": 77}, {"M": 4099, "N": 130}]},
+    "layernorm_backward": {
+        "layernorm_backward": [
+            {"M": 1, "N": 1},
+            {"M": 77, "N": 300},
+            {"M": 1000, "N": 1025},
+            {"M": 3, "N": 2500},
+        ]
+    },
+    "col_sum_atomic": {
+        "col_sum_atomic": [{"M": 1, "N": 1}, {"M": 1000, "N": 77}, {"M": 4099, "N": 130}]
+    },
     "rotary": {
         "rotary": [
             {"S": 1, "H": 1, "HALF": 1},

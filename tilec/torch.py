@@ -75,6 +75,7 @@ def _roles(kernel: Any) -> list[_Param]:
     from tilec.dialects import gather as G
     from tilec.dialects import shared
     from tilec.dialects import tile as T
+    from tilec.dialects.atomic import ATOMIC_OPS
     from tilec.interp.launch import parameter_name
 
     func = kernel.ir.functions[0]
@@ -84,6 +85,9 @@ def _roles(kernel: Any) -> list[_Param]:
         if isinstance(o, (T.LoadOp, G.GatherOp, shared.AsyncCopyOp)) and o.view in block.args:
             read.add(o.view.index)
         elif isinstance(o, (T.StoreOp, G.ScatterOp)) and o.view in block.args:
+            written.add(o.view.index)
+        elif isinstance(o, ATOMIC_OPS) and o.view in block.args:  # reads and writes
+            read.add(o.view.index)
             written.add(o.view.index)
     params = []
     for arg in block.args:

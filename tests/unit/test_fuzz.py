@@ -53,6 +53,7 @@ def test_generated_programs_compile_and_cover_the_language():
         *("dot:f16:loop", "dot:bf16:loop", "dot:i8:loop", "dot:f64:loop", "dot:f32:loop"),
         *("dot:computed-operand", "reduce:sum", "reduce:max", "reduce:min", "reduce:mean"),
         *("builtin:where", "builtin:maximum", "builtin:full", "builtin:zeros", "literal"),
+        *("builtin:atomic_add", "builtin:atomic_max", "builtin:atomic_min"),
         *("pin:tile", "pin:warps", "pin:stages", "scalar-argument", "scalar:dimension"),
         *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M", "gather"),
     }
@@ -286,6 +287,35 @@ def k(x1: i8[N, D], x2: bf16[D], x3: i32[N, D], x4: i64[M, 4, N, D], y: f16[M, N
 """
     program = _program(source, {"M": 50, "N": 50, "D": 3}, seed=3)
     result = differential.check_program(program, ptxas=False)
+    assert not result.findings, result.findings[0].message
+
+
+def test_a_computed_tile_with_an_axis_of_its_own_keeps_the_contiguous_run_small():
+    """Found by the differential check (seed 100, kernel k0, shrunk), once atomics made new
+    programs: moved tiles [BM, BN] gave BN the whole budget (4096) and a computed [BD, BN]
+    tile beside them needed 256 KiB of reduction scratch; smem-placement refused the kernel."""
+    source = """
+def k(y6: i64[M, N], y7: i32[M, N], u8: f32[D]):
+    for tm, tn in tiles(M, N):
+        y6[tm, tn] = (mean(full([D, tn], -inf, f32), axis=-2)).to(i64)
+        y7[tm, tn] = zeros([tm, tn], i32)
+"""
+    program = _program(source, {"M": 1, "N": 3, "D": 13}, seed=100)
+    result = differential.check_program(program, ptxas=False)
+    assert not result.findings, result.findings[0].message
+
+
+def test_a_grid_axis_no_tile_uses_still_gets_a_size():
+    """Found by the differential check (seed 0, kernel k1): a block that only updates one
+    element atomically uses neither tm nor tn, so no op kept BM and BN, specialize sized
+    neither, and the lowering found the grid's symbols without sizes."""
+    source = """
+def k(y: f32[4], u: f32[M], v: f32[N]):
+    for tm, tn in tiles(M, N):
+        atomic_max(y[2], 1.0)
+"""
+    program = _program(source, {"M": 37, "N": 50}, seed=4)
+    result = differential.check_program(program)
     assert not result.findings, result.findings[0].message
 
 

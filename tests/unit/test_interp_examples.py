@@ -151,6 +151,17 @@ AWKWARD = [
         [{"V": 1, "D": 1, "M": 1}, {"V": 7, "D": 31, "M": 67}, {"V": 131, "D": 67, "M": 17}],
     ),
     ("embedding", "embedding_scale", [{"V": 1, "D": 1, "M": 3}, {"V": 37, "D": 13, "M": 67}]),
+    # Blocks of M and N: many blocks add into each column, in the interpreter's shuffled order.
+    (
+        "col_sum_atomic",
+        "col_sum_atomic",
+        [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}],
+    ),
+    (
+        "layernorm_backward",
+        "layernorm_backward",
+        [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}],
+    ),
     (
         "rotary",
         "rotary",

@@ -594,6 +594,30 @@ def _col_sum(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + n * 4, 1e-5)
 
 
+def _col_sum_atomic(size: tuple, ctx: Context) -> Case:
+    """Column sums by atomics (examples/col_sum_atomic.tile): each run zeroes `out` first (a
+    memset, timed with the kernel); the bytes are col_sum's."""
+    import torch
+
+    m, n = size
+    sets = ctx.sets(lambda: (torch.rand(m, n, device=DEVICE),), m * n * 4)
+    out = torch.empty(n, device=DEVICE)
+    expected = sets[0][0].double().sum(0).float()
+
+    def expression(x: Any) -> Any:
+        return x.sum(0)
+
+    def make(kernel: Any) -> Callable[..., Any]:
+        def run(x: Any) -> None:
+            out.zero_()
+            kernel(x, out)
+
+        return run
+
+    tilec = ctx.tilec("col_sum_atomic.tile", "col_sum_atomic", make, lambda: out)
+    return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + n * 4, 1e-5)
+
+
 def _transpose(size: tuple, ctx: Context) -> Case:
     import torch
 
@@ -824,6 +848,14 @@ WORKLOADS: dict[str, Workload] = {
         _memory(
             "col_sum",
             _col_sum,
+            _size2("f32"),
+            [(65536, 128), (262144, 512)],
+            [(16384, 128)],
+            [(4096, 128)],
+        ),
+        _memory(
+            "col_sum_atomic",
+            _col_sum_atomic,
             _size2("f32"),
             [(65536, 128), (262144, 512)],
             [(16384, 128)],

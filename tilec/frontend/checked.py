@@ -22,6 +22,7 @@ __all__ = [
     "SYMBOL_RE",
     "AccessIndex",
     "Assign",
+    "Atomic",
     "AxisExtent",
     "Binary",
     "Broadcast",
@@ -33,6 +34,7 @@ __all__ = [
     "DimSize",
     "Dimension",
     "Dot",
+    "Effect",
     "ExpandDims",
     "Expr",
     "Full",
@@ -538,7 +540,30 @@ class GridLoop:
     loc: Location
 
 
-Stmt = Union[Assign, Store, SeqLoop]
+@dataclass(kw_only=True, eq=False, slots=True)
+class Atomic(Expr):
+    """`atomic_add/max/min(region, value)` or `atomic_cas(region, compare, value)`: one atomic
+    read-modify-write per element of the region inside the tensor (and where `mask` holds);
+    the value is the elements as they were before (its type is the region's). `value` and
+    `compare` are already of the region's type, `mask` (i1) of its shape."""
+
+    kind: str  # add, max, min, cas
+    access: TensorAccess
+    value: Expr
+    compare: Expr | None = None
+    mask: Expr | None = None
+    sem: str = "relaxed"
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Effect:
+    """An expression statement kept for its effect: an atomic whose old values are unused."""
+
+    value: Atomic
+    loc: Location
+
+
+Stmt = Union[Assign, Store, SeqLoop, Effect]
 
 
 @dataclass(slots=True)

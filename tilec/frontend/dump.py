@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from tilec.frontend.checked import (
     Assign,
+    Atomic,
     Binary,
     Broadcast,
     Cast,
     Constant,
     DimSize,
     Dot,
+    Effect,
     ExpandDims,
     Expr,
     Full,
@@ -80,6 +82,8 @@ def _format_body(body: tuple[Stmt, ...], depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}{stmt.name} = {format_expr(stmt.value)}")
         elif isinstance(stmt, Store):
             lines.append(f"{pad}store {_format_access(stmt.access)} = {format_expr(stmt.value)}")
+        elif isinstance(stmt, Effect):
+            lines.append(f"{pad}{format_expr(stmt.value)}")
         else:
             carried = ", ".join(f"{c.name}: {c.type}" for c in stmt.carried)
             lines.append(
@@ -146,4 +150,11 @@ def format_expr(expr: Expr) -> str:
         return f"expand_dims{list(expr.axes)}:{t}({format_expr(expr.operand)})"
     if isinstance(expr, Transpose):
         return f"transpose:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Atomic):
+        operands = [e for e in (expr.compare, expr.value) if e is not None]
+        extra = ([f"mask={format_expr(expr.mask)}"] if expr.mask is not None else []) + (
+            [f"sem={expr.sem}"] if expr.sem != "relaxed" else []
+        )
+        args = ", ".join([_format_access(expr.access), *map(format_expr, operands), *extra])
+        return f"atomic_{expr.kind}:{t}({args})"
     raise AssertionError(f"unknown checked expression {expr!r}")  # pragma: no cover

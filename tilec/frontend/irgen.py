@@ -38,11 +38,12 @@ from collections.abc import Callable
 import numpy as np
 
 from tilec.diagnostics import Location, TileError
-from tilec.dialects import arith, math, scf
+from tilec.dialects import arith, atomic, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.dialects.random import PhiloxOp
 from tilec.frontend import sema
+from tilec.frontend.checked import Atomic, Effect
 from tilec.frontend.irgen_gather import gather, is_gathered, scatter
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
@@ -259,6 +260,8 @@ class _KernelGenerator:
                 self.store(stmt, env)
             elif isinstance(stmt, sema.SeqLoop):
                 self.loop(stmt, env)
+            elif isinstance(stmt, Effect):
+                self.expr(stmt.value, env)  # the old values stay unused: `red`, not `atom`
             else:
                 raise AssertionError(f"unexpected statement {type(stmt).__name__}")
 
@@ -304,6 +307,38 @@ class _KernelGenerator:
             scatter(self, stmt.access, env, view, offsets, value)
             return
         self.b.create(T.StoreOp, view=view, offsets=offsets, value=value)
+
+    def atomic(self, e: Atomic, env: dict[str, Value]) -> Value:
+        """`tile.atomic_rmw`/`tile.atomic_cas` on the region at the view's full rank; the old
+        values come back in the region's own shape, as a load's do."""
+        view, offsets, full_shape = self.access(e.access, env)
+
+        def at_full_rank(x: Value) -> Value:
+            if not isinstance(x.type, TileType):
+                full = TileType(full_shape, x.type)
+                return self.b.create(T.SplatOp, input=x, result_types=[full]).result
+            if x.type.shape != full_shape:
+                return self.b.create(
+                    T.ReshapeOp, input=x, result_types=[TileType(full_shape, x.type.element)]
+                ).result
+            return x
+
+        operands = {"view": view, "offsets": offsets}
+        operands["value"] = at_full_rank(self.expr(e.value, env))
+        if e.compare is not None:
+            operands["compare"] = at_full_rank(self.expr(e.compare, env))
+        if e.mask is not None:
+            operands["mask"] = at_full_rank(self.expr(e.mask, env))
+        sem = None if e.sem == "relaxed" else e.sem
+        if e.kind == "cas":
+            old = self.b.create(atomic.AtomicCasOp, sem=sem, **operands).result
+        else:
+            old = self.b.create(atomic.AtomicRMWOp, kind=e.kind, sem=sem, **operands).result
+        if not e.type.shape:
+            return self.extract_scalar(old)
+        if full_shape != tuple(e.type.shape):
+            return self.b.create(T.ReshapeOp, input=old, result_types=[ir_type(e.type)]).result
+        return old
 
     def access(
         self, access: sema.TensorAccess, env: dict[str, Value]
@@ -421,6 +456,8 @@ class _KernelGenerator:
         if isinstance(e, sema.Transpose):
             x = self.expr(e.operand, env)
             return b.create(T.TransposeOp, input=x, perm=list(e.permutation)).result
+        if isinstance(e, Atomic):
+            return self.atomic(e, env)
         raise AssertionError(f"unexpected expression {type(e).__name__}")
 
     def binary(self, e: sema.Binary, env: dict[str, Value]) -> Value:

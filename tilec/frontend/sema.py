@@ -79,6 +79,7 @@ from tilec.frontend.checked import (
     common_dtype,
 )
 from tilec.frontend.dump import format_expr, format_kernel, format_program
+from tilec.frontend.sema_atomics import check_atomic_races
 from tilec.frontend.sema_builtins import BuiltinChecks
 from tilec.frontend.sema_common import (
     _Binding,
@@ -225,6 +226,7 @@ class _KernelChecker(OptionChecks, StatementChecks, ExpressionChecks, BuiltinChe
         doc, grid_for = self._split_body()
         _count_assignments(grid_for.body, self.assignment_counts)
         grid = self._grid_loop(grid_for)
+        check_atomic_races(grid)
         for name, pin in self.pins.items():
             if name in self.whole_at:
                 raise TileError(

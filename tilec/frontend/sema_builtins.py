@@ -31,6 +31,7 @@ from tilec.frontend.checked import (
     Select,
     TileType,
 )
+from tilec.frontend.sema_atomics import ATOMIC_BUILTINS, atomic_call
 from tilec.frontend.sema_common import (
     _DTYPE_LIST,
     _PYTHON_FUNCTIONS,
@@ -465,6 +466,7 @@ _BUILTIN_CALLS: dict[str, Callable[[BuiltinChecks, ast.Call], Expr]] = {
     "offsets": BuiltinChecks._offsets_call,
     "transpose": BuiltinChecks._transpose_call,
     **{name: RandomChecks._random_call for name in ("rand", "randn", "randint")},
+    **dict.fromkeys(ATOMIC_BUILTINS, atomic_call),
 }
 
 _DOT_RESULTS = {

@@ -16,6 +16,7 @@ from tilec.frontend.checked import (
     Constant,
     Dimension,
     DType,
+    Effect,
     Expr,
     GridLoop,
     IndexKind,
@@ -30,6 +31,7 @@ from tilec.frontend.checked import (
     TensorParam,
     TileType,
 )
+from tilec.frontend.sema_atomics import is_atomic_call
 from tilec.frontend.sema_common import (
     _MAX_GRID_AXES,
     _Binding,
@@ -279,6 +281,8 @@ class StatementChecks:
                 raise TileError(
                     "a string here has no effect", stmt.loc, hint="write a '#' comment instead"
                 )
+            if is_atomic_call(value):  # kept for its effect; the old values are dropped
+                return Effect(value=self._expr(value), loc=stmt.loc)
             self._expr(value)
             hint = "assign it to a name, or store it: out[t] = value"
             if isinstance(value, ast.Compare) and value.op == "==":

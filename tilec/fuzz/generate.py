@@ -384,7 +384,9 @@ class KernelWriter:
             body += self.store(2, self.c.integer(1, 3))
         # Every dimension a loop or a shape names must be a dimension of some tensor.
         known = {d for t in self.tensors for d in t.dims}
-        for dim in sorted(self.loop_dims | ({"D"} if self.uses_d else set())):
+        # (An atomic's output may leave out grid dimensions.)
+        named = self.loop_dims | set(self.grid_dims) | ({"B"} if self.grid_b else set())
+        for dim in sorted(named | ({"D"} if self.uses_d else set())):
             if dim not in known:
                 self.tensors.append(Tensor(self.fresh("u"), "f32", (dim,)))
         grid_names = (["b"] if self.grid_b else []) + ["tm"] + (["tn"] if self.grid_n else [])
@@ -431,6 +433,8 @@ class KernelWriter:
                 lines += self.matmul(indent)
             elif what == 9 and self.locals:
                 lines += self.rebind(indent, depth)
+            elif what == 10:
+                lines += self.atomic(indent, depth)
             else:
                 lines += self.assign(indent, depth)
         return lines
@@ -526,6 +530,34 @@ class KernelWriter:
         op = "+=" if augmented and dtype != "i1" else "="
         self.features.add(f"store:{op}")
         return [f"{pad}{t.name}[{', '.join(indices)}] {op} {value.text}"]
+
+    def atomic(self, indent: int, depth: int) -> list[str]:
+        """`atomic_add` (or max/min) of a value into a new output tensor indexed by some of
+        the grid's variables only, so blocks that differ in the others update the same
+        elements. The old values are never used: the order the blocks run in decides them,
+        and the GPU's order is not the interpreter's."""
+        pad = "    " * indent
+        grid = [("B", "b", None)] if self.grid_b else []
+        grid += [("M", "tm", "BM")] + ([("N", "tn", "BN")] if self.grid_n else [])
+        kept = [g for g in grid if chance(self.c, 40)]
+        dims = [dim for dim, _, _ in kept]
+        indices = [index for _, index, _ in kept]
+        region = [symbol for _, _, symbol in kept if symbol]
+        if not dims or chance(self.c, 20):
+            index = ":" if chance(self.c, 50) else str(self.c.integer(0, FIXED - 1))
+            dims.append(FIXED)
+            indices.append(index)
+            if index == ":":
+                region.append(FIXED)
+        fn = choose(self.c, ("atomic_add", "atomic_max", "atomic_add", "atomic_min"))
+        dtype = choose(self.c, ("f32", "i32", "i64", "f64"))
+        value = self.strong(self.expression(tuple(region), depth), tuple(region))
+        if value.dtype != dtype:
+            value = Value(f"({value.text}).to({dtype})", dtype, value.shape)
+        t = Tensor(self.fresh("y"), dtype, tuple(dims), written=True)
+        self.tensors.append(t)
+        self.features.add(f"builtin:{fn}")
+        return [f"{pad}{fn}({t.name}[{', '.join(indices)}], {value.text})"]
 
     def sink(self, indent: int, value: Value) -> list[str]:
         """Store `value` (a local at the grid's level) into a new output tensor whose region

@@ -75,12 +75,13 @@ def _values_behind(func: Any, tensor: Any) -> list[Any]:
     yields and bounds) and branches' yields and conditions."""
     from tilec.dialects import scf
     from tilec.dialects import tile as T
+    from tilec.dialects.atomic import ATOMIC_OPS
     from tilec.ir.core import BlockArgument
 
     pending = [
         v
         for op in func.walk()
-        if isinstance(op, T.StoreOp) and op.view is tensor
+        if isinstance(op, (T.StoreOp, *ATOMIC_OPS)) and op.view is tensor
         for v in (op.value, op.mask)
         if v is not None
     ]

@@ -49,8 +49,10 @@ import numpy as np
 
 from tilec.dialects import arith
 from tilec.dialects import tile as tile_ops
+from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.builtin import FuncOp, ModuleOp
 from tilec.dialects.gather import ScatterOp
+from tilec.interp.atomic import block_seed, uses_atomics
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.numerics import dtype_of, round_from_f64
 from tilec.interp.split import DEFAULT_SPLIT, SplitState
@@ -137,6 +139,7 @@ class Launch:
         symbols: dict[str, int],
         tile_sizes: dict[str, tuple[int, str]],
         grid: tuple[int, ...],
+        seed: int | None = None,
     ):
         self.func = func
         self.arguments = arguments
@@ -149,6 +152,9 @@ class Launch:
         self.op_cache: dict[Operation, Any] = {}
         # The workspace and ticket counters of a split kernel (tilec.interp.split).
         self.split_state = SplitState()
+        # Blocks of a kernel with atomics run in an order shuffled by this seed
+        # (tilec.interp.atomic); None: the grid's order.
+        self.block_seed = block_seed(seed) if uses_atomics(func) else None
 
     @property
     def kernel(self) -> str:
@@ -189,7 +195,8 @@ class Launch:
         grid = "x".join(map(str, self.grid)) or "1"
         blocks = math.prod(self.grid)
         parts = [", ".join(extents) or "no sizes", "tiles " + (", ".join(tiles) or "none")]
-        return f"{self.kernel}: " + "; ".join(parts) + f"; grid {grid} = {blocks} blocks"
+        order = "" if self.block_seed is None else f", shuffled (block seed {self.block_seed})"
+        return f"{self.kernel}: " + "; ".join(parts) + f"; grid {grid} = {blocks} blocks{order}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +256,8 @@ def written_parameters(func: FuncOp) -> set[BlockArgument]:
     return {
         op.view
         for op in func.walk()
-        if isinstance(op, (tile_ops.StoreOp, ScatterOp)) and isinstance(op.view, BlockArgument)
+        if isinstance(op, (tile_ops.StoreOp, ScatterOp, *ATOMIC_OPS))
+        and isinstance(op.view, BlockArgument)
         if op.view in params
     }
 
@@ -675,15 +683,17 @@ def prepare_launch(
     tile_sizes: Mapping[str, int] | None = None,
     grid: Sequence[int] | None = None,
     split: int | None = None,
+    block_seed: int | None = None,
 ) -> Launch:
     """Check `args` against kernel `kernel` of `program` (a `CompiledProgram`, module or func),
     bind its symbols and choose its grid (`split`: the split axis's programs, for a kernel
-    that has one and does not pin them). Raises `LaunchError` for bad arguments."""
+    that has one and does not pin them; `block_seed`: the seed of the shuffled block order of a
+    kernel with atomics, `tilec.interp.atomic`). Raises `LaunchError` for bad arguments."""
     func = find_kernel(program, kernel)
     arguments = _convert_arguments(func, _order_arguments(func, args))
     shapes = [a.shape if isinstance(a, TensorView) else None for a in arguments]
     symbols, tiles = bind_sizes(func, shapes, tile_sizes)
-    return Launch(func, arguments, symbols, tiles, _grid(func, symbols, grid, split))
+    return Launch(func, arguments, symbols, tiles, _grid(func, symbols, grid, split), block_seed)
 
 
 def run_kernel(
@@ -694,7 +704,10 @@ def run_kernel(
     tile_sizes: Mapping[str, int] | None = None,
     grid: Sequence[int] | None = None,
     split: int | None = None,
+    block_seed: int | None = None,
 ) -> None:
     """Run kernel `kernel` of `program` in the interpreter on `args`, writing its outputs into
     them in place, as the GPU would. See `prepare_launch` for the arguments."""
-    prepare_launch(program, kernel, args, tile_sizes=tile_sizes, grid=grid, split=split).run()
+    prepare_launch(
+        program, kernel, args, tile_sizes=tile_sizes, grid=grid, split=split, block_seed=block_seed
+    ).run()

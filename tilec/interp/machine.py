@@ -18,7 +18,6 @@ Extending it:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from tilec.dialects import scf
 from tilec.dialects.builtin import ReturnOp
+from tilec.interp.atomic import block_order
 from tilec.interp.errors import InterpreterError
 from tilec.interp.numerics import dtype_of
 from tilec.interp.semantics import SEMANTICS
@@ -132,8 +132,9 @@ def _shape_text(shape: tuple[int | None, ...]) -> str:
 
 
 def execute(launch: Launch, trace: Trace | None = None) -> None:
-    """Run every block of `launch`'s grid, axis 0 slowest."""
+    """Run every block of `launch`'s grid, axis 0 slowest (shuffled when the kernel has
+    atomics: `tilec.interp.atomic`)."""
     body = launch.func.body.block
     with np.errstate(all="ignore"):  # inf, NaN and wrap-around are results, not warnings
-        for program_id in itertools.product(*(range(n) for n in launch.grid)):
+        for program_id in block_order(launch.grid, launch.block_seed):
             BlockState(launch, program_id, trace).run_block(body, launch.arguments)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilec.dialects import tile as T
+from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.gather import ScatterOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
@@ -383,7 +384,7 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
         frozenset(
             argument_name(kernel, op.view.index)
             for op in kernel.walk()
-            if isinstance(op, (T.StoreOp, ScatterOp))
+            if isinstance(op, (T.StoreOp, ScatterOp, *ATOMIC_OPS))
             and isinstance(op.view, BlockArgument)
             and op.view.owner is kernel.body.block
         ),

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from tilec.dialects import tile as T
+from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
@@ -165,6 +166,11 @@ def op_scratch_bytes(op: Operation) -> int:
             return 0  # a tensor-core dot reads its operands from their own buffers
         b = op.b.type
         return dot_b_offset(op) + math.prod(b.shape) * element_bytes(b.element)
+    if isinstance(op, ATOMIC_OPS) and op.result.has_uses:
+        # Old values that the copies of a replicating layout get from the owners.
+        t = op.value.type
+        if t.layout is not None and thread_map(t).replicated:
+            return math.prod(t.shape) * element_bytes(t.element)
     return 0
 
 

@@ -80,6 +80,7 @@ from tilec.ir.types import (
     TileType,
     Type,
 )
+from tilec.lowering import atomic as atomic_lowering
 from tilec.lowering import gather, mathlib, memory, random, shared_memory, split, tensorcore, wgmma
 from tilec.lowering.abi import (
     ALIGNMENT,
@@ -173,6 +174,7 @@ def lower_to_llvm(
     llmod.triple = TRIPLE
     llmod.data_layout = DATA_LAYOUT
     debug_info = _DebugInfo(llmod, module.loc.file) if line_info else None
+    atomic_lowering.check_arch(module, arch)
     for func in module.functions:
         try:
             specialization = _specialization(func, (specializations or {}).get(func.sym_name))
@@ -1202,6 +1204,7 @@ _LOWERINGS: dict[type, Any] = {
     W.WorkspaceLoadOp: split.lower_workspace_load,
     W.LastArrivalOp: split.lower_last_arrival,
     R.PhiloxOp: random.lower_philox,
+    **atomic_lowering.LOWERINGS,
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
 }
