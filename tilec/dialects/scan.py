@@ -45,9 +45,7 @@ MAX_TOPK = 16  # a topk is k rounds of an arg-reduction; beyond 16 a sort would 
 
 def _check_numeric(op: Operation, t: Type) -> None:
     e = element_type(t)
-    if not isinstance(e, (FloatType, IntegerType)) or (
-        isinstance(e, IntegerType) and e.width == 1
-    ):
+    if not isinstance(e, (FloatType, IntegerType)) or (isinstance(e, IntegerType) and e.width == 1):
         raise op.error(f"needs float or integer elements (not i1), got {t}")
 
 

@@ -42,6 +42,8 @@ from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.frontend import sema
+from tilec.frontend.checked import ArgReduce, Scan, TopK
+from tilec.frontend.irgen_scan import scan_expr
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Region, Value
@@ -384,6 +386,8 @@ class _KernelGenerator:
             ).result
         if isinstance(e, sema.Reduce):
             return self.reduce(e, env)
+        if isinstance(e, (Scan, ArgReduce, TopK)):
+            return scan_expr(self, e, env)
         if isinstance(e, sema.Dot):
             return self.dot(e, env)
         if isinstance(e, sema.Cast):

@@ -48,6 +48,7 @@ from tilec.frontend.sema_common import (
     _promote,
     _unsupported,
 )
+from tilec.frontend.sema_scan import SCAN_CALLS
 
 
 class BuiltinChecks:
@@ -462,6 +463,7 @@ _BUILTIN_CALLS: dict[str, Callable[[BuiltinChecks, ast.Call], Expr]] = {
     "arange": BuiltinChecks._arange_call,
     "offsets": BuiltinChecks._offsets_call,
     "transpose": BuiltinChecks._transpose_call,
+    **SCAN_CALLS,
 }
 
 _DOT_RESULTS = {

@@ -50,6 +50,7 @@ BUILTINS = frozenset(
         "offsets",
         "dot",
         "transpose",
+        *("cumsum", "cumprod", "cummax", "cummin", "argmax", "argmin", "topk", "topk_indices"),
         "tiles",
         "kernel",
         "inf",
