@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from tilec.dialects import tile as T
+from tilec.dialects.scan import ArgReduceOp, ScanOp, TopKOp
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
@@ -148,6 +149,10 @@ def reduce_plan(op: T.ReduceOp) -> ReducePlan:
 
 def op_scratch_bytes(op: Operation) -> int:
     """Shared-memory bytes `op` uses between its barriers (0: none)."""
+    if isinstance(op, (ScanOp, ArgReduceOp, TopKOp)):
+        from tilec.lowering.scan import scan_scratch_bytes  # it builds on this module
+
+        return scan_scratch_bytes(op)
     if isinstance(op, REMAP_OPS):
         if remap_source_slots(op) is not None:
             return 0

@@ -78,7 +78,7 @@ from tilec.ir.types import (
     TileType,
     Type,
 )
-from tilec.lowering import mathlib, memory, shared_memory, split, tensorcore, wgmma
+from tilec.lowering import mathlib, memory, scan, shared_memory, split, tensorcore, wgmma
 from tilec.lowering.abi import (
     ALIGNMENT,
     Specialization,
@@ -1197,4 +1197,5 @@ _LOWERINGS: dict[type, Any] = {
     W.LastArrivalOp: split.lower_last_arrival,
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
+    **scan.LOWERINGS,  # tile.scan, tile.arg_reduce, tile.topk
 }
