@@ -37,7 +37,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
         "bmm", "matmul_bias_gelu", "int8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "row_sum",
-        "col_sum", "transpose", "rotary", "vector_add",
+        "col_sum", "transpose", "rotary", "vector_add", "cumsum_rows", "topk_softmax",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
     assert (4000, 3000, 1000) in WORKLOADS["gemm_nn"].sizes
@@ -89,6 +89,8 @@ TINY = {
     "swiglu": (8, 64),
     "row_sum": (8, 64),
     "col_sum": (64, 8),
+    "cumsum_rows": (8, 100),
+    "topk_softmax": (8, 60),
     "transpose": (8, 16),
     "rotary": (8, 2, 16),
     "vector_add": (100,),

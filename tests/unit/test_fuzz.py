@@ -55,6 +55,8 @@ def test_generated_programs_compile_and_cover_the_language():
         *("builtin:where", "builtin:maximum", "builtin:full", "builtin:zeros", "literal"),
         *("pin:tile", "pin:warps", "pin:stages", "scalar-argument", "scalar:dimension"),
         *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M"),
+        *("scan:cumsum", "scan:cumprod", "scan:cummax", "scan:cummin", "scan:topk_indices"),
+        *("arg:argmax", "arg:argmin"),
     }
     assert expected <= features, expected - features
     assert {

@@ -64,6 +64,11 @@ def topk_positions(x: np.ndarray, k: int, axis: int) -> np.ndarray:
 @semantics(scan_ops.TopKOp)
 def _topk(state: BlockState, op: Operation, args: list[Any]) -> Any:
     x = np.asarray(args[0])
+    lanes = x.shape[op.axis]
+    if op.k > lanes:
+        raise state.error(
+            op, f"takes the top {op.k} of an axis of {lanes} lane(s): its tile must hold k lanes"
+        )
     positions = topk_positions(x, op.k, op.axis)
     values = np.take_along_axis(x, positions, axis=op.axis)
     return [values, positions.astype(np.int32)]
