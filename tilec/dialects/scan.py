@@ -24,17 +24,11 @@ semantics are in `tilec.interp.scan`, the GPU lowering in `tilec.lowering.scan`.
 
 from __future__ import annotations
 
+from tilec.dialects.tile import REDUCE_KINDS, ReduceOp, _check_axis, _same_shape_and_element
 from tilec.ir.attributes import IntegerAttr, StringAttr
 from tilec.ir.constraints import NUMERIC_LIKE, TILE
 from tilec.ir.core import Attr, Operand, Operation, Pure, Result, register_op
 from tilec.ir.types import FloatType, IntegerType, TileType, Type, element_type, i32, is_scalar
-
-from tilec.dialects.tile import (  # isort: skip
-    REDUCE_KINDS,
-    ReduceOp,
-    _check_axis,
-    _same_shape_and_element,
-)
 
 __all__ = ["ARG_REDUCE_KINDS", "MAX_TOPK", "SCAN_KINDS", "ArgReduceOp", "ScanOp", "TopKOp"]
 

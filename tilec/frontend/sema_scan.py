@@ -15,13 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from tilec.diagnostics import TileError
+from tilec.dialects.scan import MAX_TOPK
 from tilec.frontend import syntax as ast
 from tilec.frontend.checked import ArgReduce, DType, Expr, Scan, TileType, TopK
 from tilec.frontend.sema_common import _expr_loc, _literal_int
 
-__all__ = ["SCAN_BUILTINS", "SCAN_CALLS"]
-
-MAX_TOPK = 16  # as tilec.dialects.scan.MAX_TOPK: topk is k rounds of an arg-reduction
+__all__ = ["SCAN_CALLS"]
 
 _SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
 _ARG_REDUCTIONS = {"argmax": "max", "argmin": "min"}
@@ -149,4 +148,3 @@ SCAN_CALLS: dict[str, Callable[[Any, ast.Call], Expr]] = {
     "topk": _topk_call,
     "topk_indices": _topk_call,
 }
-SCAN_BUILTINS = frozenset(SCAN_CALLS)

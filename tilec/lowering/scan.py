@@ -39,7 +39,13 @@ from tilec.ir.core import Operation
 from tilec.ir.types import FloatType, IntegerType, TileType, Type, f32, i1, i32
 from tilec.lowering import mathlib
 from tilec.lowering.exchange import SCRATCH_ALIGNMENT, thread_map
-from tilec.lowering.layouts import DimMap, ThreadMap, element_bytes, row_major_strides
+from tilec.lowering.layouts import (
+    DimMap,
+    ThreadMap,
+    element_bytes,
+    local_source_slots,
+    row_major_strides,
+)
 from tilec.lowering.llvm_types import BFloatType, constant
 
 __all__ = ["LOWERINGS", "ScanPlan", "scan_plan", "scan_scratch_bytes"]
@@ -184,7 +190,7 @@ def _natural_flats(L: Any, plan: ScanPlan) -> list[ir.Value]:
 def lower_scan(L: Any, op: Operation) -> list[Any]:
     src_t: TileType = op.input.type
     if op.result.type.layout != src_t.layout:
-        from tilec.lowering.llvm import NotLowered
+        from tilec.lowering.llvm import NotLowered  # llvm.py imports this module
 
         raise NotLowered(op, "is lowered only with its result in its operand's layout")
     t = src_t.element
@@ -402,8 +408,6 @@ def _across_warps(
 
 
 def lower_arg_reduce(L: Any, op: Operation) -> list[Any]:
-    from tilec.lowering.layouts import local_source_slots
-
     src_t: TileType = op.input.type
     plan = scan_plan(src_t, op.axis)
     pairs = _Pairs(L, op.kind, src_t.element)
@@ -424,7 +428,7 @@ def lower_arg_reduce(L: Any, op: Operation) -> list[Any]:
 
 
 def lower_topk(L: Any, op: Operation) -> list[Any]:
-    from tilec.lowering.llvm import NotLowered
+    from tilec.lowering.llvm import NotLowered  # llvm.py imports this module
 
     src_t: TileType = op.input.type
     values_t: TileType = op.values.type
