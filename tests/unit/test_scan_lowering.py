@@ -23,7 +23,7 @@ from tilec.ir.attributes import BlockedLayout
 from tilec.ir.core import Block
 from tilec.ir.types import FloatType, TileType, f32, i32
 from tilec.lowering import scan as lowering
-from tilec.lowering.layouts import WARP_SIZE, ThreadMap, default_layout, row_major_strides
+from tilec.lowering.layouts import WARP_SIZE, ThreadMap, default_layout, slice_layout
 
 
 def _value(v):
@@ -197,8 +197,6 @@ def _run(op_class, shape, layout, warps, x, **attrs):
         if isinstance(r.type, TileType):
             result_layout = layout
             if op_class is S.ArgReduceOp:
-                from tilec.lowering.layouts import slice_layout
-
                 result_layout = slice_layout(layout, attrs["axis"])
             r.type = TileType(r.type.shape, r.type.element, result_layout)
     L = _BlockOfThreads(warps)
@@ -291,4 +289,3 @@ def test_scan_across_warps_uses_one_barrier_and_within_a_warp_none():
     inside = BlockedLayout((1, 1), (1, 32), (8, 1), (1, 0))
     _, block = _run(S.ScanOp, (8, 256), inside, 8, _inputs((8, 256), 3), kind="sum", axis=1)
     assert block.barriers == 0
-    assert row_major_strides((2, 3)) == (3, 1)
