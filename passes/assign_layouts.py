@@ -40,6 +40,7 @@ from tilec.lowering.layouts import (
     same_placement,
     slice_layout,
 )
+from tilec.passes.scan_layouts import SCAN_OPS, lay_out_scan_op
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["AssignLayouts", "estimate_registers"]
@@ -323,6 +324,9 @@ class _KernelLayouts:
         result = op.results[0]
         source = op.operands[0].type if op.operands else None
         source_layout = source.layout if isinstance(source, TileType) else None
+        if isinstance(op, SCAN_OPS):
+            lay_out_scan_op(self, op)  # passes/scan_layouts.py
+            return
         if isinstance(op, T.ExpandDimsOp):
             self.laid_out(result, self.kept(result, expand_layout(source_layout, op.axis)))
         elif isinstance(op, T.TransposeOp) and isinstance(source_layout, BlockedLayout):
@@ -677,7 +681,8 @@ class _Occupancy:
         widest = max(1, ACCESS_BYTES // element_bytes(tile.element))
         vector = _access_vectors(kernel).get(tile.shape, widest)
         reduces_rows = any(
-            isinstance(op, T.ReduceOp) and op.axis == op.input.type.rank - 1 for op in kernel.walk()
+            isinstance(op, (T.ReduceOp, *SCAN_OPS)) and op.axis == op.input.type.rank - 1
+            for op in kernel.walk()
         )
         candidates, excluded = [], []
         for warps in AUTO_WARPS:

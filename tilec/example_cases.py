@@ -153,6 +153,11 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
     "col_sum_atomic": {
         "col_sum_atomic": [{"M": 1, "N": 1}, {"M": 1000, "N": 77}, {"M": 4099, "N": 130}]
     },
+    "cumsum": {"cumsum_rows": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 5, "N": 100003}]},
+    "topk_softmax": {
+        "topk_softmax": [{"T": 1, "E": 2}, {"T": 1000, "E": 60}, {"T": 4099, "E": 256}],
+        "greedy_token": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 5, "V": 32003}],
+    },
     "rotary": {
         "rotary": [
             {"S": 1, "H": 1, "HALF": 1},

@@ -24,3 +24,9 @@ config.environment["PYTHONPATH"] = os.pathsep.join(
 config.substitutions.append(("FileCheck", os.path.join(bin_dir, "filecheck")))
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%examples", os.path.join(config.test_source_root, "..", "..", "examples")))
+# `tilec` is the venv's console script; this checkout's package comes first on its path, so a
+# worktree's lit run tests that worktree, not the copy the venv was installed from.
+repo_root = os.path.abspath(os.path.join(config.test_source_root, "..", ".."))
+config.environment["PYTHONPATH"] = os.pathsep.join(
+    p for p in (repo_root, os.environ.get("PYTHONPATH", "")) if p
+)

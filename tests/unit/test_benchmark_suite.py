@@ -37,7 +37,8 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
         "bmm", "matmul_bias_gelu", "int8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
-        "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding",
+        "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding", "cumsum_rows",
+        "topk_softmax",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
     assert (4000, 3000, 1000) in WORKLOADS["gemm_nn"].sizes
@@ -58,7 +59,7 @@ def test_plan_runs_the_ceilings_first_and_small_sizes_after_the_suite():
 def test_plan_with_only_needs_only_its_ceilings():
     steps = gpu.plan(only="softmax")
     assert [s.name for s in steps if s.what == "ceiling"] == ["copy"]
-    assert {s.name for s in steps if s.what == "case"} == {"softmax", "softmax_f16"}
+    assert {s.name for s in steps if s.what == "case"} == {"softmax", "softmax_f16", "topk_softmax"}
     assert not [s for s in steps if s.what in gpu.EXTRAS]
     quick = gpu.plan(only="gemm_nn_bf16", quick=True)
     assert [s.name for s in quick if s.what == "ceiling"] == ["copy", "f16", "bf16"]
@@ -91,6 +92,8 @@ TINY = {
     "row_sum": (8, 64),
     "col_sum": (64, 8),
     "col_sum_atomic": (70, 9),
+    "cumsum_rows": (8, 100),
+    "topk_softmax": (8, 60),
     "transpose": (8, 16),
     "rotary": (8, 2, 16),
     "vector_add": (100,),

@@ -56,6 +56,8 @@ def test_generated_programs_compile_and_cover_the_language():
         *("builtin:atomic_add", "builtin:atomic_max", "builtin:atomic_min"),
         *("pin:tile", "pin:warps", "pin:stages", "scalar-argument", "scalar:dimension"),
         *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M", "gather"),
+        *("scan:cumsum", "scan:cumprod", "scan:cummax", "scan:cummin", "scan:topk_indices"),
+        *("arg:argmax", "arg:argmin"),
     }
     assert expected <= features, expected - features
     assert {

@@ -618,6 +618,46 @@ def _col_sum_atomic(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + n * 4, 1e-5)
 
 
+def _cumsum(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    # Positive values: running sums do not cancel, so f32 sums in any order stay close.
+    sets = ctx.sets(lambda: (torch.rand(m, n, device=DEVICE),), m * n * 4)
+    y = torch.empty(m, n, device=DEVICE)
+    expected = sets[0][0].double().cumsum(1).float()
+
+    def expression(x: Any) -> Any:
+        return torch.cumsum(x, 1)
+
+    tilec = ctx.tilec("cumsum.tile", "cumsum_rows", lambda f: lambda x: f(x, y), lambda: y)
+    return _memory_case(ctx, tilec, expression, sets, expected, 2 * m * n * 4, 1e-5)
+
+
+def _topk_softmax(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    t, e = size
+    sets = ctx.sets(lambda: (_randn((t, e), "f32", 2.0),), t * e * 4)
+    weights = torch.empty(t, 2, device=DEVICE)
+    experts = torch.empty(t, 2, device=DEVICE, dtype=torch.int32)
+
+    def route(logits: Any) -> Any:
+        # The router as a model writes it: softmax, top-2, renormalised weights; both results
+        # in one tensor so that the check compares the experts chosen too.
+        top, index = torch.topk(torch.softmax(logits, 1), 2, dim=1)
+        return torch.cat((top / top.sum(1, keepdim=True), index.to(top.dtype)), 1)
+
+    expected = route(sets[0][0].double()).float()
+    tilec = ctx.tilec(
+        "topk_softmax.tile",
+        "topk_softmax",
+        lambda f: lambda x: f(x, weights, experts),
+        lambda: torch.cat((weights, experts.float()), 1),
+    )
+    return _memory_case(ctx, tilec, route, sets, expected, t * e * 4 + t * 2 * 8, 1e-5)
+
+
 def _transpose(size: tuple, ctx: Context) -> Case:
     import torch
 
@@ -860,6 +900,22 @@ WORKLOADS: dict[str, Workload] = {
             [(65536, 128), (262144, 512)],
             [(16384, 128)],
             [(4096, 128)],
+        ),
+        _memory(
+            "cumsum_rows",
+            _cumsum,
+            _size2("f32"),
+            [(4096, 16384), (65536, 256)],
+            [(2048, 2048)],
+            [(256, 1024)],
+        ),
+        _memory(
+            "topk_softmax",
+            _topk_softmax,
+            _size2("f32"),
+            [(65536, 64), (16384, 256)],
+            [(4096, 64)],
+            [(1024, 64)],
         ),
         _memory(
             "transpose", _transpose, _size2("f32"), [(8192, 8192)], [(2048, 2048)], [(512, 512)]

@@ -1,3 +1,15 @@
 """The dialects of tilec's IR. Importing this package registers every op with the parser."""
 
-from tilec.dialects import arith, atomic, builtin, gather, math, random, scf, shared, split, tile  # noqa: F401
+from tilec.dialects import (  # noqa: F401
+    arith,
+    atomic,
+    builtin,
+    gather,
+    math,
+    random,
+    scan,
+    scf,
+    shared,
+    split,
+    tile,
+)

@@ -21,6 +21,7 @@ __all__ = [
     "MATH_FUNCTIONS",
     "SYMBOL_RE",
     "AccessIndex",
+    "ArgReduce",
     "Assign",
     "Atomic",
     "AxisExtent",
@@ -53,6 +54,7 @@ __all__ = [
     "Program",
     "Reduce",
     "ScalarParam",
+    "Scan",
     "Select",
     "SeqLoop",
     "Stmt",
@@ -60,6 +62,7 @@ __all__ = [
     "TensorAccess",
     "TensorParam",
     "TileType",
+    "TopK",
     "Transpose",
     "Unary",
     "VarRef",
@@ -401,6 +404,44 @@ class Reduce(Expr):
     axes: tuple[int, ...]
     keepdims: bool
     extents: tuple[AxisExtent | None, ...]
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class Scan(Expr):
+    """`cumsum`/`cumprod`/`cummax`/`cummin`: the inclusive scan (`kind` ∈ sum, prod, max, min)
+    of `operand` along `axis`. Padding lanes trail the real ones, so they never reach a real
+    lane's result. `operand` already has the result's dtype; f16/bf16 sums and products
+    compute in f32 and round once per element."""
+
+    kind: str
+    operand: Expr
+    axis: int
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class ArgReduce(Expr):
+    """`argmax`/`argmin` (`kind` max or min) of `operand` along `axis`: i32 positions in the
+    tile, first on ties, the first NaN wins. `extent` gives the real lanes of `axis`; padding
+    lanes must not win."""
+
+    kind: str
+    operand: Expr
+    axis: int
+    keepdims: bool
+    extent: AxisExtent | None
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class TopK(Expr):
+    """`topk` (`indices` False: the values) or `topk_indices` (True: their i32 positions) of
+    `operand` along `axis`: the `k` largest, descending, ties by lower position, NaN first.
+    `extent` gives the real lanes of `axis`; padding lanes rank below every real one."""
+
+    operand: Expr
+    k: int
+    axis: int
+    indices: bool
+    extent: AxisExtent | None
 
 
 @dataclass(kw_only=True, eq=False, slots=True)

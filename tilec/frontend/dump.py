@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from tilec.frontend.checked import (
+    ArgReduce,
     Assign,
     Atomic,
     Binary,
@@ -27,11 +28,13 @@ from tilec.frontend.checked import (
     Philox,
     Program,
     Reduce,
+    Scan,
     Select,
     Stmt,
     Store,
     TensorAccess,
     TensorParam,
+    TopK,
     Transpose,
     Unary,
     VarRef,
@@ -138,6 +141,14 @@ def format_expr(expr: Expr) -> str:
         keep = ", keepdims" if expr.keepdims else ""
         axes = ", ".join(map(str, expr.axes))
         return f"{expr.kind}[{axes}{keep}]:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, Scan):
+        return f"scan_{expr.kind}[{expr.axis}]:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, ArgReduce):
+        keep = ", keepdims" if expr.keepdims else ""
+        return f"arg{expr.kind}[{expr.axis}{keep}]:{t}({format_expr(expr.operand)})"
+    if isinstance(expr, TopK):
+        part = "topk_indices" if expr.indices else "topk"
+        return f"{part}[k={expr.k}, {expr.axis}]:{t}({format_expr(expr.operand)})"
     if isinstance(expr, Dot):
         return f"dot:{t}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})"
     if isinstance(expr, Full):

@@ -43,8 +43,9 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.dialects.random import PhiloxOp
 from tilec.frontend import sema
-from tilec.frontend.checked import Atomic, Effect
+from tilec.frontend.checked import ArgReduce, Atomic, Effect, Scan, TopK
 from tilec.frontend.irgen_gather import gather, is_gathered, scatter
+from tilec.frontend.irgen_scan import scan_expr
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Region, Value
@@ -438,6 +439,8 @@ class _KernelGenerator:
             ).result
         if isinstance(e, sema.Reduce):
             return self.reduce(e, env)
+        if isinstance(e, (Scan, ArgReduce, TopK)):
+            return scan_expr(self, e, env)
         if isinstance(e, sema.Dot):
             return self.dot(e, env)
         if isinstance(e, sema.Cast):

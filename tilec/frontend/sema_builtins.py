@@ -51,6 +51,7 @@ from tilec.frontend.sema_common import (
     _unsupported,
 )
 from tilec.frontend.sema_random import RandomChecks
+from tilec.frontend.sema_scan import SCAN_CALLS
 
 
 class BuiltinChecks:
@@ -467,6 +468,7 @@ _BUILTIN_CALLS: dict[str, Callable[[BuiltinChecks, ast.Call], Expr]] = {
     "transpose": BuiltinChecks._transpose_call,
     **{name: RandomChecks._random_call for name in ("rand", "randn", "randint")},
     **dict.fromkeys(ATOMIC_BUILTINS, atomic_call),
+    **SCAN_CALLS,
 }
 
 _DOT_RESULTS = {

@@ -57,6 +57,7 @@ BUILTINS = frozenset(
         "atomic_max",
         "atomic_min",
         "atomic_cas",
+        *("cumsum", "cumprod", "cummax", "cummin", "argmax", "argmin", "topk", "topk_indices"),
         "tiles",
         "kernel",
         "inf",

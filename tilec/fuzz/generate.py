@@ -956,6 +956,8 @@ class KernelWriter:
     def reduction(self, shape: tuple, depth: int) -> Value:
         """A reduction whose result broadcasts to `shape`: an axis is added, then reduced."""
         c = self.c
+        if chance(c, 15):
+            return self.scan(shape, depth)
         if len(shape) >= 2 and 1 not in shape:
             return self.binary(shape, depth)
         extra = choose(c, [d for d in self.symbols() if d not in shape] or [FIXED])
@@ -976,6 +978,8 @@ class KernelWriter:
             inner = self.full_shape(inner, source_shape)
         fn = choose(c, ("sum", "max", "min", "mean"))
         inner = self.numeric(inner)
+        if chance(c, 15):  # an arg-reduction instead: i32 positions, an axis always named
+            return self.arg_reduction(inner, position, keepdims)
         everything = chance(c, 10)
         if everything:
             keep = chance(c, 30) and len(source_shape) <= len(shape)
@@ -997,6 +1001,46 @@ class KernelWriter:
             dtype = "i32"
         self.features.add(f"reduce:{fn}" + (":all" if everything else ""))
         return Value(f"{fn}({arguments})", dtype, result, inner.constant)
+
+    def arg_reduction(self, inner: Value, position: int, keepdims: bool) -> Value:
+        """`argmax`/`argmin` of `inner` along `position` (tilec/frontend/sema_scan.py)."""
+        fn = choose(self.c, ("argmax", "argmin"))
+        axis = choose(self.c, (position, position - len(inner.shape)))
+        keep = ", keepdims=True" if keepdims else ""
+        result = list(inner.shape)
+        if keepdims:
+            result[position] = 1
+        else:
+            del result[position]
+        self.features.add(f"arg:{fn}")
+        return Value(f"{fn}({inner.text}, axis={axis}{keep})", "i32", tuple(result))
+
+    def scan(self, shape: tuple, depth: int) -> Value:
+        """A scan of `shape` along one of its axes; `topk` along the fixed extent's axis (whose
+        k largest of a tile of that size are the whole axis, sorted)."""
+        c = self.c
+        axes = [i for i, d in enumerate(shape) if d != 1]
+        if not axes:
+            return self.binary(shape, depth)
+        inner = self.strong(self.expression(shape, depth - 1), shape)
+        if inner.shape != shape:
+            inner = self.full_shape(inner, shape)
+        inner = self.numeric(inner)
+        fixed = [i for i in axes if shape[i] == FIXED]
+        topk = bool(fixed) and chance(c, 50)
+        position = fixed[0] if topk else choose(c, axes)
+        axis = choose(c, (position, position - len(shape)))
+        if topk:
+            fn = choose(c, ("topk", "topk_indices"))
+            self.features.add(f"scan:{fn}")
+            dtype = "i32" if fn == "topk_indices" else inner.dtype
+            return Value(f"{fn}({inner.text}, {FIXED}, axis={axis})", dtype, shape)
+        fn = choose(c, ("cumsum", "cumprod", "cummax", "cummin"))
+        dtype = inner.dtype
+        if fn in ("cumsum", "cumprod") and dtype in ("i8", "i16"):
+            dtype = "i32"
+        self.features.add(f"scan:{fn}")
+        return Value(f"{fn}({inner.text}, axis={axis})", dtype, shape, inner.constant)
 
     def full_shape(self, value: Value, shape: tuple) -> Value:
         """`value` broadcast to exactly `shape` (adds a zero tile of its dtype)."""

@@ -29,7 +29,7 @@ what it got) and `InterpreterError` (an op that cannot execute, at its location)
 `TileError`s.
 """
 
-from tilec.interp import gather, pipeline, random, split  # noqa: F401  (registers those ops' semantics)
+from tilec.interp import gather, pipeline, random, scan, split  # noqa: F401  (registers those ops' semantics)
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.launch import (
     DEFAULT_TILE_SIZE,

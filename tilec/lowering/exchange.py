@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tilec.dialects import tile as T
 from tilec.dialects.atomic import ATOMIC_OPS
+from tilec.dialects.scan import ArgReduceOp, ScanOp, TopKOp
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
@@ -149,6 +150,10 @@ def reduce_plan(op: T.ReduceOp) -> ReducePlan:
 
 def op_scratch_bytes(op: Operation) -> int:
     """Shared-memory bytes `op` uses between its barriers (0: none)."""
+    if isinstance(op, (ScanOp, ArgReduceOp, TopKOp)):
+        from tilec.lowering.scan import scan_scratch_bytes  # it builds on this module
+
+        return scan_scratch_bytes(op)
     if isinstance(op, REMAP_OPS):
         if isinstance(op.results[0].type.layout, T.DotOperandLayout):
             return 0  # accumulator registers repacked as A fragments (tensorcore)

@@ -81,7 +81,17 @@ from tilec.ir.types import (
     Type,
 )
 from tilec.lowering import atomic as atomic_lowering
-from tilec.lowering import gather, mathlib, memory, random, shared_memory, split, tensorcore, wgmma
+from tilec.lowering import (
+    gather,
+    mathlib,
+    memory,
+    random,
+    scan,
+    shared_memory,
+    split,
+    tensorcore,
+    wgmma,
+)
 from tilec.lowering.abi import (
     ALIGNMENT,
     Specialization,
@@ -1207,4 +1217,5 @@ _LOWERINGS: dict[type, Any] = {
     **atomic_lowering.LOWERINGS,
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
+    **scan.LOWERINGS,  # tile.scan, tile.arg_reduce, tile.topk
 }
