@@ -369,7 +369,7 @@ def test_a_whole_run_on_the_cpu_gives_the_table_json_and_chart(monkeypatch, tmp_
         return [Result("ceiling", which, "x", 1.0, 100.0, unit, role="ceiling", ceiling=which)]
 
     monkeypatch.setattr(gpu, "_ceiling", ceiling)
-    for name in ("softmax", "softmax_f16", "gemm_tt_bf16", "attention_gqa"):
+    for name in ("softmax", "softmax_f16", "topk_softmax", "gemm_tt_bf16", "attention_gqa"):
         tiny = TINY["gemm" if name.startswith("gemm_") else name]
         monkeypatch.setitem(WORKLOADS, name, dataclasses.replace(WORKLOADS[name], quick=(tiny,)))
     json_path, chart_path = tmp_path / "suite.json", tmp_path / "suite.png"
@@ -377,13 +377,14 @@ def test_a_whole_run_on_the_cpu_gives_the_table_json_and_chart(monkeypatch, tmp_
     assert gpu.main([*argv, "--chart", str(chart_path)]) == 0
     out = capsys.readouterr().out
     assert "fake GPU" in out and "ceilings (this run)" in out
-    for name in ("softmax ", "softmax_f16 ", "gemm_tt_bf16 ", "attention_gqa "):
+    for name in ("softmax ", "softmax_f16 ", "topk_softmax ", "gemm_tt_bf16 ", "attention_gqa "):
         assert any(line.startswith(name) for line in out.splitlines()), name
-    assert "geomean tilec/best peer over 4 of 4 suite rows: 1.000" in out
+    assert "geomean tilec/best peer over 5 of 5 suite rows: 1.000" in out
     data = json.loads(json_path.read_text())
     assert {r["workload"] for r in data["rows"]} == {
         "softmax",
         "softmax_f16",
+        "topk_softmax",
         "gemm_tt_bf16",
         "attention_gqa",
     }
