@@ -68,7 +68,7 @@ def check(driver: ModuleType, err: Any, call: str) -> None:
     says so (the kernel printed the index, its position and the block on stdout)."""
     if err != driver.CUresult.CUDA_SUCCESS:
         hint = None
-        if err == driver.CUresult.CUDA_ERROR_ASSERT:
+        if err == getattr(driver.CUresult, "CUDA_ERROR_ASSERT", None):
             hint = (
                 "a kernel compiled with TILEC_CHECK_BOUNDS=1 found an index out of range: its "
                 "message on stdout names the kernel, the tensor, the index and the block; the "

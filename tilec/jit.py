@@ -47,10 +47,12 @@ dtype, rank or shape, no GPU) are `LaunchError`s pointing at the kernel's defini
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -123,6 +125,10 @@ class JitFunction:
         self._fast_call: Callable[[tuple, Any], bool] | None = None
         self._signature: Callable[[tuple], tuple] | None = None
         self.compilations = 0  # specializations compiled or loaded from disk by this object
+        # What a call traced by torch.compile names this kernel by (`tilec.torch_trace`): an
+        # int Dynamo takes as a constant, where the object itself it may not.
+        self._trace_key = next(_TRACE_KEYS)
+        _TRACED_FUNCTIONS[self._trace_key] = self
 
     # -- the source and its IR ------------------------------------------------------------------
 
@@ -187,7 +193,7 @@ class JitFunction:
             # torch.compile traces this call: it becomes one op of the graph (tilec.torch).
             from tilec.torch_trace import traced_call
 
-            traced_call(self, args, kwargs)
+            traced_call(self._trace_key, args, kwargs)
             return
         if self.interpret or _ENVIRONMENT.get(_INTERPRET_KEY) == _INTERPRET_ON:
             self._interpret(args, kwargs)
@@ -558,6 +564,15 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
             extent = t.shape[p.axis]
             values[p.name] = recorded_multiple("extent", p.axis, len(t.shape), extent, size)
     return Specialization.of_values(aligned, unit, values)
+
+
+_TRACE_KEYS = itertools.count()
+_TRACED_FUNCTIONS: weakref.WeakValueDictionary[int, JitFunction] = weakref.WeakValueDictionary()
+
+
+def traced_function(key: int) -> JitFunction:
+    """The `JitFunction` whose `_trace_key` is `key`."""
+    return _TRACED_FUNCTIONS[key]
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -45,10 +45,14 @@ def _launch(kernel: int, read: list, written: list, scalars: list) -> None:
 
 
 @torch.compiler.assume_constant_result
-def _traced_plan(function: Any) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
-    """The key, parameter roles and parameter names of `function` for `tilec::launch`,
+def _traced_plan(trace_key: int) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """The key, parameter roles and parameter names for `tilec::launch` of the `JitFunction`
+    whose `_trace_key` is `trace_key` (an int: Dynamo passes no object to such a function),
     registering both on first use. Run eagerly while Dynamo traces (its result is a constant
     of the graph), so the registration and the IR walk happen outside the traced code."""
+    from tilec.jit import traced_function
+
+    function = traced_function(trace_key)
     key = getattr(function, "_tilec_torch_key", None)
     if key is None:
         if not hasattr(torch.ops.tilec, "launch"):
@@ -68,14 +72,17 @@ def _traced_plan(function: Any) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
     return key, roles, names
 
 
-def traced_call(function: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+def traced_call(trace_key: int, args: tuple, kwargs: dict[str, Any]) -> None:
     """What `JitFunction.__call__` does while torch.compile traces it: one `tilec::launch`
     with the arguments (by position or name) grouped by role."""
-    key, roles, names = _traced_plan(function)
+    key, roles, names = _traced_plan(trace_key)
     by_name = dict(zip(names, args))
     for name, value in kwargs.items():
         by_name[name] = value
     if len(args) > len(names) or len(by_name) != len(names) or any(n not in by_name for n in names):
+        from tilec.jit import traced_function
+
+        function = traced_function(trace_key)
         raise OpError(
             TileError(
                 f"kernel '{function.name}' takes the arguments {', '.join(names)}",
