@@ -112,8 +112,15 @@ class AssignLayouts(Pass):
     size-1 dimensions, so the broadcast is a register copy); stored values take the default
     layout unless a warp already writes whole 128-byte lines of a row in theirs, or they are
     slices (a reduction's few results: stored by their unique owners where they are), masks
-    their access's layout; loop-carried values and
-    `scf.if` results keep the default layout. Values that already have a layout keep it, so
+    their access's layout; `scf.if` results keep the default layout.
+    Anchors (`anchored_layouts`): values computed from tiling's `#mma` accumulators by
+    elementwise ops, reductions (the slice) and `expand_dims`, and loop-carried values whose
+    yielded value is one of those, take the accumulator's `#blocked` twin (the same
+    registers), and the walk backwards predicts that for them: attention's scores, softmax and
+    carried row max and sum stay where the dot left them, and the splats, masks and
+    broadcasts that meet them come to them. Other loop-carried values keep the default
+    layout. A dot's A operand computed in the twin of an `#mma` on warps `[W, 1]` becomes its
+    `#dot_operand` by a conversion the lowering does in registers (`register_a_operand`). Values that already have a layout keep it, so
     running the pass twice changes nothing. Assumes static tile shapes (run `specialize`).
     Remarks: per kernel, the warps (and for automatic ones, the model's figures) and the
     conversions inserted; each conversion says why.

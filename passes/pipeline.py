@@ -79,7 +79,9 @@ class Pipeline(Pass):
     shared memory; barriers left with nothing to order are removed. Offsets are planned again
     (`smem-placement`'s plan) and checked against `shared_limit`.
     Stages: the kernel's pin `tilec.num_stages` (`@kernel(stages=...)`), else the option
-    `num_stages`, else (0) the most stages, up to 4, whose buffers fit `shared_limit`; 1 leaves
+    `num_stages`, else (0) for a kernel with `tilec.estimated_registers` (tiling's mma.sync
+    model) the stages that keep the most copies in flight per SM (`_stages_for_occupancy`),
+    else the most stages, up to 4, whose buffers fit `shared_limit`; 1 leaves
     the loops as they are. Loops nested in another loop are left alone (the prefetches past
     one run's end would be overwritten unread by the next run's prologue).
     Remarks: the stages and why, each stream, and why each store into shared memory in a loop

@@ -14,18 +14,24 @@ element were the exact reciprocal (docs/benchmarks.md).
 **Which values.** An f32 value is *narrow-bound* when every use keeps its relative error
 where it is and ends in a conversion to f16/bf16 that is only stored:
 
-* a `tile.cast` or `arith.truncf` to f16/bf16 whose every use is a `tile.store`;
+* a `tile.cast` or `arith.truncf` to f16/bf16 whose every reader sees only the rounded
+  value: stores, tensor-core dot operands (attention's P), and moves and selects of those;
 * `arith.mulf`, `arith.divf` (either operand), `arith.negf`, whose result is narrow-bound
   (relative errors add: products and quotients do not amplify them);
 * `arith.addf` of two operands known non-negative (exponentials, squares, non-negative
   constants, and sums, products and quotients of those), whose result is narrow-bound: a sum
   of non-negatives keeps the larger relative error, no cancellation;
+* a `sum` reduction of non-negative values and a `max` reduction, whose result is
+  narrow-bound (a sum of non-negatives keeps the largest relative error; a max picks one);
+* a value yielded round an `scf.for` whose iter_arg and result are narrow-bound: round the
+  loop the answer is assumed (a running sum `l = l * alpha + sum(p)` repeats ops that keep
+  relative errors where they are), so what decides is every other use;
 * moves that do not compute (`tile.broadcast`, `tile.expand_dims`, `tile.reshape`,
   `tile.transpose`, `tile.convert_layout`) and the chosen operands of `tile.select`, whose
   result is narrow-bound.
 
-Anything else — a comparison, a reduction, a subtraction, an f32 store, a loop-carried value —
-needs the exact value, and a value any of whose uses needs it stays exact. The pass sets
+Anything else — a comparison, a product reduction, a subtraction, an f32 store — needs the
+exact value, and a value any of whose uses needs it stays exact. The pass sets
 `approx = true` on every narrow-bound `arith.divf` and `math.exp` of f32 and remarks each, with
 the store it reaches; `enable=false` (or `--disable precision`) leaves every op exact. The
 interpreter ignores `approx` (it computes exactly), so translation validation is unchanged;
