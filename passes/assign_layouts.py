@@ -11,11 +11,10 @@ along rows, reductions whose results stay replicated in the threads of their row
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from math import ceil, log2, prod
+from math import prod
 
-from tilec.diagnostics import TileError, format_bytes
+from tilec.diagnostics import TileError
 from tilec.dialects import arith, math, random, scf
 from tilec.dialects import gather as G
 from tilec.dialects import tile as T
@@ -23,7 +22,7 @@ from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import Attribute, BlockedLayout, IntegerAttr
 from tilec.ir.builder import Builder
-from tilec.ir.core import Block, Operation, Pure, Value
+from tilec.ir.core import Block, Operation, Value
 from tilec.ir.types import TileType
 from tilec.lowering.gather import index_layout
 from tilec.lowering.layouts import (
@@ -40,40 +39,20 @@ from tilec.lowering.layouts import (
     same_placement,
     slice_layout,
 )
+from tilec.passes.occupancy import (
+    ACCESS_BYTES,
+    MAX_THREADS_PER_SM,
+    REGISTERS_PER_SM,
+    WARP_COUNTS,
+    _access_vectors,
+    _automatic_warps,
+    _count,
+    estimate_registers,
+)
 from tilec.passes.scan_layouts import SCAN_OPS, lay_out_scan_op
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["AssignLayouts", "estimate_registers"]
-
-WARP_COUNTS = (1, 2, 4, 8, 16, 32)
-ACCESS_BYTES = 16  # the widest global access per thread (ld.global.v4.b32)
-
-# An SM's limits (sm_80 .. sm_90): what the automatic warps and `min_blocks_per_sm` are
-# checked against.
-MAX_THREADS_PER_SM = 2048
-MAX_BLOCKS_PER_SM = 32
-REGISTERS_PER_SM = 65536
-MAX_REGISTERS_PER_THREAD = 255
-REGISTER_GRANULE = 8  # ptxas gives a thread a multiple of 8 registers
-
-# Automatic warps (`_Occupancy`): of AUTO_WARPS, the one whose blocks keep the bytes of their
-# largest streamed tile in flight on an SM (blocks per SM, from threads and estimated
-# registers, times the tile's bytes) nearest BYTES_IN_FLIGHT, on a log scale; ties to fewer
-# warps (cheaper barriers and cross-warp reductions). Fitted on the H200 (rowwise_probe,
-# docs/benchmarks.md, with ptxas's registers): softmax f32 rows of 4096 fastest on 16 warps
-# (4 blocks x 16 KiB = 64 KiB; 8 warps keep 128 KiB, 4 warps 160), of 16384 on 16 (128 KiB
-# against 192 on 8), of 1024 on 4 (16 blocks x 4 KiB); layernorm f16 rows of 8192 on 4 (5 x
-# 16 KiB = 80 KiB, its 96 registers limit it; 8 warps keep 64 KiB, 16 warps 48). Roughly the
-# DRAM's bandwidth x latency per SM (about 32 GB/s x 2 us). Choices that would give a thread
-# more than MAX_ELEMENTS_PER_THREAD elements of the tile, or runs shorter than 16 bytes, are
-# not candidates.
-AUTO_WARPS = (4, 8, 16)
-BYTES_IN_FLIGHT = 72 * 1024
-MAX_ELEMENTS_PER_THREAD = 64
-# Registers beyond the tiles' elements: addresses, loop counters, reduction partials, the
-# exchange's indices. With it the estimate is within 16 registers of ptxas's count for the
-# examples' row kernels at 4, 8 and 16 warps (tests/unit/test_occupancy.py).
-BASE_REGISTERS = 16
 
 
 @register_pass
@@ -81,7 +60,7 @@ class AssignLayouts(Pass):
     """Gives every tile a layout; converts operands that an op needs elsewhere.
 
     Warps: the kernel's pin (`tilec.num_warps`), else the option `num_warps`, else (option 0)
-    an occupancy model (`_Occupancy`): for 4, 8 and 16 warps, the blocks an SM holds (by
+    an occupancy model (`passes/occupancy.py`, `_Occupancy`): for 4, 8 and 16 warps, the blocks an SM holds (by
     threads, by registers estimated from the tiles live across each op, 32 at most) times the
     bytes of the largest tile a `tile.load` or `tile.store` moves; the count whose bytes in
     flight come nearest 72 KiB wins (fitted on the H200, see `BYTES_IN_FLIGHT`), unless one
@@ -590,243 +569,6 @@ def _reduced_layout(layout: Attribute | None, axis: int) -> Attribute | None:
     if layout is None or _is_slice(layout):
         return None
     return slice_layout(layout, axis)
-
-
-def _moved_tiles(kernel: FuncOp) -> list[TileType]:
-    """The static tile types that the kernel's loads and stores move."""
-    return [
-        t
-        for op in kernel.walk()
-        if isinstance(op, (T.LoadOp, T.StoreOp, G.GatherOp, G.ScatterOp))
-        for t in [op.result.type if isinstance(op, (T.LoadOp, G.GatherOp)) else op.value.type]
-        if isinstance(t, TileType) and t.is_static
-    ]
-
-
-def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
-    """Per tile shape, the run each thread holds in the default layout: the widest access a
-    load or store of that shape can make (`vectorize.widths_before_layouts`: 16 bytes when
-    its view's facts allow, else as many elements as they prove; 3077-element f16 rows allow
-    one). Runs longer than the access would spread a warp's accesses over more sectors."""
-    from tilec.passes.vectorize import widths_before_layouts
-
-    vectors: dict[tuple, int] = {}
-    for op, width in widths_before_layouts(kernel).items():
-        t = op.result.type if isinstance(op, (T.LoadOp, G.GatherOp)) else op.value.type
-        if isinstance(t, TileType) and t.is_static:
-            vectors[t.shape] = max(vectors.get(t.shape, 1), width)
-    # The shapes of a dot's operands and accumulator keep 16-byte runs (of the narrowest
-    # element a tile of that shape has) whatever their global accesses can do: their layouts
-    # serve the exchange through shared memory (16-byte st.shared into swizzled buffers, the
-    # epilogue's conversion from #mma) and the FMA loop (a thread's run of columns is what
-    # each k step reads of b: 4 rows x 8 columns, 12 shared loads a k step; one column of 16
-    # rows, 18). With shorter runs matmul's pinned 128x128 kernel spilled (ptxas: 24 bytes).
-    dot_shapes = {
-        t.shape
-        for op in kernel.walk()
-        if isinstance(op, T.DotOp)
-        for t in (op.a.type, op.b.type, op.result.type)
-        if isinstance(t, TileType) and t.is_static
-    }
-    for op in kernel.walk():
-        for t in (r.type for r in op.results):
-            if isinstance(t, TileType) and t.is_static and t.shape in dot_shapes:
-                run = max(1, ACCESS_BYTES // element_bytes(t.element))
-                vectors[t.shape] = max(vectors.get(t.shape, 1), run)
-    return vectors
-
-
-def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
-    occupancy = _Occupancy.of(kernel)
-    if occupancy is None:
-        return AUTO_WARPS[0], "no tile is loaded or stored"
-    return occupancy.choice, occupancy.reason()
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    warps: int
-    registers: int  # estimated per thread
-    blocks: int  # per SM
-    limit: str  # what limits `blocks`
-    in_flight: int  # bytes of the streamed tile per SM
-    rows_in_warps: bool  # the kernel's row reductions stay inside warps
-
-    def distance(self) -> float:
-        return abs(log2(self.in_flight / BYTES_IN_FLIGHT))
-
-    def whole_rows(self) -> bool:
-        """Rows inside warps with enough in flight: the exception that wins outright."""
-        return self.rows_in_warps and self.in_flight >= BYTES_IN_FLIGHT
-
-
-@dataclass(frozen=True)
-class _Occupancy:
-    """The automatic warps of a kernel without tensor-core dots, from an occupancy model.
-
-    A candidate's blocks per SM (threads, estimated registers, the block limit) times the
-    bytes of the largest tile a load or store moves are its bytes in flight; the candidate
-    nearest `BYTES_IN_FLIGHT` wins, ties to fewer warps. Except: where a kernel reduces along
-    rows and some candidate keeps each row inside one warp (the reductions then need no
-    shared memory and no barriers) with at least `BYTES_IN_FLIGHT` in flight, that one wins
-    (softmax on 4 rows of 1024: 4 warps, one row each, measured level with 16 warps)."""
-
-    tile: TileType  # the largest tile a load or store moves
-    candidates: tuple[_Candidate, ...]
-    excluded: tuple[str, ...]  # warps left out, and why
-    choice: int
-
-    @staticmethod
-    def of(kernel: FuncOp, registers: Callable[[int], int] | None = None) -> _Occupancy | None:
-        """The model's choice for `kernel`; `registers(warps)` replaces the estimate (tests
-        put ptxas's counts there)."""
-        moved = [t for t in _moved_tiles(kernel) if t.rank]
-        if not moved:
-            return None
-        tile = max(moved, key=lambda t: (prod(t.shape) * element_bytes(t.element), t.rank))
-        elements = prod(tile.shape)
-        widest = max(1, ACCESS_BYTES // element_bytes(tile.element))
-        vector = _access_vectors(kernel).get(tile.shape, widest)
-        reduces_rows = any(
-            isinstance(op, (T.ReduceOp, *SCAN_OPS)) and op.axis == op.input.type.rank - 1
-            for op in kernel.walk()
-        )
-        candidates, excluded = [], []
-        for warps in AUTO_WARPS:
-            threads = warps * WARP_SIZE
-            if elements > threads * MAX_ELEMENTS_PER_THREAD:
-                excluded.append(f"{warps}: over {MAX_ELEMENTS_PER_THREAD} elements a thread")
-                continue
-            if elements < threads * vector and warps != AUTO_WARPS[0]:
-                excluded.append(f"{warps}: runs under {vector * element_bytes(tile.element)} bytes")
-                continue
-            used = registers(warps) if registers else estimate_registers(kernel, warps)
-            limits = {
-                "threads": MAX_THREADS_PER_SM // threads,
-                "registers": REGISTERS_PER_SM // (used * threads),
-                "the block limit": MAX_BLOCKS_PER_SM,
-            }
-            limit = min(limits, key=lambda k: limits[k])
-            blocks = max(1, limits[limit])
-            in_flight = blocks * elements * element_bytes(tile.element)
-            layout = default_layout(tile.shape, warps, vector)  # type: ignore[arg-type]
-            rows_in_warps = reduces_rows and layout.warps_per_cta[-1] == 1
-            candidates.append(_Candidate(warps, used, blocks, limit, in_flight, rows_in_warps))
-        if not candidates:  # a tile too large for any: the most warps (fewest elements each)
-            return _Occupancy(tile, (), tuple(excluded), AUTO_WARPS[-1])
-        whole = [c for c in candidates if c.whole_rows()]
-        best = min(whole or candidates, key=lambda c: (c.distance(), c.warps))
-        return _Occupancy(tile, tuple(candidates), tuple(excluded), best.warps)
-
-    def reason(self) -> str:
-        t = self.tile
-        size = prod(t.shape) * element_bytes(t.element)
-        tile = f"tiles of {'x'.join(map(str, t.shape))} x {t.element} = {format_bytes(size)}"
-        if not self.candidates:
-            return f"{tile}: over {MAX_ELEMENTS_PER_THREAD} elements a thread on fewer warps"
-        (best,) = [c for c in self.candidates if c.warps == self.choice]
-        why = (
-            f"rows stay inside warps (no shared memory for the reductions) and at least "
-            f"{format_bytes(BYTES_IN_FLIGHT)} in flight"
-            if best.whole_rows()
-            else f"nearest {format_bytes(BYTES_IN_FLIGHT)}"
-        )
-        others = ", ".join(
-            f"{c.warps} warps: {format_bytes(c.in_flight)}"
-            for c in self.candidates
-            if c is not best
-        )
-        return (
-            f"{tile} moved: {_count(best.blocks, 'block')} per SM (by {best.limit}; "
-            f"~{best.registers} registers estimated) keep {format_bytes(best.in_flight)} in flight, "
-            f"{why}"
-            + (f"; {others}" if others else "")
-            + (f"; not {'; '.join(self.excluded)}" if self.excluded else "")
-        )
-
-
-_ALIAS_OPS = (T.BroadcastOp, T.ExpandDimsOp, T.ReshapeOp)
-_SOURCE_OPS = (T.FullOp, T.SplatOp, T.IotaOp)
-
-
-def estimate_registers(kernel: FuncOp, warps: int) -> int:
-    """Registers a thread of `kernel` on `warps` warps needs, before ptxas: the most 32-bit
-    words of tiles live across one op (defined before it, used after it), plus
-    `BASE_REGISTERS`, in ptxas's granule. A tile of n elements holds ceil(n / threads) of them
-    in a thread, whatever its layout (f16 two to a word, i1 four). What ptxas does, modelled:
-    - tiles made from constants, iotas, splats and extents alone cost nothing (rematerialized,
-      or folded once the launch's extents are known: the padding masks);
-    - broadcasts, `expand_dims` and reshapes share their operand's registers;
-    - a load issues as early as its operands allow (ptxas hoists the loads of a layernorm's
-      weights above its reductions), so it is live from there;
-    - a use inside a loop of a value defined outside it keeps the value to the loop's end, and
-      loop-carried values live through their loop.
-    Elementwise chains between reductions do not count (each element is computed and used at
-    once); what a reduction or a loop keeps waiting is what needs the registers."""
-    threads = warps * WARP_SIZE
-    ops = list(kernel.walk())
-    position = {op: i for i, op in enumerate(ops)}
-    last = {op: position[op] + sum(1 for _ in op.walk()) - 1 for op in ops if op.regions}
-    free: set[Value] = set()
-    root: dict[Value, Value] = {}
-    spans: dict[Value, list[int]] = {}  # value -> [live from, last used]
-
-    def defined(v: Value) -> int:  # a block argument: where its op starts (0: the kernel's)
-        return position[v.owner] if isinstance(v.owner, Operation) else enclosing(v.owner)
-
-    def enclosing(op: Operation | Block) -> int:
-        return position.get(op.parent_op, 0)  # type: ignore[arg-type]
-
-    points: list[int] = []  # where to count: the ops that compute, load or store tiles
-    for op in ops:
-        here = position[op]
-        tiles = [v for v in op.operands if isinstance(v.type, TileType)]
-        if isinstance(op, _SOURCE_OPS) or (
-            op.has_trait(Pure) and not op.regions and all(v in free for v in tiles)
-        ):
-            free.update(op.results)
-            continue
-        if isinstance(op, _ALIAS_OPS):
-            (source,) = op.operands
-            root[op.result] = root.get(source, source)
-            continue
-        if tiles or any(isinstance(v.type, TileType) for v in op.results) or op.regions:
-            points.append(here)
-        start = here
-        if isinstance(op, T.LoadOp):
-            start = max([defined(v) for v in op.operands] + [enclosing(op)])
-        for v in op.results:
-            if isinstance(v.type, TileType) and v.type.is_static:
-                spans[v] = [start, here]
-        for region in op.regions:
-            for block in region.blocks:
-                for arg in block.args:
-                    if isinstance(arg.type, TileType) and arg.type.is_static:
-                        spans[arg] = [here, last[op]]
-        for v in op.operands:
-            span = spans.get(root.get(v, v))
-            if span is None:
-                continue
-            used = here
-            parent = op.parent_op
-            while parent is not None and parent is not kernel:
-                if parent.regions and not position[parent] <= span[0] <= last[parent]:
-                    used = max(used, last[parent])
-                parent = parent.parent_op
-            span[1] = max(span[1], used)
-    across = [0.0] * len(ops)
-    for v, (start, stop) in spans.items():
-        t = v.type
-        words = max(1, -(-prod(t.shape) // threads)) * element_bytes(t.element) / 4
-        for i in range(start + 1, stop):
-            across[i] += words
-    peak = max((across[i] for i in points), default=0.0) + BASE_REGISTERS
-    granules = -(-ceil(peak) // REGISTER_GRANULE)
-    return min(MAX_REGISTERS_PER_THREAD, granules * REGISTER_GRANULE)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _is_elementwise(op: Operation) -> bool:

@@ -14,7 +14,7 @@ that order, for `tiling`:
    on the H200 against 0.137 ms as 64 x 64 (`tilec.benchmarks.shape_probe`, docs/benchmarks.md).
 2. **The other axes** start at 1 (one row per block: the most blocks) and are doubled — the
    axes of sequential loops first, since they cost the grid nothing, then the grid's — only
-   while the occupancy model of `assign-layouts` (`passes/assign_layouts.py`, `_Occupancy`: the
+   while the occupancy model of `assign-layouts` (`passes/occupancy.py`, `_Occupancy`: the
    blocks an SM holds times the bytes of the largest moved tile, for 4, 8 and 16 warps), on the
    warps it would choose, keeps less than `BYTES_IN_FLIGHT` in flight and the tile holds fewer
    than `max_tile_elements`.
@@ -34,7 +34,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
-from tilec.passes.assign_layouts import BYTES_IN_FLIGHT, _Occupancy
+from tilec.passes.occupancy import BYTES_IN_FLIGHT, _Occupancy
 from tilec.passes.specialize import TilePlan, bind_tile_sizes
 
 __all__ = ["contiguous_symbol", "shape_streamed_tiles"]

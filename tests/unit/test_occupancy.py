@@ -1,5 +1,5 @@
 """assign-layouts' occupancy model against ptxas: its register estimate, and whether ptxas's real
-counts would have led it to the same warps (passes/assign_layouts.py, `_Occupancy`).
+counts would have led it to the same warps (passes/occupancy.py, `_Occupancy`).
 
 No GPU is needed: ptxas comes from PATH or from the test extra's `nvidia-cuda-nvcc` wheel (as
 in tests/ptx/test_ptxas.py); these tests fail when it is missing.
@@ -16,7 +16,7 @@ from tilec.dialects.builtin import FuncOp
 from tilec.jit import load_kernel
 from tilec.lowering.ptxas import assemble
 from tilec.passes import assign_layouts
-from tilec.passes.assign_layouts import _Occupancy, estimate_registers
+from tilec.passes.occupancy import AUTO_WARPS, _Occupancy, estimate_registers
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 F16, F32 = np.float16, np.float32
@@ -72,7 +72,7 @@ def compiled() -> dict[str, tuple[FuncOp, dict[int, int], int]]:
             chosen = _threads(kernel.compile_for(*args, arch="sm_90a").ptx) // 32
             ir = seen.kernel
             counts = {}
-            for warps in assign_layouts.AUTO_WARPS:
+            for warps in AUTO_WARPS:
                 options = {"assign-layouts": {"num_warps": warps}}
                 pinned = load_kernel(EXAMPLES / f"{example}.tile", example, pass_options=options)
                 ptx = pinned.compile_for(*args, arch="sm_90a").ptx
