@@ -207,6 +207,24 @@ def _choose_stages(
     return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
 
 
+def blocks_per_sm(total: int, registers: int, threads: int, sm_shared: int = SM_SHARED_SM90) -> int:
+    """Blocks of `threads` threads, `registers` registers each and `total` bytes of shared
+    memory (plus the 1 KiB the driver reserves) that one SM holds."""
+    by_shared = sm_shared // (total + DRIVER_RESERVED_SHARED)
+    by_registers = REGISTERS_PER_SM // (registers * threads)
+    return max(1, min(by_shared, by_registers, MAX_THREADS_PER_SM // threads))
+
+
+def stages_in_flight(totals: dict[int, int], registers: int, threads: int, sm_shared: int) -> int:
+    """Of the stage counts in `totals` (stages -> a block's shared bytes), the one that keeps
+    the most copies in flight per SM: (stages - 1) steps ahead times `blocks_per_sm`; ties to
+    fewer stages. What pipeline takes and tiling budgets for (`_stages_for_occupancy`)."""
+    return max(
+        totals,
+        key=lambda s: (blocks_per_sm(totals[s], registers, threads, sm_shared) * (s - 1), -s),
+    )
+
+
 def _stages_for_occupancy(
     kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, registers: int
 ) -> tuple[int, str]:
@@ -217,32 +235,30 @@ def _stages_for_occupancy(
     four stages in one block or three in each of two (measured: 138 against 207 TFLOP/s on
     the H200), and a 128x128 matmul's 16 KiB steps four in each of two."""
     threads = kernel.attributes["tilec.num_warps"].value * 32
-    by_registers = max(1, REGISTERS_PER_SM // (registers * threads))
-    by_threads = MAX_THREADS_PER_SM // threads
-    candidates = []
+    totals = {}
     for stages in range(2, MAX_DEFAULT_STAGES + 1):
         total = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams}).total
         if total > options.shared_limit:
             break
-        by_shared = options.sm_shared // (total + DRIVER_RESERVED_SHARED)
-        blocks = max(1, min(by_shared, by_registers, by_threads))
-        candidates.append((blocks * (stages - 1), -stages, stages, blocks, total))
-    if not candidates:
+        totals[stages] = total
+    if not totals:
         needed = plan_shared_memory(kernel, {id(s.alloc): 2 for s in streams}).total
         return (
             1,
             f"even 2 stages need {needed} bytes, more than the limit of {options.shared_limit}",
         )
-    _, _, stages, blocks, total = max(candidates)
-    others = ", ".join(
-        f"{s}: {b} x {s - 1}"
-        for _, _, s, b, _ in sorted(candidates, key=lambda c: c[2])
-        if s != stages
-    )
+    stages = stages_in_flight(totals, registers, threads, options.sm_shared)
+
+    def blocks(s: int) -> int:
+        return blocks_per_sm(totals[s], registers, threads, options.sm_shared)
+
+    others = ", ".join(f"{s}: {blocks(s)} x {s - 1}" for s in sorted(totals) if s != stages)
+    count = blocks(stages)
     return stages, (
-        f"the most steps in flight per SM: {blocks} block{'s' if blocks > 1 else ''} "
-        f"({total} bytes of shared memory each, ~{registers} registers a thread estimated) "
-        f"x {stages - 1} step{'s' if stages > 2 else ''} ahead" + (f"; {others}" if others else "")
+        f"the most steps in flight per SM: {count} block{'s' if count > 1 else ''} "
+        f"({totals[stages]} bytes of shared memory each, ~{registers} registers a thread "
+        f"estimated) x {stages - 1} step{'s' if stages > 2 else ''} ahead"
+        + (f"; {others}" if others else "")
     )
 
 

@@ -31,7 +31,7 @@ from tilec.lowering.layouts import (
     mma_accumulator_layout,
     wgmma_accumulator_layout,
 )
-from tilec.passes.pipeline import MAX_DEFAULT_STAGES
+from tilec.passes.pipeline import MAX_DEFAULT_STAGES, SM_SHARED_SM90, stages_in_flight
 from tilec.passes.specialize import (
     TilePlan,
     attribute_pairs,
@@ -81,8 +81,10 @@ class Tiling(Pass):
     must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. Among the sizes (M, N: 128
     or 64, less only for smaller known extents; K: 64, 32, 16) and warps (4, 8, 2, 1, or the
     pin) that qualify and keep the operand buffers (2 copies of each operand loaded in the
-    loop, or the pinned stages; the remark budgets pipeline's own choice: the most stages, up to
-    `stages`, that fit) under `shared_limit` and the accumulators at most 128 f32 registers per thread, it
+    loop, or the pinned stages; the remark budgets pipeline's own choice: of the stage counts up
+    to `stages` that fit, the one with the most copies in flight per SM) under `shared_limit`,
+    the accumulators at most 128 f32 registers per thread and the words a thread holds at most
+    `LIVE_WORD_BUDGET` (`live_words`), it
     prefers: a grid of at least `sm_count` blocks when the option `extents` gives the grid's
     extents; then 4 warps; then the largest accumulator tiles; then warps along M only when the
     kernel reduces along rows (each row in one warp); then the squarest warp tiles (fewest
@@ -146,7 +148,7 @@ class Tiling(Pass):
         stages: int = option(
             MAX_DEFAULT_STAGES,
             "most copy-pipeline stages budgeted unless the kernel pins them (pipeline's "
-            "default: the most that fit, up to 4)",
+            "default: the count with the most copies in flight per SM, up to 4)",
         )
         shared_limit: int = option(232448, "shared memory bytes per block (227 KiB on sm_90)")
         sm_count: int = option(132, "SMs to fill when extents are known (132 on H200)")
@@ -309,7 +311,7 @@ class _KernelTiling:
         self.stages_source = (
             "pinned by the kernel"
             if stages is not None
-            else f"the most that fit, up to {opts.stages}"
+            else f"the most copies in flight per SM, up to {opts.stages}"
         )
         self.reduces = any(isinstance(op, T.ReduceOp) for op in kernel.walk())
         self.scattered = _scattered_operands(kernel)
@@ -530,14 +532,21 @@ class _KernelTiling:
         ]
 
     def stages_for(self, dots: list[_Dot], c: _Config) -> int:
-        """The stages `c` is budgeted for: the pin, else pipeline's own rule — the most, up to
-        the option `stages`, whose operand buffers fit `shared_limit` (at least 2)."""
+        """The stages `c` is budgeted for: the pin, else pipeline's own rule
+        (`stages_in_flight`: of the counts up to the option `stages` whose operand buffers fit
+        `shared_limit`, the one with the most copies in flight per SM, by this config's
+        register estimate; at least 2)."""
         if self.stages_pinned:
             return self.stages
-        for stages in range(self.stages, 2, -1):
-            if self._buffer_bytes(dots, c, stages) <= self.opts.shared_limit:
-                return stages
-        return min(2, self.stages)
+        totals = {
+            s: self._buffer_bytes(dots, c, s)
+            for s in range(2, self.stages + 1)
+            if self._buffer_bytes(dots, c, s) <= self.opts.shared_limit
+        }
+        if not totals:
+            return min(2, self.stages)
+        registers = min(255, self.live_words(dots, c) + REGISTER_OVERHEAD)
+        return stages_in_flight(totals, registers, WARP_SIZE * c.num_warps, SM_SHARED_SM90)
 
     def _buffer_bytes(self, dots: list[_Dot], c: _Config, stages: int) -> int:
         return sum(s * b for s, b in self._buffers(dots, c, stages))
