@@ -110,7 +110,8 @@ def add_pinning_flags(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="turn optimisation passes off (repeatable): tiling (heuristic sizes, no tensor "
-        "cores, launch block order), smem-placement, pipeline, vectorize; e.g. "
+        "cores, launch block order), mask-bounds (loops stop before fully masked tiles), "
+        "smem-placement, pipeline, vectorize; e.g. "
         "--disable pipeline,vectorize",
     )
     parser.add_argument(

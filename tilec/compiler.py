@@ -64,9 +64,8 @@ __all__ = [
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
 DEFAULT_PIPELINE = (
-    "canonicalize,cse,tiling,canonicalize,split-reduction,assign-layouts,smem-placement,pipeline,"
-    "vectorize,"
-    "canonicalize,cse,dce,precision"
+    "canonicalize,cse,tiling,canonicalize,mask-bounds,split-reduction,assign-layouts,"
+    "smem-placement,pipeline,vectorize,canonicalize,cse,dce,precision"
 )
 
 # The optimisation passes of the default pipeline that `build_pipeline` (`tilec compile
@@ -76,6 +75,7 @@ DEFAULT_PIPELINE = (
 # blocks in launch order; `vectorize` stays to say, per access, that it is not vectorized.
 OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "tiling": {"mma": False, "group_m": 1},
+    "mask-bounds": None,
     "split-reduction": None,
     "smem-placement": None,
     "pipeline": None,

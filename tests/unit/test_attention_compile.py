@@ -10,7 +10,7 @@ import os
 import pytest
 
 import tilec
-from tilec.dialects import scf, shared
+from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.parser import parse_module
@@ -108,3 +108,24 @@ def test_square_transpose_does_not_fold_away():
         p.run(module, PassContext())
     ops = [op for op in module.walk() if isinstance(op, T.TransposeOp)]
     assert len(ops) == 1 and isinstance(ops[0].result.type, TileType)
+
+
+def test_causal_loop_stops_at_the_diagonal_and_plain_attention_is_left_whole():
+    func, remarks = _compiled(128, kernel="attention_causal")
+    loop = _loop(func)
+    upper = loop.upper.owner
+    assert isinstance(upper, arith.MinSIOp), upper
+    assert any(r.startswith("stops at min(upper, ts + ") for r in remarks), remarks
+    plain, _ = _compiled(128)
+    assert not isinstance(_loop(plain).upper.owner, arith.MinSIOp)
+
+
+def test_disabled_mask_bounds_keeps_the_causal_loop_whole():
+    program = tilec.compile(
+        ATTENTION,
+        kernels=["attention_causal"],
+        pipeline="canonicalize,cse,tiling,canonicalize,mask-bounds{enable=false}",
+    )
+    assert not isinstance(
+        _loop(program.module.lookup("attention_causal")).upper.owner, arith.MinSIOp
+    )

@@ -1,0 +1,303 @@
+"""The `mask-bounds` pass: a loop stops before the tiles a mask hides entirely.
+
+Causal attention masks its scores with `offsets(tt)[None, :] <= offsets(ts)[:, None]`: key
+tile `tt` is invisible to every query of tile `ts` once `tt >= ts + BS`, and on such a tile the
+online softmax changes nothing (the row max stays, the probabilities are 0, the rescale is 1).
+This pass proves both facts from the IR, for any kernel, and then ends the loop there: half the
+key tiles of causal attention are never loaded or multiplied.
+
+**Which masks.** A `tile.select %cond, %x, %c` in the body of an `scf.for` over `t` (step S)
+whose false value `%c` is a constant tile and whose condition is `arith.cmpi` of two offset
+ranges broadcast to the select's shape, one moving with the loop (`t + [0, n)`: what
+`offsets(t)` builds) and one not (`r + [0, m)`, `r` defined outside the loop). With the
+loop's range on the left, `sle` is false everywhere once `t >= r + m`, `slt` once
+`t >= r + m - 1` (and `sge`/`sgt` with the ranges swapped): the tiles past that are a suffix.
+
+**Why skipping them changes nothing.** The body is evaluated symbolically on such a tile: the
+select gives its constant, and constants flow through the ops that keep them (a max or min
+reduction of a constant, `maximumf(x, -inf) = x`, `-inf - x = -inf`, `exp(-inf) = 0`,
+`exp(0) = 1`, `x * 1`, `x + 0`, `x - x = 0`, a dot of a zero tile adding nothing to its
+accumulator); values not derived from the mask are unknown. If every value the body yields is
+the loop-carried value it received, the iteration is the identity and the suffix can go. That
+argument assumes the carried and loaded floats are finite on those tiles: `x - x = 0` and
+`0 * v = 0` fail for infinities. Where a carried value is not (an online softmax row that has
+seen no visible key keeps its row max at -inf, and `-inf - -inf` is NaN), the loop without the
+suffix can give a number where the full loop gave NaN; for causal attention every row sees key
+0 in the first tile, so it does not arise. `enable=false` (or `--disable mask-bounds`) keeps
+every loop whole.
+
+**What it changes.** The loop's upper bound becomes `min(upper, r + m)` (`r + m - 1` for the
+strict comparisons), computed before the loop. The mask stays: it still hides the diagonal
+tile's upper triangle. Remarks: per loop, the mask, the bound and the carried values proved
+unchanged; or why a loop with a constant-filling select was left alone.
+
+Assumes static tile shapes (after `tiling`). The interpreter runs the IR before and after
+(translation validation) and finds the same results for finite inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.dialects import arith, scf
+from tilec.dialects import math as mathd
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import IntegerAttr
+from tilec.ir.builder import Builder
+from tilec.ir.core import BlockArgument, Operation, OpResult, Pure, Value
+from tilec.ir.folding import constant_value
+from tilec.ir.types import IndexType
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["MaskBounds"]
+
+
+@register_pass
+class MaskBounds(Pass):
+    """Ends a loop over tiles before the suffix of tiles a mask hides entirely, when the body
+    provably leaves its carried values unchanged there (module docstring: which masks, why,
+    what it assumes). Remarks: each loop shortened, with its bound; each loop with a
+    constant-filling mask left whole, and why."""
+
+    name = "mask-bounds"
+    summary = "Stop loops before the tiles a comparison of offsets masks entirely"
+
+    @dataclass
+    class Options:
+        enable: bool = option(True, "shorten loops whose masked tail is provably a no-op")
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        if not self.options.enable:
+            return
+        for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
+                _shorten(loop, ctx)
+
+
+@dataclass(frozen=True)
+class _Range:
+    """`start + [0, size)` as a 1-D i32 tile: what `offsets(t)` builds."""
+
+    start: Value  # an index scalar
+    size: int
+
+
+@dataclass(frozen=True)
+class _Suffix:
+    """Tiles with `t >= start + offset` are masked everywhere by `select`."""
+
+    select: T.SelectOp
+    start: Value
+    offset: int
+    text: str
+
+
+def _shorten(loop: scf.ForOp, ctx: PassContext) -> None:
+    body = loop.body.block
+    masks = [op for op in body.ops if isinstance(op, T.SelectOp) and _constant(op.operands[2])]
+    if not masks:
+        return
+    suffixes = [s for s in (_suffix(op, loop) for op in masks) if s is not None]
+    if not suffixes:
+        return
+    for suffix in suffixes:
+        unchanged = _neutral(loop, suffix.select)
+        if unchanged is None:
+            ctx.remark(
+                loop,
+                f"not shortened: the tiles where {suffix.text} is false everywhere still "
+                "change what the loop carries (the body is not the identity there)",
+            )
+            continue
+        b = Builder.before_op(loop)
+        offset = b.create(
+            arith.ConstantOp, value=IntegerAttr(suffix.offset), result_types=[IndexType()]
+        )
+        bound = b.create(arith.AddIOp, lhs=suffix.start, rhs=offset.result).result
+        upper = b.create(arith.MinSIOp, lhs=loop.upper, rhs=bound).result
+        loop.set_operand(1, upper)
+        start = suffix.start.name_hint or "the block's offset"
+        carried = (
+            ", ".join(a.name_hint or f"#{i}" for i, a in enumerate(loop.iter_args)) or "nothing"
+        )
+        ctx.remark(
+            loop,
+            f"stops at min(upper, {start} + {suffix.offset}): from there {suffix.text} is false "
+            f"for every element, and the body leaves {carried} unchanged on such a tile "
+            "(assuming finite values: docs/passes.md, mask-bounds)",
+        )
+        return
+
+
+def _constant(v: Value) -> bool:
+    return constant_value(v) is not None
+
+
+def _suffix(select: T.SelectOp, loop: scf.ForOp) -> _Suffix | None:
+    cond = select.operands[0]
+    if not isinstance(cond, OpResult) or not isinstance(cond.op, arith.CmpIOp):
+        return None
+    cmp = cond.op
+    predicate = str(cmp.attributes["predicate"].value)
+    left, right = _spread(cmp.lhs, loop), _spread(cmp.rhs, loop)
+    if left is None or right is None:
+        return None
+    (l_range, l_moves), (r_range, r_moves) = left, right
+    if l_moves == r_moves:
+        return None
+    if r_moves:  # put the moving range on the left
+        flipped = {"sge": "sle", "sgt": "slt", "sle": "sge", "slt": "sgt"}.get(predicate)
+        if flipped is None:
+            return None
+        predicate, l_range, r_range = flipped, r_range, l_range
+    if predicate not in ("sle", "slt"):
+        return None  # the masked tiles come first (a window's start): not a suffix
+    offset = r_range.size - (1 if predicate == "slt" else 0)
+    symbol = {"sle": "<=", "slt": "<"}[predicate]
+    name = cond.name_hint or "the mask"
+    return _Suffix(select, r_range.start, offset, f"{name} (offsets of the loop {symbol} others)")
+
+
+def _spread(v: Value, loop: scf.ForOp) -> tuple[_Range, bool] | None:
+    """The offset range a 2-D comparison operand broadcasts, and whether it moves with `loop`'s
+    induction variable (None: not such an operand)."""
+    while isinstance(v, OpResult) and isinstance(v.op, (T.BroadcastOp, T.ExpandDimsOp)):
+        v = v.op.operands[0]
+    if not isinstance(v, OpResult) or not isinstance(v.op, arith.AddIOp):
+        return None
+    a, b = v.op.lhs, v.op.rhs
+    for iota, splat in ((a, b), (b, a)):
+        if not (isinstance(iota, OpResult) and isinstance(iota.op, T.IotaOp)):
+            continue
+        if not (isinstance(splat, OpResult) and isinstance(splat.op, T.SplatOp)):
+            continue
+        scalar = splat.op.input
+        if isinstance(scalar, OpResult) and isinstance(scalar.op, arith.IndexCastOp):
+            scalar = scalar.op.operands[0]
+        shape = iota.type.shape
+        if (
+            not isinstance(scalar.type, IndexType)
+            or len(shape) != 1
+            or not isinstance(shape[0], int)
+        ):
+            return None
+        if scalar is loop.induction_var:
+            return _Range(scalar, shape[0]), True
+        if _defined_inside(scalar, loop):
+            return None
+        return _Range(scalar, shape[0]), False
+    return None
+
+
+def _defined_inside(v: Value, loop: Operation) -> bool:
+    owner = v.owner.parent_op if isinstance(v, BlockArgument) else v.owner
+    return owner is not None and loop.is_ancestor_of(owner)
+
+
+# Abstract values of the body on a fully masked tile: ("const", x), ("arg", i) the i-th carried
+# value itself, ("spread", i) a broadcast or expansion of it, FINITE an unknown (finite) value.
+FINITE = ("finite",)
+
+
+def _neutral(loop: scf.ForOp, select: T.SelectOp) -> bool | None:
+    """True when every value the body yields on a tile where `select` gives its constant is
+    the carried value it received; None otherwise."""
+    value: dict[int, tuple] = {}
+    for i, arg in enumerate(loop.iter_args):
+        value[id(arg)] = ("arg", i)
+    body = loop.body.block
+
+    def of(v: Value) -> tuple:
+        if id(v) in value:
+            return value[id(v)]
+        c = constant_value(v)
+        if c is not None and isinstance(getattr(c, "value", None), (int, float)):
+            return ("const", float(c.value))
+        return FINITE  # defined before the loop, or by an op the evaluation does not know
+
+    for op in body.ops:
+        if isinstance(op, scf.YieldOp):
+            break
+        if not op.has_trait(Pure) and not isinstance(op, (T.LoadOp, T.DotOp)):
+            return None  # a store or an atomic: the tile does something
+        if op.regions:
+            return None
+        if not op.results:
+            continue
+        value[id(op.results[0])] = _evaluate(op, select, of)
+    yielded = [of(v) for v in loop.yield_op.operands]
+    return True if all(y == ("arg", i) for i, y in enumerate(yielded)) else None
+
+
+def _known(x: tuple) -> bool:
+    return (
+        x == FINITE
+        or x[0] in ("arg", "spread")
+        or (x[0] == "const" and abs(x[1]) != float("inf") and x[1] == x[1])
+    )
+
+
+def _evaluate(op: Operation, select: T.SelectOp, of) -> tuple:
+    args = [of(v) for v in op.operands]
+    inf = float("inf")
+    if op is select:
+        return args[2]
+    if isinstance(op, T.SelectOp):
+        return args[1] if args[1] == args[2] else FINITE
+    if isinstance(op, T.ConvertLayoutOp):  # the same values, held elsewhere
+        return args[0]
+    if isinstance(op, (T.BroadcastOp, T.ExpandDimsOp, T.ReshapeOp)):
+        x = args[0]
+        return ("spread", x[1]) if x[0] in ("arg", "spread") else x
+    if isinstance(op, T.CastOp):
+        return args[0] if args[0][0] == "const" else FINITE
+    if isinstance(op, T.ReduceOp):
+        x, kind = args[0], str(op.attributes["kind"].value)
+        if x[0] == "const" and (kind in ("max", "min") or (kind == "sum" and x[1] == 0)):
+            return x
+        return FINITE
+    if isinstance(op, (arith.MaximumFOp, arith.MinimumFOp)):
+        neutral = -inf if isinstance(op, arith.MaximumFOp) else inf
+        x, y = args
+        if y == ("const", neutral):
+            return x
+        if x == ("const", neutral):
+            return y
+        return FINITE
+    if isinstance(op, arith.SubFOp):
+        x, y = args
+        if x[0] == "const" and abs(x[1]) == inf and _known(y):
+            return x
+        if x[0] in ("arg", "spread") and y[0] in ("arg", "spread") and x[1] == y[1]:
+            return ("const", 0.0)
+        return FINITE
+    if isinstance(op, mathd.ExpOp):
+        x = args[0]
+        if x == ("const", -inf):
+            return ("const", 0.0)
+        if x == ("const", 0.0):
+            return ("const", 1.0)
+        return FINITE
+    if isinstance(op, arith.MulFOp):
+        x, y = args
+        if y == ("const", 1.0):
+            return x
+        if x == ("const", 1.0):
+            return y
+        if ("const", 0.0) in (x, y) and _known(x) and _known(y):
+            return ("const", 0.0)
+        return FINITE
+    if isinstance(op, arith.AddFOp):
+        x, y = args
+        if y == ("const", 0.0):
+            return x
+        if x == ("const", 0.0):
+            return y
+        return FINITE
+    if isinstance(op, T.DotOp):
+        a, b, acc = args
+        if ("const", 0.0) in (a, b) and _known(a) and _known(b):
+            return acc
+        return FINITE
+    return FINITE
