@@ -145,6 +145,7 @@ class _Kernel:
         self.lines.append(f"kernel {k.sym_name}  ({where})")
         self.grid()
         self.split()
+        self.masks()
         self.tiles()
         self.warps()
         self.layouts()
@@ -189,6 +190,14 @@ class _Kernel:
             f"({'xyz'[axis]}), {count}",
             reasons,
         )
+
+    def masks(self) -> None:
+        """Loops mask-bounds shortened (or left whole, and why): only kernels with such masks."""
+        if not self.ran("mask-bounds"):
+            return
+        said = [m for op in self.ops for m in self.said(op, "mask-bounds")]
+        if said:
+            self.line("masks", said[0], said[1:])
 
     def tiles(self) -> None:
         if not self.sizes:

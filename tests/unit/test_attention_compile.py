@@ -129,3 +129,11 @@ def test_disabled_mask_bounds_keeps_the_causal_loop_whole():
     assert not isinstance(
         _loop(program.module.lookup("attention_causal")).upper.owner, arith.MinSIOp
     )
+
+
+def test_explain_says_where_the_causal_loop_stops():
+    program = tilec.compile(ATTENTION, kernels=["attention_causal", "attention"], target="llvm")
+    text = program.explain(ptxas=False)
+    causal, plain = text.split("kernel attention ")[0], text.split("kernel attention ")[1]
+    assert "masks       stops at min(upper, ts + " in causal
+    assert "masks" not in plain
