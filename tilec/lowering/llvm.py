@@ -113,7 +113,6 @@ from tilec.lowering.exchange import (
 )
 from tilec.lowering.layouts import WARP_SIZE, DimMap, ThreadMap, row_major_strides
 from tilec.lowering.llvm_types import (
-    BFloatType,
     constant,
     llvm_type,
     memory_type,
@@ -846,22 +845,7 @@ class _KernelLowering(ElementwiseLowering):
         if v.type == F32:
             args[1] = v
             return mathlib.call_intrinsic(b, "llvm.nvvm.shfl.sync.bfly.f32", F32, args)
-        width = v.type.width if isinstance(v.type, ir.IntType) else _type_bits(v.type)
-        bits = v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(width))
-
-        def shuffle32(x: ir.Value) -> ir.Value:
-            args[1] = x
-            return mathlib.call_intrinsic(b, "llvm.nvvm.shfl.sync.bfly.i32", I32, list(args))
-
-        if width == 64:
-            low = shuffle32(b.trunc(bits, I32))
-            high = shuffle32(b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32))
-            out = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
-        elif width == 32:
-            out = shuffle32(bits)
-        else:
-            out = b.trunc(shuffle32(b.zext(bits, I32)), ir.IntType(width))
-        return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
+        return mathlib.warp_shuffle(b, v, "bfly", lane_mask)
 
     def reduce(self, op: Operation) -> list[Any]:
         src_t: TileType = op.input.type
@@ -1111,16 +1095,6 @@ def _register_kind(t: Type) -> tuple[str, str, ir.IntType]:
 
 def _bits(t: Type) -> int:
     return 64 if isinstance(t, IndexType) else t.width  # type: ignore[attr-defined]
-
-
-def _type_bits(t: ir.Type) -> int:
-    if isinstance(t, (ir.HalfType, BFloatType)):
-        return 16
-    if isinstance(t, ir.FloatType):
-        return 32
-    if isinstance(t, ir.DoubleType):
-        return 64
-    return t.width
 
 
 def _parameter_type(kind: str, dtype: str) -> ir.Type:

@@ -444,3 +444,34 @@ F32_FUNCTIONS: dict[str, Callable[..., ir.Value]] = {
     "math.floor": lambda b, x: call_intrinsic(b, "llvm.floor.f32", F32, [x]),
     "math.ceil": lambda b, x: call_intrinsic(b, "llvm.ceil.f32", F32, [x]),
 }
+
+
+_I64 = ir.IntType(64)
+
+
+def _float_bits(t: ir.Type) -> int:
+    return 64 if isinstance(t, ir.DoubleType) else 32 if isinstance(t, ir.FloatType) else 16
+
+
+def warp_shuffle(b: ir.IRBuilder, v: ir.Value, mode: str, operand: ir.Value | int) -> ir.Value:
+    """`shfl.sync.<mode>` of `v` over the whole warp (`operand`: the delta, lane mask or
+    source lane); values wider or narrower than 32 bits go as 32-bit pieces."""
+    clamp = 0 if mode == "up" else 31
+    amount = ir.Constant(I32, operand) if isinstance(operand, int) else operand
+    name = f"llvm.nvvm.shfl.sync.{mode}.i32"
+
+    def shuffle32(x: ir.Value) -> ir.Value:
+        args = [ir.Constant(I32, -1), x, amount, ir.Constant(I32, clamp)]
+        return call_intrinsic(b, name, I32, args)
+
+    width = v.type.width if isinstance(v.type, ir.IntType) else _float_bits(v.type)
+    bits = v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(width))
+    if width == 64:
+        low = shuffle32(b.trunc(bits, I32))
+        high = shuffle32(b.trunc(b.lshr(bits, ir.Constant(_I64, 32)), I32))
+        out = b.or_(b.zext(low, _I64), b.shl(b.zext(high, _I64), ir.Constant(_I64, 32)))
+    elif width == 32:
+        out = shuffle32(bits)
+    else:
+        out = b.trunc(shuffle32(b.zext(bits, I32)), ir.IntType(width))
+    return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)

@@ -46,7 +46,7 @@ from tilec.lowering.layouts import (
     local_source_slots,
     row_major_strides,
 )
-from tilec.lowering.llvm_types import BFloatType, constant
+from tilec.lowering.llvm_types import constant
 
 __all__ = ["LOWERINGS", "ScanPlan", "scan_plan", "scan_scratch_bytes"]
 
@@ -107,39 +107,8 @@ def scan_scratch_bytes(op: Operation) -> int:
 # Helpers on the kernel lowering `L` (tilec.lowering.llvm._KernelLowering)
 
 
-def _bits(t: ir.Type) -> int:
-    if isinstance(t, (ir.HalfType, BFloatType)):
-        return 16
-    if isinstance(t, ir.FloatType):
-        return 32
-    if isinstance(t, ir.DoubleType):
-        return 64
-    return t.width
-
-
 def _shuffle(L: Any, v: ir.Value, mode: str, operand: ir.Value | int) -> ir.Value:
-    """`shfl.sync.<mode>` of `v` over the whole warp (`operand`: the delta, lane mask or
-    source lane); values wider or narrower than 32 bits go as 32-bit pieces."""
-    b = L.b
-    clamp = 0 if mode == "up" else 31
-    amount = ir.Constant(I32, operand) if isinstance(operand, int) else operand
-    name = f"llvm.nvvm.shfl.sync.{mode}.i32"
-
-    def shuffle32(x: ir.Value) -> ir.Value:
-        args = [ir.Constant(I32, -1), x, amount, ir.Constant(I32, clamp)]
-        return mathlib.call_intrinsic(b, name, I32, args)
-
-    width = _bits(v.type)
-    bits = v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(width))
-    if width == 64:
-        low = shuffle32(b.trunc(bits, I32))
-        high = shuffle32(b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32))
-        out = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
-    elif width == 32:
-        out = shuffle32(bits)
-    else:
-        out = b.trunc(shuffle32(b.zext(bits, I32)), ir.IntType(width))
-    return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
+    return mathlib.warp_shuffle(L.b, v, mode, operand)
 
 
 def _field(L: Any, value: ir.Value, shift: int, mask: int) -> ir.Value:
