@@ -470,10 +470,15 @@ def register_a_operand(dot: T.DotOp) -> T.DotOperandLayout | None:
     adjacent columns: two n8 accumulator tiles are one k16 A fragment (FlashAttention-2's
     P @ V). So an f16/bf16 operand computed in that layout (the `#blocked` twin of the
     accumulator, as `anchored_layouts` leaves a softmax of scores) is repacked, not staged
-    through shared memory."""
+    through shared memory. A `wgmma` accumulator (version 3, 16 rows a warp) has the same
+    twin, and wgmma's register-A form takes the same fragments (`tilec.lowering.wgmma`)."""
     mma = dot.result.type.layout
     a = dot.a.type
-    if not isinstance(mma, T.MmaLayout) or mma.version != 2 or mma.warps_per_cta[1] != 1:
+    if not isinstance(mma, T.MmaLayout) or mma.version not in (2, 3):
+        return None
+    if mma.warps_per_cta[1] != 1:
+        return None
+    if mma.version == 3 and a.shape[0] != 16 * mma.warps_per_cta[0]:
         return None
     if str(a.element) not in ("f16", "bf16") or a.shape[1] % 16:
         return None

@@ -1,4 +1,5 @@
-"""The `mask-bounds` pass: a loop stops before the tiles a mask hides entirely.
+"""The `mask-bounds` pass: a loop stops before the tiles a mask hides entirely, and runs the
+tiles every mask shows entirely without the masks.
 
 Causal attention masks its scores with `offsets(tt)[None, :] <= offsets(ts)[:, None]`: key
 tile `tt` is invisible to every query of tile `ts` once `tt >= ts + BS`, and on such a tile the
@@ -30,6 +31,16 @@ every loop whole.
 strict comparisons), computed before the loop. The mask stays: it still hides the diagonal
 tile's upper triangle. Remarks: per loop, the mask, the bound and the carried values proved
 unchanged; or why a loop with a constant-filling select was left alone.
+
+**Tiles a mask shows entirely.** The same comparisons are true everywhere on a prefix of the
+loop's tiles: `t + [0, n) <= r + [0, m)` once `t + n - 1 <= r` (`slt`: `< r`), and the padding
+mask of a tile of the loop's own dimension, `iota(n) < U - t` (what the frontend builds for
+`tiles(U)`), once `t + n <= U`. The loop is split at the first tile past the least of those
+bounds (rounded to the loop's steps, clamped to its range): a copy of the loop runs the
+prefix with every such select replaced by its true value, the original runs the rest (for
+causal attention: the diagonal tile, and a partial last tile), carrying on from the copy's
+results. Exact, with no assumption about the values. Remarks: the split, its bound and the
+masks dropped. `split=false` keeps one loop.
 
 Assumes static tile shapes (after `tiling`). The interpreter runs the IR before and after
 (translation validation) and finds the same results for finite inputs.
@@ -66,6 +77,11 @@ class MaskBounds(Pass):
     @dataclass
     class Options:
         enable: bool = option(True, "shorten loops whose masked tail is provably a no-op")
+        split: bool = option(
+            True,
+            "run the tiles every recognised mask shows entirely in a loop of their own, "
+            "without the masks (false: one loop, masked everywhere)",
+        )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         if not self.options.enable:
@@ -73,6 +89,8 @@ class MaskBounds(Pass):
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
                 _shorten(loop, ctx)
+                if self.options.split:
+                    _split_visible(loop, ctx)
 
 
 @dataclass(frozen=True)
@@ -301,3 +319,138 @@ def _evaluate(op: Operation, select: T.SelectOp, of) -> tuple:
             return acc
         return FINITE
     return FINITE
+
+
+# ---------------------------------------------------------------------------------------------
+# The prefix of tiles every mask shows
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    """Tiles with `t <= start + offset` see `compare` true everywhere."""
+
+    compare: arith.CmpIOp
+    start: Value
+    offset: int
+    text: str
+
+
+def _condition_root(v: Value) -> Value:
+    while isinstance(v, OpResult) and isinstance(v.op, (T.BroadcastOp, T.ExpandDimsOp)):
+        v = v.op.operands[0]
+    return v
+
+
+def _prefix(compare: arith.CmpIOp, loop: scf.ForOp) -> _Prefix | None:
+    """The tiles of `loop` on which `compare` is true everywhere, when they are a prefix."""
+    predicate = str(compare.attributes["predicate"].value)
+    name = compare.result.name_hint or "a mask"
+    padding = _padding_bound(compare, loop)
+    if padding is not None:
+        upper, size = padding
+        return _Prefix(compare, upper, -size, f"{name} (the padding of the loop's tiles)")
+    left, right = _spread(compare.lhs, loop), _spread(compare.rhs, loop)
+    if left is None or right is None:
+        return None
+    (l_range, l_moves), (r_range, r_moves) = left, right
+    if l_moves == r_moves:
+        return None
+    if r_moves:
+        predicate = {"sge": "sle", "sgt": "slt", "sle": "sge", "slt": "sgt"}.get(predicate, "")
+        l_range, r_range = r_range, l_range
+    if predicate not in ("sle", "slt"):
+        return None  # true on a suffix of the tiles (a window's start), not a prefix
+    # max(t + [0, n)) <= min(r + [0, m)) = r: t <= r - n + 1 (slt: r - n)
+    offset = 1 - l_range.size - (1 if predicate == "slt" else 0)
+    symbol = {"sle": "<=", "slt": "<"}[predicate]
+    return _Prefix(compare, r_range.start, offset, f"{name} (offsets of the loop {symbol} others)")
+
+
+def _padding_bound(compare: arith.CmpIOp, loop: scf.ForOp) -> tuple[Value, int] | None:
+    """(U, n) for `iota(n) < splat(U - t)`, `t` the loop's induction variable and U defined
+    before the loop."""
+    if str(compare.attributes["predicate"].value) != "slt":
+        return None
+    iota, splat = compare.lhs, compare.rhs
+    if not (isinstance(iota, OpResult) and isinstance(iota.op, T.IotaOp)):
+        return None
+    if not (isinstance(splat, OpResult) and isinstance(splat.op, T.SplatOp)):
+        return None
+    shape = iota.type.shape
+    if len(shape) != 1 or not isinstance(shape[0], int):
+        return None
+    x = splat.op.input
+    if isinstance(x, OpResult) and isinstance(x.op, arith.IndexCastOp):
+        x = x.op.operands[0]
+    if not (isinstance(x, OpResult) and isinstance(x.op, arith.SubIOp)):
+        return None
+    upper, t = x.op.lhs, x.op.rhs
+    if t is not loop.induction_var or _defined_inside(upper, loop):
+        return None
+    if not isinstance(upper.type, IndexType):
+        return None
+    return upper, shape[0]
+
+
+def _shown_selects(loop: scf.ForOp) -> list[tuple[T.SelectOp, _Prefix]]:
+    found = []
+    for op in loop.body.block.ops:
+        if not isinstance(op, T.SelectOp):
+            continue
+        root = _condition_root(op.operands[0])
+        if isinstance(root, OpResult) and isinstance(root.op, arith.CmpIOp):
+            prefix = _prefix(root.op, loop)
+            if prefix is not None:
+                found.append((op, prefix))
+    return found
+
+
+def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
+    shown = _shown_selects(loop)
+    if not shown:
+        return
+    prefixes = list({id(p.compare): p for _, p in shown}.values())
+    b = Builder.before_op(loop)
+
+    def index(value: int) -> Value:
+        return b.create(
+            arith.ConstantOp, value=IntegerAttr(value), result_types=[IndexType()]
+        ).result
+
+    last: Value | None = None  # the last tile start every mask shows entirely
+    for p in prefixes:
+        bound = b.create(arith.AddIOp, lhs=p.start, rhs=index(p.offset)).result
+        last = bound if last is None else b.create(arith.MinSIOp, lhs=last, rhs=bound).result
+    assert last is not None
+    lower, upper, step = loop.lower, loop.upper, loop.step
+    # the first tile past `last`: lower + ((last - lower + step) / step) * step, in [lower, upper]
+    since = b.create(arith.SubIOp, lhs=last, rhs=lower).result
+    steps = b.create(
+        arith.DivSIOp, lhs=b.create(arith.AddIOp, lhs=since, rhs=step).result, rhs=step
+    ).result
+    past = b.create(
+        arith.AddIOp, lhs=lower, rhs=b.create(arith.MulIOp, lhs=steps, rhs=step).result
+    ).result
+    split = b.create(arith.MaxSIOp, lhs=lower, rhs=past).result
+    split = b.create(arith.MinSIOp, lhs=split, rhs=upper).result
+    split.name_hint = "visible_end"
+    shown_loop = loop.clone({})
+    b.insert(shown_loop)
+    shown_loop.set_operand(1, split)
+    for select, _ in _shown_selects(shown_loop):
+        select.replace_with([select.operands[1]])
+    loop.set_operand(0, split)
+    for i, result in enumerate(shown_loop.results):
+        loop.set_operand(3 + i, result)
+    masks = ", ".join(dict.fromkeys(p.text for p in prefixes))
+    ctx.remark(
+        shown_loop,
+        f"the tiles before visible_end = the first past min({', '.join(_bound_text(p) for p in prefixes)}) "
+        f"run without {len(shown)} select{'s' if len(shown) != 1 else ''}: {masks} "
+        "true everywhere there; the loop after it keeps them",
+    )
+
+
+def _bound_text(p: _Prefix) -> str:
+    start = p.start.name_hint or "a bound"
+    return f"{start} {'+' if p.offset >= 0 else '-'} {abs(p.offset)}"

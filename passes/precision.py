@@ -25,7 +25,8 @@ where it is and ends in a conversion to f16/bf16 that is only stored:
   narrow-bound (a sum of non-negatives keeps the largest relative error; a max picks one);
 * a value yielded round an `scf.for` whose iter_arg and result are narrow-bound: round the
   loop the answer is assumed (a running sum `l = l * alpha + sum(p)` repeats ops that keep
-  relative errors where they are), so what decides is every other use;
+  relative errors where they are), so what decides is every other use; likewise the start
+  value of a loop (a loop split in two: the second carries on from the first's results);
 * moves that do not compute (`tile.broadcast`, `tile.expand_dims`, `tile.reshape`,
   `tile.transpose`, `tile.convert_layout`) and the chosen operands of `tile.select`, whose
   result is narrow-bound.
@@ -202,6 +203,20 @@ class _NarrowBound:
                 if x is not v:
                     continue
                 for carried in (loop.iter_args[i], loop.results[i]):
+                    got = self._reached_or_assumed(carried) if carried.uses else _OPEN
+                    if got is None:
+                        return None
+                    if found is None or found is _OPEN:
+                        found = got
+            return found
+        if isinstance(user, scf.ForOp) and v in user.inits:
+            # the start of a later loop's carried value (`mask-bounds` splits a loop in two):
+            # as narrow-bound as what that loop makes of it
+            found = None
+            for i, x in enumerate(user.inits):
+                if x is not v:
+                    continue
+                for carried in (user.iter_args[i], user.results[i]):
                     got = self._reached_or_assumed(carried) if carried.uses else _OPEN
                     if got is None:
                         return None

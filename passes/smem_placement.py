@@ -189,20 +189,25 @@ def wgmma_swizzle_for(
             f"accumulator's order, no permuted copy); {why}"
         )
     if index == 0 or transposed:  # K-major: stored [M, K] (A) or [N, K] (B)
-        if columns * size != BANK_LINE:
+        if (columns * size) % BANK_LINE:
             raise ValueError(
-                f"wgmma's K-major operand needs rows of 128 bytes, not {columns * size}"
+                f"wgmma's K-major operand needs rows of a multiple of 128 bytes, not "
+                f"{columns * size}"
             )
+        # Rows longer than one atom: blocks of 64 columns, each holding every row, which the
+        # descriptor walks one after the other (`wgmma_step_offset`).
+        block = BANK_LINE // size if columns * size > BANK_LINE else 0
+        blocks = f"; blocks of {block} columns, each holding every row" if block else ""
         if index == 0:
-            return SharedLayout(vec, 1, 8, (1, 0), interleave=2), (
+            return SharedLayout(vec, 1, 8, (1, 0), interleave=2, col_block=block), (
                 "wgmma's K-major operand in 128-byte swizzle atoms (8 rows of 128 bytes, "
                 "16-byte chunk XOR row % 8); its 8-row groups stored in the order of the "
-                "accumulator's rows (interleave = 2)"
+                f"accumulator's rows (interleave = 2){blocks}"
             )
-        return SharedLayout(vec, 1, 8, (1, 0)), (
+        return SharedLayout(vec, 1, 8, (1, 0), col_block=block), (
             "wgmma's K-major operand (B stored [N, K], read transposed: the descriptor's "
             "native layout) in 128-byte swizzle atoms (8 rows of 128 bytes, 16-byte chunk XOR "
-            "row % 8)"
+            f"row % 8){blocks}"
         )
     block = BANK_LINE // size
     if columns % block:
@@ -213,6 +218,16 @@ def wgmma_swizzle_for(
         f"wgmma's N-major operand in 128-byte swizzle atoms: blocks of {block} columns, each "
         "holding every row (16-byte chunk XOR row % 8)"
     )
+
+
+def wgmma_a_in_registers(index: int, transposed: bool, before_loop: bool) -> bool:
+    """Whether a `wgmma` dot takes operand `index` from registers (`mma.sync` A fragments,
+    `#dot_operand` version 2) rather than by a descriptor: A stored [K, M] (`wgmma_swizzle_for`
+    says why), and an A staged once before the dot's loop -- read into registers once, as on
+    mma.sync, rather than from shared memory every iteration (attention's q: whose 8-row groups
+    would also need the accumulator's row order, and a head dimension of 128 two column
+    blocks)."""
+    return index == 0 and (transposed or before_loop)
 
 
 def operand_major(index: int, transposed: bool) -> str:
@@ -229,6 +244,11 @@ def operand_major(index: int, transposed: bool) -> str:
 def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
     # Operands staged at the same point share the barriers around them.
     groups: dict[int, tuple[Operation, list[tuple[T.DotOp, int]]]] = {}
+    # A loop-invariant operand staged before an earlier loop is read from there by the same
+    # operand of a later dot (the copy of a loop `mask-bounds` split off): (stored value,
+    # index, transposed, layout of the dot) -> the first (dot, index, anchor) staging it.
+    invariant: dict[tuple, tuple[T.DotOp, int, Operation]] = {}
+    reuse: list[tuple[T.DotOp, int, T.DotOp]] = []
     for dot in [op for op in kernel.walk() if isinstance(op, T.DotOp)]:
         if not isinstance(dot.result.type.layout, MmaLayout):
             continue
@@ -236,7 +256,15 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             operand = dot.operands[index]
             if isinstance(operand.type.layout, DotOperandLayout):
                 continue  # staged already
-            anchor = _staging_point(dot, _stored_form(operand).value)
+            stored = _stored_form(operand)
+            anchor = _staging_point(dot, stored.value)
+            if anchor is not dot:
+                key = (id(stored.value), index, stored.transposed, dot.result.type.layout)
+                first = invariant.get(key)
+                if first is not None and _comes_before(first[2], anchor):
+                    reuse.append((dot, index, first[0]))
+                    continue
+                invariant.setdefault(key, (dot, index, anchor))
             groups.setdefault(id(anchor), (anchor, []))[1].append((dot, index))
     entry = kernel.body.block
     top = Builder(entry, _first_non_alloc(entry), kernel.loc)
@@ -249,7 +277,20 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             stored = _stored_form(dot.operands[index])
             tile = stored.value.type
             plane = TileType(stored.plane, tile.element)
-            if dot.result.type.layout.version == 3:
+            if dot.result.type.layout.version == 3 and wgmma_a_in_registers(
+                index, stored.transposed, anchor is not dot
+            ):
+                layout, why = swizzle_for(plane)
+                why = (
+                    "wgmma's A held in registers ("
+                    + (
+                        "stored [K, M], read by ldmatrix.trans"
+                        if stored.transposed
+                        else "staged once before the loop, read by ldmatrix once"
+                    )
+                    + f": mma.sync's A fragments, wgmma's register-A form); {why}"
+                )
+            elif dot.result.type.layout.version == 3:
                 layout, why = wgmma_swizzle_for(plane, index, stored.transposed)
             else:
                 layout, why = swizzle_for(plane)
@@ -282,6 +323,9 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
         for dot, index, alloc, stored in staged:
             mma = dot.result.type.layout
             tile = dot.operands[index].type
+            version = 3 if mma.version == 3 else 2
+            if version == 3 and wgmma_a_in_registers(index, stored.transposed, anchor is not dot):
+                version = 2  # fragments in registers
             load = here.create(
                 shared.LoadSharedOp,
                 buffer=alloc.result,
@@ -290,7 +334,7 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
                     TileType(
                         tile.shape,
                         tile.element,
-                        DotOperandLayout(index, mma.warps_per_cta, 3 if mma.version == 3 else 2),
+                        DotOperandLayout(index, mma.warps_per_cta, version),
                     )
                 ],
                 loc=dot.loc,
@@ -304,6 +348,25 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
                     op.erase()
             if anchor is not dot:
                 ctx.remark(load, "loop-invariant operand: staged once, before the loop")
+    for dot, index, first in reuse:
+        operand = dot.operands[index]
+        dot.set_operand(index, first.operands[index])
+        for op in _stored_form(operand).chain:
+            if not op.result.uses:
+                op.erase()
+        ctx.remark(dot, f"operand {'ab'[index]}: read from where an earlier loop's dot staged it")
+
+
+def _comes_before(first: Operation, later: Operation) -> bool:
+    """Whether `first` runs before `later` on every path: an earlier op of a block that holds
+    `later` (or an op around it)."""
+    op: Operation | None = later
+    while op is not None and op.parent is not None:
+        if op.parent is first.parent:
+            ops = op.parent.ops
+            return ops.index(first) < ops.index(op)
+        op = op.parent_op
+    return False
 
 
 @dataclass

@@ -60,7 +60,11 @@ MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest o
 # examples (attention d128 at BN=64: 176 words, 254 registers; at BN=128: 224 words, 255
 # registers and 172 bytes spilled; d64 at BN=128: 176 words, 255 registers, no spills).
 LIVE_WORD_BUDGET = 192
-REGISTER_OVERHEAD = 255 - LIVE_WORD_BUDGET  # what the estimate on the kernel adds to the words
+# The same bound for dots on wgmma with A in registers (`wgmma_chain`), measured on the same
+# kernels: ptxas holds more besides the words there (attention d128 at BN=64: 144 words, 255
+# registers, no spills; at BN=128: 192 words, 496 bytes spilled, where mma.sync's 224 spilled
+# 172), so the words get 255 less what the larger overhead takes.
+WGMMA_LIVE_WORD_BUDGET = 160
 # Accumulator registers per thread when operands are copied element by element (unknown
 # strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
 SCATTERED_ACCUMULATORS = 32
@@ -224,6 +228,16 @@ def _operand_load(v: Value) -> T.LoadOp | None:
             return None
         v = op.operands[1] if isinstance(op, T.SelectOp) else op.operands[0]
     return None
+
+
+def _k_major(b: Value) -> bool:
+    """Whether a dot's right operand is loaded transposed (`k[tn, :].T`: stored [N, K])."""
+    transposed = False
+    while isinstance(b, OpResult) and not isinstance(b.op, T.LoadOp):
+        if isinstance(b.op, T.TransposeOp):
+            transposed = not transposed
+        b = b.op.operands[1] if isinstance(b.op, T.SelectOp) else b.op.operands[0]
+    return transposed
 
 
 def _from_accumulator(v: Value) -> bool:
@@ -406,6 +420,11 @@ class _KernelTiling:
                 "(tilec.min_blocks_per_sm = 2: at most 128 registers a thread, stages for half "
                 "an SM's shared memory)",
             )
+        elif config is not None and self.wgmma_chain(mma_dots, config):
+            for dot in mma_dots:
+                n = self.size(dot.n, config)
+                set_accumulator_layout(dot.op, wgmma_accumulator_layout(config.num_warps, n))
+            self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         elif config is not None:
             layout = mma_accumulator_layout(config.warps)
             for dot in mma_dots:
@@ -415,7 +434,7 @@ class _KernelTiling:
         self.group(bool(dot_ops), wgmma=config is not None and wgmma)
         if config is not None and not wgmma:
             # For pipeline's stages: how many blocks an SM's registers hold.
-            estimate = min(255, self.live_words(mma_dots, config) + REGISTER_OVERHEAD)
+            estimate = self.estimated_registers(mma_dots, config)
             kernel.attributes["tilec.estimated_registers"] = IntegerAttr(estimate)
 
     def wgmma_fits(self, dots: list[_Dot]) -> bool:
@@ -545,7 +564,7 @@ class _KernelTiling:
         }
         if not totals:
             return min(2, self.stages)
-        registers = min(255, self.live_words(dots, c) + REGISTER_OVERHEAD)
+        registers = self.estimated_registers(dots, c)
         return stages_in_flight(totals, registers, WARP_SIZE * c.num_warps, SM_SHARED_SM90)
 
     def _buffer_bytes(self, dots: list[_Dot], c: _Config, stages: int) -> int:
@@ -596,6 +615,7 @@ class _KernelTiling:
         threads = WARP_SIZE * c.num_warps
         wm, wn = c.warps
         held, step = 0, 0
+        wgmma = self.wgmma_chain(dots, c)
         for d in dots:
             m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
             if (d.register_a and wn == 1) or not d.streamed[0]:
@@ -603,8 +623,44 @@ class _KernelTiling:
                 a_step = 0
             else:
                 a_step = (m // wm) * INSTR_K // WARP_SIZE // 2
-            step = max(step, a_step + INSTR_K * (n // wn) // WARP_SIZE // 2)
+            b_step = 0 if wgmma else INSTR_K * (n // wn) // WARP_SIZE // 2  # wgmma reads B
+            step = max(step, a_step + b_step)
         return self.registers(dots, c) + held + step
+
+    def estimated_registers(self, dots: list[_Dot], c: _Config) -> int:
+        """Registers a thread of `c` is estimated to take: its words and ptxas's overhead."""
+        return min(255, self.live_words(dots, c) + 255 - self.word_budget(dots, c))
+
+    def word_budget(self, dots: list[_Dot], c: _Config) -> int:
+        """The most words `live_words` may come to for `c`: what leaves ptxas room besides."""
+        return WGMMA_LIVE_WORD_BUDGET if self.wgmma_chain(dots, c) else LIVE_WORD_BUDGET
+
+    def wgmma_chain(self, dots: list[_Dot], c: _Config) -> bool:
+        """Whether `c` runs `dots` on `wgmma` with A in registers (sm_90a, option wgmma): warps
+        `[4 g, 1]` with 16 accumulator rows a warp (one m64 per warpgroup: the `mma.sync`
+        accumulator's `#blocked` twin is then the wgmma accumulator's, and mma.sync's A
+        fragments are wgmma's register-A form), every dot's A held in registers anyway --
+        computed from another dot's accumulator (attention's P) or loaded before the loop
+        (attention's q) --, its B loaded with a unit last stride (copied by 16-byte chunks,
+        read from shared memory by a descriptor), N a multiple of 64 up to 256, and a K-major
+        B (stored [N, K]) a K tile of whole 128-byte rows. Single matmuls whose A streams take
+        the 128x128x64 tiling (`wgmma_fits`) instead."""
+        if not (self.opts.wgmma and self.opts.arch == "sm_90a") or self.scattered:
+            return False
+        wm, wn = c.warps
+        if wn != 1 or wm % 4:
+            return False
+        for d in dots:
+            m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
+            if d.element_bytes != 2 or m != INSTR_M * wm or n % 64 or n > 256 or k % INSTR_K:
+                return False
+            if not (d.register_a or (not d.streamed[0] and _operand_load(d.op.a) is not None)):
+                return False
+            if _operand_load(d.op.b) is None:
+                return False
+            if _k_major(d.op.b) and (k * d.element_bytes) % 128:
+                return False
+        return True
 
     def blocks(self, c: _Config) -> int | None:
         """Blocks in the grid, when the option `extents` gives every grid dimension."""
@@ -639,6 +695,7 @@ class _KernelTiling:
         return (
             crowded,
             -fill,
+            not self.wgmma_chain(dots, c),
             warps_rank,
             -area,
             split_along_rows,
@@ -673,7 +730,7 @@ class _KernelTiling:
                 c
                 for c in legal
                 if self.registers(dots, c) <= MAX_ACCUMULATOR_REGISTERS
-                and self.live_words(dots, c) <= LIVE_WORD_BUDGET
+                and self.live_words(dots, c) <= self.word_budget(dots, c)
             ] or sorted(legal, key=lambda c: self.live_words(dots, c))[:1]
             return min(good, key=lambda c: self.preference(dots, c))
         # Nothing qualifies: explain with the candidate closest to working.
@@ -755,8 +812,15 @@ class _KernelTiling:
             if isinstance(d, str)
         )
         tiles = []
+        wgmma = self.wgmma_chain(dots, c)
         for dot in dots:
             m, n = self.size(dot.m) // wm, self.size(dot.n) // wn
+            if wgmma:
+                tiles.append(
+                    f"{wm // 4} warpgroup{'s' if wm > 4 else ''} of 64x{n}: wgmma m64n{n}k16 "
+                    "with A in registers"
+                )
+                continue
             tiles.append(
                 f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} m16n8k16 "
                 "instructions per warp per k-step"
@@ -781,7 +845,7 @@ class _KernelTiling:
             )
         text += (
             f"; {self.live_words(dots, c)} words a thread holds at its busiest (at most "
-            f"{LIVE_WORD_BUDGET}: accumulators, held and one k-step's fragments)"
+            f"{self.word_budget(dots, c)}: accumulators, held and one k-step's fragments)"
         )
         return text
 

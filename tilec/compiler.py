@@ -64,7 +64,7 @@ __all__ = [
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
 DEFAULT_PIPELINE = (
-    "canonicalize,cse,tiling,canonicalize,mask-bounds,split-reduction,assign-layouts,"
+    "canonicalize,cse,tiling,canonicalize,split-reduction,mask-bounds,assign-layouts,"
     "smem-placement,pipeline,vectorize,canonicalize,cse,dce,precision"
 )
 

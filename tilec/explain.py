@@ -223,7 +223,10 @@ class _Kernel:
             wm, wn = layout.warps_per_cta
             m, n = mma[0].result.type.shape
             if layout.version == 3:
-                text += f": {wm // 4} warpgroups of 64x{n}, wgmma m64n{n}k16"
+                groups = wm // 4
+                text += (
+                    f": {groups} warpgroup{'s' if groups > 1 else ''} of 64x{n}, wgmma m64n{n}k16"
+                )
                 reasons += [m_ for m_ in self.said(self.kernel, "tiling") if "wgmma" in m_]
             else:
                 text += f": {wm}x{wn} warp tiles of {m // wm}x{n // wn}, mma.sync m16n8k16"

@@ -37,9 +37,15 @@ def _compiled(d: int, kernel: str = "attention", tiles: str = ""):
     return program.module.lookup(kernel), messages
 
 
+def _loops(func: FuncOp) -> list[scf.ForOp]:
+    """The key loops: the tiles every mask shows (no masks), then the rest (mask-bounds)."""
+    loops = [op for op in func.walk() if isinstance(op, scf.ForOp)]
+    assert len(loops) == 2, loops
+    return loops
+
+
 def _loop(func: FuncOp) -> scf.ForOp:
-    (loop,) = [op for op in func.walk() if isinstance(op, scf.ForOp)]
-    return loop
+    return _loops(func)[0]
 
 
 def _scratch_conversions(func: FuncOp) -> list:
@@ -63,32 +69,66 @@ def test_softmax_stays_in_the_accumulator_registers(d):
 @pytest.mark.parametrize("d", [64, 128])
 def test_p_is_the_second_dots_a_operand_in_registers(d):
     func, remarks = _compiled(d)
-    dots = [op for op in func.walk() if isinstance(op, T.DotOp)]
-    assert len(dots) == 2
-    pv = dots[1]
-    assert isinstance(pv.a.owner, T.ConvertLayoutOp)  # repacked, not loaded from shared memory
+    for loop in _loops(func):
+        dots = [op for op in loop.walk() if isinstance(op, T.DotOp)]
+        assert len(dots) == 2
+        pv = dots[1]
+        assert isinstance(pv.a.owner, T.ConvertLayoutOp)  # repacked, not from shared memory
     buffers = [op for op in func.walk() if isinstance(op, shared.AllocSharedOp)]
     staged = {op.result.type.shape[-2:] for op in buffers}
-    # q (one slot) and the streamed k and v: nothing of P's shape [BM, BN] besides
-    assert len(buffers) == 3, staged
+    # q (one slot, read by both loops) and each loop's streamed k and v: nothing of P's shape
+    assert len(buffers) == 5, staged
     assert any("A operand kept in registers" in r for r in remarks)
 
 
-def test_q_is_staged_once_before_the_loop():
-    func, _ = _compiled(128)
-    loop = _loop(func)
+def test_q_is_staged_once_before_the_loops():
+    func, remarks = _compiled(128)
     stores = [op for op in func.walk() if isinstance(op, shared.StoreSharedOp)]
-    assert stores and all(not loop.is_ancestor_of(op) for op in stores)
+    assert len(stores) == 1
+    assert all(not loop.is_ancestor_of(op) for op in stores for loop in _loops(func))
+    assert any("read from where an earlier loop's dot staged it" in r for r in remarks)
 
 
 @pytest.mark.parametrize(("d", "bn"), [(128, 64), (64, 128)])
 def test_key_tile_follows_the_register_model(d, bn):
-    """d128 at BN=128 would hold 224 words a thread (ptxas spilled); BN=64 holds 176. At d64
-    BN=128 holds 176 words and is chosen."""
+    """On wgmma with A in registers (sm_90a), d128 at BN=128 would hold 192 words a thread
+    (ptxas spilled 496 bytes); BN=64 holds 144. At d64 BN=128 holds 144 words and is chosen."""
     func, remarks = _compiled(d)
     sizes = dict(func.attributes["tilec.tile_sizes"].value)
     assert sizes["BN"] == bn and sizes["BM"] == 64
-    assert any("words a thread holds at its busiest" in r for r in remarks)
+    assert any("144 words a thread holds at its busiest (at most 160" in r for r in remarks)
+    assert any("wgmma m64n" in r and "with A in registers" in r for r in remarks)
+    dots = [op for op in func.walk() if isinstance(op, T.DotOp)]
+    assert all(op.result.type.layout.version == 3 for op in dots)
+
+
+def test_both_dots_run_on_wgmma_with_a_in_registers():
+    """q (staged once) and P (repacked from the first dot's accumulator) are A fragments in
+    registers (`#dot_operand` version 2); k and v are read by descriptors (version 3), k as
+    stored [N, K] in two 64-column blocks at d128."""
+    func, _ = _compiled(128)
+    for dot in (op for op in _loop(func).walk() if isinstance(op, T.DotOp)):
+        assert dot.a.type.layout.version == 2 and dot.b.type.layout.version == 3
+    k_buffer = _loop(func).walk()
+    layouts = [
+        op.result.type.layout
+        for op in func.walk()
+        if isinstance(op, shared.AllocSharedOp) and op.result.type.shape[-1] == 128
+    ]
+    assert any(getattr(layout, "col_block", 0) == 64 for layout in layouts), layouts
+    del k_buffer
+
+
+def test_the_tiles_every_mask_shows_run_without_the_masks():
+    """mask-bounds splits the key loop at the first tile a mask hides part of: the first loop
+    has no selects left, the second keeps the padding mask (and causal's)."""
+    for kernel in ("attention", "attention_causal"):
+        func, remarks = _compiled(128, kernel=kernel)
+        shown, rest = _loops(func)
+        assert not [op for op in shown.walk() if isinstance(op, T.SelectOp)], kernel
+        assert [op for op in rest.walk() if isinstance(op, T.SelectOp)], kernel
+        assert rest.inits == shown.results or list(rest.inits) == list(shown.results)
+        assert any(r.startswith("the tiles before visible_end") for r in remarks), remarks
 
 
 def test_square_transpose_does_not_fold_away():
@@ -112,12 +152,14 @@ def test_square_transpose_does_not_fold_away():
 
 def test_causal_loop_stops_at_the_diagonal_and_plain_attention_is_left_whole():
     func, remarks = _compiled(128, kernel="attention_causal")
-    loop = _loop(func)
-    upper = loop.upper.owner
-    assert isinstance(upper, arith.MinSIOp), upper
+    upper = _loops(func)[1].upper.owner
+    assert isinstance(upper, arith.MinSIOp) and upper.lhs.name_hint != "visible_end", upper
     assert any(r.startswith("stops at min(upper, ts + ") for r in remarks), remarks
-    plain, _ = _compiled(128)
-    assert not isinstance(_loop(plain).upper.owner, arith.MinSIOp)
+    plain, remarks = _compiled(128)
+    assert not any(r.startswith("stops at") for r in remarks)
+    assert _loops(plain)[1].upper.owner is None or not isinstance(
+        _loops(plain)[1].upper.owner, arith.MinSIOp
+    )
 
 
 def test_disabled_mask_bounds_keeps_the_causal_loop_whole():
@@ -126,14 +168,16 @@ def test_disabled_mask_bounds_keeps_the_causal_loop_whole():
         kernels=["attention_causal"],
         pipeline="canonicalize,cse,tiling,canonicalize,mask-bounds{enable=false}",
     )
-    assert not isinstance(
-        _loop(program.module.lookup("attention_causal")).upper.owner, arith.MinSIOp
-    )
+    loops = [
+        op for op in program.module.lookup("attention_causal").walk() if isinstance(op, scf.ForOp)
+    ]
+    assert len(loops) == 1 and not isinstance(loops[0].upper.owner, arith.MinSIOp)
 
 
 def test_explain_says_where_the_causal_loop_stops():
     program = tilec.compile(ATTENTION, kernels=["attention_causal", "attention"], target="llvm")
     text = program.explain(ptxas=False)
     causal, plain = text.split("kernel attention ")[0], text.split("kernel attention ")[1]
-    assert "masks       stops at min(upper, ts + " in causal
-    assert "masks" not in plain
+    assert "masks       the tiles before visible_end" in causal
+    assert "- stops at min(upper, ts + " in causal
+    assert "stops at" not in plain and "the tiles before visible_end" in plain

@@ -22,7 +22,7 @@ from tilec.dialects.tile import MmaLayout, SharedLayout
 from tilec.ir.types import TileType, f16
 from tilec.lowering.layouts import ThreadMap, as_blocked, wgmma_accumulator_layout
 from tilec.lowering.shared_memory import stored_row, swizzled_offset
-from tilec.lowering.wgmma import SWIZZLE_ATOM, wgmma_operand_walk
+from tilec.lowering.wgmma import SWIZZLE_ATOM, wgmma_operand_walk, wgmma_step_offset
 from tilec.passes.smem_placement import wgmma_swizzle_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -73,9 +73,12 @@ def _hardware_row_to_logical(g: int, s: int) -> int:
     return 8 * w + 8 * WARPS * ((s // 8) % 2) + s % 8
 
 
-def _descriptor_for(base: int, index: int, transposed: bool, g: int, kk: int) -> int:
-    _, lbo, step, group_bytes = wgmma_operand_walk(index, transposed, BK)
-    return descriptor(base + g * group_bytes + kk * step, lbo, SWIZZLE_ATOM)
+def _descriptor_for(
+    base: int, index: int, transposed: bool, g: int, kk: int, depth: int = BK, rows: int = 64
+) -> int:
+    major, lbo, block, group_bytes = wgmma_operand_walk(index, transposed, depth, rows)
+    step = wgmma_step_offset(major, block, kk)
+    return descriptor(base + g * group_bytes + step, lbo, SWIZZLE_ATOM)
 
 
 def test_transposed_b_is_what_the_descriptors_read():
@@ -89,6 +92,23 @@ def test_transposed_b_is_what_the_descriptors_read():
         for n in range(BN):
             for kc in range(16):
                 written = b_base + 2 * swizzled_offset(b_layout, (BN, BK), n, 16 * kk + kc)
+                assert k_major_address(desc, n, kc) == written, (kk, n, kc)
+
+
+@pytest.mark.parametrize("rows, depth", [(128, 128), (64, 128), (128, 256)])
+def test_k_major_b_wider_than_an_atom_is_walked_block_by_block(rows, depth):
+    """Attention's `k[tn, :].T` at head dimension 128 (B stored [N, K] with K = 128): rows of
+    256 bytes are stored as blocks of 64 columns, each holding every row (`col_block`), and
+    the descriptor of k-step kk starts in block kk // 4 -- every element the hardware reads is
+    the element the copies wrote."""
+    b_layout, why = wgmma_swizzle_for(TileType((rows, depth), f16), 1, transposed=True)
+    assert b_layout == SharedLayout(8, 1, 8, (1, 0), col_block=64) and "blocks of 64" in why
+    b_base = 3 * SWIZZLE_ATOM
+    for kk in range(depth // 16):
+        desc = _descriptor_for(b_base, 1, True, 0, kk, depth, rows)
+        for n in range(rows):
+            for kc in range(16):
+                written = b_base + 2 * swizzled_offset(b_layout, (rows, depth), n, 16 * kk + kc)
                 assert k_major_address(desc, n, kc) == written, (kk, n, kc)
 
 
@@ -114,8 +134,10 @@ def test_transposed_a_comes_from_registers():
 
 def test_operand_walks_of_the_plain_layouts_are_the_probes():
     """The walk of `a @ b`'s operands is the one the H200 probe checked."""
-    assert wgmma_operand_walk(0, False, BK) == (True, 16, 32, 64 * 128)
-    assert wgmma_operand_walk(1, False, BK) == (False, BK * 128, 16 * 128, 0)
+    assert wgmma_operand_walk(0, False, BK, BM) == (True, 16, 0, 64 * 128)
+    assert wgmma_operand_walk(1, False, BK, BN) == (False, BK * 128, 0, 0)
+    assert [wgmma_step_offset(True, 0, kk) for kk in range(4)] == [0, 32, 64, 96]
+    assert [wgmma_step_offset(False, 0, kk) for kk in range(4)] == [0, 2048, 4096, 6144]
 
 
 def test_stored_rows_are_a_permutation_of_8_row_groups():

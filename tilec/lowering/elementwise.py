@@ -15,7 +15,7 @@ from llvmlite import ir
 from tilec.diagnostics import TileError
 from tilec.dialects import arith
 from tilec.ir.attributes import BoolAttr
-from tilec.ir.core import Operation
+from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.types import FloatType, IntegerType, Type, element_type
 from tilec.lowering import mathlib
 from tilec.lowering.llvm_types import constant, llvm_type
@@ -82,6 +82,11 @@ class ElementwiseLowering:
     b: ir.IRBuilder
 
     def elementwise(self, op: Operation, fn) -> list[Any]:  # pragma: no cover - the lowering's
+        raise NotImplementedError
+
+    def elementwise_of(
+        self, op: Operation, fn, operands: list[Value]
+    ) -> list[Any]:  # pragma: no cover - the lowering's
         raise NotImplementedError
 
     # -- arith ----------------------------------------------------------------------------------
@@ -253,7 +258,29 @@ class ElementwiseLowering:
 
     def cast(self, op: Operation) -> list[Any]:
         src, dst = element_type(op.input.type), element_type(op.result.type)
-        return self.elementwise(op, lambda x: self.convert(x, src, dst))
+        (out,) = self.elementwise(op, lambda x: self.convert(x, src, dst))
+        if src == FloatType("f32") and str(dst) in ("f16", "bf16") and isinstance(out, list):
+            return [self.narrow_pairs(self.values[op.input], str(dst), out)]
+        return [out]
+
+    def narrow_pairs(self, values: list[ir.Value], dst: str, out: list[Any]) -> list[Any]:
+        """f32 to f16/bf16 two elements at a time: `cvt.rn.f16x2.f32` (`.bf16x2`, sm_80)
+        rounds both in one instruction where two `cvt.rn.f16.f32` and a pack take three; the
+        pairs are adjacent slots, the ones a dot's register fragments pack together."""
+        b = self.b
+        half = llvm_type(FloatType(dst))
+        pair = ir.VectorType(half, 2)
+        result = list(out)
+        if len(values) != len(out):  # a splat operand: one value for every slot
+            return result
+        for i in range(0, len(values) - 1, 2):
+            bits = _asm_pure(
+                b, ir.IntType(32), [values[i + 1], values[i]], f"cvt.rn.{dst}x2.f32 $0, $1, $2;"
+            )
+            both = b.bitcast(bits, pair)
+            result[i] = b.extract_element(both, ir.Constant(ir.IntType(32), 0))
+            result[i + 1] = b.extract_element(both, ir.Constant(ir.IntType(32), 1))
+        return result
 
     # -- math -----------------------------------------------------------------------------------
 
@@ -286,9 +313,33 @@ class ElementwiseLowering:
         fn = mathlib.F32_FUNCTIONS[name]
         if name == "math.exp" and _approximate(op):
             fn = mathlib.exp_approx
+            difference = op.operands[0]
+            if (
+                t == FloatType("f32")
+                and isinstance(difference, OpResult)
+                and isinstance(difference.op, arith.SubFOp)
+            ):
+                # exp(x - y) = 2^(x log2 e - y log2 e): one fma before the ex2, the row
+                # max's product computed once per row (a softmax's shape)
+                x, y = difference.op.operands
+                scaled: dict[int, ir.Value] = {}
+
+                def of_difference(xv: ir.Value, yv: ir.Value) -> ir.Value:
+                    if id(yv) not in scaled:
+                        scaled[id(yv)] = mathlib.times_log2e(b, yv)
+                    return mathlib.exp2_fma_approx(b, xv, scaled[id(yv)])
+
+                return self.elementwise_of(op, of_difference, [x, y])
 
         def in_f32(*xs: ir.Value) -> ir.Value:
             wide = [self.convert_float(x, t, FloatType("f32")) for x in xs]
             return self.convert_float(fn(b, *wide), FloatType("f32"), t)
 
         return self.elementwise(op, in_f32)
+
+
+def _asm_pure(b: ir.IRBuilder, ret: ir.Type, args: list[ir.Value], text: str) -> ir.Value:
+    """An inline-asm instruction without side effects, its operands `$1..` 32-bit floats."""
+    fnty = ir.FunctionType(ret, [a.type for a in args])
+    constraints = ",".join(["=r"] + ["f"] * len(args))
+    return b.asm(fnty, text, constraints, args, side_effect=False)

@@ -633,11 +633,15 @@ class _KernelLowering(ElementwiseLowering):
 
     def elementwise(self, op: Operation, fn) -> list[Any]:
         """Apply `fn` slot by slot (scalars: once)."""
+        return self.elementwise_of(op, fn, list(op.operands))
+
+    def elementwise_of(self, op: Operation, fn, operands: list[Value]) -> list[Any]:
+        """Apply `fn` slot by slot to `operands` (values laid out as `op`'s result)."""
         t = op.results[0].type
         if not isinstance(t, TileType):
-            return [fn(*(self.values[v] for v in op.operands))]
+            return [fn(*(self.values[v] for v in operands))]
         n = thread_map(t).num_slots
-        columns = [self.operand_slots(v, n) for v in op.operands]
+        columns = [self.operand_slots(v, n) for v in operands]
         return [[fn(*args) for args in zip(*columns)]]
 
     # -- tile: where, what ----------------------------------------------------------------------
@@ -859,11 +863,17 @@ class _KernelLowering(ElementwiseLowering):
         partials = []
         for slot in range(natural.num_slots):
             k = list(natural.slot_multi_index(slot))
-            acc = None
+            row = []
             for ka in range(m.counts[plan.axis]):
                 full = (*k[: plan.axis], ka, *k[plan.axis :])
-                v = values[sum(i * s for i, s in zip(full, m.slot_strides))]
-                acc = v if acc is None else self._combine(kind, t, acc, v)
+                row.append(values[sum(i * s for i, s in zip(full, m.slot_strides))])
+            # Pairwise: a chain of n dependent combines would wait out each one's latency
+            # (attention's row max: 64 in a row); a tree has log2(n) levels of independent
+            # ones. Sums are then rounded in numpy's pairwise order, not left to right.
+            while len(row) > 1:
+                pairs = [self._combine(kind, t, x, y) for x, y in zip(row[::2], row[1::2])]
+                row = pairs + row[len(pairs) * 2 :]
+            acc = row[0]
             for lane_mask in plan.lane_bits:
                 acc = self._combine(kind, t, acc, self.shuffle_xor(acc, lane_mask))
             partials.append(acc)
@@ -1011,6 +1021,7 @@ class _KernelLowering(ElementwiseLowering):
         entering = list(self.unfenced_reads)
         yielded = self.block(op.body.block)
         assert yielded is not None
+        yielded = wgmma.finish_iteration(self, op, list(yielded))
         if self.unfenced_reads:  # read at the end of one iteration, written in the next
             self.barrier()
         # After the loop: what was unfenced before it (it may run zero times).

@@ -113,10 +113,9 @@ def lower_load_shared(k: _KernelLowering, op: Operation) -> list[Any]:
     slot_base = _slot_base(k, buf, k.values[op.slot])
     transposed = "transposed" in op.attributes
     layout = t.layout
-    # wgmma reads its operands from the slot, except A stored [K, M]: that one it takes from
-    # registers, the A fragments of mma.sync (below).
-    register_a = layout.index == 0 and transposed if isinstance(layout, DotOperandLayout) else False
-    if isinstance(layout, DotOperandLayout) and layout.version == 3 and not register_a:
+    # wgmma reads a version-3 operand from the slot; a version-2 one is mma.sync fragments in
+    # registers (below), for either instruction.
+    if isinstance(layout, DotOperandLayout) and layout.version == 3:
         return [WgmmaOperand(buf, slot_base, transposed)]
     if isinstance(layout, DotOperandLayout):
         fragments = _fragments(k, buf, slot_base, t, transposed)

@@ -38,26 +38,32 @@ __all__ = [
     "SWIZZLE_ATOM",
     "WGMMA_ROWS",
     "deferred_wgmma_slots",
+    "carried_in_flight",
     "drain_loop",
+    "finish_iteration",
     "is_wgmma_dot",
     "lower_barrier",
     "lower_wgmma_dot",
     "uses_wgmma",
     "wgmma_descriptor_low",
     "wgmma_operand_walk",
+    "wgmma_step_offset",
 ]
 
 
 def is_wgmma_dot(op: Operation) -> bool:
-    """Whether `op` is a `tile.dot` the lowering turns into `wgmma` (sm_90a)."""
+    """Whether `op` is a `tile.dot` the lowering turns into `wgmma` (sm_90a): a version-3
+    accumulator, B read from its shared buffer (`#dot_operand` version 3), A either read from
+    its buffer too or held in registers as `mma.sync` A fragments (version 2: wgmma's
+    register-A form takes the same registers)."""
     return (
         isinstance(op, T.DotOp)
         and isinstance(op.result.type.layout, MmaLayout)
         and op.result.type.layout.version == 3
-        and all(
-            isinstance(x.type.layout, DotOperandLayout) and x.type.layout.version == 3
-            for x in (op.a, op.b)
-        )
+        and isinstance(op.a.type.layout, DotOperandLayout)
+        and op.a.type.layout.version in (2, 3)
+        and isinstance(op.b.type.layout, DotOperandLayout)
+        and op.b.type.layout.version == 3
     )
 
 
@@ -68,11 +74,11 @@ def uses_wgmma(kernel: Operation) -> bool:
 
 def lower_barrier(k: _KernelLowering, op: Operation) -> None:
     loop = op.parent_op
-    if isinstance(loop, scf.ForOp) and deferred_wgmma_slots(loop):
+    if isinstance(loop, scf.ForOp) and carried_in_flight(loop):
         # Last iteration's wgmmas must have finished reading their slot before anyone
         # passes the barrier and refills it (`lower_wgmma_dot`).
         args = loop.body.block.args
-        for j in deferred_wgmma_slots(loop):
+        for j in carried_in_flight(loop):
             arg = args[1 + j]
             k.values[arg] = _wgmma_wait(k, k.values[arg])
     if k.wgmma:
@@ -82,23 +88,35 @@ def lower_barrier(k: _KernelLowering, op: Operation) -> None:
     k.barrier()
 
 
+def finish_iteration(k: _KernelLowering, loop: Operation, yielded: list[Any]) -> list[Any]:
+    """The values one iteration of `loop` passes to the next (`for_op`, before the back
+    edge): the wgmmas in flight whose accumulator the next iteration reads by other
+    instructions first (`carried_in_flight` says which it does not) are waited for here."""
+    if isinstance(loop, scf.ForOp):
+        carried = carried_in_flight(loop)
+        for j in deferred_wgmma_slots(loop):
+            if j not in carried:
+                yielded[j] = _wgmma_wait(k, yielded[j])
+    return yielded
+
+
 def drain_loop(k: _KernelLowering, loop: Operation, results: list[Any]) -> list[Any]:
     """The values `loop` leaves when its last iteration ends (`for_op`'s `loop.exit`): the
-    wgmmas of that iteration are still in flight, so their accumulators are waited for here,
+    wgmmas of that iteration still in flight (`carried_in_flight`) are waited for here,
     before the path where the loop never ran joins with its initial values."""
     if isinstance(loop, scf.ForOp):
-        for j in deferred_wgmma_slots(loop):
+        for j in carried_in_flight(loop):
             results[j] = _wgmma_wait(k, results[j])
     return results
 
 
 def deferred_wgmma_slots(loop: Operation) -> list[int]:
-    """The loop-carried values of `loop` that a `wgmma` dot leaves in flight at the end of an
-    iteration: those the dot's result feeds straight to the `scf.yield` of a loop that the
-    pipeline pass made (its body starts with a wait and a barrier, an `async_wait` follows
-    it). `lower_wgmma_dot` then issues without waiting, the barrier at the top of the next
-    iteration waits (before any thread refills the slot the wgmmas read), and so does the
-    loop's exit (`drain_loop`), before the results are read."""
+    """The loop-carried values of `loop` that a `wgmma` dot computes without waiting: those
+    the dot's result feeds straight to the `scf.yield` of a loop that the pipeline pass made
+    (its body starts with a wait and a barrier, an `async_wait` follows it).
+    `lower_wgmma_dot` then issues without waiting, and the wait comes later: at the barrier
+    at the top of the next iteration (`carried_in_flight`), or at the end of the iteration,
+    after the copies that follow the dot were issued (`finish_iteration`)."""
     body = loop.body.block.ops
     block = loop.block
     after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
@@ -121,6 +139,25 @@ def deferred_wgmma_slots(loop: Operation) -> list[int]:
     ]
 
 
+def carried_in_flight(loop: Operation) -> list[int]:
+    """The deferred slots whose wgmmas stay in flight across the back edge, waited for at the
+    next iteration's barrier (before any thread refills the slot they read) and at the
+    loop's exit (`drain_loop`): those whose carried value only the same dot reads next, as
+    its accumulator (a GEMM's chain, updated in place). An accumulator that other
+    instructions read first (attention's `acc * alpha`) is waited for at the end of its
+    iteration instead: across the back edge ptxas may copy its registers, and a copy of a
+    wgmma's accumulator before its wait serializes every wgmma of the kernel (C7514, measured
+    on attention: a wait after each instruction)."""
+    args = loop.body.block.args
+    found = []
+    for j in deferred_wgmma_slots(loop):
+        dot = loop.yield_op.operands[j].op
+        uses = args[1 + j].uses
+        if len(uses) == 1 and uses[0] is dot and dot.acc is args[1 + j]:
+            found.append(j)
+    return found
+
+
 def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
     """`wgmma.wait_group 0`, with the accumulator registers it completes tied through it (so
     nothing reads them before)."""
@@ -136,6 +173,7 @@ def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
 
 
 WGMMA_ROWS = 64  # one warpgroup's rows of the accumulator (m64nNk16)
+SWIZZLE_ROW = 128  # bytes: one row of a 128-byte swizzle atom
 SWIZZLE_ATOM = 1024  # bytes: the 128-byte swizzle repeats every 8 rows of 128 bytes
 _SWIZZLE_128B = 1 << 30  # the descriptor's swizzle mode 1, in its high 32 bits (bit 62)
 
@@ -147,18 +185,36 @@ def wgmma_descriptor_low(address: ir.Value, lbo: int, b: ir.IRBuilder) -> ir.Val
     return b.or_(start, _i32((lbo >> 4) << 16))
 
 
-def wgmma_operand_walk(index: int, transposed: bool, depth: int) -> tuple[bool, int, int, int]:
+K_STEP = 16  # the k of wgmma.m64nNk16 for 16-bit operands
+K_MAJOR_STEP = 32  # bytes a k-step advances along a K-major operand's 128-byte row
+
+
+def wgmma_operand_walk(
+    index: int, transposed: bool, depth: int, rows: int = WGMMA_ROWS
+) -> tuple[bool, int, int, int]:
     """How `lower_wgmma_dot` walks operand `index` (0: A, 1: B) of a K tile of `depth` in
-    shared memory: (K-major, leading byte offset, bytes per k-step of 16, bytes from one
-    warpgroup's 64 rows of A to the next; 0 for B). K-major (A stored [M, K], B stored
-    [N, K]): LBO unused (16), a k-step is 32 bytes along the 128-byte row, warpgroup g
-    starts 64 rows (8 KiB) on. N-major (B stored [K, N], blocks of 64 columns): LBO is one
-    block, a k-step is 16 rows of 128 bytes. (A stored [K, M] comes from registers.)"""
+    shared memory, the operand having `rows` rows along M or N: (K-major, leading byte
+    offset, bytes of one column block of 64 -- what a K-major walk adds every 4 k-steps, 0
+    for N-major --, bytes from one warpgroup's 64 rows of A to the next; 0 for B).
+    K-major (A stored [M, K], B stored [N, K]): LBO unused (16), a k-step is 32 bytes along
+    the 128-byte row, a K tile wider than 64 is stored in blocks of 64 columns (`col_block`)
+    each holding every row, warpgroup g starts 64 rows (8 KiB) on. N-major (B stored [K, N],
+    blocks of 64 columns): LBO is one block, a k-step is 16 rows of 128 bytes. (A stored
+    [K, M] comes from registers.) `wgmma_step_offset` turns a walk into a k-step's bytes."""
     if index == 0 and transposed:
         raise ValueError("wgmma's A stored [K, M] is read into registers, not by a descriptor")
     if index == 0 or transposed:
-        return True, 16, 32, WGMMA_ROWS * 128 if index == 0 else 0
-    return False, depth * 128, 16 * 128, 0
+        block = rows * SWIZZLE_ROW if depth * 2 > SWIZZLE_ROW else 0
+        return True, 16, block, WGMMA_ROWS * SWIZZLE_ROW if index == 0 else 0
+    return False, depth * SWIZZLE_ROW, 0, 0
+
+
+def wgmma_step_offset(k_major: bool, block_bytes: int, kk: int) -> int:
+    """Bytes from an operand's start to k-step `kk` (16 elements of 2 bytes) of its walk."""
+    if not k_major:
+        return kk * K_STEP * SWIZZLE_ROW  # 16 rows of 128 bytes
+    per_block = SWIZZLE_ROW // K_MAJOR_STEP
+    return (kk // per_block) * block_bytes + (kk % per_block) * K_MAJOR_STEP
 
 
 def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
@@ -173,9 +229,11 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     128 bytes), B's leading offset the bytes of one column block, stride offset 1024.
     Warpgroup g reads its 64 rows of A from stored row 64 g. An operand read transposed
     (`tile.load_shared {transposed}`) has the other major-ness: B stored [N, K] is K-major
-    (`wgmma_operand_walk`, `tnspB` = 0); A stored [K, M] comes from registers, the
-    `ldmatrix.trans` fragments of `mma.sync`'s A, which hold the accumulator's rows as they
-    are (`Fragments`; wgmma's register A of warp w is rows 16 w + l / 4 (+ 8) of the
+    (`wgmma_operand_walk`, `tnspB` = 0); a K tile wider than 64 is walked block by block
+    (`wgmma_step_offset`). An A held in registers (`#dot_operand` version 2: stored [K, M]
+    and read by `ldmatrix.trans`, staged once before the loop and read by `ldmatrix`, or
+    repacked from another dot's accumulator) is the fragments of `mma.sync`'s A, which hold
+    the accumulator's rows as they are (`Fragments`; wgmma's register A of warp w is rows 16 w + l / 4 (+ 8) of the
     hardware's, the same as its accumulator's). Register d[4 j + 2 i + c] of n8 block j is the slot of
     row repeat i and column 8 j + 2 (l % 4) + c. One asm statement fences, issues the k-steps,
     commits and waits for them, so LLVM cannot move anything into the asynchronous window.
@@ -191,9 +249,18 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
         raise ValueError(f"wgmma accumulates in f32 here, not {acc_t.element}")
     n = acc_t.shape[1]
     depth = a_t.shape[1]
-    if depth * element_bytes(a_t.element) != 128 or n % 64 or n > 256:
-        raise ValueError("wgmma lowering needs K tiles of 128 bytes and N a multiple of 64 <= 256")
-    in_registers = isinstance(a, Fragments)  # A stored [K, M]: ldmatrix.trans fragments
+    row_bytes = depth * element_bytes(a_t.element)
+    if row_bytes % SWIZZLE_ROW or n % 64 or n > 256:
+        raise ValueError(
+            "wgmma lowering needs K tiles of a multiple of 128 bytes and N a multiple of 64 <= 256"
+        )
+    in_registers = isinstance(a, Fragments)  # A held in registers as mma.sync A fragments
+    warps = acc_t.layout.warps_per_cta[0]
+    if in_registers and acc_t.shape[0] != 16 * warps:
+        raise ValueError(
+            f"wgmma's A from registers needs 16 rows a warp (M = {16 * warps}), not M = "
+            f"{acc_t.shape[0]}"
+        )
     for operand in (bop,) if in_registers else (a, bop):
         offset = operand.buffer.offset
         if offset % SWIZZLE_ATOM or operand.buffer.slot_bytes % SWIZZLE_ATOM:
@@ -207,16 +274,18 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     # k-step of 16 advances (`wgmma_operand_walk`).
     walks = []
     for index, operand in ((1, bop),) if in_registers else ((0, a), (1, bop)):
-        _, lbo, step, group_bytes = wgmma_operand_walk(index, operand.transposed, depth)
+        rows = acc_t.shape[index]
+        major, lbo, block, group_bytes = wgmma_operand_walk(index, operand.transposed, depth, rows)
         address = _shared_address(k, operand.slot_base)
         if group_bytes:
             address = b.add(address, k.prologue.mul(group, _i32(group_bytes)))
-        walks.append((address, lbo, step))
+        walks.append((address, lbo, major, block))
     high = _i32((SWIZZLE_ATOM >> 4) | _SWIZZLE_128B)
     descriptors: list[ir.Value] = []
     for kk in range(depth // 16):
-        for address, lbo, step in walks:
-            low = wgmma_descriptor_low(b.add(address, _i32(kk * step)), lbo, b)
+        for address, lbo, major, block in walks:
+            step = wgmma_step_offset(major, block, kk)
+            low = wgmma_descriptor_low(b.add(address, _i32(step)), lbo, b)
             wide = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
             descriptors.append(wide)
     trans_b = 0 if bop.transposed else 1  # 0: B is K-major
