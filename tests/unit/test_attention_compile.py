@@ -109,14 +109,12 @@ def test_both_dots_run_on_wgmma_with_a_in_registers():
     func, _ = _compiled(128)
     for dot in (op for op in _loop(func).walk() if isinstance(op, T.DotOp)):
         assert dot.a.type.layout.version == 2 and dot.b.type.layout.version == 3
-    k_buffer = _loop(func).walk()
     layouts = [
         op.result.type.layout
         for op in func.walk()
         if isinstance(op, shared.AllocSharedOp) and op.result.type.shape[-1] == 128
     ]
     assert any(getattr(layout, "col_block", 0) == 64 for layout in layouts), layouts
-    del k_buffer
 
 
 def test_the_tiles_every_mask_shows_run_without_the_masks():

@@ -37,8 +37,8 @@ from tilec.lowering.tensorcore import (
 __all__ = [
     "SWIZZLE_ATOM",
     "WGMMA_ROWS",
-    "deferred_wgmma_slots",
     "carried_in_flight",
+    "deferred_wgmma_slots",
     "drain_loop",
     "finish_iteration",
     "is_wgmma_dot",
