@@ -179,3 +179,14 @@ def test_explain_says_where_the_causal_loop_stops():
     assert "masks       the tiles before visible_end" in causal
     assert "- stops at min(upper, ts + " in causal
     assert "stops at" not in plain and "the tiles before visible_end" in plain
+
+
+def test_query_tiles_are_launched_first():
+    """k and v do not depend on the query tile: M becomes grid axis 0 (x), so the blocks that
+    run together share one head's keys and values in L2; program ids follow the new order."""
+    func, remarks = _compiled(128)
+    grid = [str(dim) for dim, _ in func.attributes["tilec.grid"].value]
+    assert grid == ["M", "B", "H"]
+    assert any(r.startswith("block order: M first (grid axis 0, x)") for r in remarks)
+    axes = {op.axis for op in func.walk() if isinstance(op, T.ProgramIdOp)}
+    assert axes <= {0, 1, 2}

@@ -1,0 +1,575 @@
+"""The mma search of the `tiling` pass (passes/tiling.py): what it knows about a kernel's
+dots, the configurations it tries, the models that rule them out (shared memory, registers,
+the words a thread holds) and the preference among those left, with the remarks that explain
+the choice. `_KernelTiling` mixes `MmaSearch` in; docs/passes.md is the contract.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError, format_bytes
+from tilec.dialects import arith, scf
+from tilec.dialects import math as mathd
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.dialects.tile import MmaLayout
+from tilec.ir.attributes import ArrayAttr
+from tilec.ir.core import BlockArgument, Operation, OpResult, Value
+from tilec.ir.types import TileType, bf16, f16, f32
+from tilec.lowering.abi import argument_name
+from tilec.lowering.layouts import MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
+from tilec.passes.pipeline import SM_SHARED_SM90, stages_in_flight
+from tilec.passes.specialize import attribute_pairs
+
+__all__ = [
+    "MmaSearch",
+    "TileConfig",
+    "TiledDot",
+    "from_accumulator",
+    "is_mma_dot",
+    "operand_load",
+    "program_axes",
+    "scattered_operands",
+    "streamed_operand",
+]
+
+
+WARP_COUNTS = (1, 2, 4, 8, 16, 32)
+# Warp counts the search tries when none is pinned, most preferred first: 4 warps (a 2x2 grid of
+# 64x64 warp tiles on a 128x128 block) is the GEMM sweet spot of mma.sync on sm_80/sm_90.
+SEARCH_WARPS = (4, 8, 2, 1)
+MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest of 255 is operands
+# The 32-bit words a thread of an mma.sync tiling holds at its busiest (`_Search.live_words`:
+# accumulators, fragments held across the loop, one k-step of operand fragments) may come to
+# 255 registers less what ptxas needs besides them: addresses of the pipeline's copies and
+# the swizzled reads, loop state, a softmax's temporaries -- 60 to 80 registers on the H200
+# examples (attention d128 at BN=64: 176 words, 254 registers; at BN=128: 224 words, 255
+# registers and 172 bytes spilled; d64 at BN=128: 176 words, 255 registers, no spills).
+LIVE_WORD_BUDGET = 192
+# The same bound for dots on wgmma with A in registers (`wgmma_chain`), measured on the same
+# kernels: ptxas holds more besides the words there (attention d128 at BN=64: 144 words, 255
+# registers, no spills; at BN=128: 192 words, 496 bytes spilled, where mma.sync's 224 spilled
+# 172), so the words get 255 less what the larger overhead takes.
+WGMMA_LIVE_WORD_BUDGET = 160
+# Accumulator registers per thread when operands are copied element by element (unknown
+# strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
+SCATTERED_ACCUMULATORS = 32
+TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for small extents)
+CONTRACTED_SIZES = (64, 32, 16)
+DEFAULT_GROUP_M = 8  # blocks per group along grid axis 0 (Triton's GROUP_M), mma.sync tilings
+PREFERRED_K_ROW_BYTES = 64  # BK = 32 for 16-bit operands: one 64-byte row per k-step
+INSTR_M, INSTR_N, INSTR_K = MMA_INSTR_SHAPE
+
+
+# ---------------------------------------------------------------------------------------------
+# What the search knows about a kernel's dots
+
+
+@dataclass(frozen=True)
+class TiledDot:
+    op: T.DotOp
+    m: str | int  # accumulator rows: a symbol or a static size
+    n: str | int
+    k: str | int
+    element_bytes: int
+    streamed: tuple[bool, bool]  # whether each operand is loaded anew every loop iteration
+    # A is computed from another dot's accumulator (attention's P): on warps [W, 1] it stays
+    # in registers (assign-layouts' `register_a_operand`), with no shared buffer.
+    register_a: bool = False
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One candidate tiling: sizes of the free dot symbols, and the warps."""
+
+    sizes: dict[str, int]
+    warps: tuple[int, int]  # (W_m, W_n)
+
+    @property
+    def num_warps(self) -> int:
+        return self.warps[0] * self.warps[1]
+
+
+def operand_load(v: Value) -> T.LoadOp | None:
+    """The `tile.load` a dot operand is (a cast, transpose, reshape or select of), if any."""
+    while isinstance(v, OpResult):
+        op = v.op
+        if isinstance(op, T.LoadOp):
+            return op
+        if not isinstance(op, (T.CastOp, T.TransposeOp, T.ReshapeOp, T.SelectOp)):
+            return None
+        v = op.operands[1] if isinstance(op, T.SelectOp) else op.operands[0]
+    return None
+
+
+def program_axes(v: Value) -> set[int]:
+    """The grid axes whose `tile.program_id` the scalar `v` is computed from."""
+    axes: set[int] = set()
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or not isinstance(v, OpResult):
+            continue
+        seen.add(id(v))
+        if isinstance(v.op, T.ProgramIdOp):
+            axes.add(v.op.axis)
+        elif not v.op.regions:
+            stack.extend(v.op.operands)
+    return axes
+
+
+def k_major(b: Value) -> bool:
+    """Whether a dot's right operand is loaded transposed (`k[tn, :].T`: stored [N, K])."""
+    transposed = False
+    while isinstance(b, OpResult) and not isinstance(b.op, T.LoadOp):
+        if isinstance(b.op, T.TransposeOp):
+            transposed = not transposed
+        b = b.op.operands[1] if isinstance(b.op, T.SelectOp) else b.op.operands[0]
+    return transposed
+
+
+def from_accumulator(v: Value) -> bool:
+    """Whether `v` is computed, through elementwise ops, from a `tile.dot`'s result."""
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or not isinstance(v, OpResult):
+            continue
+        seen.add(id(v))
+        op = v.op
+        if isinstance(op, T.DotOp):
+            return True
+        if isinstance(op, (T.CastOp, T.SelectOp, T.ConvertLayoutOp, T.BroadcastOp)) or (
+            type(op).__module__ in (arith.__name__, mathd.__name__)
+        ):
+            stack.extend(x for x in op.operands if isinstance(x.type, TileType))
+    return False
+
+
+def streamed_operand(v: Value, dot: Operation) -> bool:
+    """Whether `v` is (a cast, transpose or reshape of) a `tile.load` in the dot's loop body:
+    such an operand needs one shared buffer per pipeline stage, any other one buffer."""
+    loop = dot.parent_op
+    load = operand_load(v)
+    return isinstance(loop, scf.ForOp) and load is not None and loop.is_ancestor_of(load)
+
+
+def scattered_operands(kernel: FuncOp) -> list[str]:
+    """The last strides of dot operands' tensors not known to be 1 (`tilec.unit`, from the
+    `assume` pass): such operands are copied one element at a time, each with its own 64-bit
+    address, which leaves registers for a smaller accumulator only."""
+    unit = {str(x) for x in (kernel.attributes.get("tilec.unit") or ArrayAttr(())).value}
+    found: list[str] = []
+    for op in kernel.walk():
+        if not (isinstance(op, T.DotOp) and is_mma_dot(op)):
+            continue
+        for v in (op.a, op.b):
+            load = operand_load(v)
+            if load is None:
+                continue
+            view = load.view
+            if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
+                continue
+            stride = f"{argument_name(kernel, view.index)}.stride.{view.type.rank - 1}"
+            if stride not in unit and stride not in found:
+                found.append(stride)
+    return found
+
+
+def is_mma_dot(op: T.DotOp) -> bool:
+    a, b, c = op.a.type, op.b.type, op.acc.type
+    return a.element == b.element and a.element in (f16, bf16) and c.element == f32
+
+
+class MmaSearch:
+    """The tiling of a kernel's tensor-core dots (mixed into `_KernelTiling`, which holds the
+    kernel, its tile plan, options and pins)."""
+
+    def candidates(self, dots: list[TiledDot], free: set[str], warps: tuple[int, ...]):
+        """Every config over the free symbols' candidate sizes and the warp splits."""
+        tiled = {d for dot in dots for d in (dot.m, dot.n) if isinstance(d, str)}
+        names = sorted(free)
+        choices = []
+        for name in names:
+            s = self.plan.symbols[name]
+            cap = s.cap
+            if name in tiled:
+                sizes = [x for x in TILED_SIZES if cap is None or x <= cap] or [max(16, cap)]
+            else:
+                sizes = [x for x in CONTRACTED_SIZES if cap is None or x <= max(cap, 16)]
+            choices.append(sizes)
+        for values in itertools.product(*choices):
+            for w in warps:
+                for wm in (x for x in WARP_COUNTS if x <= w):
+                    yield TileConfig(dict(zip(names, values)), (wm, w // wm))
+
+    def problems(self, dots: list[TiledDot], c: TileConfig, tiles: bool = True) -> list[str]:
+        """Why `c` cannot tile `dots` for mma.sync (empty: it can); `tiles=False` leaves out
+        the kernel's largest tile (`tile_problems`)."""
+        found: list[str] = []
+        wm, wn = c.warps
+        for dot in dots:
+            m, n, k = (self.size(d, c) for d in (dot.m, dot.n, dot.k))
+            if m % (INSTR_M * wm):
+                found.append(
+                    f"{self.describe(dot.m, 'M', c)} is not a multiple of {INSTR_M * wm} "
+                    f"({INSTR_M} rows per mma x {wm} warp{'s' if wm > 1 else ''} along M)"
+                )
+            if n % (INSTR_N * wn):
+                found.append(
+                    f"{self.describe(dot.n, 'N', c)} is not a multiple of {INSTR_N * wn} "
+                    f"({INSTR_N} columns per mma x {wn} warp{'s' if wn > 1 else ''} along N)"
+                )
+            if k % INSTR_K:
+                found.append(
+                    f"{self.describe(dot.k, 'K', c)} is not a multiple of {INSTR_K} "
+                    "(the k of mma.sync m16n8k16)"
+                )
+        shared = self.shared_bytes(dots, c)
+        if shared > self.opts.shared_limit:
+            found.append(
+                f"the operand buffers take {format_bytes(shared)} of shared memory "
+                f"({self.shared_text(dots, c)}), over the limit of "
+                f"{format_bytes(self.opts.shared_limit)} (option shared_limit)"
+            )
+        elif tiles:
+            found.extend(self.tile_problems(c))
+        return list(dict.fromkeys(found))
+
+    def largest_tile(self, c: TileConfig) -> tuple[int, str]:
+        """(bytes, description) of the kernel's largest tile under `c`'s sizes."""
+        best = (0, "")
+        for shape, element in self.tiles:
+            elements = 1
+            for d in shape:
+                elements *= self.size(d, c) if isinstance(d, str) else int(d)
+            size = elements * element_bytes(element)
+            if size > best[0]:
+                text = "x".join(str(self.size(d, c) if isinstance(d, str) else d) for d in shape)
+                best = (size, f"{text}x{element}")
+        return best
+
+    def tile_problems(self, c: TileConfig) -> list[str]:
+        """A tile larger than a block's shared memory: converting its layout (the lowering
+        exchanges a tile through shared memory) could never fit, whatever else is live. A
+        tile over a dot's M, N and K (the GPU fuzzer's [BM, BN, BK] of i64: 512 KiB at
+        64x64x16) rules the config out; accumulators (64 KiB at 128x128) are far below it.
+        smem-placement still checks the whole plan."""
+        size, text = self.largest_tile(c)
+        if size <= self.opts.shared_limit:
+            return []
+        return [
+            f"a tile of {text} ({format_bytes(size)}) is larger than a block's shared memory "
+            f"({format_bytes(self.opts.shared_limit)}, option shared_limit), which converting "
+            "its layout needs"
+        ]
+
+    def stages_for(self, dots: list[TiledDot], c: TileConfig) -> int:
+        """The stages `c` is budgeted for: the pin, else pipeline's own rule
+        (`stages_in_flight`: of the counts up to the option `stages` whose operand buffers fit
+        `shared_limit`, the one with the most copies in flight per SM, by this config's
+        register estimate; at least 2)."""
+        if self.stages_pinned:
+            return self.stages
+        totals = {
+            s: self._buffer_bytes(dots, c, s)
+            for s in range(2, self.stages + 1)
+            if self._buffer_bytes(dots, c, s) <= self.opts.shared_limit
+        }
+        if not totals:
+            return min(2, self.stages)
+        registers = self.estimated_registers(dots, c)
+        return stages_in_flight(totals, registers, WARP_SIZE * c.num_warps, SM_SHARED_SM90)
+
+    def _buffer_bytes(self, dots: list[TiledDot], c: TileConfig, stages: int) -> int:
+        return sum(s * b for s, b in self._buffers(dots, c, stages))
+
+    def _buffers(self, dots: list[TiledDot], c: TileConfig, stages: int) -> list[tuple[int, int]]:
+        buffers = []
+        for dot in dots:
+            m, n, k = (self.size(d, c) for d in (dot.m, dot.n, dot.k))
+            for index, (elements, streamed) in enumerate(zip((m * k, k * n), dot.streamed)):
+                if index == 0 and dot.register_a and c.warps[1] == 1:
+                    continue  # A stays in the registers it was computed in
+                buffers.append((stages if streamed else 1, elements * dot.element_bytes))
+        return buffers
+
+    def operand_buffers(self, dots: list[TiledDot], c: TileConfig) -> list[tuple[int, int]]:
+        """(stages, bytes of one buffer) for each dot operand staged through shared memory."""
+        return self._buffers(dots, c, self.stages_for(dots, c))
+
+    def shared_bytes(self, dots: list[TiledDot], c: TileConfig) -> int:
+        return sum(s * b for s, b in self.operand_buffers(dots, c))
+
+    def shared_text(self, dots: list[TiledDot], c: TileConfig) -> str:
+        groups: dict[tuple[int, int], int] = {}
+        for key in self.operand_buffers(dots, c):
+            groups[key] = groups.get(key, 0) + 1
+        parts = []
+        for (stages, size), count in groups.items():
+            what = f"{count} operand{'s' if count > 1 else ''}"
+            parts.append(
+                f"{what} x {stages} stages x {format_bytes(size)}"
+                if stages > 1
+                else f"{what} x {format_bytes(size)}"
+            )
+        return " + ".join(parts)
+
+    def registers(self, dots: list[TiledDot], c: TileConfig) -> int:
+        """f32 accumulator values per thread: every dot result is live in the loop body."""
+        threads = WARP_SIZE * c.num_warps
+        return sum(self.size(d.m, c) * self.size(d.n, c) // threads for d in dots)
+
+    def live_words(self, dots: list[TiledDot], c: TileConfig) -> int:
+        """32-bit words a thread holds at its busiest, the model of ptxas's registers that
+        `LIVE_WORD_BUDGET` bounds: every dot's f32 accumulator (all live in the loop body), the
+        16-bit A fragments held across the loop (an operand loaded before the loop is read
+        into registers once; one computed from an accumulator stays in them), and the
+        fragments of one k-step of the streamed operands of the dot that needs the most."""
+        threads = WARP_SIZE * c.num_warps
+        wm, wn = c.warps
+        held, step = 0, 0
+        wgmma = self.wgmma_chain(dots, c)
+        for d in dots:
+            m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
+            if (d.register_a and wn == 1) or not d.streamed[0]:
+                held += m * k // threads // 2
+                a_step = 0
+            else:
+                a_step = (m // wm) * INSTR_K // WARP_SIZE // 2
+            b_step = 0 if wgmma else INSTR_K * (n // wn) // WARP_SIZE // 2  # wgmma reads B
+            step = max(step, a_step + b_step)
+        return self.registers(dots, c) + held + step
+
+    def estimated_registers(self, dots: list[TiledDot], c: TileConfig) -> int:
+        """Registers a thread of `c` is estimated to take: its words and ptxas's overhead."""
+        return min(255, self.live_words(dots, c) + 255 - self.word_budget(dots, c))
+
+    def word_budget(self, dots: list[TiledDot], c: TileConfig) -> int:
+        """The most words `live_words` may come to for `c`: what leaves ptxas room besides."""
+        return WGMMA_LIVE_WORD_BUDGET if self.wgmma_chain(dots, c) else LIVE_WORD_BUDGET
+
+    def wgmma_chain(self, dots: list[TiledDot], c: TileConfig) -> bool:
+        """Whether `c` runs `dots` on `wgmma` with A in registers (sm_90a, option wgmma): warps
+        `[4 g, 1]` with 16 accumulator rows a warp (one m64 per warpgroup: the `mma.sync`
+        accumulator's `#blocked` twin is then the wgmma accumulator's, and mma.sync's A
+        fragments are wgmma's register-A form), every dot's A held in registers anyway --
+        computed from another dot's accumulator (attention's P) or loaded before the loop
+        (attention's q) --, its B loaded with a unit last stride (copied by 16-byte chunks,
+        read from shared memory by a descriptor), N a multiple of 64 up to 256, and a K-major
+        B (stored [N, K]) a K tile of whole 128-byte rows. Single matmuls whose A streams take
+        the 128x128x64 tiling (`wgmma_fits`) instead."""
+        if not (self.opts.wgmma and self.opts.arch == "sm_90a") or self.scattered:
+            return False
+        wm, wn = c.warps
+        if wn != 1 or wm % 4:
+            return False
+        for d in dots:
+            m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
+            if d.element_bytes != 2 or m != INSTR_M * wm or n % 64 or n > 256 or k % INSTR_K:
+                return False
+            if not (d.register_a or (not d.streamed[0] and operand_load(d.op.a) is not None)):
+                return False
+            if operand_load(d.op.b) is None:
+                return False
+            if k_major(d.op.b) and (k * d.element_bytes) % 128:
+                return False
+        return True
+
+    def blocks(self, c: TileConfig) -> int | None:
+        """Blocks in the grid, when the option `extents` gives every grid dimension."""
+        total = 1
+        for dim, symbol in attribute_pairs(self.kernel, "tilec.grid"):
+            if str(dim) not in self.extents:
+                return None
+            tile = self.size(str(symbol), c) if isinstance(symbol, str) else int(symbol)  # type: ignore[call-overload]
+            total *= -(-self.extents[str(dim)] // tile)
+        return total
+
+    def preference(self, dots: list[TiledDot], c: TileConfig) -> tuple:
+        """Sort key of qualifying configs, best first (see the class docstring)."""
+        blocks = self.blocks(c)
+        fill = min(blocks, self.opts.sm_count) if blocks is not None else 0
+        warps_rank = SEARCH_WARPS.index(c.num_warps) if c.num_warps in SEARCH_WARPS else 0
+        area = sum(self.size(d.m, c) * self.size(d.n, c) for d in dots)
+        split_along_rows = 0 if (not self.reduces or c.warps[1] == 1) else 1
+        fragments = 0.0  # shared-memory operand reads per product: least for square tiles
+        for d in dots:
+            m = max(1, self.size(d.m, c) // c.warps[0])
+            n = max(1, self.size(d.n, c) // c.warps[1])
+            fragments += (m + n) / (m * n)
+        k_row = sum(
+            abs(self.size(d.k, c) * d.element_bytes - PREFERRED_K_ROW_BYTES)
+            for d in dots
+            if isinstance(d.k, str) and d.k in c.sizes
+        )
+        taller = -sum(self.size(d.m, c) for d in dots)
+        # Operands copied element by element: a big accumulator would spill.
+        crowded = bool(self.scattered) and self.registers(dots, c) > SCATTERED_ACCUMULATORS
+        return (
+            crowded,
+            -fill,
+            not self.wgmma_chain(dots, c),
+            warps_rank,
+            -area,
+            split_along_rows,
+            fragments,
+            k_row,
+            taller,
+            sorted(c.sizes.items()),
+            c.warps,
+        )
+
+    def choose_mma(self, dots: list[TiledDot]) -> TileConfig | None:
+        """The best qualifying config, None when the dots stay on the FMA path (remarked), or a
+        `TileError` when pins rule out every config that the free choice would have."""
+        free = {
+            d
+            for dot in dots
+            for d in (dot.m, dot.n, dot.k)
+            if isinstance(d, str) and self.plan.symbols[d].free
+        }
+        warps = (self.warps_pin,) if self.warps_pin is not None else SEARCH_WARPS
+        existing = {
+            op.result.type.layout.warps_per_cta
+            for op in (d.op for d in dots)
+            if isinstance(op.result.type.layout, MmaLayout)
+        }
+        configs = list(self.candidates(dots, free, warps))
+        if existing:  # laid out by an earlier run: keep its warps
+            configs = [c for c in configs if c.warps in existing]
+        legal = [c for c in configs if not self.problems(dots, c)]
+        if legal:
+            good = [
+                c
+                for c in legal
+                if self.registers(dots, c) <= MAX_ACCUMULATOR_REGISTERS
+                and self.live_words(dots, c) <= self.word_budget(dots, c)
+            ] or sorted(legal, key=lambda c: self.live_words(dots, c))[:1]
+            return min(good, key=lambda c: self.preference(dots, c))
+        # Nothing qualifies: explain with the candidate closest to working.
+        closest = min(
+            configs,
+            key=lambda c: (
+                len(self.problems(dots, c)),
+                self.shared_bytes(dots, c),
+                self.preference(dots, c),
+            ),
+        )
+        why = self.problems(dots, closest)
+        pinned_dims = {
+            d
+            for dot in dots
+            for d in (dot.m, dot.n, dot.k)
+            if isinstance(d, str) and self.plan.symbols[d].pinned_by
+        }
+        # Pins that tile the dots but make some tile of the kernel too large for any block
+        # are not an mma error: the dots take the FMA path (where free sizes shrink).
+        only_tiles = any(not self.problems(dots, c, tiles=False) for c in configs)
+        if (pinned_dims or self.warps_pin is not None) and not only_tiles:
+            unpinned = list(self.candidates(dots, free | pinned_dims, SEARCH_WARPS))
+            if any(not self.problems(dots, c) for c in unpinned):
+                self.pin_error(dots, free, why)
+        unknown = [
+            f"{d}={self.size(d)}"
+            for d in dict.fromkeys(x for dot in dots for x in (dot.m, dot.n, dot.k))
+            if isinstance(d, str) and "unknown extent" in self.plan.symbols[d].reason
+        ]
+        self.ctx.remark(
+            self.kernel,
+            f"FMA path for {len(dots)} tile.dot{'s' if len(dots) > 1 else ''}: no mma.sync "
+            "tiling fits: "
+            + "; ".join(why)
+            + (
+                f" ({', '.join(unknown)} assumed for a whole dimension of unknown extent: "
+                'give it with option extents, e.g. extents="D=64")'
+                if unknown
+                else ""
+            ),
+        )
+        return None
+
+    def pin_error(self, dots: list[TiledDot], free: set[str], why: list[str]) -> None:
+        name = self.kernel.sym_name
+        hint = (
+            "mma.sync m16n8k16 needs M, N and K tiles that are multiples of 16·W_m, 8·W_n and "
+            "16 for W_m x W_n warps; change the pin, or take the FMA path with "
+            "--pass-option tiling.mma=false (in @tilec.jit: "
+            'pass_options={"tiling": {"mma": False}})'
+        )
+        if self.warps_pin is not None:
+            fitting = [
+                w
+                for w in WARP_COUNTS
+                if any(not self.problems(dots, c) for c in self.candidates(dots, free, (w,)))
+            ]
+            if fitting and self.warps_pin not in fitting:
+                acc = f"{self.size(dots[0].m)}x{self.size(dots[0].n)}"
+                raise TileError(
+                    f"kernel '{name}': {self.warps_option} do not tile the {acc} accumulator "
+                    f"into mma.sync warp tiles (multiples of {INSTR_M}x{INSTR_N}): "
+                    f"{either_of(fitting)} warps would",
+                    self.kernel.loc,
+                    hint=hint,
+                )
+        raise TileError(
+            f"kernel '{name}': the pinned sizes cannot use mma.sync m16n8k16: " + "; ".join(why),
+            self.kernel.loc,
+            hint=hint,
+        )
+
+    def mma_remark(self, dots: list[TiledDot], c: TileConfig) -> str:
+        wm, wn = c.warps
+        sizes = ", ".join(
+            f"{d}={self.size(d)}"
+            for d in dict.fromkeys(x for dot in dots for x in (dot.m, dot.n, dot.k))
+            if isinstance(d, str)
+        )
+        tiles = []
+        wgmma = self.wgmma_chain(dots, c)
+        for dot in dots:
+            m, n = self.size(dot.m) // wm, self.size(dot.n) // wn
+            if wgmma:
+                tiles.append(
+                    f"{wm // 4} warpgroup{'s' if wm > 4 else ''} of 64x{n}: wgmma m64n{n}k16 "
+                    "with A in registers"
+                )
+                continue
+            tiles.append(
+                f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} m16n8k16 "
+                "instructions per warp per k-step"
+            )
+        if len(set(tiles)) == 1:
+            tiles = tiles[:1]
+        source = f", {self.warps_source}" if self.warps_source else ""
+        text = (
+            f"{sizes}, {c.num_warps} warps{source} ({'; '.join(tiles)}): "
+            f"{self.shared_text(dots, c)} = {format_bytes(self.shared_bytes(dots, c))} shared "
+            f"({self.stages_for(dots, c)} stages, {self.stages_source}), "
+            f"{self.registers(dots, c)} accumulator registers/thread"
+        )
+        blocks = self.blocks(c)
+        if blocks is not None:
+            text += f"; grid of {blocks} blocks for {self.opts.sm_count} SMs (option sm_count)"
+        if self.scattered:
+            text += (
+                f"; at most {SCATTERED_ACCUMULATORS} accumulator registers/thread preferred: "
+                f"operands are copied element by element ({', '.join(self.scattered)} not "
+                "known to be 1: state it with --assume or the assume pass; @tilec.jit does)"
+            )
+        text += (
+            f"; {self.live_words(dots, c)} words a thread holds at its busiest (at most "
+            f"{self.word_budget(dots, c)}: accumulators, held and one k-step's fragments)"
+        )
+        return text
+
+    # -- block order ----------------------------------------------------------------------------
+
+
+def either_of(values: list[int]) -> str:
+    text = [str(v) for v in values]
+    return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " or " + text[-1]
