@@ -117,6 +117,9 @@ class JitFunction:
         if fn is not None:
             functools.update_wrapper(self, fn)
         self._launchers: dict[tuple, Any] = {}
+        # Kernels compiled elsewhere for this object's options (the tuner's worker processes),
+        # by the digest of their cache key: `compile_specialized` takes them as they are.
+        self._adopted: dict[str, CompiledKernel] = {}
         # `__call__`'s fast path: per thread, the signature of a call's arguments -> the
         # function that launches their specialization (`Launcher.fast_launch`, whose buffers
         # one thread at a time may use); and the function that looks the signature up and
@@ -330,21 +333,29 @@ class JitFunction:
         return self._compile_for(arguments, arch)
 
     def _compile_for(self, arguments: Any, arch: str) -> CompiledKernel:
-        from tilec import kernel_cache
-        from tilec.lowering import Specialization, compile_to_ptx, module_abi
-        from tilec.lowering.abi import KernelABI, kernel_parameters
-        from tilec.lowering.gather import check_bounds_requested
+        from tilec.lowering.abi import kernel_parameters
 
         specialization = _specialization(kernel_parameters(self._kernel), arguments)
-        extents = {d: _power_of_two(arguments.extents[d]) for d in self._whole_dims}
+        return self.compile_specialized(specialization, dict(arguments.extents), arch)
+
+    def plan_specialized(
+        self, specialization: Any, extents: Mapping[str, int], arch: str
+    ) -> tuple[str, Any]:
+        """`(pipeline, key)`: the passes a specialization (`tilec.lowering.Specialization`)
+        with these extents compiles through for `arch`, and its `KernelCacheKey`."""
+        from tilec import kernel_cache
+        from tilec.lowering.gather import check_bounds_requested
+
+        whole = {d: _power_of_two(extents[d]) for d in self._whole_dims}
         # A whole dimension whose extent is exactly its tile is fixed in the kernel's types
         # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
-        exact = [d for d in self._whole_dims if arguments.extents[d] == extents[d]]
+        exact = [d for d in self._whole_dims if extents[d] == whole[d]]
         # Every other dimension by its size class: a bound on its tile (a column sum of 128
         # columns gets tiles of 128, not 4096), the same for every extent of the class.
-        for d in sorted(arguments.extents):
-            if d not in extents:
-                extents[d] = _size_class(arguments.extents[d])
+        for d in sorted(extents):
+            if d not in whole:
+                whole[d] = _size_class(extents[d])
+        extents = whole
         pass_options = self.pass_options
         if extents and "extents" not in pass_options.get("tiling", {}):
             text = ",".join(f"{d}={n}" for d, n in extents.items())
@@ -372,7 +383,22 @@ class JitFunction:
             json.dumps(specialization.to_json(), sort_keys=True),
             arch,
         )
+        return pipeline, key
+
+    def compile_specialized(
+        self, specialization: Any, extents: Mapping[str, int], arch: str
+    ) -> CompiledKernel:
+        """The kernel compiled (or found in the disk cache, or handed to `adopt`) for a
+        specialization with these extents, for `arch`."""
+        from tilec import kernel_cache
+        from tilec.lowering import Specialization, compile_to_ptx, module_abi
+        from tilec.lowering.abi import KernelABI
+
+        pipeline, key = self.plan_specialized(specialization, extents, arch)
         self.compilations += 1
+        adopted = self._adopted.get(key.digest())
+        if adopted is not None:
+            return adopted
         entry = kernel_cache.load(key)
         if entry is not None:
             return CompiledKernel(
@@ -393,6 +419,11 @@ class JitFunction:
             key, {"ptx": ptx, "abi": abi.to_json(), "specialization": specialization.to_json()}
         )
         return CompiledKernel(name, arch, ptx, abi, specialization, pipeline, key, False)
+
+    def adopt(self, kernel: CompiledKernel) -> None:
+        """Use `kernel` (compiled in another process from this object's source and options)
+        for the specialization its key names, instead of compiling it again."""
+        self._adopted[kernel.key.digest()] = kernel
 
     def __repr__(self) -> str:
         if self.fn is not None:
