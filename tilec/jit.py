@@ -104,6 +104,10 @@ class JitFunction:
         self.interpret = bool(options.pop("interpret", False))
         # Not a kernel pin: whether the PTX carries .loc lines (it enters the cache key).
         self.line_info = bool(options.pop("line_info", True))
+        # Not a kernel pin: tune each specialization at its first call (True, or the
+        # `tilec.tune.Settings` to tune with), then take the cached winner's pins.
+        self.autotune: Any = options.pop("autotune", False)
+        self.tuned: dict[str, Any] | None = None  # the tuner's entry, once asked
         # Not kernel pins but pipeline controls (`build_pipeline`), checked now.
         disable = options.pop("disable", ())
         self.disable: tuple[str, ...] = (disable,) if isinstance(disable, str) else tuple(disable)
@@ -213,7 +217,7 @@ class JitFunction:
         key = self._key(arguments)
         launcher = self._launchers.get(key)
         if launcher is None:
-            launcher = self._launcher(key, arguments)
+            launcher = self._launcher(key, arguments, values)
         launcher.launch(arguments, stream, matched=True)  # the key holds what it checks
         if not kwargs and not checking:  # checked launches synchronize: no fast path
             self._remember(args, arguments, launcher)
@@ -303,12 +307,12 @@ class JitFunction:
                 parts.append(_size_class(extents[dim]))
         return tuple(parts)
 
-    def _launcher(self, key: tuple, arguments: Any) -> Any:
+    def _launcher(self, key: tuple, arguments: Any, values: Sequence[Any] = ()) -> Any:
         from tilec.lowering.gather import check_bounds_requested
         from tilec.runtime import Launcher, device_arch, get_device
 
         device = get_device(arguments.device)
-        kernel = self._compile_for(arguments, device_arch(device))
+        kernel = self._compile_for(arguments, device_arch(device), values)
         launcher = Launcher(
             kernel.ptx,
             kernel.abi,
@@ -325,18 +329,30 @@ class JitFunction:
         """Compile (or find in the disk cache) the specialization that `args` call for, without
         running it; numpy arrays stand for GPU tensors of their shape (contiguous, aligned).
         `arch` defaults to the GPU's, else sm_90a."""
-        arguments = self._checker.convert(self._order(args, kwargs) if kwargs else args)
+        values = self._order(args, kwargs) if kwargs else args
+        arguments = self._checker.convert(values)
         if arch is None:
             from tilec.lowering.ptx import default_arch
 
             arch = default_arch()
-        return self._compile_for(arguments, arch)
+        return self._compile_for(arguments, arch, values)
 
-    def _compile_for(self, arguments: Any, arch: str) -> CompiledKernel:
+    def _compile_for(self, arguments: Any, arch: str, values: Sequence[Any] = ()) -> CompiledKernel:
         from tilec.lowering.abi import kernel_parameters
 
         specialization = _specialization(kernel_parameters(self._kernel), arguments)
-        return self.compile_specialized(specialization, dict(arguments.extents), arch)
+        extents = dict(arguments.extents)
+        if self.autotune:
+            from tilec.tune.api import autotuned_function
+
+            # The winner's pins, cached or tuned now on copies of `values`: it compiles (or
+            # is found in the kernel cache) like any kernel; nothing else is compiled again.
+            tuned = autotuned_function(self, specialization, extents, arch, values)
+            if tuned is not self:
+                kernel = tuned.compile_specialized(specialization, extents, arch)
+                self.compilations += 1
+                return kernel
+        return self.compile_specialized(specialization, extents, arch)
 
     def plan_specialized(
         self, specialization: Any, extents: Mapping[str, int], arch: str
@@ -608,7 +624,8 @@ def traced_function(key: int) -> JitFunction:
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Decorator: `@tilec.jit` or `@tilec.jit(tile={...}, warps=..., stages=...,
-    disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, line_info=..., interpret=...)`."""
+    disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, line_info=..., interpret=...,
+    autotune=...)`."""
     if fn is not None:
         return JitFunction(fn, options)
     return lambda f: JitFunction(f, options)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from tilec.tune import cache
 from tilec.tune.clock import Clock, FakeClock
 from tilec.tune.search import Settings, Tuner, TuneResult
-from tilec.tune.worker import Problem
+from tilec.tune.worker import Problem, make_function
 
 __all__ = ["fake_cost", "problem_for", "tune", "tune_key", "tuned_pins"]
 
@@ -113,6 +114,32 @@ def tuned_pins(problem: Problem, clock_factory: Any, settings: Settings | None) 
     clock = clock_factory()
     _result, entry = tune(problem, clock, settings)
     return dict(entry["pins"])
+
+
+def autotuned_function(
+    function: Any, specialization: Any, extents: Mapping[str, int], arch: str, values: Any
+) -> Any:
+    """What `@tilec.jit(autotune=...)` compiles for a specialization: the `JitFunction` with
+    the tuned winner's pins (from the cache, else tuned now on copies of `values`), or
+    `function` itself with `TILEC_AUTOTUNE=0` or when the heuristics won."""
+    if not cache.enabled():
+        return function
+    settings = function.autotune if isinstance(function.autotune, Settings) else Settings()
+    problem = problem_for(function, extents, arch=arch, specialization=specialization)
+    if settings.clock is not None:
+        clock = settings.clock(values)
+    else:
+        from tilec.tune.clock import GpuClock
+
+        torch = sys.modules.get("torch")
+        tensors = [v for v in values if hasattr(v, "shape")]
+        own = torch is not None and all(isinstance(v, torch.Tensor) for v in tensors)
+        clock = GpuClock(inputs=values if own and tensors else ())
+    _result, entry = tune(problem, clock, settings)
+    function.tuned = entry
+    if not entry["pins"]:
+        return function
+    return make_function(problem, entry["pins"])
 
 
 def fake_cost(decisions: Mapping[str, Any]) -> float:

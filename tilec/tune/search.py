@@ -57,6 +57,9 @@ class Settings:
     finalists: int = 3  # candidates timed again at the end
     progress: bool = True  # a rich progress bar on a terminal
     builder: Callable[[Problem, dict], Build] = build_candidate  # tests inject their own
+    # `@tilec.jit(autotune=Settings(...))`: the clock for a call's arguments (None: the GPU's,
+    # on copies of them).
+    clock: Callable[[Sequence[Any]], Clock] | None = None
 
 
 @dataclass
@@ -225,7 +228,11 @@ class Tuner:
 
         build = self._builds[heuristic.index]
         kernel = parse_module(build.ir, self.problem.filename).functions[0]
+        from tilec.tune.worker import make_function
+
         fixed = [f"tile.{d}" for d in self.problem.options.get("tile", {})]
+        # A dimension used whole has no tile size to pin (its tile covers the extent).
+        fixed += [f"tile.{d}" for d in make_function(self.problem, {})._whole_dims]
         fixed += [n for n in ("warps", "stages", "split") if n in self.problem.options]
         fixed += [f"{p}.{o}" for p, values in self.problem.pass_options.items() for o in values]
         pinned = kernel.attributes.get("tilec.pinned_tiles")
