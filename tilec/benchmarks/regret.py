@@ -139,14 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-sizes", action="store_true", help="every suite size, not one")
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder of regret.json")
     args = parser.parse_args(argv)
-    names = [w.name for w in WORKLOADS]
+    names = list(WORKLOADS)
     try:
         chosen = select(args.only, names)
     except ValueError as e:
         parser.error(str(e))
     settings = Settings(budget_s=parse_budget(args.budget), max_candidates=args.max_candidates)
     entries, failures = [], []
-    for workload in WORKLOADS:
+    for workload in WORKLOADS.values():
         if workload.name not in chosen:
             continue
         sizes = workload.sizes if args.all_sizes else (workload.quick or workload.sizes)[:1]
