@@ -108,3 +108,11 @@ def test_the_regret_run_on_one_workload(tmp_path):
     assert report["summary"]["workloads"] == 1 and report["summary"]["geomean_regret"] >= 1
     (search,) = report["searches"]
     assert search["workload"] == "vector_add" and search["candidates"]
+
+
+def test_the_block_order_probe_is_a_tuner_sweep():
+    from tilec.benchmarks.block_order import sweep
+
+    line = sweep(1024, "f16", (1, 8))
+    assert line.startswith("f16 nn 1024^3: cuBLAS ")
+    assert " g1 " in line and " g8 " in line and "WRONG" not in line

@@ -99,3 +99,31 @@ def test_without_a_gpu_the_gpu_clock_says_so(tmp_path):
         return
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "there is none here" in done.stderr and "--clock fake" in done.stderr
+
+
+def test_sweep_times_exactly_the_combinations_given_and_caches_nothing(tmp_path):
+    done = tilec(
+        "tune",
+        "examples/matmul.tile",
+        "-k",
+        "matmul",
+        "--sizes",
+        "M=512,N=512,K=64",
+        "--clock",
+        "fake",
+        "--sweep",
+        "tiling.group_m=1,2",
+        "--sweep",
+        "warps=4,8",
+        "--json",
+        str(tmp_path / "s.json"),
+        cache=tmp_path / "c",
+    )
+    assert done.returncode == 0, done.stderr
+    search = json.loads((tmp_path / "s.json").read_text())
+    assert search["stopped"] == "swept" and len(search["candidates"]) == 5  # and the heuristic
+    configs = [c["config"] for c in search["candidates"][1:]]
+    assert {(c["tiling.group_m"], c["warps"]) for c in configs} == {(1, 4), (1, 8), (2, 4), (2, 8)}
+    assert not (tmp_path / "c" / "tuned").exists()
+    bad = tilec("tune", *SOFTMAX, "--clock", "fake", "--sweep", "warps", cache=tmp_path / "c")
+    assert bad.returncode == 1 and "--sweep: expected DECISION=V1,V2" in bad.stderr

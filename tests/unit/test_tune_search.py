@@ -4,6 +4,7 @@ each candidate compiled to) in place of the GPU's."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -170,3 +171,17 @@ def test_shapes_too_large_for_any_candidate_are_an_empty_space():
     problem = _problem(tile={"M": 256, "N": 256, "K": 64}, stages=8)
     with pytest.raises(TileError, match="over the limit of 227 KiB"):
         Tuner(_settings()).run(problem, FakeClock(prefers_64_rows_and_2_warps))
+
+
+def test_a_sweep_tries_exactly_the_configs_given_after_the_heuristic():
+    configs = [{"tiling.group_m": g} for g in (1, 2)] + [{"tiling.wgmma": False}]
+    problem = _problem(sizes={"M": 512, "N": 512, "K": 64})  # 4 blocks down M: groups of 2
+    result = Tuner(_settings()).sweep(problem, FakeClock(prefers_64_rows_and_2_warps), configs)
+    assert result.stopped == "swept"
+    assert result.candidates[0].config == {}  # first: the reference
+    tried = sorted(json.dumps(c.config, sort_keys=True) for c in result.candidates[1:])
+    assert tried == sorted(json.dumps(c, sort_keys=True) for c in configs)
+    assert result.heuristic.decisions["path"] == "wgmma"
+    assert result.candidate_for({"tiling.wgmma": False}).decisions["path"] == "mma"
+    assert result.candidate_for({"tiling.group_m": 2}).decisions["tiling.group_m"] == 2
+    assert result.candidate_for({"warps": 3}) is None

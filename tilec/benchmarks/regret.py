@@ -26,23 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from tilec.benchmarks.suite import WORKLOADS, Context, Implementation, select
-from tilec.tune.clock import GpuClock
-from tilec.tune.worker import Build
 
-__all__ = ["SuiteClock", "main", "tune_workload"]
-
-
-class _Recording:
-    """Stands in for the loaded kernel while the suite's runner is called once: records the
-    arguments the runner passes it (so the tuner knows the extents and specialization)."""
-
-    def __init__(self, function: Any):
-        self.function = function
-        self.arguments: tuple = ()
-
-    def __call__(self, *args: Any) -> None:
-        self.arguments = args
-        self.function(*args)
+__all__ = ["main", "tune_workload"]
 
 
 class _Capture(Context):
@@ -58,53 +43,12 @@ class _Capture(Context):
         return Implementation("torch.compile", None, missing="not built for the regret run")
 
 
-class SuiteClock(GpuClock):
-    """A suite case's clock: candidates run by the suite's runner (`make(kernel)`) on its sets,
-    checked against its expected output, timed with `time_ms`."""
-
-    def __init__(self, case: Any, make: Callable, output: Any, rounds: int | None = None):
-        super().__init__(rounds=rounds)
-        self.case, self.make, self.output = case, make, output
-        self.first: Any = None
-
-    def prepare(self, problem: Any, heuristic: Build) -> None:
-        self.problem = problem
-        self.sets = self.case.sets
-        self.functions = {}
-
-    def check(self, build: Build) -> str | None:
-        import torch
-
-        from tilec.benchmarks.gpu import _close
-
-        run = self.make(self.function(build))
-        got = run(*self.sets[0])
-        got = self.output() if self.output is not None else got
-        torch.cuda.synchronize()
-        expected = self.case.expected
-        if expected is None:  # the suite does not check: the heuristic's output is the reference
-            if self.first is None:
-                self.first = got.clone()
-                return None
-            expected = self.first
-        if _close(got, expected, self.case.rtol):
-            return None
-        return f"wrong result (rtol {self.case.rtol:g} against the suite's expected output)"
-
-    def time(self, build: Build) -> list[float]:
-        from tilec.benchmarks.gpu import time_ms
-
-        run = self.make(self.function(build))
-        return [time_ms(run, self.sets) for _ in range(self.rounds)]
-
-
 def tune_workload(workload: Any, size: tuple, settings: Any) -> dict[str, Any]:
     """Tune `workload`'s kernel at `size` on its suite case; the search's JSON."""
-    from tilec.benchmarks.gpu import EXAMPLES, _sets
-    from tilec.jit import _specialization, load_kernel
-    from tilec.lowering.abi import kernel_parameters
-    from tilec.runtime import device_arch, get_device
-    from tilec.tune.api import problem_for, tune
+    from tilec.benchmarks.gpu import EXAMPLES, _close, _sets
+    from tilec.jit import load_kernel
+    from tilec.tune.api import runner_problem, tune
+    from tilec.tune.clock import RunnerClock
 
     context = _Capture(sets=_sets, examples=EXAMPLES)
     case = workload.build(size, context)
@@ -112,16 +56,11 @@ def tune_workload(workload: Any, size: tuple, settings: Any) -> dict[str, Any]:
         raise RuntimeError(f"{workload.name}: the suite case has no tilec kernel")
     file, kernel, make, output = context.captured
     function = load_kernel(EXAMPLES / file, kernel)
-    recording = _Recording(function)
-    make(recording)(*case.sets[0])
-    values = list(recording.arguments)
-    arguments = function._checker.convert(values)
-    specialization = _specialization(kernel_parameters(function.ir.functions[0]), arguments)
-    arch = device_arch(get_device(arguments.device))
-    problem = problem_for(
-        function, dict(arguments.extents), arch=arch, specialization=specialization
-    )
-    clock = SuiteClock(case, make, output)
+    problem = runner_problem(function, make, case.sets[0])
+    right = None
+    if case.expected is not None:
+        right = lambda got: _close(got, case.expected, case.rtol)  # noqa: E731
+    clock = RunnerClock(make, case.sets, right=right, output=output, rtol=case.rtol)
     _result, entry = tune(problem, clock, settings, refresh=True)
     entry["workload"] = workload.name
     entry["size"] = workload.label(size)

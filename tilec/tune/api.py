@@ -22,7 +22,16 @@ from tilec.tune.clock import Clock, FakeClock
 from tilec.tune.search import Settings, Tuner, TuneResult
 from tilec.tune.worker import Problem, make_function
 
-__all__ = ["fake_cost", "problem_for", "tune", "tune_key", "tuned_pins"]
+__all__ = [
+    "fake_cost",
+    "problem_for",
+    "problem_for_call",
+    "runner_problem",
+    "sweep_runner",
+    "tune",
+    "tune_key",
+    "tuned_pins",
+]
 
 
 def problem_for(
@@ -63,6 +72,62 @@ def problem_for(
         {k: dict(v) for k, v in function.pass_options.items()},
         tuple(function.disable),
     )
+
+
+def problem_for_call(function: Any, values: Any, *, arch: str | None = None) -> Problem:
+    """The problem of tuning `function` for a call with these arguments (GPU tensors in the
+    layout the call passes them: strides, alignment, extents)."""
+    from tilec.jit import _specialization
+    from tilec.lowering.abi import kernel_parameters
+
+    arguments = function._checker.convert(list(values))
+    specialization = _specialization(kernel_parameters(function.ir.functions[0]), arguments)
+    if arch is None and arguments.device is not None:
+        from tilec.runtime import device_arch, get_device
+
+        arch = device_arch(get_device(arguments.device))
+    return problem_for(function, dict(arguments.extents), arch=arch, specialization=specialization)
+
+
+class _Recording:
+    """Stands in for a kernel while a caller's runner is called once: records the arguments
+    the runner passes it, so that the problem has the call's extents and specialization."""
+
+    def __init__(self, function: Any):
+        self.function = function
+        self.arguments: tuple = ()
+
+    def __call__(self, *args: Any) -> None:
+        self.arguments = args
+        self.function(*args)
+
+
+def runner_problem(function: Any, make: Any, inputs: Any) -> Problem:
+    """The problem of `function` as `make(kernel)(*inputs)` calls it (one call, now)."""
+    recording = _Recording(function)
+    make(recording)(*inputs)
+    return problem_for_call(function, recording.arguments)
+
+
+def sweep_runner(
+    function: Any,
+    make: Any,
+    sets: Any,
+    configs: Any,
+    *,
+    right: Any = None,
+    output: Any = None,
+    rounds: int = 1,
+    budget_s: float = 3600.0,
+) -> TuneResult:
+    """Time exactly `configs` of `function` (after the heuristic's choice) in a caller's
+    harness (`RunnerClock`): the probes' sweeps, as tuner searches. Not cached."""
+    from tilec.tune.clock import RunnerClock
+
+    problem = runner_problem(function, make, sets[0])
+    clock = RunnerClock(make, sets, right=right, output=output, rounds=rounds)
+    settings = Settings(budget_s=budget_s, progress=False, finalists=0)
+    return Tuner(settings).sweep(problem, clock, configs)
 
 
 def tune_key(problem: Problem, clock: Clock) -> cache.TuneKey:

@@ -3,7 +3,9 @@
 Prints the candidates table (time, spread, what each config compiled to, why the excluded ones
 were), the heuristic's choice, the winner and the regret; `--emit-pins` adds the `@kernel(...)`
 line that reproduces the winner without tuning. A winner found in the cache is printed as it
-was measured (`--refresh` tunes again). docs/tuning.md.
+was measured (`--refresh` tunes again). `--sweep DECISION=V1,V2` times exactly the configs
+given (every combination) instead of searching, and caches nothing: the one way to sweep
+configurations. docs/tuning.md.
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="set a pass option (repeatable; not searched)",
     )
+    parser.add_argument(
+        "--sweep",
+        metavar="DECISION=V1,V2,...",
+        action="append",
+        default=[],
+        help="try exactly these values instead of searching (repeatable: every combination), "
+        "e.g. --sweep tiling.group_m=1,4,8 --sweep warps=4,8",
+    )
     parser.add_argument("--json", metavar="OUT", help="also write the search as JSON to OUT")
     parser.add_argument(
         "--refresh", action="store_true", help="tune again even when the cache holds a winner"
@@ -88,6 +98,33 @@ def parse_budget(text: str) -> float:
         raise TileError(f"--budget: expected a time such as 30s or 2m, got '{text}'")
     scale = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}[match.group(2) or "s"]
     return float(match.group(1)) * scale
+
+
+def parse_sweep(items: list[str]) -> list[dict[str, object]]:
+    """`["warps=4,8", "tiling.group_m=1,8"]` as every combination of the values."""
+    import itertools
+
+    axes: list[tuple[str, list[object]]] = []
+    for item in items:
+        name, eq, values = item.partition("=")
+        texts = [v.strip() for v in values.split(",") if v.strip()]
+        if not eq or not name.strip() or not texts:
+            raise TileError(
+                f"--sweep: expected DECISION=V1,V2,..., got '{item}'",
+                hint="e.g. --sweep tiling.group_m=1,4,8 --sweep tile.M=64,128",
+            )
+        axes.append((name.strip(), [_value(t) for t in texts]))
+    names = [name for name, _ in axes]
+    return [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def _value(text: str) -> object:
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text, 0)
+    except ValueError:
+        return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,7 +151,13 @@ def run(args: argparse.Namespace) -> int:
     problem = problem_for(function, sizes, arch=args.arch)
     clock = default_clock(args.clock, reference)
     settings = Settings(budget_s=budget, max_candidates=args.max_candidates, workers=args.workers)
-    result, entry = tune(problem, clock, settings, refresh=args.refresh)
+    if args.sweep:
+        from tilec.tune.search import Tuner
+
+        result = Tuner(settings).sweep(problem, clock, parse_sweep(args.sweep))
+        entry = result.to_json()
+    else:
+        result, entry = tune(problem, clock, settings, refresh=args.refresh)
     if result is None:
         print("(the cached winner: --refresh tunes again)")
     sys.stdout.write(render(entry, emit_pins=args.emit_pins))

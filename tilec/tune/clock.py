@@ -29,7 +29,7 @@ import numpy as np
 
 from tilec.tune.worker import Build, Problem, make_function
 
-__all__ = ["Clock", "FakeClock", "GpuClock", "Reference"]
+__all__ = ["Clock", "FakeClock", "GpuClock", "Reference", "RunnerClock"]
 
 
 class Reference:
@@ -253,6 +253,57 @@ class GpuClock(Clock):
 
         function = self.function(build)
         return [time_ms(function, self.sets) for _ in range(self.rounds)]
+
+
+class RunnerClock(GpuClock):
+    """A caller's own harness as the clock: `make(kernel)` returns `run(*inputs)`, which calls
+    the candidate's kernel on one of `sets`; `output()` (else `run`'s result) is what it
+    wrote, and `right(output)` says whether that is right (None: it must match the heuristic's
+    output, as `tilec.benchmarks.gpu._close` compares at `rtol`). What the suite's regret run
+    and the probes time with: their inputs, their runner, their check, and `time_ms`."""
+
+    def __init__(
+        self,
+        make: Callable[[Any], Callable[..., Any]],
+        sets: Sequence[Sequence[Any]],
+        *,
+        right: Callable[[Any], bool] | None = None,
+        output: Callable[[], Any] | None = None,
+        rtol: float = 2e-3,
+        rounds: int | None = None,
+    ):
+        super().__init__(rounds=rounds)
+        self.make, self.given_sets, self.right, self.output = make, list(sets), right, output
+        self.rtol = rtol
+        self.first: Any = None
+
+    def prepare(self, problem: Problem, heuristic: Build) -> None:
+        self.problem = problem
+        self.sets = self.given_sets
+        self.functions = {}
+
+    def check(self, build: Build) -> str | None:
+        import torch
+
+        from tilec.benchmarks.gpu import _close
+
+        got = self.make(self.function(build))(*self.sets[0])
+        got = self.output() if self.output is not None else got
+        torch.cuda.synchronize()
+        if self.right is not None:
+            return None if self.right(got) else "wrong result (the caller's check)"
+        if self.first is None:  # the heuristic's output is the reference
+            self.first = got.clone()
+            return None
+        if _close(got, self.first, self.rtol):
+            return None
+        return f"wrong result (rtol {self.rtol:g} against the heuristic's output)"
+
+    def time(self, build: Build) -> list[float]:
+        from tilec.benchmarks.gpu import time_ms
+
+        run = self.make(self.function(build))
+        return [time_ms(run, self.sets) for _ in range(self.rounds)]
 
 
 def _clone(value: Any) -> Any:

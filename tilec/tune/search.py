@@ -114,7 +114,7 @@ class TuneResult:
     winner: Candidate
     searched: list[str]  # the decisions searched
     elapsed_s: float
-    stopped: str  # "converged", "budget", "max-candidates", "interrupted"
+    stopped: str  # "converged" ("swept": `Tuner.sweep`), "budget", "max-candidates", "interrupted"
 
     @property
     def interrupted(self) -> bool:
@@ -128,6 +128,10 @@ class TuneResult:
     @property
     def pins(self) -> dict[str, Any]:
         return dict(self.winner.config)
+
+    def candidate_for(self, config: dict[str, Any]) -> Candidate | None:
+        """The candidate tried with exactly `config` (None: not tried)."""
+        return next((c for c in self.candidates if c.config == dict(config)), None)
 
     @property
     def compiled(self) -> int:
@@ -171,6 +175,15 @@ class Tuner:
         self.settings = settings or Settings()
 
     def run(self, problem: Problem, clock: Clock) -> TuneResult:
+        """Search from the heuristic's choice (module docstring)."""
+        return self._search(problem, clock, None)
+
+    def sweep(self, problem: Problem, clock: Clock, configs: Sequence[dict]) -> TuneResult:
+        """Try exactly `configs` (after the heuristic's choice, which is the reference), all
+        of them within the budget: what a probe of a few pass options is, as a search."""
+        return self._search(problem, clock, [dict(c) for c in configs])
+
+    def _search(self, problem: Problem, clock: Clock, configs: list[dict] | None) -> TuneResult:
         s = self.settings
         self.problem, self.clock = problem, clock
         self.candidates: list[Candidate] = []
@@ -191,10 +204,15 @@ class Tuner:
                     f"is {heuristic.status}: {heuristic.reason}",
                     hint="an empty search space: relax the pins, or choose smaller sizes",
                 )
-            decisions = self._decisions(heuristic)
-            searched = [d.name for d in decisions]
             try:
-                self._descend(heuristic, decisions)
+                if configs is None:
+                    decisions = self._decisions(heuristic)
+                    searched = [d.name for d in decisions]
+                    self._descend(heuristic, decisions)
+                else:
+                    searched = sorted({name for c in configs for name in c})
+                    stopped = "swept"
+                    self._evaluate(configs)
             except _Stop as stop:
                 stopped = stop.why
             if stopped != "budget":
