@@ -32,6 +32,12 @@ the GPU's architecture, through the on-disk cache (`tilec.kernel_cache`), and ke
 so a second call with arguments of the same kind goes straight to the launch. It runs on torch's
 current stream when torch tensors are passed (`stream=` picks another; the keyword is reserved).
 
+**Autotuning** (`@tilec.jit(autotune=True)`, or `autotune=tilec.tune.Settings(...)` for the
+search's budget): a specialization's first compile searches the decisions the passes expose as
+pins, on copies of the call's arguments, with the benchmark's clock (`tilec.tune`,
+docs/tuning.md); the winner is cached on disk, and later compiles — in any process — take its
+pins and compile the winner only. `TILEC_AUTOTUNE=0` turns it off.
+
 **In the interpreter** (`TILEC_INTERPRET=1` in the environment, or
 `@tilec.jit(interpret=True)`) a call runs the kernel on the CPU on numpy arrays or CPU torch
 tensors; tile sizes are the pinned ones, else the interpreter's defaults (`tilec.interp`).

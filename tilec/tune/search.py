@@ -202,7 +202,10 @@ class Tuner:
                 raise TileError(
                     f"nothing to tune: the heuristics' own configuration of '{problem.kernel}' "
                     f"is {heuristic.status}: {heuristic.reason}",
-                    hint="an empty search space: relax the pins, or choose smaller sizes",
+                    hint="an empty search space: relax the pins, or choose smaller sizes"
+                    if heuristic.status == "pruned"
+                    else "the kernel the heuristics choose does not work here: the search "
+                    "needs it as its starting point and reference",
                 )
             try:
                 if configs is None:
@@ -331,7 +334,9 @@ class Tuner:
                     for f in pending:
                         f.cancel()
                     raise _Stop("budget")
-                running = [f for f in pending if f.running()]
+                # The compiles under way ran past the limit (when none shows as started, the
+                # pool is stuck: every one left is abandoned).
+                running = [f for f in pending if f.running()] or list(pending)
                 for f in running:
                     results.append(self._record(Build(pending.pop(f), "timeout")))
                     results[-1].reason = f"compile ran past {s.compile_timeout_s:g} s"
