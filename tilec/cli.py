@@ -273,6 +273,18 @@ def build_parser() -> argparse.ArgumentParser:
     from tilec.benchmarks.gpu import add_arguments as add_bench_arguments
 
     add_bench_arguments(bench)
+    tune = sub.add_parser(
+        "tune",
+        help="search a kernel's decisions on the GPU, with the benchmark's clock",
+        description="Tune a kernel at given sizes: from the heuristics' choice, search the "
+        "decisions the passes expose as pins (tile sizes, warps, stages, block order, "
+        "tensor-core path, split, occupancy), checking each candidate's output before timing "
+        "it with the clock `tilec bench` uses; print the candidates, the winner, the "
+        "heuristic's regret, and cache the winner (docs/tuning.md).",
+    )
+    from tilec.tune.cli import add_arguments as add_tune_arguments
+
+    add_tune_arguments(tune)
     return parser
 
 
@@ -299,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tilec.benchmarks.gpu import run_command
 
             return run_command(args, progress=True)  # a bar on a terminal, else lines
+        if args.command == "tune":
+            from tilec.tune.cli import run as tune
+
+            return tune(args)
     except TileError as e:
         print(e.render(), file=sys.stderr)
         return 1

@@ -154,7 +154,19 @@ class _Kernel:
         self.vectors()
         self.precision()
         self.ptxas()
+        self.tuned()
         return "\n".join(self.lines) + "\n"
+
+    def tuned(self) -> None:
+        """What `tilec tune` measured for this kernel (its cache entries): the candidates,
+        the winner, the heuristic's choice and its regret."""
+        if self.compiled.source is None:
+            return
+        from tilec.tune.cache import entries_for
+        from tilec.tune.report import explain_section
+
+        entries = entries_for(self.compiled.source, self.kernel.sym_name)
+        self.lines += [INDENT + line for line in explain_section(entries)]
 
     def grid(self) -> None:
         grid = _pairs(self.kernel, "tilec.grid")

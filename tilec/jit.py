@@ -32,6 +32,12 @@ the GPU's architecture, through the on-disk cache (`tilec.kernel_cache`), and ke
 so a second call with arguments of the same kind goes straight to the launch. It runs on torch's
 current stream when torch tensors are passed (`stream=` picks another; the keyword is reserved).
 
+**Autotuning** (`@tilec.jit(autotune=True)`, or `autotune=tilec.tune.Settings(...)` for the
+search's budget): a specialization's first compile searches the decisions the passes expose as
+pins, on copies of the call's arguments, with the benchmark's clock (`tilec.tune`,
+docs/tuning.md); the winner is cached on disk, and later compiles — in any process — take its
+pins and compile the winner only. `TILEC_AUTOTUNE=0` turns it off.
+
 **In the interpreter** (`TILEC_INTERPRET=1` in the environment, or
 `@tilec.jit(interpret=True)`) a call runs the kernel on the CPU on numpy arrays or CPU torch
 tensors; tile sizes are the pinned ones, else the interpreter's defaults (`tilec.interp`).
@@ -104,6 +110,10 @@ class JitFunction:
         self.interpret = bool(options.pop("interpret", False))
         # Not a kernel pin: whether the PTX carries .loc lines (it enters the cache key).
         self.line_info = bool(options.pop("line_info", True))
+        # Not a kernel pin: tune each specialization at its first call (True, or the
+        # `tilec.tune.Settings` to tune with), then take the cached winner's pins.
+        self.autotune: Any = options.pop("autotune", False)
+        self.tuned: dict[str, Any] | None = None  # the tuner's entry, once asked
         # Not kernel pins but pipeline controls (`build_pipeline`), checked now.
         disable = options.pop("disable", ())
         self.disable: tuple[str, ...] = (disable,) if isinstance(disable, str) else tuple(disable)
@@ -117,6 +127,9 @@ class JitFunction:
         if fn is not None:
             functools.update_wrapper(self, fn)
         self._launchers: dict[tuple, Any] = {}
+        # Kernels compiled elsewhere for this object's options (the tuner's worker processes),
+        # by the digest of their cache key: `compile_specialized` takes them as they are.
+        self._adopted: dict[str, CompiledKernel] = {}
         # `__call__`'s fast path: per thread, the signature of a call's arguments -> the
         # function that launches their specialization (`Launcher.fast_launch`, whose buffers
         # one thread at a time may use); and the function that looks the signature up and
@@ -210,7 +223,7 @@ class JitFunction:
         key = self._key(arguments)
         launcher = self._launchers.get(key)
         if launcher is None:
-            launcher = self._launcher(key, arguments)
+            launcher = self._launcher(key, arguments, values)
         launcher.launch(arguments, stream, matched=True)  # the key holds what it checks
         if not kwargs and not checking:  # checked launches synchronize: no fast path
             self._remember(args, arguments, launcher)
@@ -300,12 +313,12 @@ class JitFunction:
                 parts.append(_size_class(extents[dim]))
         return tuple(parts)
 
-    def _launcher(self, key: tuple, arguments: Any) -> Any:
+    def _launcher(self, key: tuple, arguments: Any, values: Sequence[Any] = ()) -> Any:
         from tilec.lowering.gather import check_bounds_requested
         from tilec.runtime import Launcher, device_arch, get_device
 
         device = get_device(arguments.device)
-        kernel = self._compile_for(arguments, device_arch(device))
+        kernel = self._compile_for(arguments, device_arch(device), values)
         launcher = Launcher(
             kernel.ptx,
             kernel.abi,
@@ -322,29 +335,49 @@ class JitFunction:
         """Compile (or find in the disk cache) the specialization that `args` call for, without
         running it; numpy arrays stand for GPU tensors of their shape (contiguous, aligned).
         `arch` defaults to the GPU's, else sm_90a."""
-        arguments = self._checker.convert(self._order(args, kwargs) if kwargs else args)
+        values = self._order(args, kwargs) if kwargs else args
+        arguments = self._checker.convert(values)
         if arch is None:
             from tilec.lowering.ptx import default_arch
 
             arch = default_arch()
-        return self._compile_for(arguments, arch)
+        return self._compile_for(arguments, arch, values)
 
-    def _compile_for(self, arguments: Any, arch: str) -> CompiledKernel:
-        from tilec import kernel_cache
-        from tilec.lowering import Specialization, compile_to_ptx, module_abi
-        from tilec.lowering.abi import KernelABI, kernel_parameters
-        from tilec.lowering.gather import check_bounds_requested
+    def _compile_for(self, arguments: Any, arch: str, values: Sequence[Any] = ()) -> CompiledKernel:
+        from tilec.lowering.abi import kernel_parameters
 
         specialization = _specialization(kernel_parameters(self._kernel), arguments)
-        extents = {d: _power_of_two(arguments.extents[d]) for d in self._whole_dims}
+        extents = dict(arguments.extents)
+        if self.autotune:
+            from tilec.tune.api import autotuned_function
+
+            # The winner's pins, cached or tuned now on copies of `values`: it compiles (or
+            # is found in the kernel cache) like any kernel; nothing else is compiled again.
+            tuned = autotuned_function(self, specialization, extents, arch, values)
+            if tuned is not self:
+                kernel = tuned.compile_specialized(specialization, extents, arch)
+                self.compilations += 1
+                return kernel
+        return self.compile_specialized(specialization, extents, arch)
+
+    def plan_specialized(
+        self, specialization: Any, extents: Mapping[str, int], arch: str
+    ) -> tuple[str, Any]:
+        """`(pipeline, key)`: the passes a specialization (`tilec.lowering.Specialization`)
+        with these extents compiles through for `arch`, and its `KernelCacheKey`."""
+        from tilec import kernel_cache
+        from tilec.lowering.gather import check_bounds_requested
+
+        whole = {d: _power_of_two(extents[d]) for d in self._whole_dims}
         # A whole dimension whose extent is exactly its tile is fixed in the kernel's types
         # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
-        exact = [d for d in self._whole_dims if arguments.extents[d] == extents[d]]
+        exact = [d for d in self._whole_dims if extents[d] == whole[d]]
         # Every other dimension by its size class: a bound on its tile (a column sum of 128
         # columns gets tiles of 128, not 4096), the same for every extent of the class.
-        for d in sorted(arguments.extents):
-            if d not in extents:
-                extents[d] = _size_class(arguments.extents[d])
+        for d in sorted(extents):
+            if d not in whole:
+                whole[d] = _size_class(extents[d])
+        extents = whole
         pass_options = self.pass_options
         if extents and "extents" not in pass_options.get("tiling", {}):
             text = ",".join(f"{d}={n}" for d, n in extents.items())
@@ -372,7 +405,22 @@ class JitFunction:
             json.dumps(specialization.to_json(), sort_keys=True),
             arch,
         )
+        return pipeline, key
+
+    def compile_specialized(
+        self, specialization: Any, extents: Mapping[str, int], arch: str
+    ) -> CompiledKernel:
+        """The kernel compiled (or found in the disk cache, or handed to `adopt`) for a
+        specialization with these extents, for `arch`."""
+        from tilec import kernel_cache
+        from tilec.lowering import Specialization, compile_to_ptx, module_abi
+        from tilec.lowering.abi import KernelABI
+
+        pipeline, key = self.plan_specialized(specialization, extents, arch)
         self.compilations += 1
+        adopted = self._adopted.get(key.digest())
+        if adopted is not None:
+            return adopted
         entry = kernel_cache.load(key)
         if entry is not None:
             return CompiledKernel(
@@ -393,6 +441,11 @@ class JitFunction:
             key, {"ptx": ptx, "abi": abi.to_json(), "specialization": specialization.to_json()}
         )
         return CompiledKernel(name, arch, ptx, abi, specialization, pipeline, key, False)
+
+    def adopt(self, kernel: CompiledKernel) -> None:
+        """Use `kernel` (compiled in another process from this object's source and options)
+        for the specialization its key names, instead of compiling it again."""
+        self._adopted[kernel.key.digest()] = kernel
 
     def __repr__(self) -> str:
         if self.fn is not None:
@@ -577,7 +630,8 @@ def traced_function(key: int) -> JitFunction:
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Decorator: `@tilec.jit` or `@tilec.jit(tile={...}, warps=..., stages=...,
-    disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, line_info=..., interpret=...)`."""
+    disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, line_info=..., interpret=...,
+    autotune=...)`."""
     if fn is not None:
         return JitFunction(fn, options)
     return lambda f: JitFunction(f, options)

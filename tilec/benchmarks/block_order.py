@@ -4,11 +4,13 @@
     python -m tilec.benchmarks.block_order --size 4096 --dtype bf16 --groups 1,8
     python -m tilec.benchmarks.block_order --layout tn --size 4096      # a.T @ b
 
-For each size and dtype, `examples/matmul.tile` (or `matmul_bf16.tile`) is compiled as
-`@tilec.jit` compiles it for contiguous tensors, once per `group_m` (1: launch order, blocks
-walking down M; g > 1: groups of g blocks down M, Triton's GROUP_M), and timed as
-`tilec.benchmarks.gpu` times it: the median of CUDA-event runs with the inputs rotated past
-the L2 cache, cuBLAS measured in the same pass. Each size is swept twice, to show the
+For each size and dtype, `examples/matmul.tile` (or `matmul_bf16.tile`) is swept over
+`group_m` (1: launch order, blocks walking down M; g > 1: groups of g blocks down M, Triton's
+GROUP_M) as a tuner search (`tilec.tune.api.sweep_runner`: the candidates compile in
+parallel, each as `@tilec.jit` compiles it for these tensors, and are timed with
+`tilec.benchmarks.gpu.time_ms`: the median of CUDA-event runs with the inputs rotated past the
+L2 cache), cuBLAS measured in the same pass. `tilec tune` searches the same decision
+(`tiling.group_m`) among the others. Each size is swept twice, to show the
 run-to-run spread. One line per sweep: TFLOP/s and, in brackets, the fraction of cuBLAS. The
 first launch of each kernel is checked against cuBLAS's product. `--layout nt|tn|tt` probes
 `examples/gemm_layouts.tile`'s kernel of that operand layout instead (cuBLAS on the same
@@ -36,6 +38,7 @@ def sweep(n: int, dtype: str, groups: tuple[int, ...], layout: str = "nn") -> st
     import torch
 
     from tilec.jit import load_kernel
+    from tilec.tune.api import sweep_runner
 
     torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     example = "matmul" if dtype == "f16" else "matmul_bf16"
@@ -60,13 +63,23 @@ def sweep(n: int, dtype: str, groups: tuple[int, ...], layout: str = "nn") -> st
     fields = [f"{dtype} {layout} {n}^3: cuBLAS {flops / cublas / 1e9:.0f}"]
     a, b = sets[0]
     expected = torch.matmul(*views(a, b))
-    for g in groups:
-        kernel = load_kernel(path, name, pass_options={"tiling": {"group_m": g}})
-        kernel(a, b, c)
-        if not _close(c, expected, 2e-3 if dtype == "f16" else 1.6e-2):
-            fields.append(f"g{g} WRONG")
+    rtol = 2e-3 if dtype == "f16" else 1.6e-2
+    configs = [{"tiling.group_m": g} for g in groups]
+    result = sweep_runner(
+        load_kernel(path, name),
+        lambda kernel: lambda x, z: kernel(x, z, c),
+        sets,
+        configs,
+        right=lambda got: _close(got, expected, rtol),
+        output=lambda: c,
+    )
+    for g, config in zip(groups, configs):
+        candidate = result.candidate_for(config)
+        if candidate is None or not candidate.timed:
+            status = "WRONG" if candidate is not None and candidate.status == "wrong" else ""
+            fields.append(f"g{g} {status or (candidate.status if candidate else 'not run')}")
             continue
-        ms = time_ms(lambda x, z, kernel=kernel: kernel(x, z, c), sets)
+        ms = candidate.ms
         fields.append(f"g{g} {flops / ms / 1e9:.0f} ({cublas / ms:.3f})")
     return "  ".join(fields)
 

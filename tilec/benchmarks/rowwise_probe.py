@@ -2,10 +2,11 @@
 
     python -m tilec.benchmarks.rowwise_probe [--only softmax|layernorm]
 
-For each size of the GPU benchmark (`tilec.benchmarks.gpu`), tilec's kernel is compiled as
-`@tilec.jit` compiles it, once with the default choices and once per configuration below
-(pass options of `tiling` and `assign-layouts`), checked against torch, and timed with the
-benchmark's own helpers (median of CUDA-event runs, inputs rotated past the L2 cache). One
+For each size of the GPU benchmark (`tilec.benchmarks.gpu`), tilec's kernel is swept as a
+tuner search (`tilec.tune.api.sweep_runner`) over the default choices and each configuration
+below (pass options of `tiling` and `assign-layouts`): compiled as `@tilec.jit` compiles it,
+checked against torch, and timed with the benchmark's clock (`time_ms`: median of CUDA-event
+runs, inputs rotated past the L2 cache); the peers are timed with the same function. One
 table: milliseconds, GB/s, the percentage of a device-to-device copy measured in the same
 run, and the time over Triton's. Needs a GPU; about a minute on an H200.
 
@@ -64,10 +65,40 @@ def configurations(n: int) -> dict[str, dict[str, dict[str, Any]]]:
 TRITON_WARPS = (8, 16)  # besides Triton's default, 4
 
 
-def _kernel(name: str, options: dict[str, dict[str, Any]]) -> Any:
+def _tilec_rows(
+    workload: str,
+    size: str,
+    configs: dict[str, dict[str, dict[str, Any]]],
+    make: Callable[[Any], Callable[..., Any]],
+    check: Callable[[Any], bool],
+    sets: list,
+    moved: int,
+) -> list[tuple]:
+    """tilec's rows: `examples/WORKLOAD.tile` under each configuration (pass options), as a
+    tuner sweep (`tilec.tune.api.sweep_runner`: parallel compiles, each checked, then timed
+    with `time_ms` on `sets`); a wrong configuration is reported and not timed."""
     from tilec.jit import load_kernel
+    from tilec.tune.api import sweep_runner
 
-    return load_kernel(EXAMPLES / f"{name}.tile", name, pass_options=options)
+    decisions = {
+        label: {f"{p}.{o}": v for p, values in options.items() for o, v in values.items()}
+        for label, options in configs.items()
+    }
+    function = load_kernel(EXAMPLES / f"{workload}.tile", workload)
+    result = sweep_runner(function, make, sets, list(decisions.values()), right=check)
+    rows = []
+    for label, config in decisions.items():
+        candidate = result.candidate_for(config)
+        if candidate is None or not candidate.timed:
+            why = "not run" if candidate is None else candidate.status
+            if candidate is not None and candidate.status == "wrong":
+                why = "WRONG"
+            elif candidate is not None and candidate.reason:
+                why = f"{why}: {candidate.reason[:60]}"
+            rows.append((workload, size, label, None, None, why))
+            continue
+        rows.append((workload, size, label, candidate.ms, moved / candidate.ms / 1e6, ""))
+    return rows
 
 
 RECIPROCAL = "e * (1.0 / sum(e, axis=1, keepdims=True))"
@@ -109,11 +140,10 @@ def softmax_rows(m: int, n: int, triton: Any) -> list[tuple]:
     def check(got: Any) -> bool:
         return _close(y if got is None else got, expected, 1e-5)
 
-    rows = []
-    for config, options in configurations(n).items():
-        kernel = _kernel("softmax", options)
-        run = lambda a, kernel=kernel: kernel(a, y)  # noqa: E731
-        rows.append(_row("softmax", size, config, run, check, sets, moved))
+    def make(kernel: Any) -> Callable[..., Any]:
+        return lambda a: kernel(a, y)
+
+    rows = _tilec_rows("softmax", size, configurations(n), make, check, sets, moved)
     divided = _divided_softmax()
     run = lambda a: divided(a, y)  # noqa: E731
     rows.append(_row("softmax", size, "e / sum", run, check, sets, moved))
@@ -144,11 +174,10 @@ def layernorm_rows(m: int, n: int, triton: Any) -> list[tuple]:
     def check(got: Any) -> bool:
         return _close(y if got is None else got, expected, 4e-3)
 
-    rows = []
-    for config, options in configurations(n).items():
-        kernel = _kernel("layernorm", options)
-        run = lambda a, kernel=kernel: kernel(a, w, b, y, eps)  # noqa: E731
-        rows.append(_row("layernorm", size, config, run, check, sets, moved))
+    def make(kernel: Any) -> Callable[..., Any]:
+        return lambda a: kernel(a, w, b, y, eps)
+
+    rows = _tilec_rows("layernorm", size, configurations(n), make, check, sets, moved)
 
     def reference(a: Any) -> Any:
         return torch.nn.functional.layer_norm(a, (n,), w, b, eps)
@@ -187,14 +216,14 @@ def other_rows(workload: str, triton: Any) -> list[tuple]:
     def check(got: Any) -> bool:
         return _close(out if got is None else got, expected, rtol)
 
-    rows = []
     configs: dict[str, dict[str, dict[str, Any]]] = {"default": {}}
     for warps in (4, 8, 16):
         configs[f"{warps} warps"] = {"assign-layouts": {"num_warps": warps}}
-    for config, options in configs.items():
-        kernel = _kernel(workload, options)
-        run = lambda a, kernel=kernel: kernel(a, out)  # noqa: E731
-        rows.append(_row(workload, size, config, run, check, sets, moved))
+
+    def make(kernel: Any) -> Callable[..., Any]:
+        return lambda a: kernel(a, out)
+
+    rows = _tilec_rows(workload, size, configs, make, check, sets, moved)
     if workload == "row_sum":
         rows.append(_row(workload, size, "torch", lambda a: a.sum(1), check, sets, moved))
     else:

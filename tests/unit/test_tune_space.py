@@ -1,0 +1,120 @@
+"""The tuner's search space (tilec/tune/space.py): which decisions a kernel has, read off the
+heuristic's own compilation; what a compiled kernel shows of each; and the pins that
+reproduce a config. Real compiles, no GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
+from tilec.jit import load_kernel
+from tilec.passes.tiling import Tiling
+from tilec.tune import problem_for
+from tilec.tune.space import applicable, current_value, kernel_line, read_back, split_config
+from tilec.tune.worker import build_candidate
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _heuristic(example: str, kernel: str, sizes: dict[str, int], **options):
+    from tilec.ir.parser import parse_module
+
+    problem = problem_for(load_kernel(EXAMPLES / example, kernel, **options), sizes, arch="sm_90a")
+    build = build_candidate(problem, {})
+    assert build.status == "built", build.reason
+    return problem, build, parse_module(build.ir, "x").functions[0]
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_a_matmul_searches_tiles_warps_stages_block_order_and_tensor_core_path():
+    problem, build, kernel = _heuristic("matmul.tile", "matmul", {"M": 256, "N": 256, "K": 128})
+    names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
+    assert {"tile.M", "tile.N", "tile.K", "warps", "stages"} <= set(names)
+    assert {"tiling.group_m", "tiling.wgmma", "tiling.mma"} <= set(names)
+    # The values are the frontend's own ranges of `@kernel(warps=..., stages=...)`.
+    assert names["warps"].values == tuple(_WARP_COUNTS)
+    assert names["stages"].values == tuple(range(1, _MAX_STAGES + 1))
+    # Tile sizes stop at the extent (K=128) and at 256.
+    assert max(names["tile.K"].values) == 128 and max(names["tile.M"].values) == 256
+    # The heuristic on sm_90a: wgmma, 8 warps (read back from the compiled kernel).
+    assert build.decisions["path"] == "wgmma" and build.decisions["warps"] == 8
+    assert current_value(names["tiling.wgmma"], {}, build.decisions) is True
+
+
+def test_pass_option_decisions_exist_only_where_the_pass_declares_the_option():
+    declared = {f.name for f in dataclasses.fields(Tiling.Options)}
+    assert {"group_m", "wgmma", "mma"} <= declared
+    _problem, _build, kernel = _heuristic("matmul.tile", "matmul", {"M": 64, "N": 64, "K": 64})
+    for decision in applicable(kernel, {"M": 64, "N": 64, "K": 64}, "sm_80"):
+        if not decision.pin:
+            pass_name, _, option = decision.name.partition(".")
+            assert pass_name in ("tiling", "assign-layouts") and option
+    # wgmma is a decision on sm_90a only.
+    names = [d.name for d in applicable(kernel, {"M": 64, "N": 64, "K": 64}, "sm_80")]
+    assert "tiling.wgmma" not in names and "tiling.mma" in names
+
+
+def test_a_rowwise_kernel_has_rows_per_block_but_no_stages_and_no_dot_decisions():
+    problem, build, kernel = _heuristic("softmax.tile", "softmax", {"M": 64, "N": 300})
+    names = [d.name for d in applicable(kernel, problem.extents, "sm_90a", fixed=["tile.N"])]
+    assert "tile.M" in names and "warps" in names
+    assert not {"stages", "tiling.group_m", "tiling.wgmma", "tile.N"} & set(names)
+    assert "path" not in build.decisions
+
+
+def test_author_pins_are_fixed_and_read_back():
+    _problem, build, kernel = _heuristic(
+        "matmul.tile", "matmul_pinned", {"M": 256, "N": 256, "K": 128}
+    )
+    assert build.decisions["tile.M"] == 128 and build.decisions["tile.K"] == 32
+    assert build.decisions["warps"] == 8 and build.decisions["stages"] == 3
+    assert read_back(kernel)["path"] == "mma"  # pinned tiles: no wgmma
+
+
+def test_nearest_values_are_tried_first():
+    _problem, _build, kernel = _heuristic("matmul.tile", "matmul", {"M": 256, "N": 256, "K": 64})
+    warps = next(d for d in applicable(kernel, {"M": 256, "N": 256, "K": 64}, "sm_90a"))
+    assert warps.nearest_first(warps.values[2])[:2] == [warps.values[1], warps.values[3]]
+
+
+def test_a_config_splits_into_pins_and_pass_options_and_prints_as_a_kernel_line():
+    config = {"tile.M": 64, "tile.N": 128, "warps": 4, "stages": 3, "tiling.group_m": 4}
+    options, pass_options = split_config(config)
+    assert options == {"tile": {"M": 64, "N": 128}, "warps": 4, "stages": 3}
+    assert pass_options == {"tiling": {"group_m": 4}}
+    lines = kernel_line(config)
+    assert lines[0] == '@kernel(tile={"M": 64, "N": 128}, warps=4, stages=3)'
+    assert lines[-1] == "# --pass-option tiling.group_m=4"
+    assert kernel_line({}) == ["# the heuristics' own choice: nothing to pin"]
+
+
+def test_the_pins_reproduce_the_candidate():
+    """The printed `@kernel(...)` line, pasted into the source, compiles to the same code."""
+    problem, _build, _kernel = _heuristic("matmul.tile", "matmul", {"M": 256, "N": 256, "K": 64})
+    config = {"tile.M": 64, "warps": 4, "stages": 2}
+    tuned = build_candidate(problem, config)
+    text = problem.text.replace("def matmul(a:", kernel_line(config)[0] + "\ndef matmul(a:", 1)
+    pasted = dataclasses.replace(problem, text=text)
+
+    def code(ptx: str) -> list[str]:  # the line info moved down a line with the decorator
+        return [ln for ln in ptx.splitlines() if not ln.strip().startswith((".loc", ".file"))]
+
+    assert code(build_candidate(pasted, {}).ptx) == code(tuned.ptx)
+
+
+def test_a_candidate_the_passes_refuse_is_pruned_with_their_reason_before_any_ptx():
+    problem, _build, _kernel = _heuristic("matmul.tile", "matmul", {"M": 256, "N": 256, "K": 64})
+    build = build_candidate(problem, {"tile.K": 8})
+    assert build.status == "pruned" and not build.ptx
+    assert "not a multiple of 16" in build.reason and "mma.sync" in build.reason
+    # Shared memory past the limit: the operand buffers of 256x256x64 tiles in 8 stages.
+    big = build_candidate(problem, {"tile.M": 256, "tile.N": 256, "tile.K": 64, "stages": 8})
+    assert big.status == "pruned" and not big.ptx
+    assert "512 KiB of shared memory" in big.reason and "over the limit" in big.reason

@@ -1,0 +1,275 @@
+"""The tuner's search space: the decisions the passes let a kernel pin, and what each took.
+
+A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
+
+| decision | pinned by | decided by |
+| --- | --- | --- |
+| `tile.D` (each tile symbol `BD` not used whole) | `@kernel(tile={"D": ...})` | tiling |
+| `warps` | `@kernel(warps=...)` | tiling, assign-layouts |
+| `stages` (kernels whose loops stream a tile through shared memory) | `@kernel(stages=...)` | pipeline |
+| `split` (kernels `split-reduction` split) | `@kernel(split=...)` | split-reduction |
+| `tiling.group_m` (dots over a 2-D grid) | pass option | tiling |
+| `tiling.wgmma`, `tiling.mma` (f16/bf16 dots) | pass options | tiling |
+| `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
+
+The values come from where the compiler declares them: warp counts and the stage range from
+the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
+powers of two the frontend accepts, bounded by the problem's extents, and the pass options from
+the passes' `Options` (a decision whose option a pass does not declare is left out). Which
+decisions a kernel has is read off the heuristic's own compilation of it (`applicable`): a
+kernel without a sequential loop has no `stages`, one without a dot no `group_m`.
+
+A *config* is a partial assignment of decisions (`{"warps": 8, "tile.M": 64}`): what is not
+in it is left to the heuristics, so `{}` is the heuristic's choice. `split_config` turns one
+into the jit's `options` (pins) and `pass_options`; `read_back` reads, from a compiled kernel,
+what every decision actually became — the candidates table shows that, and two configs that
+come to the same code are timed once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tilec.dialects import shared
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.dialects.tile import MmaLayout
+from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
+from tilec.ir.types import bf16, f16
+from tilec.passes.specialize import attribute_pairs as _pairs
+from tilec.passmanager import registered_passes
+
+__all__ = [
+    "Config",
+    "Decision",
+    "applicable",
+    "config_text",
+    "kernel_line",
+    "read_back",
+    "split_config",
+]
+
+Config = Mapping[str, Any]
+
+# Kernel pins: the decision's name is the `@kernel(...)` option's.
+PIN_DECISIONS = ("warps", "stages", "split")
+# The largest tile size the tuner tries along one dimension, and the smallest: tiles past 256
+# hold more than a block's registers for any dot, and the compiler never chooses 1 itself (a
+# size of 1 changes what the loop variable means).
+MAX_TILE = 256
+MIN_TILE = 2
+SPLIT_VALUES = (1, 2, 4, 8, 16, 32, 64)
+GROUP_M_VALUES = (1, 2, 4, 8, 16)
+MIN_BLOCKS_VALUES = (0, 1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision the tuner may set: its name, its values in order (neighbours are
+    adjacent), and where its setting goes (`pin`: `@kernel(...)`; else `pass.option`)."""
+
+    name: str
+    values: tuple[Any, ...]
+    pin: bool
+
+    def nearest_first(self, current: Any) -> list[Any]:
+        """The values other than `current`, the closest (in the order of `values`) first."""
+        others = [v for v in self.values if v != current]
+        if current not in self.values:
+            return others
+        at = self.values.index(current)
+        return sorted(others, key=lambda v: (abs(self.values.index(v) - at), self.values.index(v)))
+
+
+def _pass_option(name: str) -> dataclasses.Field | None:
+    """The declared option `pass.option` (None when that pass declares no such option)."""
+    pass_name, _, option_name = name.partition(".")
+    cls = registered_passes().get(pass_name)
+    if cls is None:
+        return None
+    return next((f for f in dataclasses.fields(cls.Options) if f.name == option_name), None)
+
+
+def _option_decision(name: str, values: Sequence[Any]) -> Decision | None:
+    field = _pass_option(name)
+    if field is None:
+        return None
+    return Decision(name, tuple(values), pin=False)
+
+
+def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
+    values, v = [], 1
+    while v <= high:
+        if v >= low:
+            values.append(v)
+        v *= 2
+    return tuple(values)
+
+
+def _power_of_two_at_least(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _f16_dots(kernel: FuncOp) -> list[T.DotOp]:
+    return [
+        op for op in kernel.walk() if isinstance(op, T.DotOp) and op.a.type.element in (f16, bf16)
+    ]
+
+
+def _streamed_buffers(kernel: FuncOp) -> list[shared.AllocSharedOp]:
+    return [
+        op
+        for op in kernel.walk()
+        if isinstance(op, shared.AllocSharedOp)
+        and any(isinstance(u, shared.AsyncCopyOp) for u in op.result.uses)
+    ]
+
+
+def _tile_dims(kernel: FuncOp) -> dict[str, int]:
+    """The tile size chosen per dimension (symbol `BD` tiles dimension `D`)."""
+    return {
+        str(symbol)[1:]: int(size)
+        for symbol, size in _pairs(kernel, "tilec.tile_sizes")
+        if str(symbol).startswith("B")
+    }
+
+
+def read_back(kernel: FuncOp) -> dict[str, Any]:
+    """What each decision became in `kernel` (compiled through the passes): `tile.D` per
+    tiled dimension, `warps`, `stages` (slots of the streamed buffers; 1 when none),
+    `tiling.group_m` (1: launch order), `path` (`wgmma`, `mma` or `fma` for a kernel with
+    dots, else absent), `split` (`auto`: chosen at launch) and the occupancy the kernel asks
+    ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none)."""
+    decisions: dict[str, Any] = {
+        f"tile.{d}": size for d, size in sorted(_tile_dims(kernel).items())
+    }
+    warps = kernel.attributes.get("tilec.num_warps")
+    if warps is not None:
+        decisions["warps"] = int(warps.value)
+    buffers = _streamed_buffers(kernel)
+    decisions["stages"] = max((b.result.type.shape[0] for b in buffers), default=1)
+    dots = [op for op in kernel.walk() if isinstance(op, T.DotOp)]
+    if dots:
+        layout = dots[0].result.type.layout
+        if isinstance(layout, MmaLayout):
+            decisions["path"] = "wgmma" if layout.version == 3 else "mma"
+        else:
+            decisions["path"] = "fma"
+        group = kernel.attributes.get("tilec.group_m")
+        decisions["tiling.group_m"] = int(group.value) if group is not None else 1
+    if kernel.attributes.get("tilec.split") is not None:
+        pinned = kernel.attributes.get("tilec.pinned_split")
+        decisions["split"] = int(pinned.value) if pinned is not None else "auto"
+    blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
+    decisions["assign-layouts.min_blocks_per_sm"] = int(blocks.value) if blocks is not None else 0
+    return decisions
+
+
+def applicable(
+    heuristic: FuncOp,
+    extents: Mapping[str, int],
+    arch: str,
+    *,
+    fixed: Sequence[str] = (),
+) -> list[Decision]:
+    """The decisions the tuner searches for a kernel, read off the heuristic's compilation of
+    it (`heuristic`) at the problem's `extents` for `arch`. `fixed` names decisions the
+    author pinned (in the source or on the command line): those are not searched."""
+    decisions: list[Decision] = []
+    chosen = read_back(heuristic)
+    for dim in sorted(_tile_dims(heuristic)):
+        if f"tile.{dim}" in fixed:
+            continue
+        high = min(MAX_TILE, _power_of_two_at_least(extents.get(dim, MAX_TILE)))
+        values = set(_powers_of_two(MIN_TILE, high)) | {chosen[f"tile.{dim}"]}
+        if len(values) > 1:
+            decisions.append(Decision(f"tile.{dim}", tuple(sorted(values)), pin=True))
+    if "warps" not in fixed:
+        decisions.append(Decision("warps", tuple(_WARP_COUNTS), pin=True))
+    if _streamed_buffers(heuristic) and "stages" not in fixed:
+        decisions.append(Decision("stages", tuple(range(1, _MAX_STAGES + 1)), pin=True))
+    if "split" in chosen and "split" not in fixed:
+        decisions.append(Decision("split", SPLIT_VALUES, pin=True))
+    dots = _f16_dots(heuristic)
+    options: list[tuple[str, Sequence[Any]]] = []
+    if dots and len(_pairs(heuristic, "tilec.grid")) >= 2:
+        options.append(("tiling.group_m", GROUP_M_VALUES))
+    if dots:
+        if arch == "sm_90a":
+            options.append(("tiling.wgmma", (True, False)))
+        options.append(("tiling.mma", (True, False)))
+    options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
+    for name, values in options:
+        if name in fixed:
+            continue
+        decision = _option_decision(name, values)
+        if decision is not None:
+            decisions.append(decision)
+    return decisions
+
+
+def current_value(decision: Decision, config: Config, built: Mapping[str, Any]) -> Any:
+    """The value `decision` has in a candidate: its setting in `config`, else what the
+    compiled candidate shows (`built`, `read_back`'s result), else the option's default."""
+    if decision.name in config:
+        return config[decision.name]
+    if decision.name == "tiling.wgmma":
+        return built.get("path") == "wgmma"
+    if decision.name == "tiling.mma":
+        return built.get("path") in ("mma", "wgmma")
+    if decision.name in built:
+        return built[decision.name]
+    field = _pass_option(decision.name)
+    return field.default if field is not None else None
+
+
+def split_config(config: Config) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """`(options, pass_options)` for `tilec.jit` / `tilec.compile` from a config."""
+    options: dict[str, Any] = {}
+    pass_options: dict[str, dict[str, Any]] = {}
+    for name, value in config.items():
+        if name.startswith("tile."):
+            options.setdefault("tile", {})[name[len("tile.") :]] = value
+        elif name in PIN_DECISIONS:
+            options[name] = value
+        else:
+            pass_name, _, option_name = name.partition(".")
+            pass_options.setdefault(pass_name, {})[option_name] = value
+    return options, pass_options
+
+
+def config_text(config: Config) -> str:
+    """A config in a few characters: `tile.M=64 warps=8` (`heuristic` for `{}`)."""
+    if not config:
+        return "heuristic"
+    return " ".join(f"{k}={_value_text(v)}" for k, v in sorted(config.items()))
+
+
+def _value_text(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def kernel_line(config: Config) -> list[str]:
+    """The lines that reproduce `config` without tuning: the `@kernel(...)` decorator for its
+    pins, and the `--pass-option` flags (`@tilec.jit(pass_options=...)`) for the rest."""
+    options, pass_options = split_config(config)
+    parts = []
+    if "tile" in options:
+        tiles = ", ".join(f'"{d}": {s}' for d, s in sorted(options["tile"].items()))
+        parts.append(f"tile={{{tiles}}}")
+    parts += [f"{name}={options[name]}" for name in PIN_DECISIONS if name in options]
+    lines = [f"@kernel({', '.join(parts)})"] if parts else []
+    flags = [
+        f"--pass-option {p}.{o}={_value_text(v)}"
+        for p, values in sorted(pass_options.items())
+        for o, v in sorted(values.items())
+    ]
+    if flags:
+        lines.append("# and the pass options (tilec compile flags; @tilec.jit(pass_options=...)):")
+        lines.append("# " + " ".join(flags))
+    if not lines:
+        lines.append("# the heuristics' own choice: nothing to pin")
+    return lines
