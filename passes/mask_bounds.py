@@ -443,9 +443,11 @@ def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
     for i, result in enumerate(shown_loop.results):
         loop.set_operand(3 + i, result)
     masks = ", ".join(dict.fromkeys(p.text for p in prefixes))
+    bounds = ", ".join(_bound_text(p) for p in prefixes)
+    bounds = f"min({bounds})" if len(prefixes) > 1 else bounds
     ctx.remark(
         shown_loop,
-        f"the tiles before visible_end = the first past min({', '.join(_bound_text(p) for p in prefixes)}) "
+        f"the tiles before visible_end = the first past {bounds} "
         f"run without {len(shown)} select{'s' if len(shown) != 1 else ''}: {masks} "
         "true everywhere there; the loop after it keeps them",
     )

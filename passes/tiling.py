@@ -262,11 +262,12 @@ class _KernelTiling(MmaSearch, BlockOrder):
         else:
             config = self.choose_mma(mma_dots) if mma_dots else None
         if config is not None:
+            on_wgmma = wgmma or self.wgmma_chain(mma_dots, config)
             for name, size in config.sizes.items():
                 s = self.plan.symbols[name]
                 s.size, s.free = size, False
                 s.reason = s.reason.split(":")[0] + (
-                    ": wgmma tiling" if wgmma else ": mma.sync tiling"
+                    ": wgmma tiling" if on_wgmma else ": mma.sync tiling"
                 )
             num_warps = config.num_warps
         if dot_ops or not shape_streamed_tiles(kernel, self.plan, self.opts.max_tile_elements):
