@@ -42,6 +42,11 @@ causal attention: the diagonal tile, and a partial last tile), carrying on from 
 results. Exact, with no assumption about the values. Remarks: the split, its bound and the
 masks dropped. `split=false` keeps one loop.
 
+**Longest first.** A shortened bound `program_id(a) * c + k` (c > 0) makes the trip count
+grow with the block's index along grid axis a; that axis is then walked backwards
+(`num_programs(a) - 1 - program_id(a)`, `tilec.longest_first = a`), so the blocks that start
+last are the shortest and the SMs finish together (causal attention's diagonal).
+
 Assumes static tile shapes (after `tiling`). The interpreter runs the IR before and after
 (translation validation) and finds the same results for finite inputs.
 """
@@ -145,6 +150,7 @@ def _shorten(loop: scf.ForOp, ctx: PassContext) -> None:
             f"for every element, and the body leaves {carried} unchanged on such a tile "
             "(assuming finite values: docs/passes.md, mask-bounds)",
         )
+        _longest_first(loop, suffix.start, ctx)
         return
 
 
@@ -406,6 +412,9 @@ def _shown_selects(loop: scf.ForOp) -> list[tuple[T.SelectOp, _Prefix]]:
 
 
 def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
+    step = constant_value(loop.step)
+    if not isinstance(getattr(step, "value", None), int) or step.value <= 0:
+        return  # the prefix arithmetic below is for loops that count up by a known step
     shown = _shown_selects(loop)
     if not shown:
         return
@@ -456,3 +465,45 @@ def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
 def _bound_text(p: _Prefix) -> str:
     start = p.start.name_hint or "a bound"
     return f"{start} {'+' if p.offset >= 0 else '-'} {abs(p.offset)}"
+
+
+def _longest_first(loop: scf.ForOp, start: Value, ctx: PassContext) -> None:
+    """Launch the blocks whose shortened loop runs longest first: when the new bound is
+    `program_id(a) * c` (c > 0) plus a constant, the trip count grows with the block's index
+    along grid axis a, so that axis is walked backwards (`num_programs(a) - 1 - program_id(a)`,
+    a bijection): the last blocks to start are the shortest, and the SMs finish together
+    (causal attention's diagonal, Stage K). Kernels whose grid is split or grouped later keep
+    the mapping: it replaces every `tile.program_id` of the axis."""
+    if not (isinstance(start, OpResult) and isinstance(start.op, arith.MulIOp)):
+        return
+    pid, scale = start.op.lhs, start.op.rhs
+    if not (isinstance(pid, OpResult) and isinstance(pid.op, T.ProgramIdOp)):
+        pid, scale = scale, pid
+    c = constant_value(scale)
+    if not (isinstance(pid, OpResult) and isinstance(pid.op, T.ProgramIdOp)):
+        return
+    if not isinstance(getattr(c, "value", None), int) or c.value <= 0:
+        return
+    axis = pid.op.axis
+    kernel = loop.parent_op
+    while kernel is not None and not isinstance(kernel, FuncOp):
+        kernel = kernel.parent_op
+    if kernel is None or "tilec.longest_first" in kernel.attributes:
+        return
+    for op in [o for o in kernel.walk() if isinstance(o, T.ProgramIdOp) and o.axis == axis]:
+        b = Builder.after_op(op)
+        count = b.create(T.NumProgramsOp, axis=IntegerAttr(axis)).result
+        one = b.create(arith.ConstantOp, value=IntegerAttr(1), result_types=[IndexType()]).result
+        last = b.create(arith.SubIOp, lhs=count, rhs=one).result
+        reversed_id = b.create(arith.SubIOp, lhs=last, rhs=op.result)
+        for use in list(op.result.uses):
+            if use is not reversed_id:
+                for i, v in enumerate(use.operands):
+                    if v is op.result:
+                        use.set_operand(i, reversed_id.result)
+    kernel.attributes["tilec.longest_first"] = IntegerAttr(axis)
+    ctx.remark(
+        loop,
+        f"blocks walk grid axis {axis} backwards: the loop's trip count grows with "
+        f"program_id({axis}), so the longest start first and the SMs finish together",
+    )
