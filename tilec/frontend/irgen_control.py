@@ -1,8 +1,8 @@
 """IR generation for scalar control flow (`tilec.frontend.irgen`'s part for it).
 
 * `for i in range(start, stop, step)` is an `scf.for` over `index` values marked
-  `{tilec.loop = "range"}` (passes that reason about loops over tiles leave it alone: its
-  induction variable is a number, not a tile offset). A positive step loops from `start` to
+  `{tilec.loop = "range"}` (`scf.is_range_loop`: passes that reason about loops over tiles
+  may leave it alone, since its induction variable is a number, not a tile offset). A positive step loops from `start` to
   `stop` directly (an `scf.for` whose lower bound is not below its upper bound runs zero
   times, as Python's range). A negative step `-s` counts iterations
   `k = 0 .. ceil(max(start - stop, 0) / s)` and computes `i = start - k * s` at the top of
@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tilec.dialects import arith, scf
+from tilec.dialects.scf import RANGE_LOOP_ATTRIBUTE
 from tilec.frontend.checked import Constant, If, RangeLoop
 from tilec.ir.attributes import StringAttr
 from tilec.ir.core import Block, Region, Value
@@ -24,15 +25,7 @@ from tilec.ir.types import index
 if TYPE_CHECKING:
     from tilec.frontend.irgen import _KernelGenerator
 
-__all__ = ["RANGE_LOOP_ATTRIBUTE", "if_statement", "is_range_loop", "range_loop"]
-
-RANGE_LOOP_ATTRIBUTE = "tilec.loop"
-
-
-def is_range_loop(op: scf.ForOp) -> bool:
-    """Whether `op` is a `range()` loop (its induction variable is a number, not an offset)."""
-    attr = op.attributes.get(RANGE_LOOP_ATTRIBUTE)
-    return isinstance(attr, StringAttr) and attr.value == "range"
+__all__ = ["if_statement", "range_loop"]
 
 
 def range_loop(gen: _KernelGenerator, stmt: RangeLoop, env: dict[str, Value]) -> None:
