@@ -227,3 +227,29 @@ def test_range_loop_ir_round_trips_and_is_marked(program):
 def test_compiles_to_ptx(arch):
     compiled = tilec.compile(SOURCE, target="ptx", arch=arch)
     assert ".entry ranges" in compiled.ptx and ".entry nested" in compiled.ptx
+
+
+def test_a_dot_accumulator_carried_out_of_an_if():
+    """Tiling gives the accumulator the mma layout; an `if` that yields it (its else branch
+    unchanged) keeps its results without one: the value leaves through a conversion (found
+    by the differential check: invalid IR after tiling)."""
+    source = """
+def k(a: f16[M, K], b: f16[K, N], c: f32[M, N], n: i32):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ b[tk, tn]
+        if n > 0:
+            acc = acc * 2.0
+        c[tm, tn] = acc
+"""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((40, 24)).astype(np.float16)
+    b = rng.standard_normal((24, 33)).astype(np.float16)
+    program = tilec.compile(source)
+    for n, factor in ((3, 2.0), (0, 1.0)):
+        c = np.zeros((40, 33), np.float32)
+        (*_, got) = _run(program, "k", [a, b, c, np.int32(n)], after_pipeline=True)
+        expected = (a.astype(np.float32) @ b.astype(np.float32)) * factor
+        np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
+    assert ".entry k" in tilec.compile(source, target="ptx", arch="sm_80").ptx

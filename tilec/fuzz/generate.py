@@ -622,7 +622,11 @@ class KernelWriter:
         s = self.scalar_argument("i32").text
         if chance(self.c, 50):
             var = self.fresh("r")
-            bounds = choose(self.c, [s, f"1, {s}, 2", f"{s}, -3, -1", f"{s} - 2, 3"])
+            # Few iterations (the interpreter runs every one): at most 4, and none for some
+            # values of s (empty and negative ranges).
+            bounds = choose(
+                self.c, [f"{s} // 4", f"1, {s} % 4, 2", f"{s} % 3, -1, -1", f"{s} // 3, 1"]
+            )
             headers = [f"{pad}for {var} in range({bounds}):"]
             self.features.add("control:range")
         else:
