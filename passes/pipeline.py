@@ -76,7 +76,9 @@ class Pipeline(Pass):
     read in the previous iteration is free), copies step i+S-1 into that slot, commits one
     group, and reads slot i % S. Copies past the last step read nothing outside the view and
     are never read. After the loop, `tile.async_wait 0`, and a barrier when later code uses
-    shared memory; barriers left with nothing to order are removed. Offsets are planned again
+    shared memory; barriers left with nothing to order are removed. `range()` loops
+    (`scf.is_range_loop`) are left alone: their bounds need not be tile offsets, so a copy
+    ahead could name an index no iteration uses. Offsets are planned again
     (`smem-placement`'s plan) and checked against `shared_limit`.
     Stages: the kernel's pin `tilec.num_stages` (`@kernel(stages=...)`), else the option
     `num_stages`, else (0) for a kernel with `tilec.estimated_registers` (tiling's mma.sync
@@ -270,6 +272,14 @@ def _find_streams(loop: scf.ForOp, ctx: PassContext) -> list[_Stream]:
     body = loop.body.block
     stores = [op for op in body.ops if isinstance(op, shared.StoreSharedOp)]
     if not stores:
+        return []
+    if scf.is_range_loop(loop):
+        for store in stores:
+            ctx.remark(
+                store,
+                "not pipelined: a range() loop (copies issued ahead of it would read at "
+                "indices of iterations that may not run)",
+            )
         return []
     outer = loop.parent_op
     while outer is not None and not isinstance(outer, FuncOp):

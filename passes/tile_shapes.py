@@ -129,7 +129,9 @@ def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
         in_flight = _in_flight(kernel, plan)
         if in_flight >= BYTES_IN_FLIGHT or _elements(plan, largest) >= maximum:
             break
-        growable = [s for s in order if s.cap is None or s.size < s.cap]
+        # A size past `maximum` could never fit a tile; without this bound a symbol that the
+        # largest moved tile lacks grew without end (a fuzzed kernel reached 2**14000).
+        growable = [s for s in order if (s.cap is None or s.size < s.cap) and s.size * 2 <= maximum]
         if not growable:
             break
         s = min(growable, key=lambda s: (s.size, order.index(s)))

@@ -42,7 +42,8 @@ def set_accumulator_layout(dot: T.DotOp, layout: MmaLayout) -> None:
     starts it, and the `scf.for` iter_args, results and inits that carry it round loops.
 
     The IR must verify before `assign-layouts` runs, so where the chain meets an op outside it
-    that needs its operands' types to agree (`arith.addf`, ...), an explicit
+    that needs its operands' types to agree (`arith.addf`, ..., and the `scf.yield` of an
+    `scf.if`, whose results stay without a layout), an explicit
     `tile.convert_layout` to no layout yet comes first; a start that is not a `tile.full` (the
     dot's accumulator computed by other ops, a loop's initial value) is converted to `#mma`."""
     chain: list[Value] = []
@@ -86,7 +87,12 @@ def set_accumulator_layout(dot: T.DotOp, layout: MmaLayout) -> None:
     for v in chain:
         for user in list(dict.fromkeys(v.uses)):
             uses = [i for i, x in enumerate(user.operands) if x is v]
-            if all((id(user), i) in inner for i in uses) or _verifies(user):
+            if all((id(user), i) in inner for i in uses):
+                continue
+            # An scf.if's yield verifies by itself, but the `if`'s results keep their types:
+            # a value it yields leaves the chain through a conversion.
+            leaves_if = isinstance(user, scf.YieldOp) and isinstance(user.parent_op, scf.IfOp)
+            if not leaves_if and _verifies(user):
                 continue
             t = v.type
             conversion = Builder.before_op(user).create(

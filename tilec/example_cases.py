@@ -165,4 +165,11 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"S": 130, "H": 8, "HALF": 33},
         ]
     },
+    "paged_decode": {
+        "paged_decode": [
+            {"B": 1, "H": 1, "G": 1, "D": 1, "PAGES": 1, "MAXP": 1},
+            {"B": 3, "H": 8, "G": 2, "D": 64, "PAGES": 13, "MAXP": 5},
+            {"B": 2, "H": 4, "G": 4, "D": 128, "PAGES": 7, "MAXP": 3},
+        ]
+    },
 }

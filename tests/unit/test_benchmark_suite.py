@@ -38,7 +38,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         "bmm", "matmul_bias_gelu", "int8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
         "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding", "cumsum_rows",
-        "topk_softmax",
+        "topk_softmax", "paged_decode",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
     assert (4000, 3000, 1000) in WORKLOADS["gemm_nn"].sizes
@@ -98,6 +98,7 @@ TINY = {
     "rotary": (8, 2, 16),
     "vector_add": (100,),
     "embedding": (37, 24, 50),
+    "paged_decode": (2, 4, 2, 37, 16),
 }
 
 

@@ -57,7 +57,7 @@ def test_generated_programs_compile_and_cover_the_language():
         *("pin:tile", "pin:warps", "pin:stages", "scalar-argument", "scalar:dimension"),
         *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M", "gather"),
         *("scan:cumsum", "scan:cumprod", "scan:cummax", "scan:cummin", "scan:topk_indices"),
-        *("arg:argmax", "arg:argmin"),
+        *("arg:argmax", "arg:argmin", "control:range", "control:if", "control:if:else"),
     }
     assert expected <= features, expected - features
     assert {

@@ -172,6 +172,16 @@ AWKWARD = [
         "rotary",
         [{"S": 1, "H": 1, "HALF": 1}, {"S": 17, "H": 3, "HALF": 31}, {"S": 37, "H": 2, "HALF": 64}],
     ),
+    # Random context lengths are below 8: one page at most (tests/unit/test_scalar_control.py
+    # walks many pages); the table's pages are drawn in range.
+    (
+        "paged_decode",
+        "paged_decode",
+        [
+            {"B": 1, "H": 1, "G": 1, "D": 1, "PAGES": 1, "MAXP": 1},
+            {"B": 5, "H": 6, "G": 3, "D": 33, "PAGES": 9, "MAXP": 4},
+        ],
+    ),
 ]
 
 

@@ -182,3 +182,24 @@ def test_a_pinned_tile_larger_than_any_block_is_a_located_error(tmp_path):
     )
     with pytest.raises(TileError, match=r"a tile of 4096x4096 \(16777216 elements\) is larger"):
         tilec.compile(path, target="ptx")
+
+
+def test_a_sequential_tile_no_moved_tile_has_stops_growing():
+    """A mutated fuzz kernel (tilec.fuzz.mutate seed 5958): the K loop's tile size grew while
+    nothing was in flight, since the largest moved tile does not have it, until its size had
+    thousands of digits. It stops at the largest tile now."""
+    source = (
+        '@kernel(tile={"M": 128}, stages=1)\n'
+        "def k1(x1003: i64[E, K, 4], x1011: f32[M, 4], x1012: bf16[M, 4], x1013: i64[4, M, 4],\n"
+        "       y1025: i64[M, D], s1005: i32, s1026: f32):\n"
+        "    for tm in tiles(M):\n"
+        "        for tk in tiles(K):\n"
+        "            for e in tiles(E, tile={E: 1}):\n"
+        "                t1004 = (x1003[e, tk, 3])[:, None]\n"
+        "            t1014 = (-where((rand(s1005, arange(4)) <= 0), (x1011[tm, :] // "
+        "x1012[tm, :]), (x1013[:, tm, 2].T).to(f16)))\n"
+        "        y1025[tm, :] = (full([1, D], s1026, f16)).to(i64)\n"
+    )
+    module = tilec.compile(source, pipeline="canonicalize,cse,tiling").module
+    sizes = dict(module.lookup("k1").attributes["tilec.tile_sizes"].value)
+    assert 1 <= sizes["BK"] <= 4096

@@ -743,6 +743,50 @@ def _embedding(size: tuple, ctx: Context) -> Case:
     )
 
 
+def _paged_decode(size: tuple, ctx: Context) -> Case:
+    """Sizes are (B, H, G, context, D): one decode step of B sequences of `context` tokens,
+    their K/V in pages of 16 scattered through a cache in a random order. The peers gather
+    each sequence's pages, then SDPA (eager, and torch.compile of the same)."""
+    import torch
+    import torch.nn.functional as F
+
+    batch, heads, kv_heads, context, d = size
+    page, scale = 16, d**-0.5
+    per_sequence = -(-context // page)
+    k_cache = _randn((batch * per_sequence, kv_heads, page, d), "f16")
+    v_cache = _randn((batch * per_sequence, kv_heads, page, d), "f16")
+    table = torch.randperm(batch * per_sequence, device=DEVICE).view(batch, per_sequence).int()
+    lens = torch.full((batch,), context, device=DEVICE, dtype=torch.int32)
+    # Only the queries rotate: the caches are past the L2 cache at the suite's sizes.
+    sets = ctx.sets(lambda: (_randn((batch, heads, d), "f16"),), batch * heads * d * 2)
+    o = torch.empty(batch, heads, d, device=DEVICE, dtype=torch.float16)
+
+    def gathered(cache: Any) -> Any:  # [B, G, context, D]
+        tokens = cache[table.long()].permute(0, 2, 1, 3, 4)
+        tokens = tokens.reshape(batch, kv_heads, per_sequence * page, d)[:, :, :context]
+        return tokens.repeat_interleave(heads // kv_heads, dim=1)
+
+    def expression(q: Any) -> Any:
+        k, v = gathered(k_cache), gathered(v_cache)
+        return F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale)[:, :, 0]
+
+    q = sets[0][0]
+    k, v = gathered(k_cache), gathered(v_cache)
+    expected = _attention_reference(q[:, :, None], k, v, scale, False)[:, :, 0]
+    del k, v
+    tilec = ctx.tilec(
+        "paged_decode.tile",
+        "paged_decode",
+        lambda f: lambda q: f(q, k_cache, v_cache, table, lens, o, scale),
+        lambda: o,
+    )
+    # What a decode step must move: every cached token's K and V once, q and o, the table.
+    moved = 2 * batch * context * kv_heads * d * 2 + 2 * batch * heads * d * 2 + table.numel() * 4
+    return _memory_case(
+        ctx, tilec, expression, sets, expected, moved, 4e-3, eager_name="gather + SDPA"
+    )
+
+
 def _memory(
     name: str, build: Callable, label: Callable, sizes: Any, quick: Any, small: Any
 ) -> Workload:
@@ -875,6 +919,14 @@ WORKLOADS: dict[str, Workload] = {
             [(32000, 4096, 16384)],
             [(32000, 1024, 4096)],
             [(4096, 1024, 1024)],
+        ),
+        _memory(
+            "paged_decode",
+            _paged_decode,
+            lambda s: f"B{s[0]} H{s[1]} G{s[2]} ctx{s[3]} d{s[4]} f16, pages of 16",
+            [(64, 32, 32, 4096, 128)],
+            [(16, 32, 32, 1024, 128)],
+            [(4, 8, 8, 512, 64)],
         ),
         _memory("swiglu", _swiglu, _size2("bf16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),
         _memory("dropout", _dropout, _size2("f16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),

@@ -11,11 +11,14 @@
     }
 
 A loop's results are its iteration arguments after the last iteration; their types are those
-of the initial values.
+of the initial values. A loop the frontend made from `for i in range(...)` carries
+`{tilec.loop = "range"}` (`is_range_loop`): its induction variable is a number, not the offset
+of a tile, and passes that reason about loops over tiles may leave it alone.
 """
 
 from __future__ import annotations
 
+from tilec.ir.attributes import StringAttr
 from tilec.ir.constraints import BOOL_LIKE, INT_OR_INDEX
 from tilec.ir.core import (
     ANY_TYPE,
@@ -28,6 +31,14 @@ from tilec.ir.core import (
     register_op,
 )
 from tilec.ir.types import IntegerType
+
+RANGE_LOOP_ATTRIBUTE = "tilec.loop"
+
+
+def is_range_loop(op: Operation) -> bool:
+    """Whether `op` is an `scf.for` made from a `range()` loop."""
+    attr = op.attributes.get(RANGE_LOOP_ATTRIBUTE)
+    return isinstance(op, ForOp) and isinstance(attr, StringAttr) and attr.value == "range"
 
 
 @register_op

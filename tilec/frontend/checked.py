@@ -40,6 +40,7 @@ __all__ = [
     "Expr",
     "Full",
     "GridLoop",
+    "If",
     "IndexKind",
     "Iota",
     "Kernel",
@@ -52,6 +53,9 @@ __all__ = [
     "ParamRef",
     "Philox",
     "Program",
+    "RangeIndex",
+    "RangeLoop",
+    "RangeVar",
     "Reduce",
     "ScalarParam",
     "Scan",
@@ -254,6 +258,16 @@ class AxisExtent:
     var: LoopVar | None
 
 
+@dataclass(eq=False, slots=True)
+class RangeVar:
+    """The variable of a `range()` loop: a block-uniform integer scalar of `dtype` (i32, or
+    i64 when a bound is i64). At IR level it is an `index`."""
+
+    name: str
+    dtype: DType
+    loc: Location
+
+
 # ---------------------------------------------------------------------------- checked expressions
 # Every expression has `type` (dtype + shape) and `loc`. Implicit conversions are explicit nodes.
 
@@ -300,6 +314,13 @@ class LoopIndex(Expr):
     variable), as an i32 scalar."""
 
     var: LoopVar
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class RangeIndex(Expr):
+    """The current value of a `range()` loop's variable."""
+
+    var: RangeVar
 
 
 @dataclass(kw_only=True, eq=False, slots=True)
@@ -572,6 +593,37 @@ class SeqLoop:
 
 
 @dataclass(kw_only=True, eq=False, slots=True)
+class RangeLoop:
+    """`for var in range(start, stop, step)` inside the grid: runs sequentially within the
+    block, as Python's range does (no iteration when the range is empty). `start` and `stop`
+    are block-uniform scalars of `var.dtype`; `step` is a nonzero constant. `carried` as for
+    `SeqLoop`."""
+
+    var: RangeVar
+    start: Expr
+    stop: Expr
+    step: int
+    body: tuple[Stmt, ...]
+    carried: tuple[Carried, ...]
+    loc: Location
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
+class If:
+    """`if cond: then else: otherwise` on a block-uniform i1 scalar (an `elif` is an `If`
+    alone in `otherwise`). `carried` lists the names whose values flow out of the branches
+    (an scf.if's results): names assigned before the `if` and reassigned in a branch, and
+    names that both branches assign with one type; a branch that does not assign one gives
+    the value from before."""
+
+    cond: Expr
+    then: tuple[Stmt, ...]
+    otherwise: tuple[Stmt, ...]
+    carried: tuple[Carried, ...]
+    loc: Location
+
+
+@dataclass(kw_only=True, eq=False, slots=True)
 class GridLoop:
     """The kernel's top-level `tiles()` loop: one block per combination of tiles; `vars[i]`
     is grid axis i."""
@@ -604,7 +656,7 @@ class Effect:
     loc: Location
 
 
-Stmt = Union[Assign, Store, SeqLoop, Effect]
+Stmt = Union[Assign, Store, SeqLoop, RangeLoop, If, Effect]
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from tilec.frontend.checked import (
     ExpandDims,
     Expr,
     Full,
+    If,
     IndexKind,
     Iota,
     Kernel,
@@ -27,6 +28,8 @@ from tilec.frontend.checked import (
     ParamRef,
     Philox,
     Program,
+    RangeIndex,
+    RangeLoop,
     Reduce,
     Scan,
     Select,
@@ -87,6 +90,23 @@ def _format_body(body: tuple[Stmt, ...], depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}store {_format_access(stmt.access)} = {format_expr(stmt.value)}")
         elif isinstance(stmt, Effect):
             lines.append(f"{pad}{format_expr(stmt.value)}")
+        elif isinstance(stmt, RangeLoop):
+            carried = ", ".join(f"{c.name}: {c.type}" for c in stmt.carried)
+            bounds = f"{format_expr(stmt.start)}, {format_expr(stmt.stop)}, {stmt.step}"
+            lines.append(
+                f"{pad}for {stmt.var.name}:{stmt.var.dtype} in range({bounds})"
+                + (f" carry {carried}" if carried else "")
+            )
+            _format_body(stmt.body, depth + 1, lines)
+        elif isinstance(stmt, If):
+            carried = ", ".join(f"{c.name}: {c.type}" for c in stmt.carried)
+            lines.append(
+                f"{pad}if {format_expr(stmt.cond)}" + (f" carry {carried}" if carried else "")
+            )
+            _format_body(stmt.then, depth + 1, lines)
+            if stmt.otherwise:
+                lines.append(f"{pad}else")
+                _format_body(stmt.otherwise, depth + 1, lines)
         else:
             carried = ", ".join(f"{c.name}: {c.type}" for c in stmt.carried)
             lines.append(
@@ -121,6 +141,8 @@ def format_expr(expr: Expr) -> str:
         return f"dim({expr.dim.name}):{t}"
     if isinstance(expr, LoopIndex):
         return f"index({expr.var.name}):{t}"
+    if isinstance(expr, RangeIndex):
+        return f"%{expr.var.name}:{t}"
     if isinstance(expr, Load):
         return f"load:{t} {_format_access(expr.access)}"
     if isinstance(expr, Iota):

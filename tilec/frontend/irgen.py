@@ -10,7 +10,8 @@ IR says, and why:
 * **Symbols and extents** (`tile.symbol "BM"`, `tile.dim %a, 0`) are made once, at the start of
   the kernel, so loops and masks share them.
 * **Sequential loops** are `scf.for %tk = 0 to K step BK` whose `iter_args` are the names the
-  loop reassigns.
+  loop reassigns; `range()` loops and `if` statements are `scf.for`/`scf.if` too
+  (`tilec.frontend.irgen_control`).
 * **Accesses.** `a[tm, tk]` is `tile.load %a[%tm, %tk]`, which masks lanes outside the tensor by
   itself (they read as 0). A scalar index loads a size-1 dimension, then `tile.reshape` drops it;
   when every index is a scalar, the one-element tile is reduced to a scalar (the dialect has no
@@ -43,7 +44,8 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
 from tilec.dialects.random import PhiloxOp
 from tilec.frontend import sema
-from tilec.frontend.checked import ArgReduce, Atomic, Effect, Scan, TopK
+from tilec.frontend.checked import ArgReduce, Atomic, Effect, If, RangeIndex, RangeLoop, Scan, TopK
+from tilec.frontend.irgen_control import if_statement, range_loop
 from tilec.frontend.irgen_gather import gather, is_gathered, scatter
 from tilec.frontend.irgen_scan import scan_expr
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
@@ -261,6 +263,10 @@ class _KernelGenerator:
                 self.store(stmt, env)
             elif isinstance(stmt, sema.SeqLoop):
                 self.loop(stmt, env)
+            elif isinstance(stmt, RangeLoop):
+                range_loop(self, stmt, env)
+            elif isinstance(stmt, If):
+                if_statement(self, stmt, env)
             elif isinstance(stmt, Effect):
                 self.expr(stmt.value, env)  # the old values stay unused: `red`, not `atom`
             else:
@@ -357,7 +363,7 @@ class _KernelGenerator:
                 # A gathered dimension's elements are its indices (tilec.frontend.irgen_gather).
                 offsets.append(self.index_constant(0))
                 shape.append(idx.size)
-            elif isinstance(idx.value, sema.LoopIndex):
+            elif isinstance(idx.value, (sema.LoopIndex, RangeIndex)):
                 # An element variable is already an index: no round trip through i32.
                 offsets.append(self.offsets[id(idx.value.var)])
                 shape.append(1)
@@ -387,7 +393,7 @@ class _KernelGenerator:
             return self.params[e.param.name]
         if isinstance(e, sema.DimSize):
             return self.index_to(self.extent(e.dim), t)
-        if isinstance(e, sema.LoopIndex):
+        if isinstance(e, (sema.LoopIndex, RangeIndex)):
             return self.index_to(self.offsets[id(e.var)], t)
         if isinstance(e, sema.Load):
             view, offsets, full_shape = self.access(e.access, env)

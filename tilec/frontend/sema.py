@@ -64,6 +64,7 @@ from tilec.frontend.checked import (
     ParamRef,
     Philox,
     Program,
+    RangeVar,
     Reduce,
     ScalarParam,
     Select,
@@ -88,10 +89,12 @@ from tilec.frontend.sema_common import (
     _LoopFrame,
     _Pin,
 )
+from tilec.frontend.sema_control import ControlChecks
 from tilec.frontend.sema_expressions import ExpressionChecks
 from tilec.frontend.sema_options import OptionChecks
 from tilec.frontend.sema_random import RandomChecks
 from tilec.frontend.sema_statements import StatementChecks
+from tilec.frontend.sema_uniform import check_uniformity
 
 __all__ = [
     "COMPARISONS",
@@ -181,7 +184,9 @@ def analyze(module: ast.Module, options: Mapping[str, object] | None = None) -> 
     return Program(tuple(kernels), module.filename)
 
 
-class _KernelChecker(OptionChecks, StatementChecks, ExpressionChecks, BuiltinChecks, RandomChecks):
+class _KernelChecker(
+    OptionChecks, StatementChecks, ControlChecks, ExpressionChecks, BuiltinChecks, RandomChecks
+):
     """Checks one kernel definition; `check()` returns the typed `Kernel`."""
 
     def __init__(
@@ -200,10 +205,13 @@ class _KernelChecker(OptionChecks, StatementChecks, ExpressionChecks, BuiltinChe
         self.scopes: list[dict[str, _Binding]] = []
         self.frames: list[_LoopFrame] = []
         self.loop_vars: dict[str, LoopVar] = {}
+        self.range_vars: dict[str, RangeVar] = {}  # the variables of range() loops, by name
         self.tiled_by: dict[str, LoopVar] = {}  # canonical dim name → the var tiling it now
         self.tiled_at: dict[str, Location] = {}  # dim → where a tiles() loop first tiled it
         self.whole_at: dict[str, Location] = {}  # dim → first use of the whole dimension
         self.left_scope: dict[str, Location] = {}  # name → loop it was local to
+        # name → (message, hint) for a name an `if` leaves undefined after it
+        self.left_why: dict[str, tuple[str, str]] = {}
         self.assignment_counts: dict[str, int] = {}
 
     # ---------------------------------------------------------------- kernel level
@@ -226,6 +234,7 @@ class _KernelChecker(OptionChecks, StatementChecks, ExpressionChecks, BuiltinChe
         doc, grid_for = self._split_body()
         _count_assignments(grid_for.body, self.assignment_counts)
         grid = self._grid_loop(grid_for)
+        check_uniformity(grid)
         check_atomic_races(grid)
         for name, pin in self.pins.items():
             if name in self.whole_at:

@@ -27,7 +27,9 @@ from tilec.frontend.checked import (
     Effect,
     Expr,
     GridLoop,
+    If,
     Load,
+    RangeLoop,
     SeqLoop,
     Store,
     TensorAccess,
@@ -160,7 +162,7 @@ def check_atomic_races(grid: GridLoop) -> None:
             )
 
 
-_NODES = (Expr, Assign, Store, Effect, SeqLoop, TensorAccess, AccessIndex)
+_NODES = (Expr, Assign, Store, Effect, SeqLoop, RangeLoop, If, TensorAccess, AccessIndex)
 _NOT_CHILDREN = frozenset(["type", "loc", "tensor", "var", "dim", "carried"])
 
 

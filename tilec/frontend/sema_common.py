@@ -65,7 +65,7 @@ BUILTINS = frozenset(
 )
 _REDUCTIONS = ("sum", "max", "min", "mean")
 _PYTHON_FUNCTIONS = {
-    "range": "loop over a dimension in tiles: 'for t in tiles(N):'",
+    "range": "range() is only the iterable of a loop: 'for i in range(n):'",
     "float": "convert with x.to(f32)",
     "int": "convert with x.to(i32)",
     "bool": "compare to make an i1 value, e.g. x != 0",
@@ -118,7 +118,11 @@ class _Binding:
 
 @dataclass(slots=True)
 class _LoopFrame:
+    """A construct whose body may reassign names from outside it: a loop (its carried
+    values) or a branch of an `if` (the `if`'s results)."""
+
     carried: dict[str, TileType] = field(default_factory=dict)  # in order of first assignment
+    construct: str = "loop"  # 'loop' or "'if'", as messages name it
 
 
 @dataclass(slots=True)
@@ -212,6 +216,9 @@ def _count_assignments(stmts: tuple[ast.Stmt, ...], counts: dict[str, int]) -> N
             counts[stmt.target.id] = counts.get(stmt.target.id, 0) + 1
         elif isinstance(stmt, ast.For):
             _count_assignments(stmt.body, counts)
+        elif isinstance(stmt, ast.If):
+            _count_assignments(stmt.body, counts)
+            _count_assignments(stmt.orelse, counts)
 
 
 def _promote(a: Expr, b: Expr) -> DType:

@@ -23,6 +23,7 @@ from tilec.frontend.checked import (
     Load,
     LoopIndex,
     ParamRef,
+    RangeIndex,
     ScalarParam,
     TensorParam,
     TileType,
@@ -103,6 +104,9 @@ class ExpressionChecks:
                 c = binding.constant
                 return Constant(value=c.value, type=c.type, weak=True, loc=node.loc)
             return VarRef(name=name, type=binding.type, loc=node.loc)
+        range_var = self.range_vars.get(name)
+        if range_var is not None:
+            return RangeIndex(var=range_var, type=TileType(range_var.dtype), loc=node.loc)
         var = self.loop_vars.get(name)
         if var is not None:
             if var.element:
@@ -137,6 +141,9 @@ class ExpressionChecks:
             raise TileError(f"'{name}' is a function, not a value", node.loc, hint="call it")
         if name in self.kernel_defs:
             raise TileError(f"'{name}' is a kernel, not a value", node.loc)
+        if name in self.left_why:
+            message, hint = self.left_why[name]
+            raise TileError(message, node.loc, hint=hint)
         if name in self.left_scope:
             loop_line = self.left_scope[name].line
             raise TileError(
@@ -153,13 +160,14 @@ class ExpressionChecks:
         return (
             name in self.params
             or name in self.loop_vars
+            or name in self.range_vars
             or self._binding(name)[0] is not None
             or name in DTYPES
             or name in BUILTINS
         )
 
     def _visible_names(self) -> list[str]:
-        names = [*self.params, *self.dims, *self.loop_vars, "inf"]
+        names = [*self.params, *self.dims, *self.loop_vars, *self.range_vars, "inf"]
         for scope in self.scopes:
             names.extend(scope)
         return names
@@ -327,6 +335,7 @@ _EXPRESSIONS: dict[type, str] = {
     ast.BinOp: "_bin_op",
     ast.Compare: "_compare",
     ast.UnaryOp: "_unary_op",
+    ast.BoolOp: "_bool_op",
     ast.Call: "_call",
     ast.Attribute: "_attribute",
     ast.Subscript: "_subscript",

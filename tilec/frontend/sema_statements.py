@@ -130,10 +130,10 @@ class StatementChecks:
                 else None
             )
             if callee == "range":
-                raise _unsupported(
-                    "range() loops are",
+                raise TileError(
+                    "the grid loop must run over tiles(...), not range()",
                     _expr_loc(call),
-                    "loop over a dimension in tiles: 'for t in tiles(N):'",
+                    hint="the grid is 'for tm in tiles(M):'; a range() loop runs inside it",
                 )
             raise TileError(
                 "a for-loop must run over tiles(...)",
@@ -242,8 +242,8 @@ class StatementChecks:
             raise TileError(f"loop variable '{name}' hides the argument '{name}'", target.loc)
         if name in self.dims:
             raise TileError(f"loop variable '{name}' hides the dimension '{name}'", target.loc)
-        if name in self.loop_vars:
-            other = self.loop_vars[name]
+        if name in self.loop_vars or name in self.range_vars:
+            other = self.loop_vars.get(name) or self.range_vars[name]
             raise TileError(
                 f"'{name}' is already a loop variable",
                 target.loc,
@@ -272,7 +272,16 @@ class StatementChecks:
         if isinstance(stmt, ast.AugAssign):
             return self._assign(stmt.target, stmt.value, stmt.op, stmt.loc)
         if isinstance(stmt, ast.For):
+            call = stmt.iter
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id == "range"
+            ):
+                return self._range_loop(stmt)
             return self._seq_loop(stmt)
+        if isinstance(stmt, ast.If):
+            return self._if(stmt)
         if isinstance(stmt, ast.Pass) or _is_ellipsis(stmt):
             return None
         if isinstance(stmt, ast.ExprStmt):
@@ -347,6 +356,12 @@ class StatementChecks:
             raise TileError(f"cannot assign to dimension '{name}'", target.loc)
         if name in self.loop_vars:
             raise TileError(f"cannot assign to loop variable '{name}'", target.loc)
+        if name in self.range_vars:
+            raise TileError(
+                f"cannot assign to loop variable '{name}'",
+                target.loc,
+                hint="range() gives it the next value each iteration; assign to another name",
+            )
         self._check_free_name(name, target.loc, "a local value")
 
     def _bind(self, target: ast.Name, value: Expr) -> Assign:
@@ -354,7 +369,8 @@ class StatementChecks:
         binding, depth = self._binding(name)
         current = len(self.scopes) - 1
         if binding is not None and depth < current:
-            value = self._convert_for_carried(name, binding, value, target.loc)
+            construct = self.frames[depth].construct
+            value = self._convert_for_carried(name, binding, value, target.loc, construct)
             for frame in self.frames[depth:]:
                 frame.carried.setdefault(name, binding.type)
         else:
@@ -367,6 +383,7 @@ class StatementChecks:
                 constant = value
             self.scopes[-1][name] = _Binding(value.type, target.loc, constant)
         self.left_scope.pop(name, None)
+        self.left_why.pop(name, None)
         return Assign(name=name, value=value, loc=target.loc)
 
     def _binding(self, name: str) -> tuple[_Binding | None, int]:
@@ -377,7 +394,7 @@ class StatementChecks:
         return None, -1
 
     def _convert_for_carried(
-        self, name: str, binding: _Binding, value: Expr, loc: Location
+        self, name: str, binding: _Binding, value: Expr, loc: Location, construct: str = "loop"
     ) -> Expr:
         wanted = binding.type
         if value.type == wanted:
@@ -388,10 +405,11 @@ class StatementChecks:
             value = self._convert(value, wanted.dtype, loc)
             return _broadcast_to(value, wanted.shape)
         raise TileError(
-            f"'{name}' changes type in the loop: it is {wanted} before the loop, "
-            f"and this assigns {value.type}",
+            f"'{name}' changes type in the {construct}: it is {wanted} before the "
+            f"{construct}, and this assigns {value.type}",
             loc,
-            hint=f"a value carried around a loop keeps its type; convert with "
+            hint=f"a value carried {'around a loop' if construct == 'loop' else 'out of an if'} "
+            "keeps its type; convert with "
             f".to({wanted.dtype}) or start it with that type",
             notes=((f"'{name}' is first assigned here", binding.loc),),
         )

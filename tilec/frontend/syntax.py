@@ -49,6 +49,7 @@ __all__ = [
     "AugAssign",
     "BinOp",
     "BoolLit",
+    "BoolOp",
     "Call",
     "Compare",
     "DictExpr",
@@ -58,6 +59,7 @@ __all__ = [
     "FloatLit",
     "For",
     "FunctionDef",
+    "If",
     "IntLit",
     "Keyword",
     "ListExpr",
@@ -140,6 +142,17 @@ class UnaryOp:
 
 
 @dataclass(slots=True, eq=False)
+class BoolOp:
+    """`a and b`, `a or b` (two operands; longer chains nest to the left) and `not a`
+    (`right` is None); `loc` is the keyword's position."""
+
+    op: str  # 'and', 'or', 'not'
+    left: Expr
+    right: Expr | None
+    loc: Location
+
+
+@dataclass(slots=True, eq=False)
 class Compare:
     """One comparison (chains are rejected by the parser); `loc` is the operator's position."""
 
@@ -215,6 +228,7 @@ Expr = Union[
     EllipsisLit,
     BinOp,
     UnaryOp,
+    BoolOp,
     Compare,
     Call,
     Attribute,
@@ -260,6 +274,16 @@ class For:
 
 
 @dataclass(slots=True, eq=False)
+class If:
+    """`if test: body else: orelse`; an `elif` is an `If` alone in `orelse`."""
+
+    test: Expr
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+    loc: Location  # of 'if' (or 'elif')
+
+
+@dataclass(slots=True, eq=False)
 class Param:
     name: str
     annotation: Expr | None
@@ -277,7 +301,7 @@ class FunctionDef:
     name_loc: Location
 
 
-Stmt = Union[ExprStmt, Assign, AugAssign, Pass, For, FunctionDef]
+Stmt = Union[ExprStmt, Assign, AugAssign, Pass, For, If, FunctionDef]
 
 
 @dataclass(slots=True, eq=False)
@@ -422,7 +446,6 @@ _STATEMENT_HINTS = {
         "'while' loops are",
         "loop over a dimension in tiles with 'for t in tiles(N):'",
     ),
-    "if": ("'if' statements are", "choose between values element-wise with where(cond, a, b)"),
     "try": ("'try' statements are", "tile kernels cannot raise or catch exceptions"),
     "with": ("'with' statements are", None),
     "class": ("classes are", "a .tile file holds kernel definitions ('def') only"),
@@ -521,8 +544,18 @@ class _AstBuilder(Transformer):
 
     break_stmt = continue_stmt = raise_stmt = del_stmt = assert_stmt = _reject_first_token
     global_stmt = nonlocal_stmt = import_stmt = _reject_first_token
-    if_stmt = while_stmt = try_stmt = with_stmt = classdef = async_stmt = _reject_first_token
+    while_stmt = try_stmt = with_stmt = classdef = async_stmt = _reject_first_token
     yield_expr = yield_from = await_expr = _reject_first_token
+
+    def if_stmt(self, children: list) -> If:
+        # IF test suite (ELIF test suite)* [ELSE suite]: the placeholders are None without
+        # an 'else'.
+        *arms, else_token, orelse = children
+        orelse = () if else_token is None else orelse
+        for i in range(len(arms) - 3, -1, -3):
+            keyword_token, test, body = arms[i : i + 3]
+            orelse = (If(test, body, orelse, self._loc(keyword_token)),)
+        return orelse[0]
 
     def for_stmt(self, children: list) -> For:
         for_token, targets, _in, iterable, body = children[:5]
@@ -617,20 +650,18 @@ class _AstBuilder(Transformer):
     def lambdef(self, children: list) -> None:
         raise _unsupported("lambda is", self._loc(children[0]), "write the expression inline")
 
-    def or_test(self, children: list) -> None:
-        raise _unsupported(
-            "'or' is", self._loc(children[1]), "use '|' for the element-wise or of i1 values"
-        )
+    def _bool_chain(self, children: list) -> BoolOp:
+        result = children[0]
+        for i in range(1, len(children), 2):
+            keyword_token = children[i]
+            result = BoolOp(keyword_token.value, result, children[i + 1], self._loc(keyword_token))
+        return result
 
-    def and_test(self, children: list) -> None:
-        raise _unsupported(
-            "'and' is", self._loc(children[1]), "use '&' for the element-wise and of i1 values"
-        )
+    or_test = and_test = _bool_chain
 
-    def not_test(self, children: list) -> None:
-        raise _unsupported(
-            "'not' is", self._loc(children[0]), "use '~' for the element-wise not of i1 values"
-        )
+    def not_test(self, children: list) -> BoolOp:
+        keyword_token, operand = children
+        return BoolOp("not", operand, None, self._loc(keyword_token))
 
     def comp_for(self, children: list) -> None:
         for_token = next(c for c in children if isinstance(c, Token) and c.type == "FOR")

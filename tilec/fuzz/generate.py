@@ -17,6 +17,9 @@ It covers the language as it stands:
   tensor-core paths, f32, f64, i8);
 * sequential `tiles()` loops (tiled and element loops, nested) with carried values and
   augmented assignments, whole dimensions, extents that no tile divides;
+* scalar control flow: `range()` loops over counts from an `i32` argument (empty, negative,
+  strided and counting down) and `if`/`else` on comparisons of one (with `and`/`or`/`not`),
+  their bodies carrying outer names;
 * pins: `@kernel(tile=..., warps=..., stages=...)` and `tiles(..., tile={B: 1})`.
 
 Choices go through a `Chooser`: `RandomChooser` for seeded bulk runs (`sample_program(seed)`),
@@ -435,6 +438,8 @@ class KernelWriter:
                 lines += self.rebind(indent, depth)
             elif what == 10:
                 lines += self.atomic(indent, depth)
+            elif what == 11 and len(self.outer_names) < 3 and chance(self.c, 40):
+                lines += self.scalar_control(indent, depth)
             else:
                 lines += self.assign(indent, depth)
         return lines
@@ -609,6 +614,36 @@ class KernelWriter:
         # Names first bound in the loop are local to it; rebound outer names are carried.
         self.locals = outer
         return [header, *(body or [f"{pad}    pass"])]
+
+    def scalar_control(self, indent: int, depth: int) -> list[str]:
+        """A `range()` loop or an `if` decided by an `i32` scalar argument (block-uniform);
+        names bound in the body are local to it, rebound outer names are carried out."""
+        pad = "    " * indent
+        s = self.scalar_argument("i32").text
+        if chance(self.c, 50):
+            var = self.fresh("r")
+            # Few iterations (the interpreter runs every one): at most 4, and none for some
+            # values of s (empty and negative ranges).
+            bounds = choose(
+                self.c, [f"{s} // 4", f"1, {s} % 4, 2", f"{s} % 3, -1, -1", f"{s} // 3, 1"]
+            )
+            headers = [f"{pad}for {var} in range({bounds}):"]
+            self.features.add("control:range")
+        else:
+            cond = choose(
+                self.c, [f"{s} > 0", f"{s} > -2 and {s} != 3", f"not ({s} < 1) or {s} == -5"]
+            )
+            headers = [f"{pad}if {cond}:"] + ([f"{pad}else:"] if chance(self.c, 50) else [])
+            self.features.add("control:if" + (":else" if len(headers) == 2 else ""))
+        lines: list[str] = []
+        outer = dict(self.locals)
+        for header in headers:
+            self.outer_names.append(set(outer))
+            body = self.statements(indent + 1, self.c.integer(1, 2), depth)
+            self.outer_names.pop()
+            self.locals = dict(outer)
+            lines += [header, *(body or [f"{pad}    pass"])]
+        return lines
 
     def matmul(self, indent: int) -> list[str]:
         """The matmul idiom: an accumulator carried through a K loop of dots of tiles read

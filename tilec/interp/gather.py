@@ -121,29 +121,41 @@ def _scatter(state: BlockState, op: Operation, args: list[Any]) -> Any:
 def index_bounds(func: Any, shapes: list) -> dict[int, int]:
     """Per tensor argument (by position) that a gather or scatter of `func` reads its indices
     from (loaded, then reshaped or converted at most), the extent its values index, so that
-    random inputs (`tilec run`, the tests, the fuzzers) draw indices in range. `shapes` are
-    the arguments' shapes (None for scalars)."""
+    random inputs (`tilec run`, the tests, the fuzzers) draw indices in range. So is a tensor
+    whose elements, read one at a time (`page = block_table[b, i]`), are the scalar offset of
+    a load or store (`k_cache[page, :, :]`). `shapes` are the arguments' shapes (None for
+    scalars)."""
+    from tilec.dialects import arith
     from tilec.dialects import tile as T
     from tilec.ir.core import BlockArgument, OpResult
 
     positions = {arg: i for i, arg in enumerate(func.arguments)}
     bounds: dict[int, int] = {}
-    for op in func.walk():
-        if not isinstance(op, (G.GatherOp, G.ScatterOp)):
-            continue
-        source = op.indices
-        while isinstance(source, OpResult) and isinstance(
-            source.op, (T.ReshapeOp, T.ConvertLayoutOp)
-        ):
-            source = source.op.operands[0]
-        if not (isinstance(source, OpResult) and isinstance(source.op, T.LoadOp)):
-            continue
-        view, table = source.op.view, op.view
+
+    def source_load(v: Any, through: tuple) -> Any:
+        while isinstance(v, OpResult) and isinstance(v.op, through):
+            v = v.op.operands[0]
+        return v.op if isinstance(v, OpResult) and isinstance(v.op, T.LoadOp) else None
+
+    def bound(load: Any, table: Any, axis: int) -> None:
+        view = load.view
         if not (isinstance(view, BlockArgument) and isinstance(table, BlockArgument)):
-            continue
+            return
         if view not in positions or table not in positions:
-            continue
-        extent = shapes[positions[table]][op.axis]
+            return
+        extent = shapes[positions[table]][axis]
         i = positions[view]
         bounds[i] = min(bounds.get(i, extent), extent)
+
+    scalar_read = (T.ReshapeOp, T.ConvertLayoutOp, T.ReduceOp, arith.IndexCastOp, T.CastOp)
+    for op in func.walk():
+        if isinstance(op, (G.GatherOp, G.ScatterOp)):
+            load = source_load(op.indices, (T.ReshapeOp, T.ConvertLayoutOp))
+            if load is not None:
+                bound(load, op.view, op.axis)
+        elif isinstance(op, (T.LoadOp, T.StoreOp)):
+            for axis, offset in enumerate(op.offsets):
+                load = source_load(offset, scalar_read)
+                if load is not None and load.result.type.shape == (1,) * load.view.type.rank:
+                    bound(load, op.view, axis)
     return bounds
