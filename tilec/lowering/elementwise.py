@@ -14,6 +14,8 @@ from llvmlite import ir
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith
+from tilec.dialects import tile as T
+from tilec.dialects.tile import DotOperandLayout
 from tilec.ir.attributes import BoolAttr
 from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.types import FloatType, IntegerType, Type, element_type
@@ -259,14 +261,21 @@ class ElementwiseLowering:
     def cast(self, op: Operation) -> list[Any]:
         src, dst = element_type(op.input.type), element_type(op.result.type)
         (out,) = self.elementwise(op, lambda x: self.convert(x, src, dst))
-        if src == FloatType("f32") and str(dst) in ("f16", "bf16") and isinstance(out, list):
+        if (
+            src == FloatType("f32")
+            and str(dst) in ("f16", "bf16")
+            and isinstance(out, list)
+            and _packed_by_a_dot(op.result)
+        ):
             return [self.narrow_pairs(self.values[op.input], str(dst), out)]
         return [out]
 
     def narrow_pairs(self, values: list[ir.Value], dst: str, out: list[Any]) -> list[Any]:
         """f32 to f16/bf16 two elements at a time: `cvt.rn.f16x2.f32` (`.bf16x2`, sm_80)
         rounds both in one instruction where two `cvt.rn.f16.f32` and a pack take three; the
-        pairs are adjacent slots, the ones a dot's register fragments pack together."""
+        pairs are adjacent slots, the ones a dot's register fragments pack together. Only for
+        values that become such fragments (`_packed_by_a_dot`): for a store, ptxas unpacks the
+        pairs again (layernorm's rows of 1024 took 8 registers more)."""
         b = self.b
         half = llvm_type(FloatType(dst))
         pair = ir.VectorType(half, 2)
@@ -343,3 +352,20 @@ def _asm_pure(b: ir.IRBuilder, ret: ir.Type, args: list[ir.Value], text: str) ->
     fnty = ir.FunctionType(ret, [a.type for a in args])
     constraints = ",".join(["=r"] + ["f"] * len(args))
     return b.asm(fnty, text, constraints, args, side_effect=False)
+
+
+def _packed_by_a_dot(v: Value) -> bool:
+    """Whether `v` reaches a conversion into `#dot_operand` registers (attention's P), through
+    selects only: the pairs `narrow_pairs` makes are the fragments' 32-bit registers."""
+    for use in v.uses:
+        if isinstance(use, T.ConvertLayoutOp) and isinstance(
+            use.result.type.layout, DotOperandLayout
+        ):
+            return True
+        if (
+            isinstance(use, T.SelectOp)
+            and use.operands[0] is not v
+            and _packed_by_a_dot(use.result)
+        ):
+            return True
+    return False

@@ -868,7 +868,7 @@ class _KernelLowering(ElementwiseLowering):
                 full = (*k[: plan.axis], ka, *k[plan.axis :])
                 row.append(values[sum(i * s for i, s in zip(full, m.slot_strides))])
             # Pairwise: a chain of n dependent combines would wait out each one's latency
-            # (attention's row max: 64 in a row); a tree has log2(n) levels of independent
+            # (attention's row max: 32 in a row); a tree has log2(n) levels of independent
             # ones. Sums are then rounded in numpy's pairwise order, not left to right.
             while len(row) > 1:
                 pairs = [self._combine(kind, t, x, y) for x, y in zip(row[::2], row[1::2])]
