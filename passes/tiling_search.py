@@ -449,7 +449,19 @@ class MmaSearch:
                 for c in legal
                 if self.registers(dots, c) <= MAX_ACCUMULATOR_REGISTERS
                 and self.live_words(dots, c) <= self.word_budget(dots, c)
-            ] or sorted(legal, key=lambda c: self.live_words(dots, c))[:1]
+            ]
+            if not good:
+                # Say so: a kernel whose every tiling holds more than the budget will spill
+                # (attention at head dimension 256 holds q's and acc's 64x256 a warpgroup).
+                fewest = min(legal, key=lambda c: self.live_words(dots, c))
+                self.ctx.remark(
+                    self.kernel,
+                    f"no tensor-core tiling keeps within the register budget: the one holding "
+                    f"the fewest words ({self.live_words(dots, c=fewest)} a thread, budget "
+                    f"{self.word_budget(dots, fewest)}) is taken, and ptxas may spill; smaller "
+                    "pinned tiles or fewer values live across the loop would avoid it",
+                )
+                good = [fewest]
             return min(good, key=lambda c: self.preference(dots, c))
         # Nothing qualifies: explain with the candidate closest to working.
         closest = min(
