@@ -90,7 +90,12 @@ class Tiling(Pass):
     and `tile.num_programs`, so partial groups at the edge work; `tilec.group_m` records it.
     Unpinned (`group_m=0`), the wgmma tiling keeps the launch order (two blocks per SM walking
     down axis 0 measured faster on the H200 than any group from 2 to 32) and the mma.sync
-    tiling groups `DEFAULT_GROUP_M` blocks.
+    tiling groups `DEFAULT_GROUP_M` blocks. A grid axis no streamed dot operand depends on goes
+    first instead (`tiling_order.BlockOrder.shared_axis_first`: attention's query tiles).
+    On sm_90a, a config whose dots all hold A in registers anyway (computed from an
+    accumulator, or loaded before the loop) on warps `[4 g, 1]` with 16 rows a warp runs on
+    wgmma with A from registers (`tiling_search.MmaSearch.wgmma_chain`), preferred over
+    mma.sync and bounded by `WGMMA_LIVE_WORD_BUDGET`.
     Exact extents: dimensions named in the option `exact` have exactly their `extents` value
     at every launch (the jit says so when a whole dimension fills its tile); they become
     static in the kernel's tensor types, so `tile.dim` and the padding masks fold away and
@@ -117,7 +122,8 @@ class Tiling(Pass):
         wgmma: bool = option(
             True,
             "on sm_90a (option arch), a single matmul dot with free tile sizes takes wgmma "
-            "m64n128k16 on 8 warps (false: mma.sync)",
+            "m64n128k16 on 8 warps, and dots whose A is in registers anyway (attention's) wgmma "
+            "with A from registers (false: mma.sync)",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
