@@ -330,14 +330,15 @@ class MmaSearch:
         16-bit A fragments held across the loop (an operand loaded before the loop is read
         into registers once; one computed from an accumulator stays in them), and the
         fragments of one k-step of the streamed operands of the dot that needs the most."""
-        threads = WARP_SIZE * c.num_warps
         wm, wn = c.warps
         held, step = 0, 0
         wgmma = self.wgmma_chain(dots, c)
         for d in dots:
             m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
             if (d.register_a and wn == 1) or not d.streamed[0]:
-                held += m * k // threads // 2
+                # a warp holds the A fragments of its own rows for all of K: the warps along
+                # N each hold the same rows (attention at d256 on [2, 4]: 128 words, not 32)
+                held += (m // wm) * k // WARP_SIZE // 2
                 a_step = 0
             else:
                 a_step = (m // wm) * INSTR_K // WARP_SIZE // 2
