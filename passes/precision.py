@@ -198,32 +198,27 @@ class _NarrowBound:
             return self._reached_or_assumed(user.result)
         if isinstance(user, scf.YieldOp) and isinstance(user.parent_op, scf.ForOp):
             loop = user.parent_op
-            found = None
-            for i, x in enumerate(user.operands):
-                if x is not v:
-                    continue
-                for carried in (loop.iter_args[i], loop.results[i]):
-                    got = self._reached_or_assumed(carried) if carried.uses else _OPEN
-                    if got is None:
-                        return None
-                    if found is None or found is _OPEN:
-                        found = got
-            return found
+            return self._carried(v, user.operands, loop)
         if isinstance(user, scf.ForOp) and v in user.inits:
             # the start of a later loop's carried value (`mask-bounds` splits a loop in two):
             # as narrow-bound as what that loop makes of it
-            found = None
-            for i, x in enumerate(user.inits):
-                if x is not v:
-                    continue
-                for carried in (user.iter_args[i], user.results[i]):
-                    got = self._reached_or_assumed(carried) if carried.uses else _OPEN
-                    if got is None:
-                        return None
-                    if found is None or found is _OPEN:
-                        found = got
-            return found
+            return self._carried(v, user.inits, user)
         return None
+
+    def _carried(self, v: Value, slots, loop: scf.ForOp) -> T.StoreOp | object | None:
+        """What `v`, carried in `loop`'s slots where it appears among `slots` (the yield's
+        operands or the loop's inits), reaches through the iter_arg and the result."""
+        found = None
+        for i, x in enumerate(slots):
+            if x is not v:
+                continue
+            for carried in (loop.iter_args[i], loop.results[i]):
+                got = self._reached_or_assumed(carried) if carried.uses else _OPEN
+                if got is None:
+                    return None
+                if found is None or found is _OPEN:
+                    found = got
+        return found
 
     def nonnegative(self, v: Value) -> bool:
         """Whether `v` is never negative (round a loop: assumed, as `store_reached` does)."""
