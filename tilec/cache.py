@@ -15,10 +15,12 @@ never sees half a file, even with several tilec processes at once (lit runs them
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = ["cache_dir", "write_atomically"]
 
@@ -58,3 +60,30 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> bool:
     finally:
         if temporary.exists():
             temporary.unlink()
+
+
+def read_entry(path: Path | None, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON object at `path` when it was stored for `key` (its `"key"` field); None when
+    absent, unreadable, not an object, or made for another key."""
+    if path is None:
+        return None
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    return entry
+
+
+def write_entry(path: Path | None, entry: dict[str, Any], **json_options: Any) -> bool:
+    """Write the JSON object `entry` at `path` (its directory made), atomically; whether it
+    was written."""
+    if path is None:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    text = json.dumps(entry, **json_options)
+    return write_atomically(path, lambda fresh: fresh.write_text(text, encoding="utf-8"))

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tilec.cache import cache_dir, write_atomically
+from tilec.cache import cache_dir, read_entry, write_entry
 
 __all__ = ["KernelCacheKey", "llvm_version", "load", "store", "tilec_version"]
 
@@ -93,26 +93,9 @@ def _path(key: KernelCacheKey) -> Path | None:
 
 def load(key: KernelCacheKey) -> dict[str, Any] | None:
     """The entry stored under `key`, or None (absent, unreadable, or made for another key)."""
-    path = _path(key)
-    if path is None:
-        return None
-    try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("key") != asdict(key):
-        return None
-    return entry
+    return read_entry(_path(key), asdict(key))
 
 
 def store(key: KernelCacheKey, entry: dict[str, Any]) -> bool:
     """Write `entry` (JSON data) under `key`, atomically. Whether it was written."""
-    path = _path(key)
-    if path is None:
-        return False
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    text = json.dumps({**entry, "key": asdict(key)})
-    return write_atomically(path, lambda fresh: fresh.write_text(text, encoding="utf-8"))
+    return write_entry(_path(key), {**entry, "key": asdict(key)})

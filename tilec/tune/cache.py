@@ -7,7 +7,7 @@ and tilec's and LLVM's versions (`tilec.kernel_cache`: tilec's includes a hash o
 source, so an edited compiler never reuses a winner). The clock is in it too: a fake clock's
 winner never serves a GPU. The directory is tilec's cache (`tilec.cache.cache_dir`:
 `TILEC_CACHE_DIR`, else the user cache directory), and entries are written atomically
-(`write_atomically`: a temporary file renamed into place), so concurrent tuners each write a
+(`tilec.cache.write_entry`: a temporary file renamed into place), so concurrent tuners each write a
 whole entry, the last rename wins, and an interrupted one leaves none at all.
 
 An entry is used only when its recorded key is the one asked for and it holds a winner made of
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tilec.cache import cache_dir, write_atomically
+from tilec.cache import cache_dir, read_entry, write_entry
 from tilec.kernel_cache import llvm_version, tilec_version
 
 __all__ = ["AUTOTUNE_VARIABLE", "TuneKey", "enabled", "entries_for", "load", "store"]
@@ -98,29 +98,16 @@ def valid(entry: Any) -> bool:
 def load(key: TuneKey) -> dict[str, Any] | None:
     """The entry stored under `key`; None when absent, unreadable, stale or made for another
     key."""
-    path = _path(key)
-    if path is None:
-        return None
-    try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not valid(entry) or entry.get("key") != asdict(key):
+    entry = read_entry(_path(key), asdict(key))
+    if entry is None or not valid(entry):
         return None
     return entry
 
 
 def store(key: TuneKey, entry: dict[str, Any]) -> bool:
     """Write `entry` under `key`, atomically; whether it was written."""
-    path = _path(key)
-    if path is None:
-        return False
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    text = json.dumps({**entry, "format": FORMAT, "key": asdict(key)}, indent=1, default=str)
-    return write_atomically(path, lambda fresh: fresh.write_text(text, encoding="utf-8"))
+    payload = {**entry, "format": FORMAT, "key": asdict(key)}
+    return write_entry(_path(key), payload, indent=1, default=str)
 
 
 def entries_for(source: str, kernel: str) -> list[dict[str, Any]]:
