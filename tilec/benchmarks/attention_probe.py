@@ -1,5 +1,7 @@
 """Probe attention configurations on a GPU: `examples/attention.tile` under pinned tile sizes,
-warps and stages, each checked against SDPA and timed against it in the same run.
+warps and stages, as one tuner sweep per shape (`tilec.tune.api.sweep_runner`: candidates
+compiled in parallel, each checked against SDPA before it is timed, all timed with the
+benchmark's clock `time_ms`), and SDPA timed with the same function in the same run.
 
     python -m tilec.benchmarks.attention_probe                       # default + a sweep
     python -m tilec.benchmarks.attention_probe --config 64,64,4,2 --shape 4,16,4096,128
@@ -16,68 +18,92 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "attention.tile"
 DEFAULT_CONFIGS = ["default", "64,64,4,2", "64,32,4,2", "128,64,8,2", "128,32,8,2", "64,128,4,2"]
 DEFAULT_SHAPES = ["4,16,4096,128", "4,16,4096,64", "1,8,1537,128"]
-
+TOLERANCE = 2e-2  # the largest error against SDPA (f16 outputs) a configuration may have
 
 # The query and key dimensions of each kernel of the example.
 _DIMENSIONS = {"attention_causal": ("S", "T")}
 
 
-def _config_options(kernel: str, config: str) -> dict:
+def decisions(kernel: str, config: str) -> dict[str, Any]:
+    """The tuner's config (its decision names) for `BM,BN,WARPS,STAGES` (`default`: {})."""
     if config == "default":
         return {}
     bm, bn, warps, stages = (int(x) for x in config.split(","))
     m, n = _DIMENSIONS.get(kernel, ("M", "N"))
-    return {"tile": {"B": 1, "H": 1, m: bm, n: bn}, "warps": warps, "stages": stages}
+    tiles = {"tile.B": 1, "tile.H": 1, f"tile.{m}": bm, f"tile.{n}": bn}
+    return {**tiles, "warps": warps, "stages": stages}
 
 
-def probe(kernel: str, config: str, shape: str, repeat: int) -> dict:
+def probe(kernel: str, configs: list[str], shape: str, rounds: int) -> list[dict]:
+    """One row per configuration of `kernel` at `shape` (`B,H,S,D`)."""
     import torch
     import torch.nn.functional as F
 
     from tilec.benchmarks.gpu import time_ms
     from tilec.jit import load_kernel
+    from tilec.tune.api import sweep_runner
 
     batch, heads, length, d = (int(x) for x in shape.split(","))
     causal = kernel == "attention_causal"
     scale = d**-0.5
-    options = _config_options(kernel, config)
-    row = {"kernel": kernel, "config": config, "shape": shape}
     q, k, v = (
         torch.randn(batch, heads, length, d, device="cuda", dtype=torch.float16) for _ in range(3)
     )
     o = torch.empty_like(q)
-    try:
-        f = load_kernel(EXAMPLE, kernel, **options)
-        f(q, k, v, o, scale)
-        torch.cuda.synchronize()
-    except Exception as e:  # the row says why
-        row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-        return row
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    row["max_error"] = float((o.float() - expected.float()).abs().max())
-    row["correct"] = row["max_error"] < 2e-2
+    errors: list[float] = []
+
+    def right(got: Any) -> bool:
+        errors.append(float((got.float() - expected.float()).abs().max()))
+        return errors[-1] < TOLERANCE
+
+    def make(function: Any) -> Any:
+        def run(q: Any, k: Any, v: Any) -> Any:
+            function(q, k, v, o, scale)
+            return o
+
+        return run
+
     sets = [(q, k, v)]
-    tilec_ms = min(time_ms(lambda q, k, v: f(q, k, v, o, scale), sets) for _ in range(repeat))
+    wanted = {config: decisions(kernel, config) for config in configs}
+    function = load_kernel(EXAMPLE, kernel)
+    result = sweep_runner(
+        function, make, sets, [c for c in wanted.values() if c], right=right, rounds=rounds
+    )
     sdpa_ms = min(
         time_ms(
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
             sets,
         )
-        for _ in range(repeat)
+        for _ in range(rounds)
     )
     flops = 4 * batch * heads * length * length * d // (2 if causal else 1)
-    row.update(
-        tilec_ms=tilec_ms,
-        sdpa_ms=sdpa_ms,
-        tilec_tflops=flops / tilec_ms / 1e9,
-        sdpa_tflops=flops / sdpa_ms / 1e9,
-        ratio=tilec_ms / sdpa_ms,
-    )
-    return row
+    rows = []
+    for label, config in wanted.items():
+        row: dict[str, Any] = {"kernel": kernel, "config": label, "shape": shape}
+        candidate = result.heuristic if not config else result.candidate_for(config)
+        if candidate is None or not candidate.timed:
+            row["error"] = "not run" if candidate is None else candidate.status
+            if candidate is not None and candidate.reason:
+                row["error"] += f": {candidate.reason[:300]}"
+        else:
+            row.update(
+                tilec_ms=candidate.ms,
+                sdpa_ms=sdpa_ms,
+                tilec_tflops=flops / candidate.ms / 1e9,
+                sdpa_tflops=flops / sdpa_ms / 1e9,
+                ratio=candidate.ms / sdpa_ms,
+                decisions=candidate.decisions,
+            )
+        rows.append(row)
+    if errors:
+        rows[0]["largest_error"] = max(errors)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,23 +111,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", action="append", help="attention, attention_causal, ...")
     parser.add_argument("--config", action="append", help="BM,BN,WARPS,STAGES or default")
     parser.add_argument("--shape", action="append", help="B,H,S,D")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     rows = []
     for kernel in args.kernel or ["attention"]:
         for shape in args.shape or DEFAULT_SHAPES:
-            for config in args.config or DEFAULT_CONFIGS:
-                row = probe(kernel, config, shape, args.repeat)
+            for row in probe(kernel, args.config or DEFAULT_CONFIGS, shape, args.rounds):
                 rows.append(row)
                 if "error" in row:
                     text = row["error"]
                 else:
                     text = (
                         f"{row['tilec_tflops']:7.1f} TFLOP/s vs SDPA {row['sdpa_tflops']:7.1f}"
-                        f"  time ratio {row['ratio']:5.2f}  err {row['max_error']:.1e}"
+                        f"  time ratio {row['ratio']:5.2f}"
                     )
-                print(f"{kernel:18} {shape:16} {config:12} {text}", flush=True)
+                print(f"{kernel:18} {shape:16} {row['config']:12} {text}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0

@@ -8,8 +8,9 @@ The measurements behind the tile-shape model of `tiling` for kernels without dot
 short rows, cross-entropy over a 32000 vocabulary), rows per block 1 to 8 on 4, 8 and 16
 warps; each also with the pipeline's own choice ("default"). Every kernel is the one a user
 writes (the source below), compiled as `@tilec.jit` compiles it with `tiling{tiles=...}` and
-`assign-layouts{num_warps=...}` pinning the shape, checked against torch, and timed with the
-benchmark's helpers (median of CUDA-event runs, inputs rotated past the L2 cache). One table:
+`assign-layouts{num_warps=...}` pinning the shape — one tuner sweep per size
+(`tilec.tune.api.sweep_runner`: compiled in parallel, checked against torch, timed with the
+benchmark's `time_ms`: median of CUDA-event runs, inputs rotated past the L2 cache). One table:
 milliseconds, GB/s, the percentage of a device-to-device copy measured in the same run, and
 the time over the faster of torch.compile and eager torch. Needs a GPU.
 """
@@ -79,17 +80,22 @@ def vector_add(x: f32[N], y: f32[N], out: f32[N]):
 }
 
 
-def _kernel(name: str, tiles: str, warps: int | None) -> Any:
+def _kernel(name: str) -> Any:
     from tilec.jit import load_kernel
 
     path = Path(tempfile.mkdtemp(prefix="tilec-shape-")) / f"{name}.tile"
     path.write_text(SOURCES[name].lstrip())
-    options: dict[str, dict[str, Any]] = {}
+    return load_kernel(path, name)
+
+
+def _decisions(tiles: str, warps: int | None) -> dict[str, Any]:
+    """The tuner's config for a tile shape (`tiling{tiles=...}`) and a warp count."""
+    config: dict[str, Any] = {}
     if tiles:
-        options["tiling"] = {"tiles": tiles}
+        config["tiling.tiles"] = tiles
     if warps:
-        options["assign-layouts"] = {"num_warps": warps}
-    return load_kernel(path, name, pass_options=options)
+        config["assign-layouts.num_warps"] = warps
+    return config
 
 
 def _row(workload, size, config, run, check, sets, moved) -> dict[str, Any]:
@@ -110,18 +116,30 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _sweep(name, size, configs, launch, sets, expected, moved, rtol, peers) -> list[dict]:
+    """tilec's rows, one tuner sweep (`tilec.tune.api.sweep_runner`: parallel compiles, each
+    candidate checked against `expected` before `time_ms` times it), then the peers'."""
+    from tilec.tune.api import sweep_runner
+
     def check(got: Any) -> bool:
         return _close(got, expected, rtol)
 
+    wanted = {label: _decisions(*choice) for label, choice in configs.items()}
+    result = sweep_runner(
+        _kernel(name), launch, sets, [c for c in wanted.values() if c], right=check
+    )
     rows = []
-    for config, (tiles, warps) in configs.items():
-        try:
-            kernel = _kernel(name, tiles, warps)
-        except Exception as e:
-            rows.append({"workload": name, "size": size, "config": config, "ms": None,
-                         "note": f"compile failed: {str(e).splitlines()[0][:80]}"})  # fmt: skip
+    for label, config in wanted.items():
+        row = {"workload": name, "size": size, "config": label}
+        candidate = result.heuristic if not config else result.candidate_for(config)
+        if candidate is None or not candidate.timed:
+            why = "not run" if candidate is None else candidate.status
+            if candidate is not None and candidate.status == "wrong":
+                why = "WRONG"
+            elif candidate is not None and candidate.reason:
+                why = f"{why}: {candidate.reason.splitlines()[0][:80]}"
+            rows.append({**row, "ms": None, "note": why})
             continue
-        rows.append(_row(name, size, config, launch(kernel), check, sets, moved))
+        rows.append({**row, "ms": candidate.ms, "gbs": moved / candidate.ms / 1e6, "note": ""})
     for peer, run in peers.items():
         rows.append(_row(name, size, peer, run, check, sets, moved))
     return rows
