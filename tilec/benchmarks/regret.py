@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             entries.append(entry)
             print(_row(entry), flush=True)
+            _write(args.out, {"partial": True}, entries)  # an interrupted run keeps its rows
     regrets = [e["regret"] for e in entries if math.isfinite(e["regret"])]
     summary: dict[str, Any] = {"workloads": len(entries), "failed": failures}
     if regrets:
@@ -109,14 +110,22 @@ def main(argv: list[str] | None = None) -> int:
             f"geomean regret {summary['geomean_regret']:.3f}, worst {summary['worst_regret']:.3f} "
             f"({summary['worst']}); {len(failures)} failed"
         )
-    if args.out:
-        path = Path(args.out) / "regret.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            json.dumps({"summary": summary, "searches": entries}, indent=1, default=str)
-        )
+    path = _write(args.out, summary, entries)
+    if path is not None:
         print(f"wrote {path}")
     return 0 if not failures else 1
+
+
+def _write(out: str | None, summary: dict[str, Any], entries: list) -> Path | None:
+    """`OUT/regret.json` (None: no `--out`), replaced whole: never half-written."""
+    if not out:
+        return None
+    path = Path(out) / "regret.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.part")
+    partial.write_text(json.dumps({"summary": summary, "searches": entries}, indent=1, default=str))
+    partial.replace(path)
+    return path
 
 
 def _row(entry: dict[str, Any]) -> str:
