@@ -20,10 +20,12 @@ from tilec.ir.attributes import IntegerAttr
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
+    WARP_SIZE,
     element_bytes,
     mma_accumulator_layout,
     wgmma_accumulator_layout,
 )
+from tilec.passes.occupancy import REGISTERS_PER_SM
 from tilec.passes.pipeline import MAX_DEFAULT_STAGES
 from tilec.passes.specialize import (
     TilePlan,
@@ -262,9 +264,12 @@ class _KernelTiling(MmaSearch, BlockOrder):
                         operand_load(op.a) is None and from_accumulator(op.a),
                     )
                 )
-        wgmma = self.opts.wgmma and self.opts.arch == "sm_90a" and self.wgmma_fits(mma_dots)
-        if wgmma:
-            config = TileConfig({mma_dots[0].m: 128, mma_dots[0].n: 128, mma_dots[0].k: 64}, (8, 1))
+        wgmma_config = None
+        if self.opts.wgmma and self.opts.arch == "sm_90a":
+            wgmma_config = self.wgmma_tiling(mma_dots)
+        wgmma = wgmma_config is not None
+        if wgmma_config is not None:
+            config: TileConfig | None = wgmma_config
         else:
             config = self.choose_mma(mma_dots) if mma_dots else None
         if config is not None:
@@ -287,18 +292,28 @@ class _KernelTiling(MmaSearch, BlockOrder):
         if num_warps is not None:
             kernel.attributes["tilec.num_warps"] = IntegerAttr(num_warps)
         if config is not None and wgmma:
-            set_accumulator_layout(mma_dots[0].op, wgmma_accumulator_layout(8, 128))
-            # Two blocks per SM: ptxas keeps to 128 registers a thread (left alone it took
-            # 148 on the H200, and one block fit) and pipeline sizes the stages for half an
-            # SM's shared memory (3 of 32 KiB; 4 leave one block: measured slower).
-            kernel.attributes.setdefault("tilec.min_blocks_per_sm", IntegerAttr(2))
+            dot = mma_dots[0]
+            bm, bn, bk = (self.size(x, config) for x in (dot.m, dot.n, dot.k))
+            warps = config.num_warps
+            set_accumulator_layout(dot.op, wgmma_accumulator_layout(warps, bn))
+            blocks = self.wgmma_blocks_per_sm(config, dot)
+            kernel.attributes.setdefault("tilec.min_blocks_per_sm", IntegerAttr(blocks))
+            pinned = [
+                f"{x}={self.size(x, config)}"
+                for x in (dot.m, dot.n, dot.k)
+                if self.plan.symbols[x].pinned_by
+            ]
+            groups = warps // 4
             self.ctx.remark(
                 kernel,
-                "BM=128, BN=128, BK=64, 8 warps: wgmma m64n128k16 (sm_90a, option wgmma), two "
-                "warpgroups of 64x128, both operands staged in shared memory (smem-placement "
-                "says how each is read); two blocks per SM "
-                "(tilec.min_blocks_per_sm = 2: at most 128 registers a thread, stages for half "
-                "an SM's shared memory)",
+                f"BM={bm}, BN={bn}, BK={bk}, {warps} warps"
+                + (f" ({', '.join(pinned)} pinned)" if pinned else "")
+                + f": wgmma m64n{bn}k16 (sm_90a, option wgmma), {groups} warpgroup"
+                + ("s" if groups > 1 else "")
+                + f" of 64x{bn}, both operands staged in shared memory (smem-placement says how "
+                f"each is read); {blocks} block{'s' if blocks > 1 else ''} per SM "
+                f"(tilec.min_blocks_per_sm = {blocks}: a thread holds {bm * bn // (32 * warps)} "
+                f"accumulator words, {bk // 4} of descriptors and about 48 besides)",
             )
         elif config is not None and self.wgmma_chain(mma_dots, config):
             for dot in mma_dots:
@@ -317,29 +332,60 @@ class _KernelTiling(MmaSearch, BlockOrder):
             estimate = self.estimated_registers(mma_dots, config)
             kernel.attributes["tilec.estimated_registers"] = IntegerAttr(estimate)
 
-    def wgmma_fits(self, dots: list[TiledDot]) -> bool:
-        """Whether the kernel takes the wgmma tiling: one f16/bf16 dot whose M, N and K tile
-        sizes are free to be 128, 128 and 64, both operands loaded from memory (wgmma reads
-        them from shared memory; a computed operand such as attention's P stays on mma.sync)
-        with unit last strides (copied a 16-byte chunk at a time: element by element, copies
-        would starve the tensor cores), and no other warp count pinned."""
-        if len(dots) != 1 or (self.warps_pin is not None and self.warps_pin != 8):
-            return False
-        if self.scattered:
-            return False
+    def wgmma_tiling(self, dots: list[TiledDot]) -> TileConfig | None:
+        """The wgmma tiling of a single f16/bf16 dot whose operands are both loaded from
+        memory (wgmma reads them from shared memory; a computed operand such as attention's P
+        takes `wgmma_chain`) with unit last strides (copied a 16-byte chunk at a time), or
+        None. Unpinned it is BM=128, BN=128, BK=64 on 8 warps; a pinned size or warp count is
+        kept where the lowering takes it -- one m64 row block a warpgroup (BM = 16 x warps,
+        64 to 256), BN a multiple of 64 up to 256, K tiles of whole 128-byte rows -- so a pin
+        (the user's or the tuner's) moves one decision of the wgmma tiling instead of sending
+        the kernel to mma.sync."""
+        if len(dots) != 1 or self.scattered:
+            return None
         dot = dots[0]
-        for name, size in ((dot.m, 128), (dot.n, 128), (dot.k, 64)):
+        if dot.element_bytes != 2 or len({dot.m, dot.n, dot.k}) != 3:
+            return None
+        sizes: dict[str, int] = {}
+        for name, default in ((dot.m, 128), (dot.n, 128), (dot.k, 64)):
             if not isinstance(name, str):
-                return False
+                return None
             symbol = self.plan.symbols[name]
-            if not symbol.free or (symbol.cap is not None and symbol.cap < size):
-                return False
-        if len({dot.m, dot.n, dot.k}) != 3:
-            return False
-        config = TileConfig({dot.m: 128, dot.n: 128, dot.k: 64}, (8, 1))
+            if symbol.free:
+                if symbol.cap is not None and symbol.cap < default:
+                    return None
+                sizes[name] = default
+            elif symbol.pinned_by:
+                sizes[name] = self.size(name)
+            else:
+                return None
+        if self.warps_pin is not None and self.plan.symbols[dot.m].free:
+            sizes[dot.m] = 16 * self.warps_pin
+        m, n, k = sizes[dot.m], sizes[dot.n], sizes[dot.k]
+        warps = m // 16
+        if m % 64 or not 64 <= m <= 256 or (self.warps_pin not in (None, warps)):
+            return None
+        if n % 64 or n > 256 or (k * dot.element_bytes) % 128:
+            return None
+        config = TileConfig(sizes, (warps, 1))
         if self.tile_problems(config):
-            return False
-        return operand_load(dot.op.a) is not None and operand_load(dot.op.b) is not None
+            return None
+        if operand_load(dot.op.a) is None or operand_load(dot.op.b) is None:
+            return None
+        return config
+
+    def wgmma_blocks_per_sm(self, config: TileConfig, dot: TiledDot) -> int:
+        """Blocks an SM holds by registers for the wgmma tiling: a thread holds its share of
+        the f32 accumulator (BM x BN / threads words), the two 64-bit operand descriptors
+        of each k-step of 16 (4 words each), and about 48 registers besides (addresses, loop
+        counters, the epilogue); at most two (pipeline then sizes the stages for half an
+        SM's shared memory). On the H200 at 128x128x64 that is 128 (ptxas took 124, two
+        blocks); at BK=128, 144 -- one block: held to 128 it spilled 852 bytes."""
+        threads = WARP_SIZE * config.num_warps
+        accumulator = self.size(dot.m, config) * self.size(dot.n, config) // threads
+        words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48
+        per_thread = min(255, -(-words // 8) * 8)
+        return max(1, min(2, REGISTERS_PER_SM // (threads * per_thread)))
 
     def plain_warps(self) -> int | None:
         """A kernel without tensor-core dots: its pin, else None (assign-layouts chooses, from

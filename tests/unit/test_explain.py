@@ -180,7 +180,7 @@ def test_matmul_on_sm_90a_explains_the_wgmma_tiling(monkeypatch):
     assert "BM=128 BN=128 BK=64" in section(text, "tiles")
     warps = section(text, "warps")
     assert "8: 2 warpgroups of 64x128, wgmma m64n128k16" in warps
-    assert "two blocks per SM" in warps
+    assert "2 blocks per SM" in warps
     assert "#mma<version = 3, warps_per_cta = [8, 1], instr_shape = [64, 128, 16]>" in section(
         text, "layouts"
     )

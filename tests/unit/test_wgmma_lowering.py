@@ -179,7 +179,7 @@ def test_matmul_for_sm_90a_takes_wgmma():
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
     assert re.search(r"\.extern \.shared \.align 1024", ptx)
     remarks = [r.message for r in compiled.remarks if r.pass_name == "tiling"]
-    assert any("wgmma m64n128k16 (sm_90a" in r and "two blocks per SM" in r for r in remarks)
+    assert any("wgmma m64n128k16 (sm_90a" in r and "2 blocks per SM" in r for r in remarks)
     assert "tilec.min_blocks_per_sm = 2" in compiled.tir and ".minnctapersm 2" in ptx
 
 
@@ -204,6 +204,37 @@ def test_wgmma_can_be_turned_off_and_pins_keep_mma_sync():
         str(EXAMPLES / "matmul.tile"), kernels=["matmul_pinned"], target="ptx", arch="sm_90a"
     ).ptx
     assert "wgmma" not in pinned  # its tiles are pinned to 128x128x32 on 8 warps
+
+
+MATMUL = (EXAMPLES / "matmul.tile").read_text().split("\n\n\n")[0]
+
+
+@pytest.mark.parametrize(
+    ("pins", "instruction", "steps", "warps", "blocks"),
+    [
+        ('tile={"K": 128}', "m64n128k16", 8, 8, 1),  # 144 words a thread: one block
+        ('tile={"N": 256}', "m64n256k16", 4, 8, 1),
+        ('tile={"N": 64}', "m64n64k16", 4, 8, 2),
+        ("warps=4", "m64n128k16", 4, 4, 2),  # BM = 64: one warpgroup
+        ('tile={"M": 256}', "m64n128k16", 4, 16, 1),  # 512 threads of 128
+    ],
+)
+def test_pins_move_one_decision_of_the_wgmma_tiling(
+    tmp_path, pins, instruction, steps, warps, blocks
+):
+    """A pinned size or warp count the wgmma lowering takes keeps the wgmma tiling (the
+    others stay its defaults), rather than sending the kernel to mma.sync: the tuner's
+    neighbours of the heuristic's choice, and a user's pin, are wgmma tilings."""
+    path = tmp_path / "matmul.tile"
+    path.write_text(MATMUL.replace("def matmul", f"@kernel({pins})\ndef matmul"))
+    compiled = tilec.compile(
+        str(path), kernels=["matmul"], pipeline=CONTIGUOUS, target="ptx", arch="sm_90a"
+    )
+    ptx = compiled.ptx
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.{instruction}.f32.f16.f16") == steps
+    assert "mma.sync" not in ptx
+    assert f"tilec.num_warps = {warps}" in compiled.tir
+    assert f"tilec.min_blocks_per_sm = {blocks}" in compiled.tir
 
 
 def test_bank_layout_model_is_a_bijection_of_each_slot():
