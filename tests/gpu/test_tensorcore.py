@@ -37,3 +37,35 @@ def test_mma_matmul_matches_torch(mma_matmul, m, n, k):
     mma_matmul(a, b, c)
     expected = a.float() @ b.float()
     torch.testing.assert_close(c, expected, atol=1e-2 * k**0.5, rtol=1e-3)
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+# Pins that move one decision of the wgmma tiling (tiling.wgmma_tiling): each is still wgmma,
+# and right at shapes with partial tiles along M and N.
+@pytest.mark.parametrize(
+    "pins",
+    [
+        {"tile": {"K": 128}},
+        {"tile": {"N": 256}},
+        {"tile": {"N": 64}},
+        {"warps": 4},
+        {"tile": {"M": 256}},
+    ],
+    ids=["K128", "N256", "N64", "warps4", "M256"],
+)
+@pytest.mark.parametrize("m, n, k", [(1000, 1000, 1024), (384, 200, 512)])
+def test_pinned_wgmma_tilings_match_torch(pins, m, n, k):
+    from tilec.jit import load_kernel
+
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("wgmma needs sm_90a")
+    matmul = load_kernel(EXAMPLES / "matmul.tile", "matmul", **pins)
+    torch.manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    matmul(a, b, c)
+    assert "wgmma.mma_async" in matmul.compile_for(a, b, c).ptx
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2 * k**0.5, rtol=1e-2)
