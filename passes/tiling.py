@@ -346,33 +346,47 @@ class _KernelTiling(MmaSearch, BlockOrder):
         dot = dots[0]
         if dot.element_bytes != 2 or len({dot.m, dot.n, dot.k}) != 3:
             return None
-        sizes: dict[str, int] = {}
-        for name, default in ((dot.m, 128), (dot.n, 128), (dot.k, 64)):
+        if operand_load(dot.op.a) is None or operand_load(dot.op.b) is None:
+            return None
+        choices: list[dict[str, int]] = [{}]
+        for name, values in ((dot.m, (128, 64)), (dot.n, (128, 64)), (dot.k, (64,))):
             if not isinstance(name, str):
                 return None
             symbol = self.plan.symbols[name]
             if symbol.free:
-                if symbol.cap is not None and symbol.cap < default:
-                    return None
-                sizes[name] = default
+                values = tuple(v for v in values if symbol.cap is None or v <= symbol.cap)
+                if name == dot.m and self.warps_pin is not None:
+                    values = (16 * self.warps_pin,)
             elif symbol.pinned_by:
-                sizes[name] = self.size(name)
+                values = (self.size(name),)
             else:
                 return None
-        if self.warps_pin is not None and self.plan.symbols[dot.m].free:
-            sizes[dot.m] = 16 * self.warps_pin
-        m, n, k = sizes[dot.m], sizes[dot.n], sizes[dot.k]
-        warps = m // 16
-        if m % 64 or not 64 <= m <= 256 or (self.warps_pin not in (None, warps)):
+            choices = [{**c, name: v} for c in choices for v in values]
+        configs = []
+        for sizes in choices:
+            m, n, k = sizes[dot.m], sizes[dot.n], sizes[dot.k]
+            warps = m // 16
+            if m % 64 or not 64 <= m <= 256 or (self.warps_pin not in (None, warps)):
+                continue
+            if n % 64 or n > 256 or (k * dot.element_bytes) % 128:
+                continue
+            config = TileConfig(sizes, (warps, 1))
+            if not self.tile_problems(config):
+                configs.append(config)
+        if not configs:
             return None
-        if n % 64 or n > 256 or (k * dot.element_bytes) % 128:
-            return None
-        config = TileConfig(sizes, (warps, 1))
-        if self.tile_problems(config):
-            return None
-        if operand_load(dot.op.a) is None or operand_load(dot.op.b) is None:
-            return None
-        return config
+        return min(configs, key=self.wgmma_preference)
+
+    def wgmma_preference(self, c: TileConfig) -> tuple:
+        """Sort key of wgmma tilings, best first: a block on every SM where the grid's extents
+        are known (a 1024x1024 output in 128x128 tiles is 64 blocks, half the H200's SMs;
+        in 64x64 tiles, 256), then the largest tile (the fewest operand bytes per product)."""
+        blocks = self.blocks(c)
+        fill = min(blocks, self.opts.sm_count) if blocks is not None else self.opts.sm_count
+        area = 1
+        for size in c.sizes.values():
+            area *= size
+        return (-fill, -area, sorted(c.sizes.items()))
 
     def wgmma_blocks_per_sm(self, config: TileConfig, dot: TiledDot) -> int:
         """Blocks an SM holds by registers for the wgmma tiling: a thread holds its share of

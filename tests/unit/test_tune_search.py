@@ -121,9 +121,9 @@ def test_a_worker_that_dies_is_recorded_as_crashed_and_the_search_goes_on():
     crashed = [c for c in result.candidates if c.status == "crashed"]
     assert [c.config.get("warps") for c in crashed] == [2] * len(crashed) and crashed
     assert "worker process died" in crashed[0].reason
-    assert any(
-        c.status == "ok" and c.config.get("warps") not in (None, 2) for c in result.candidates
-    )
+    # The search goes on: a candidate tried after the crash is compiled and timed (or found
+    # to be the same code as one that was).
+    assert any(c.timed and c.index > crashed[0].index for c in result.candidates)
 
 
 def test_a_compile_past_the_time_limit_is_abandoned():

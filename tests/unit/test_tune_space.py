@@ -43,8 +43,10 @@ def test_a_matmul_searches_tiles_warps_stages_block_order_and_tensor_core_path()
     assert names["stages"].values == tuple(range(1, _MAX_STAGES + 1))
     # Tile sizes stop at the extent (K=128) and at 256.
     assert max(names["tile.K"].values) == 128 and max(names["tile.M"].values) == 256
-    # The heuristic on sm_90a: wgmma, 8 warps (read back from the compiled kernel).
-    assert build.decisions["path"] == "wgmma" and build.decisions["warps"] == 8
+    # The heuristic on sm_90a (read back from the compiled kernel): wgmma, in 64x64 tiles on
+    # 4 warps (16 blocks; 128x128 tiles would be 4).
+    assert build.decisions["path"] == "wgmma" and build.decisions["warps"] == 4
+    assert (build.decisions["tile.M"], build.decisions["tile.N"]) == (64, 64)
     assert current_value(names["tiling.wgmma"], {}, build.decisions) is True
 
 
