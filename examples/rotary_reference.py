@@ -13,3 +13,7 @@ def rotary(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray, y: np.ndarray) -
     c = cos_t.astype(np.float64)[:, None, :]  # one angle per position, for every head
     s = sin_t.astype(np.float64)[:, None, :]
     return np.stack([x1 * c - x2 * s, x2 * c + x1 * s], axis=2).astype(np.float16)
+
+
+def rotary_f32(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return rotary(x, cos_t, sin_t, y).astype(np.float32)
