@@ -140,11 +140,14 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         "rmsnorm_dw": [{"M": 1, "N": 1}, {"M": 300, "N": 77}, {"M": 1030, "N": 130}],
     },
     "attention_backward": {
-        name: [
-            {"B": 1, "H": 2, "S": 37, "T": 37, "D": 64},
-            {"B": 2, "H": 1, "S": 1, "T": 1, "D": 16},
-        ]
-        for name in ("attention_lse", "attention_delta", "attention_dkdv", "attention_dq")
+        **{
+            name: [
+                {"B": 1, "H": 2, "S": 37, "T": 37, "D": 64},
+                {"B": 2, "H": 1, "S": 1, "T": 1, "D": 16},
+            ]
+            for name in ("attention_lse", "attention_dkdv", "attention_dq")
+        },
+        "attention_delta": [{"B": 1, "H": 2, "S": 37, "D": 64}, {"B": 2, "H": 1, "S": 1, "D": 16}],
     },
     "linear": {
         name: [
