@@ -14,3 +14,7 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, y: np.ndarray, eps: np.float32) -> np.
     wide = x.astype(np.float64)
     mean_square = (wide * wide).mean(axis=1, keepdims=True)
     return (wide / np.sqrt(mean_square + np.float64(eps)) * w.astype(np.float64)).astype(y.dtype)
+
+
+SCALARS["rmsnorm_f32"] = {"eps": 1e-6}
+rmsnorm_f32 = rmsnorm  # rounds to y's dtype

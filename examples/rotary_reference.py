@@ -8,8 +8,16 @@ cosines and sines of one angle, which the kernel does not rely on.
 import numpy as np
 
 
-def rotary(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _rotate(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray) -> np.ndarray:
     x1, x2 = x[:, :, 0, :].astype(np.float64), x[:, :, 1, :].astype(np.float64)
     c = cos_t.astype(np.float64)[:, None, :]  # one angle per position, for every head
     s = sin_t.astype(np.float64)[:, None, :]
-    return np.stack([x1 * c - x2 * s, x2 * c + x1 * s], axis=2).astype(np.float16)
+    return np.stack([x1 * c - x2 * s, x2 * c + x1 * s], axis=2)
+
+
+def rotary(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return _rotate(x, cos_t, sin_t).astype(np.float16)
+
+
+def rotary_f32(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return _rotate(x, cos_t, sin_t).astype(np.float32)

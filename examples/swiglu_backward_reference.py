@@ -11,3 +11,6 @@ def swiglu_backward(a, b, gy, da, db):
         "da": (g * b.astype(np.float64) * sig * (1.0 + x * (1.0 - sig))).astype(da.dtype),
         "db": (g * x * sig).astype(db.dtype),
     }
+
+
+swiglu_backward_f32 = swiglu_backward  # rounds to da's and db's dtype

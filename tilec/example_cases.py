@@ -113,7 +113,8 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"M": 77, "N": 300},
             {"M": 3, "N": 2500},
             {"M": 64, "N": 4096},
-        ]
+        ],
+        "rmsnorm_f32": [{"M": 1, "N": 1}, {"M": 77, "N": 300}],
     },
     "cross_entropy": {
         "cross_entropy": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}]
@@ -126,7 +127,10 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         ],
         "embedding_scale": [{"V": 5, "D": 3, "M": 2}, {"V": 300, "D": 77, "M": 1000}],
     },
-    "swiglu": {"swiglu": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}]},
+    "swiglu": {
+        "swiglu": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}],
+        "swiglu_f32": [{"M": 1, "N": 1}, {"M": 77, "N": 300}],
+    },
     "dropout": {
         "dropout": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}],
         "dropout_f16": [{"M": 1, "N": 1}, {"M": 33, "N": 4099}],
@@ -135,11 +139,30 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         "rmsnorm_dx": [{"M": 2, "N": 9}, {"M": 77, "N": 300}, {"M": 33, "N": 2500}],
         "rmsnorm_dw": [{"M": 1, "N": 1}, {"M": 300, "N": 77}, {"M": 1030, "N": 130}],
     },
+    "attention_backward": {
+        **{
+            name: [
+                {"B": 1, "H": 2, "S": 37, "T": 37, "D": 64},
+                {"B": 2, "H": 1, "S": 1, "T": 1, "D": 16},
+            ]
+            for name in ("attention_lse", "attention_dkdv", "attention_dq")
+        },
+        "attention_delta": [{"B": 1, "H": 2, "S": 37, "D": 64}, {"B": 2, "H": 1, "S": 1, "D": 16}],
+    },
+    "linear": {
+        name: [
+            {"M": 1, "N": 1, "K": 1},
+            {"M": 130, "N": 77, "K": 100},
+            {"M": 256, "N": 512, "K": 64},
+        ]
+        for name in ("linear", "linear_dx", "linear_dw")
+    },
     "cross_entropy_backward": {
         "cross_entropy_backward": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}]
     },
     "swiglu_backward": {
-        "swiglu_backward": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 513, "N": 1025}]
+        "swiglu_backward": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 513, "N": 1025}],
+        "swiglu_backward_f32": [{"M": 1, "N": 1}, {"M": 77, "N": 300}],
     },
     "col_sum": {"col_sum": [{"M": 1, "N": 1}, {"M": 1000, "N": 77}, {"M": 4099, "N": 130}]},
     "layernorm_backward": {
@@ -163,7 +186,8 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"S": 1, "H": 1, "HALF": 1},
             {"S": 77, "H": 3, "HALF": 64},
             {"S": 130, "H": 8, "HALF": 33},
-        ]
+        ],
+        "rotary_f32": [{"S": 1, "H": 1, "HALF": 1}, {"S": 77, "H": 3, "HALF": 64}],
     },
     "paged_decode": {
         "paged_decode": [

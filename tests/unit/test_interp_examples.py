@@ -143,6 +143,28 @@ AWKWARD = [
         "cross_entropy_backward",
         [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 9, "V": 1031}],
     ),
+    ("rmsnorm", "rmsnorm_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
+    ("swiglu", "swiglu_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
+    ("swiglu_backward", "swiglu_backward_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
+    ("rotary", "rotary_f32", [{"S": 1, "H": 1, "HALF": 1}, {"S": 17, "H": 2, "HALF": 5}]),
+    # 17 queries and keys: two tiles each, the causal mask cutting through the second.
+    *(
+        (
+            "attention_backward",
+            kernel,
+            [{"B": 1, "H": 1, "S": 1, "T": 1, "D": 1}, {"B": 2, "H": 1, "S": 17, "T": 17, "D": 5}],
+        )
+        for kernel in ("attention_lse", "attention_dkdv", "attention_dq")
+    ),
+    (
+        "attention_backward",
+        "attention_delta",
+        [{"B": 1, "H": 1, "S": 1, "D": 1}, {"B": 2, "H": 3, "S": 17, "D": 5}],
+    ),
+    *(
+        ("linear", kernel, [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 19, "K": 33}])
+        for kernel in ("linear", "linear_dx", "linear_dw")
+    ),
     ("col_sum", "col_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}]),
     # One row in the table; more ids than rows (repeats); rows past one tile of D.
     (

@@ -1,0 +1,155 @@
+"""Train the LLaMA-style decoder of examples/torch/model.py with every op a tilec operator, and
+the same model in eager PyTorch beside it: the same init, the same synthetic data, the same
+optimizer, the losses compared step for step; then tokens/s of tilec, eager PyTorch and
+`torch.compile` of the pure-PyTorch model, and the graph breaks `torch._dynamo.explain` finds
+in the tilec model (what `torch.compile(fullgraph=True)` would refuse).
+
+    python -m examples.torch.train --steps 3 --device cpu          # tiny, in the interpreter
+    python -m examples.torch.train --steps 200 --device cuda        # H200 size
+
+Everything is f32 (the kernels are): on the CPU the losses agree to f32 rounding; on the GPU
+the kernels and cuBLAS/SDPA order their sums differently (and torch may use TF32 if allowed:
+it is switched off here), so they agree to a looser tolerance that grows with the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from collections.abc import Callable
+
+import torch
+
+from examples.torch import ops, reference
+from examples.torch.model import Config, Decoder
+
+CONFIGS = {
+    # A few seconds a step in the reference interpreter.
+    "tiny": Config(vocab=32, dim=16, layers=1, heads=2, hidden=24, seq=8, batch=1),
+    # For the GPU test: a few hundred steps in seconds.
+    "small": Config(vocab=1024, dim=256, layers=2, heads=4, hidden=688, seq=128, batch=4),
+    # A few million parameters: large enough to time on an H200, small enough for a test.
+    "h200": Config(vocab=4096, dim=512, layers=4, heads=8, hidden=1376, seq=256, batch=8),
+}
+
+
+def synthetic_batch(config: Config, step: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens whose next token is a fixed function of the current one, so the loss falls."""
+    generator = torch.Generator().manual_seed(1000 + step)
+    ids = torch.randint(0, config.vocab, (config.batch, config.seq), generator=generator)
+    targets = (ids * 7 + 3) % config.vocab
+    return ids.to(device, torch.int32), targets.to(device, torch.int32)
+
+
+def train(
+    model: Decoder, loss_of: Callable, steps: int, device: str, lr: float
+) -> tuple[list[float], float]:
+    """The loss of each step and the seconds the steps took (after the first)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=False)
+    losses: list[float] = []
+    start = 0.0
+    for step in range(steps):
+        if step == 1:  # the first step compiles
+            _synchronize(device)
+            start = time.perf_counter()
+        ids, targets = synthetic_batch(model.config, step, device)
+        loss = loss_of(model, ids, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    _synchronize(device)
+    return losses, (time.perf_counter() - start if steps > 1 else float("nan"))
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def tilec_loss(model, ids, targets):
+    return model.loss(ops, ids, targets)
+
+
+def torch_loss(model, ids, targets):
+    return model.loss(reference, ids, targets)
+
+
+def graph_breaks(model: Decoder, device: str) -> int:
+    """The graph breaks Dynamo finds in the tilec model's loss and backward-free forward."""
+    ids, targets = synthetic_batch(model.config, 0, device)
+    explained = torch._dynamo.explain(tilec_loss)(model, ids, targets)
+    for reason in explained.break_reasons:
+        print(f"  graph break: {reason.reason}")
+    return explained.graph_break_count
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--config",
+        choices=sorted(CONFIGS),
+        default=None,
+        help="model size (default: tiny on the CPU, h200 on CUDA)",
+    )
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="time torch.compile of the PyTorch model (default: on CUDA)",
+    )
+    parser.add_argument(
+        "--explain",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="count the tilec model's graph breaks with torch._dynamo.explain",
+    )
+    args = parser.parse_args(argv)
+    on_cuda = args.device.startswith("cuda")
+    config = CONFIGS[args.config or ("h200" if on_cuda else "tiny")]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    torch.manual_seed(args.seed)
+    model = Decoder(config).to(args.device)
+    eager = copy.deepcopy(model)
+    tokens = config.batch * config.seq * max(args.steps - 1, 1)
+
+    tilec_losses, tilec_seconds = train(model, tilec_loss, args.steps, args.device, args.lr)
+    eager_losses, eager_seconds = train(eager, torch_loss, args.steps, args.device, args.lr)
+    print(f"{'step':>4} {'tilec':>12} {'eager':>12} {'difference':>11}")
+    for step, (a, b) in enumerate(zip(tilec_losses, eager_losses)):
+        print(f"{step:>4} {a:>12.6f} {b:>12.6f} {abs(a - b):>11.2e}")
+    worst = max(abs(a - b) for a, b in zip(tilec_losses, eager_losses))
+    result = {
+        "tilec_losses": tilec_losses,
+        "eager_losses": eager_losses,
+        "largest_difference": worst,
+        "tokens_per_second": {
+            "tilec": tokens / tilec_seconds,
+            "eager": tokens / eager_seconds,
+        },
+    }
+    if args.compile if args.compile is not None else on_cuda:
+        compiled_model = copy.deepcopy(eager)
+        compiled = torch.compile(torch_loss, backend="inductor" if on_cuda else "aot_eager")
+        _, seconds = train(compiled_model, compiled, args.steps, args.device, args.lr)
+        result["tokens_per_second"]["torch.compile"] = tokens / seconds
+    print(f"largest loss difference: {worst:.3e}")
+    for name, rate in result["tokens_per_second"].items():
+        print(f"tokens/s {name:>14}: {rate:,.0f}")
+    if args.explain:
+        result["graph_breaks"] = graph_breaks(model, args.device)
+        print(
+            f"graph breaks of the tilec model under torch._dynamo.explain: {result['graph_breaks']}"
+        )
+    return result
+
+
+if __name__ == "__main__":
+    main()
