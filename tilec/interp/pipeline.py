@@ -13,7 +13,8 @@ luck as a race, located at the op:
 * reading a slot that was never written;
 * writing a slot (copy or store) while a copy into it is in flight;
 * writing a slot that was read since the last barrier (other threads may still be reading);
-* writing a slot whose data has not been read yet (that data would be lost).
+* writing a slot whose data has not been read yet (that data would be lost), unless a loop's
+  copy landed after the loop had ended (a prefetch past its last iteration).
 
 So a pipeline with too few waits, a missing barrier, or a prefetch distance that reaches a
 stage still in use fails here, on the CPU, before it reaches a GPU.
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tilec.dialects import shared
+from tilec.dialects import scf, shared
 from tilec.interp.numerics import dtype_of
 from tilec.interp.semantics import _in_bounds, semantics
 from tilec.ir.core import Operation
@@ -167,9 +168,25 @@ def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
             s = buffer.slots[index]
             s.in_flight = None
             s.written = True
-            s.unread_write = copy.op
+            # A copy issued in a loop that lands after the loop has ended fetched for an
+            # iteration that never ran (the pipeline's last prefetches): overwriting it, as
+            # the next run of a nested loop's prologue does, loses nothing.
+            s.unread_write = None if _past_its_loop(copy.op, op) else copy.op
             s.unpublished_write = copy.op
     return []
+
+
+def _past_its_loop(copy: Operation, wait: Operation) -> bool:
+    """Whether `wait` runs outside the innermost loop that issued `copy`."""
+    loop = copy.parent_op
+    while loop is not None and not isinstance(loop, scf.ForOp):
+        loop = loop.parent_op
+    if loop is None:
+        return False
+    inside = wait.parent_op
+    while inside is not None and inside is not loop:
+        inside = inside.parent_op
+    return inside is None
 
 
 @semantics(shared.BarrierOp)
