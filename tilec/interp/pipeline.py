@@ -13,8 +13,8 @@ luck as a race, located at the op:
 * reading a slot that was never written;
 * writing a slot (copy or store) while a copy into it is in flight;
 * writing a slot that was read since the last barrier (other threads may still be reading);
-* writing a slot whose data has not been read yet (that data would be lost), unless a loop's
-  copy landed after the loop had ended (a prefetch past its last iteration).
+* writing a slot whose data has not been read yet (that data would be lost), unless it landed
+  at the wait that follows a loop, from the loop or its prologue (a prefetch past its end).
 
 So a pipeline with too few waits, a missing barrier, or a prefetch distance that reaches a
 stage still in use fails here, on the CPU, before it reaches a GPU.
@@ -168,25 +168,29 @@ def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
             s = buffer.slots[index]
             s.in_flight = None
             s.written = True
-            # A copy issued in a loop that lands after the loop has ended fetched for an
-            # iteration that never ran (the pipeline's last prefetches): overwriting it, as
-            # the next run of a nested loop's prologue does, loses nothing.
-            s.unread_write = None if _past_its_loop(copy.op, op) else copy.op
+            # The drain after a pipelined loop lands the copies of its prologue and body
+            # that fetched for steps past its last (any other would have been waited for by
+            # the iteration that read it): overwriting them, as the next run of a nested
+            # loop's prologue does, loses nothing.
+            s.unread_write = None if _drained_past_the_end(copy.op, op) else copy.op
             s.unpublished_write = copy.op
     return []
 
 
-def _past_its_loop(copy: Operation, wait: Operation) -> bool:
-    """Whether `wait` runs outside the innermost loop that issued `copy`."""
-    loop = copy.parent_op
-    while loop is not None and not isinstance(loop, scf.ForOp):
-        loop = loop.parent_op
-    if loop is None:
+def _drained_past_the_end(copy: Operation, wait: Operation) -> bool:
+    """Whether `wait` directly follows a loop and `copy` is in that loop or before it in the
+    same block (its prologue)."""
+    ops = wait.parent.ops
+    at = ops.index(wait)
+    loop = ops[at - 1] if at > 0 else None
+    if not isinstance(loop, scf.ForOp):
         return False
-    inside = wait.parent_op
+    if copy.parent is wait.parent:
+        return ops.index(copy) < at - 1
+    inside = copy.parent_op
     while inside is not None and inside is not loop:
         inside = inside.parent_op
-    return inside is None
+    return inside is loop
 
 
 @semantics(shared.BarrierOp)
