@@ -155,11 +155,11 @@ def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operati
 
 def _loops_refilling(alloc: Operation, position: dict[int, int]) -> set[int]:
     """The loops (by `id`) each of whose iterations fills the buffer before it reads it: the
-    buffer's first use writes a whole slot (`tile.store_shared`, or the `tile.async_copy` of a
-    pipeline's prologue) in a block that holds every other use, so an iteration of a loop
-    around that block starts on fresh data, and the bytes are free between one iteration's
-    last use and the next one's first (a K loop run once per expert: the conversions after it
-    may reuse its buffers)."""
+    buffer's first use writes a whole slot (the `tile.async_copy` of a pipeline's prologue,
+    or a `tile.store_shared`, for the loops around its own) in a block that holds every other
+    use, so an iteration of such a loop starts on fresh data, and the bytes are free between
+    one iteration's last use and the next one's first (a K loop run once per expert: the
+    conversions after it may reuse its buffers)."""
     uses = sorted(alloc.result.uses, key=lambda u: position[id(u)])
     if not uses or not isinstance(uses[0], (S.AsyncCopyOp, S.StoreSharedOp)):
         return set()
@@ -170,13 +170,18 @@ def _loops_refilling(alloc: Operation, position: dict[int, int]) -> set[int]:
             inside = inside.parent_op
         if inside is None:
             return set()
-    loops = set()
+    loops = []
     parent = uses[0].parent_op
     while parent is not None:
         if isinstance(parent, scf.ForOp):
-            loops.add(id(parent))
+            loops.append(id(parent))
         parent = parent.parent_op
-    return loops
+    # A store's own loop keeps the buffer for all of it, as before the pipeline makes the
+    # store a prologue before that loop: the same bytes as it will need, and no sharing
+    # between buffers of one iteration (wgmma may still be reading one as the next is stored).
+    if isinstance(uses[0], S.StoreSharedOp):
+        loops = loops[1:]
+    return set(loops)
 
 
 def scratch_bases_for(kernel: Operation, ends: dict[Operation, int]) -> dict[Operation, int]:
