@@ -84,8 +84,10 @@ class Pipeline(Pass):
     `num_stages`, else (0) for a kernel with `tilec.estimated_registers` (tiling's mma.sync
     model) the stages that keep the most copies in flight per SM (`_stages_for_occupancy`),
     else the most stages, up to 4, whose buffers fit `shared_limit`; 1 leaves
-    the loops as they are. Loops nested in another loop are left alone (the prefetches past
-    one run's end would be overwritten unread by the next run's prologue).
+    the loops as they are. A loop nested in another loop (an expert's K loop in a range() loop
+    over experts) is pipelined anew on every run: the run's last copies land at its
+    `async_wait 0`, and the prologue's barrier, kept in a loop body (the previous run read
+    the slots), orders the next run's copies after those reads.
     Remarks: the stages and why, each stream, and why each store into shared memory in a loop
     is not one.
     """
@@ -281,13 +283,6 @@ def _find_streams(loop: scf.ForOp, ctx: PassContext) -> list[_Stream]:
                 "indices of iterations that may not run)",
             )
         return []
-    outer = loop.parent_op
-    while outer is not None and not isinstance(outer, FuncOp):
-        if isinstance(outer, scf.ForOp):
-            for store in stores:
-                ctx.remark(store, "not pipelined: the loop is nested in another loop")
-            return []
-        outer = outer.parent_op
     streams = []
     for store in stores:
         found = _stream(loop, store)

@@ -189,6 +189,14 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         ],
         "rotary_f32": [{"S": 1, "H": 1, "HALF": 1}, {"S": 77, "H": 3, "HALF": 64}],
     },
+    # Random offsets lie in [-8, 8): unsorted and overlapping experts over the first rows
+    # (tests/gpu/test_examples.py runs sorted, uneven splits); E1 = E + 1.
+    "moe_gemm": {
+        "moe_gemm": [
+            {"T": 1, "K": 1, "N": 1, "E": 1, "E1": 2},
+            {"T": 300, "K": 200, "N": 136, "E": 5, "E1": 6},
+        ]
+    },
     "paged_decode": {
         "paged_decode": [
             {"B": 1, "H": 1, "G": 1, "D": 1, "PAGES": 1, "MAXP": 1},

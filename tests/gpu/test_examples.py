@@ -49,3 +49,38 @@ def test_numpy_arguments_are_copied_in_and_out(example):
     sizes = CASES[example][kernel][1]
     run = run_example(example, kernel, sizes, arrays="numpy", seed=3)
     assert run.passed, run.describe()
+
+
+# Rows per expert, sorted: empty experts (first, inside, last), experts smaller than a tile,
+# boundaries inside tiles, and one expert holding most rows.
+MOE_SPLITS = [[0, 700, 5, 0, 1300, 37, 1, 0], [128, 128, 128, 1], [3000]]
+
+
+@pytest.mark.parametrize("rows_per_expert", MOE_SPLITS, ids=lambda s: "-".join(map(str, s)))
+def test_moe_gemm_sorted_uneven_experts(rows_per_expert):
+    """examples/moe_gemm.tile on torch tensors as a model holds them (weights [E, N, K]),
+    against each expert's product in f64; rows must all be written (y starts as NaN)."""
+    import torch
+
+    from tilec.gpucheck import EXAMPLES
+    from tilec.jit import load_kernel
+
+    kernel = load_kernel(EXAMPLES / "moe_gemm.tile", "moe_gemm")
+    torch.manual_seed(0)
+    k, n, experts = 520, 392, len(rows_per_expert)
+    bounds = [0]
+    for count in rows_per_expert:
+        bounds.append(bounds[-1] + count)
+    x = torch.randn(bounds[-1], k, device="cuda").to(torch.bfloat16)
+    w = (torch.randn(experts, n, k, device="cuda") * 0.05).to(torch.bfloat16)
+    offsets = torch.tensor(bounds, device="cuda", dtype=torch.int32)
+    y = torch.full((bounds[-1], n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    kernel(x, w, offsets, y)
+    torch.cuda.synchronize()
+    expected = torch.empty(bounds[-1], n, device="cuda", dtype=torch.float64)
+    for e in range(experts):
+        lo, hi = bounds[e], bounds[e + 1]
+        expected[lo:hi] = x[lo:hi].double() @ w[e].double().T
+    scale = expected.abs().max().item()
+    error = (y.double() - expected).abs().max().item()
+    assert error <= 1.6e-2 * scale, (error, scale)

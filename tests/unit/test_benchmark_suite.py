@@ -38,7 +38,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         "bmm", "matmul_bias_gelu", "int8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
         "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding", "cumsum_rows",
-        "topk_softmax", "paged_decode",
+        "topk_softmax", "paged_decode", "moe_gemm",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
     assert (4000, 3000, 1000) in WORKLOADS["gemm_nn"].sizes
@@ -99,6 +99,7 @@ TINY = {
     "vector_add": (100,),
     "embedding": (37, 24, 50),
     "paged_decode": (2, 4, 2, 37, 16),
+    "moe_gemm": (4, 20, 2, 24, 40),
 }
 
 
@@ -129,7 +130,11 @@ def test_each_case_builds_and_its_eager_peers_are_right(name, monkeypatch, tmp_p
             continue  # an operation torch has only on CUDA (int8 matmul, ...)
         assert r.status == "ok" and r.correct, (r.implementation, r.note)
     missing = {r.implementation for r in results if r.status == "missing"}
-    assert "torch.compile" in missing or name in ("bmm",) or name.startswith(("gemm_", "attention"))
+    assert (
+        "torch.compile" in missing
+        or name in ("bmm", "moe_gemm")
+        or name.startswith(("gemm_", "attention"))
+    )
     assert case.amount > 0 and case.unit in ("GB/s", "TFLOP/s", "TOPS")
 
 

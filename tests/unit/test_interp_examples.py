@@ -194,6 +194,15 @@ AWKWARD = [
         "rotary",
         [{"S": 1, "H": 1, "HALF": 1}, {"S": 17, "H": 3, "HALF": 31}, {"S": 37, "H": 2, "HALF": 64}],
     ),
+    # Random offsets in [-8, 8) (unsorted, empty, overlapping experts) and E1 = E + 1.
+    (
+        "moe_gemm",
+        "moe_gemm",
+        [
+            {"T": 1, "K": 1, "N": 1, "E": 1, "E1": 2},
+            {"T": 37, "K": 19, "N": 21, "E": 3, "E1": 4},
+        ],
+    ),
     # Random context lengths are below 8: one page at most (tests/unit/test_scalar_control.py
     # walks many pages); the table's pages are drawn in range.
     (

@@ -222,7 +222,10 @@ def _measure(
             got = impl.run(*sets[0])
             got = impl.output() if impl.output is not None else got
             _synchronize()
-            correct[impl.name] = None if expected is None else _close(got, expected, rtol)
+            # An "info" implementation does comparable work, not the same (a dense GEMM of a
+            # grouped GEMM's size): reported beside the row, its output not checked.
+            unchecked = expected is None or impl.role == "info"
+            correct[impl.name] = None if unchecked else _close(got, expected, rtol)
         except Exception as e:  # report a failing implementation, measure the others
             failed[impl.name] = f"{type(e).__name__}: {str(e).strip()[:300]}"
     rounds: dict[str, list[float]] = {name: [] for name in correct if name not in failed}

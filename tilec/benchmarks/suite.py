@@ -8,7 +8,10 @@ operations), and the implementations — tilec's kernel and each peer a user wou
 - GEMM (`gemm_{nn,nt,tn,tt}` in f16 and bf16, on the stored operands): cuBLAS through
   `torch.matmul` on the transposed views, and Triton's tutorial matmul autotuned over ten
   configurations (`tests/reference/triton_kernels.py`), on the same views;
-- `bmm`: `torch.bmm`; `matmul_bias_gelu`: `torch.compile` of `F.gelu(a @ b + bias)` and eager;
+- `bmm`: `torch.bmm`; `moe_gemm` (experts' rows sorted, an uneven split from a fixed seed): a
+  loop of torch matmuls over the experts and `torch._grouped_mm`, with a dense cuBLAS GEMM of
+  the same work beside them (role "info": the ceiling a grouped GEMM aims at);
+  `matmul_bias_gelu`: `torch.compile` of `F.gelu(a @ b + bias)` and eager;
   `int8_gemm`: `torch._int_mm` then the scales, eager and compiled;
 - attention (plain, causal, grouped-query): SDPA and Triton's fused-attention tutorial forward,
   autotuned over six configurations;
@@ -46,7 +49,7 @@ class Implementation:
     name: str
     run: Callable[..., Any] | None
     output: Callable[[], Any] | None = None
-    role: str = "peer"  # "tilec", "peer", "ceiling"
+    role: str = "peer"  # "tilec", "peer", "ceiling", "info" (shown beside the row, unchecked)
     missing: str = ""
     eager: bool = False  # eager torch: the target of the small sizes
 
@@ -242,6 +245,84 @@ def _bmm(size: tuple, ctx: Context) -> Case:
         Implementation("torch.bmm", lambda a, b: torch.bmm(a, b)),
     ]
     return Case(implementations, sets, expected, 2 * z * m * n * k, "TFLOP/s")
+
+
+def moe_routing(tokens: int, experts: int, top_k: int, seed: int = 0) -> list[int]:
+    """Rows per expert when `tokens` tokens each pick their `top_k` best of `experts` experts
+    by random router logits with a per-expert bias (some experts are more popular, as trained
+    routers' are), from a fixed seed: an uneven split, the same on every run."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    bias = torch.randn(experts, generator=generator) * 0.5
+    logits = torch.randn(tokens, experts, generator=generator) + bias
+    chosen = logits.topk(top_k, dim=1).indices.flatten()
+    return torch.bincount(chosen, minlength=experts).tolist()
+
+
+def _moe_gemm(size: tuple, ctx: Context) -> Case:
+    """Sizes are (E, tokens, top_k, K, N): tokens * top_k rows sorted by expert, each expert's
+    weight stored [N, K] as nn.Linear keeps it."""
+    import torch
+
+    experts, tokens, top_k, k, n = size
+    counts = moe_routing(tokens, experts, top_k)
+    rows = sum(counts)
+    bounds = [0]
+    for count in counts:
+        bounds.append(bounds[-1] + count)
+    offsets = torch.tensor(bounds, device=DEVICE, dtype=torch.int32)
+    sets = ctx.sets(
+        lambda: (_randn((rows, k), "bf16"), _randn((experts, n, k), "bf16", 0.05)),
+        (rows + experts * n) * k * 2,
+    )
+    y = torch.empty(rows, n, device=DEVICE, dtype=torch.bfloat16)
+    x0, w0 = sets[0]
+    expected = torch.empty(rows, n, device=DEVICE, dtype=torch.bfloat16)
+    for e in range(experts):
+        lo, hi = bounds[e], bounds[e + 1]
+        expected[lo:hi] = (x0[lo:hi].double() @ w0[e].double().T).to(torch.bfloat16)
+
+    def loop(x: Any, w: Any) -> Any:
+        out = torch.empty(rows, n, device=x.device, dtype=x.dtype)
+        for e in range(experts):  # the offsets as host integers: no sync in the loop
+            lo, hi = bounds[e], bounds[e + 1]
+            torch.matmul(x[lo:hi], w[e].T, out=out[lo:hi])
+        return out
+
+    implementations = [
+        ctx.tilec(
+            "moe_gemm.tile", "moe_gemm", lambda f: lambda x, w: f(x, w, offsets, y), lambda: y
+        ),
+        Implementation("torch loop over experts", loop),
+        _grouped_mm_peer(x0, w0, offsets),
+        # The same multiply-adds as one dense GEMM ([rows, K] @ [K, N] through cuBLAS): what
+        # a grouped GEMM could reach; shown beside the row (it computes something else).
+        Implementation("cuBLAS dense GEMM, same work", lambda x, w: x @ w[0].T, role="info"),
+    ]
+    return Case(implementations, sets, expected, 2 * rows * n * k, "TFLOP/s", 1.6e-2)
+
+
+def _grouped_mm_peer(x: Any, w: Any, offsets: Any) -> Implementation:
+    """`torch._grouped_mm` (sm_90, bf16, 16-byte aligned strides), when this torch has it and
+    it runs here: x [rows, K] with w[e].T [K, N] per expert, ends of the groups as offs."""
+    import torch
+
+    name = "torch._grouped_mm"
+    if not hasattr(torch, "_grouped_mm"):
+        return Implementation(name, None, missing="this torch has no torch._grouped_mm")
+    ends = offsets[1:].contiguous()
+
+    def run(x: Any, w: Any) -> Any:
+        return torch._grouped_mm(x, w.transpose(-2, -1), offs=ends)
+
+    try:
+        run(x, w)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    except Exception as e:
+        return Implementation(name, None, missing=f"{type(e).__name__}: {str(e).strip()[:200]}")
+    return Implementation(name, run)
 
 
 def _matmul_bias_gelu(size: tuple, ctx: Context) -> Case:
@@ -833,6 +914,15 @@ WORKLOADS: dict[str, Workload] = {
             ((8, 1024, 1024, 1024), (64, 256, 256, 64)),
             ((8, 256, 256, 256),),
             ceiling="f16",
+        ),
+        Workload(
+            "moe_gemm",
+            "compute",
+            _moe_gemm,
+            lambda s: f"E{s[0]} tokens{s[1]} top{s[2]} K{s[3]} N{s[4]} bf16",
+            ((8, 4096, 2, 4096, 14336),),
+            ((8, 1024, 2, 1024, 2048),),
+            ceiling="bf16",
         ),
         Workload(
             "matmul_bias_gelu",

@@ -311,9 +311,11 @@ class DimSize(Expr):
 @dataclass(kw_only=True, eq=False, slots=True)
 class LoopIndex(Expr):
     """The element offset of a loop variable's tile (the element index, for an element
-    variable), as an i32 scalar."""
+    variable), as an i32 scalar; with `end`, the offset just past the tile (start + tile
+    size, not clipped to the extent: `tile_end(t)`)."""
 
     var: LoopVar
+    end: bool = False
 
 
 @dataclass(kw_only=True, eq=False, slots=True)

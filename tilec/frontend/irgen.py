@@ -363,7 +363,9 @@ class _KernelGenerator:
                 # A gathered dimension's elements are its indices (tilec.frontend.irgen_gather).
                 offsets.append(self.index_constant(0))
                 shape.append(idx.size)
-            elif isinstance(idx.value, (sema.LoopIndex, RangeIndex)):
+            elif isinstance(idx.value, RangeIndex) or (
+                isinstance(idx.value, sema.LoopIndex) and not idx.value.end
+            ):
                 # An element variable is already an index: no round trip through i32.
                 offsets.append(self.offsets[id(idx.value.var)])
                 shape.append(1)
@@ -393,6 +395,10 @@ class _KernelGenerator:
             return self.params[e.param.name]
         if isinstance(e, sema.DimSize):
             return self.index_to(self.extent(e.dim), t)
+        if isinstance(e, sema.LoopIndex) and e.end:
+            size = self.symbol(e.var.size_symbol)
+            end = self.b.create(arith.AddIOp, lhs=self.offsets[id(e.var)], rhs=size).result
+            return self.index_to(end, t)
         if isinstance(e, (sema.LoopIndex, RangeIndex)):
             return self.index_to(self.offsets[id(e.var)], t)
         if isinstance(e, sema.Load):

@@ -448,6 +448,22 @@ class BuiltinChecks:
             hint="e.g. offsets(tm)",
         )
 
+    def _tile_bound_call(self, node: ast.Call) -> Expr:
+        name = node.func.id
+        args = self._arguments(node, name, ("t",))
+        arg = args["t"]
+        var = self.loop_vars.get(arg.id) if isinstance(arg, ast.Name) else None
+        if var is None or var.element:
+            raise TileError(
+                f"{name}() takes the variable of a tiles() loop",
+                _expr_loc(arg),
+                hint="e.g. tile_start(tm); an element variable is its own index",
+            )
+        # Where the tile starts, or just past its last lane: the same for the whole block, so
+        # it may bound a range() loop or decide an if (offsets(t) is a tile, and a reduction
+        # of it is not uniform).
+        return LoopIndex(var=var, type=TileType(DType.I32), end=name == "tile_end", loc=node.loc)
+
     def _transpose_call(self, node: ast.Call) -> Expr:
         args = self._arguments(node, "transpose", ("x",))
         return self._transpose(self._expr(args["x"]), node.loc)
@@ -465,6 +481,8 @@ _BUILTIN_CALLS: dict[str, Callable[[BuiltinChecks, ast.Call], Expr]] = {
     "full": BuiltinChecks._full_call,
     "arange": BuiltinChecks._arange_call,
     "offsets": BuiltinChecks._offsets_call,
+    "tile_start": BuiltinChecks._tile_bound_call,
+    "tile_end": BuiltinChecks._tile_bound_call,
     "transpose": BuiltinChecks._transpose_call,
     **{name: RandomChecks._random_call for name in ("rand", "randn", "randint")},
     **dict.fromkeys(ATOMIC_BUILTINS, atomic_call),

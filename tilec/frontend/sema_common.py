@@ -48,6 +48,8 @@ BUILTINS = frozenset(
         "full",
         "arange",
         "offsets",
+        "tile_start",
+        "tile_end",
         "dot",
         "transpose",
         "rand",

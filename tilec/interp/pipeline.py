@@ -13,7 +13,8 @@ luck as a race, located at the op:
 * reading a slot that was never written;
 * writing a slot (copy or store) while a copy into it is in flight;
 * writing a slot that was read since the last barrier (other threads may still be reading);
-* writing a slot whose data has not been read yet (that data would be lost).
+* writing a slot whose data has not been read yet (that data would be lost), unless it landed
+  at the wait that follows a loop, from the loop or its prologue (a prefetch past its end).
 
 So a pipeline with too few waits, a missing barrier, or a prefetch distance that reaches a
 stage still in use fails here, on the CPU, before it reaches a GPU.
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tilec.dialects import shared
+from tilec.dialects import scf, shared
 from tilec.interp.numerics import dtype_of
 from tilec.interp.semantics import _in_bounds, semantics
 from tilec.ir.core import Operation
@@ -167,9 +168,29 @@ def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
             s = buffer.slots[index]
             s.in_flight = None
             s.written = True
-            s.unread_write = copy.op
+            # The drain after a pipelined loop lands the copies of its prologue and body
+            # that fetched for steps past its last (any other would have been waited for by
+            # the iteration that read it): overwriting them, as the next run of a nested
+            # loop's prologue does, loses nothing.
+            s.unread_write = None if _drained_past_the_end(copy.op, op) else copy.op
             s.unpublished_write = copy.op
     return []
+
+
+def _drained_past_the_end(copy: Operation, wait: Operation) -> bool:
+    """Whether `wait` directly follows a loop and `copy` is in that loop or before it in the
+    same block (its prologue)."""
+    ops = wait.parent.ops
+    at = ops.index(wait)
+    loop = ops[at - 1] if at > 0 else None
+    if not isinstance(loop, scf.ForOp):
+        return False
+    if copy.parent is wait.parent:
+        return ops.index(copy) < at - 1
+    inside = copy.parent_op
+    while inside is not None and inside is not loop:
+        inside = inside.parent_op
+    return inside is loop
 
 
 @semantics(shared.BarrierOp)

@@ -110,7 +110,8 @@ def buffer_bytes(kernel: Operation) -> int:
 def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operation, tuple]]:
     """The kernel's ops in program order, and for each `tile.alloc_shared` the first and last
     position at which its bytes are in use. A use inside a loop keeps the buffer in use for
-    the whole outermost loop around it (the next iteration uses it again); a buffer that
+    the whole outermost loop around it (the next iteration uses it again), except loops each
+    of whose iterations fills it before reading it (`_loops_refilling`); a buffer that
     `tile.async_copy` fills stays in use until the next `tile.async_wait 0` (a copy in flight
     still writes it). smem-placement places buffers and the lowering places its scratch by
     these same ranges."""
@@ -119,11 +120,11 @@ def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operati
 
     loop_end: dict[int, int] = {}
 
-    def span(use: Operation) -> tuple[int, int]:
+    def span(use: Operation, refilled: set[int]) -> tuple[int, int]:
         outer = None
         parent = use.parent_op
         while parent is not None and parent is not kernel:
-            if isinstance(parent, scf.ForOp):
+            if isinstance(parent, scf.ForOp) and id(parent) not in refilled:
                 outer = parent
             parent = parent.parent_op
         if outer is None:
@@ -136,7 +137,10 @@ def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operati
     for op in ops:
         if not isinstance(op, S.AllocSharedOp):
             continue
-        spans = [span(u) for u in op.result.uses] or [(position[id(op)], position[id(op)])]
+        refilled = _loops_refilling(op, position)
+        spans = [span(u, refilled) for u in op.result.uses] or [
+            (position[id(op)], position[id(op)])
+        ]
         first, last = min(a for a, _ in spans), max(b for _, b in spans)
         if any(isinstance(u, S.AsyncCopyOp) for u in op.result.uses):
             waits = [
@@ -147,6 +151,37 @@ def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operati
             last = waits[0] if waits else len(ops)
         ranges[op] = (first, last)
     return ops, ranges
+
+
+def _loops_refilling(alloc: Operation, position: dict[int, int]) -> set[int]:
+    """The loops (by `id`) each of whose iterations fills the buffer before it reads it: the
+    buffer's first use writes a whole slot (the `tile.async_copy` of a pipeline's prologue,
+    or a `tile.store_shared`, for the loops around its own) in a block that holds every other
+    use, so an iteration of such a loop starts on fresh data, and the bytes are free between
+    one iteration's last use and the next one's first (a K loop run once per expert: the
+    conversions after it may reuse its buffers)."""
+    uses = sorted(alloc.result.uses, key=lambda u: position[id(u)])
+    if not uses or not isinstance(uses[0], (S.AsyncCopyOp, S.StoreSharedOp)):
+        return set()
+    block = uses[0].parent
+    for use in uses[1:]:
+        inside = use
+        while inside is not None and inside.parent is not block:
+            inside = inside.parent_op
+        if inside is None:
+            return set()
+    loops = []
+    parent = uses[0].parent_op
+    while parent is not None:
+        if isinstance(parent, scf.ForOp):
+            loops.append(id(parent))
+        parent = parent.parent_op
+    # A store's own loop keeps the buffer for all of it, as before the pipeline makes the
+    # store a prologue before that loop: the same bytes as it will need, and no sharing
+    # between buffers of one iteration (wgmma may still be reading one as the next is stored).
+    if isinstance(uses[0], S.StoreSharedOp):
+        loops = loops[1:]
+    return set(loops)
 
 
 def scratch_bases_for(kernel: Operation, ends: dict[Operation, int]) -> dict[Operation, int]:
