@@ -365,22 +365,25 @@ def _split_kernel(
         return
     fixed = pinned if pinned is not None else (options.split or None)
     rewrite = _Rewrite(kernel, plan, options.combine_elements)
+    why_split = None
     if fixed is None and any(c.dot for c in plan.carried):
-        why = _gemm_not_split(kernel, plan, rewrite, extents, options.sm_count)
-        if why is not None:
-            ctx.remark(kernel, f"not split: {why}")
+        why_not, why_split = _gemm_verdict(kernel, plan, rewrite, extents, options.sm_count)
+        if why_not is not None:
+            ctx.remark(kernel, f"not split: {why_not}")
             return
     rewrite.run(fixed)
+    if why_split is not None:
+        ctx.remark(plan.loop, why_split)
     source = "pinned by the kernel" if pinned else "option split"
     _remark(kernel, plan, rewrite, fixed, source, ctx)
 
 
-def _gemm_not_split(
+def _gemm_verdict(
     kernel: FuncOp, plan: _Plan, rewrite: _Rewrite, extents: dict[str, int], sm_count: int
-) -> str | None:
-    """Why a loop with a dot accumulator is better left alone, or None to split it: the
-    launch's model (`choose_split`) on `sm_count` SMs holding as many blocks as tiling's
-    register estimate lets them, for the extents the option gives."""
+) -> tuple[str | None, str | None]:
+    """`(why not, None)` for a loop with a dot accumulator better left alone, else
+    `(None, why)`: the launch's model (`choose_split`) on `sm_count` SMs holding as many
+    blocks as tiling's register estimate lets them, for the extents the option gives."""
     from tilec.runtime.split import choose_split
 
     sizes = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
@@ -389,20 +392,22 @@ def _gemm_not_split(
     if isinstance(plan.dim, str) and plan.dim not in extents:
         unknown.append(plan.dim)
     if unknown:
-        return (
+        why = (
             f"a dot accumulator's loop, and the extents of {', '.join(unknown)} are unknown "
             "(option extents, which @tilec.jit gives; split=N forces a split)"
         )
+        return why, None
     blocks = 1
     for d, t in grid:
         size = sizes.get(t, t)
         blocks *= -(-extents[d] // size) if isinstance(size, int) else 1
     per_sm = _blocks_per_sm(kernel)
     if blocks >= sm_count * per_sm:
-        return (
+        why = (
             f"the grid's {blocks} blocks fill the {sm_count} SMs ({per_sm} a SM by the register "
             "estimate)"
         )
+        return why, None
     extent = plan.dim if isinstance(plan.dim, int) else extents[plan.dim]
     trips = -(-extent // plan.step)
     count = choose_split(
@@ -415,11 +420,17 @@ def _gemm_not_split(
         slot_bytes=rewrite.slot_bytes,
     )
     if count == 1:
-        return (
+        why = (
             f"{trips} iterations of {format_bytes(rewrite.trip_bytes)} are too few to split "
             f"({blocks} blocks, {format_bytes(rewrite.slot_bytes)} of partials each)"
         )
-    return None
+        return why, None
+    return None, (
+        f"split-K: the grid's {blocks} blocks fill {blocks} of {sm_count * per_sm} places "
+        f"({sm_count} SMs x {per_sm} by the register estimate) and {plan.dim} = {extent} is "
+        f"{trips} iterations: the model gives S = {count} for these extents (the launch "
+        "decides on the GPU's SMs and occupancy)"
+    )
 
 
 def _blocks_per_sm(kernel: FuncOp) -> int:
@@ -673,7 +684,7 @@ def _trip_bytes(loop: scf.ForOp) -> int:
 def _remark(
     kernel: FuncOp, plan: _Plan, rewrite: _Rewrite, pinned: int | None, source: str, ctx
 ) -> None:
-    from tilec.runtime.split import MIN_SPLIT_BYTES
+    from tilec.runtime.split import MIN_SPLIT_BYTES, WORKSPACE_SHARE
 
     loop = plan.loop
     axis = rewrite.base_axes
@@ -701,10 +712,18 @@ def _remark(
     if pinned:
         ctx.remark(loop, f"S = {pinned} ({source})")
         return
+    floor = max(MIN_SPLIT_BYTES, 2 * WORKSPACE_SHARE * rewrite.slot_bytes)
+    partials = (
+        f"; its partials' {format_bytes(2 * rewrite.slot_bytes)} written and read back under "
+        f"1/{WORKSPACE_SHARE} of it"
+        if floor > MIN_SPLIT_BYTES
+        else ""
+    )
     ctx.remark(
         loop,
         "S chosen at launch: enough blocks to fill every SM to its occupancy (SMs x blocks per "
         "SM / the other axes' blocks), but no more than one split per "
-        f"{format_bytes(MIN_SPLIT_BYTES)} streamed ({format_bytes(rewrite.trip_bytes)} an "
-        "iteration); 1 when the other axes fill the GPU",
+        f"{format_bytes(floor)} streamed ({format_bytes(rewrite.trip_bytes)} an iteration"
+        f"{partials}), and few enough that the last block's combine stays under an eighth of a "
+        "split's iterations; 1 when the other axes fill the GPU",
     )
