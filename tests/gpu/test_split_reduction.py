@@ -202,3 +202,111 @@ def test_split_speed_against_torch_sum(kernel, shape, axis, capsys):
     if kernel is col_sum:
         unsplit = _time_ms(lambda: col_sum_unsplit(x, out))
         assert ours * 2 < unsplit, f"split {ours:.4f} ms vs unsplit {unsplit:.4f} ms"
+
+
+# -- split-K GEMMs -------------------------------------------------------------------------------
+
+
+@tilec.jit
+def matmul(a: f16[M, K], b: f16[K, N], c: f16[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ b[tk, tn]
+        c[tm, tn] = acc
+
+
+@tilec.jit(split=1)
+def matmul_unsplit(a: f16[M, K], b: f16[K, N], c: f16[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ b[tk, tn]
+        c[tm, tn] = acc
+
+
+@tilec.jit(split=6)
+def matmul_pinned(a: f16[M, K], b: f16[K, N], c: f16[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ b[tk, tn]
+        c[tm, tn] = acc
+
+
+def _gemm_split_count(kernel, a, b, c) -> int:
+    """The S the launcher chooses for these arguments (1: the kernel has no split axis)."""
+    arguments = kernel._checker.convert([a, b, c])
+    launcher = kernel._launchers[kernel._key(arguments)]
+    if launcher.split is None:
+        return 1
+    grid = launcher.grid(arguments)
+    stream = torch.cuda.current_stream().cuda_stream
+    full, _ = launcher.split_launch(grid, arguments.extents, a.get_device(), stream)
+    return full[launcher._split_axis]
+
+
+def _check_gemm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    expected = (a.double() @ b.double()).to(torch.float16).double()
+    scale = float((a.double().abs() @ b.double().abs()).max()) + 1.0
+    err = float((c.double() - expected).abs().max())
+    assert err <= 2e-3 * scale, f"max error {err} (scale {scale})"
+
+
+GEMM_CASES = [
+    ((512, 512, 16384), True),  # 16 blocks of 128x128 for 132 SMs
+    ((1024, 1024, 8192), True),
+    ((4096, 128, 8192), True),  # skinny
+    ((500, 300, 16000), True),  # M, N not multiples of the tile, K not of BK
+    ((333, 129, 10007), True),
+    ((4096, 4096, 4096), False),  # the grid fills the GPU: not split
+]
+
+
+@pytest.mark.parametrize(("shape", "split"), GEMM_CASES, ids=lambda c: str(c))
+def test_split_k_gemms_match_torch_and_repeat(shape, split):
+    m, n, k = shape
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    for _ in range(3):  # the counters must be back at 0 for the next launch
+        c.fill_(float("nan"))
+        matmul(a, b, c)
+        torch.cuda.synchronize()
+        _check_gemm(c, a, b)
+    count = _gemm_split_count(matmul, a, b, c)
+    assert (count > 1) == split, count
+    ptx = matmul.compile_for(a, b, c).ptx
+    assert "wgmma.mma_async" in ptx  # the split GEMM keeps the tensor-core path
+
+
+def test_split_k_pins_force_and_forbid():
+    a = torch.randn(512, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 512, device="cuda", dtype=torch.float16)
+    for kernel, wanted in ((matmul_pinned, 6), (matmul_unsplit, 1)):
+        c = torch.empty(512, 512, device="cuda", dtype=torch.float16)
+        kernel(a, b, c)
+        torch.cuda.synchronize()
+        _check_gemm(c, a, b)
+        assert _gemm_split_count(kernel, a, b, c) == wanted
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 16384), (1024, 1024, 8192), (4096, 128, 8192)])
+def test_split_k_speed_against_cublas(shape, capsys):
+    """Reports split-K's time against cuBLAS and against the same kernel unsplit (split=1),
+    and checks the mechanism: splitting a grid of few blocks beats not splitting it."""
+    m, n, k = shape
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    ours = _time_ms(lambda: matmul(a, b, c))
+    unsplit = _time_ms(lambda: matmul_unsplit(a, b, c))
+    cublas = _time_ms(lambda: torch.matmul(a, b))
+    count = _gemm_split_count(matmul, a, b, c)
+    with capsys.disabled():
+        print(
+            f"\nmatmul {shape}: S={count} {ours:.4f} ms, unsplit {unsplit:.4f} ms, "
+            f"cuBLAS {cublas:.4f} ms ({ours / cublas:.2f}x cuBLAS's time)"
+        )
+    assert ours < 0.8 * unsplit

@@ -14,6 +14,7 @@ from tilec.compiler import DEFAULT_PIPELINE, compile_source
 from tilec.interp import InterpreterError, TensorView, prepare_launch
 from tilec.lowering import compile_to_ptx, module_abi
 from tilec.lowering.abi import KernelABI, SplitAxis
+from tilec.passes.specialize import attribute_pairs
 from tilec.runtime import DeviceTensor, Launcher
 from tilec.runtime import split as runtime_split
 from tilec.runtime.split import MIN_SPLIT_BYTES, choose_split, split_grid
@@ -241,3 +242,120 @@ module {
         InterpreterError, match=r"reads slot 0 .*which no block of this launch wrote"
     ):
         prepare_launch(module, "k", [np.zeros(4, np.float32)]).run()
+
+
+# -- split-K: a GEMM's K loop ----------------------------------------------------------------------
+
+MATMUL = """
+def matmul(a: f16[M, K], b: f16[K, N], c: f32[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ b[tk, tn]
+        c[tm, tn] = acc
+"""
+
+
+def _matmul(extents: str, tiles: str = "", source: str = MATMUL, assume: bool = True):
+    tiling = f'tiling{{extents="{extents}" arch=sm_90a' + (f' tiles="{tiles}"' if tiles else "")
+    pipeline = DEFAULT_PIPELINE.replace("tiling,", tiling + "},", 1).replace(
+        "split-reduction", f'split-reduction{{extents="{extents}"}}'
+    )
+    if assume:  # what @tilec.jit finds for contiguous tensors: wgmma needs unit strides
+        pipeline = 'assume{all="aligned,unit,divisible"},' + pipeline
+    return compile_source(source, kernels=["matmul"], pipeline=pipeline)
+
+
+def _split_remarks(program) -> list[str]:
+    return [r.message for r in program.remarks if r.pass_name == "split-reduction"]
+
+
+@pytest.mark.parametrize(
+    "extents", ["M=512,N=512,K=16384", "M=1024,N=1024,K=8192", "M=4096,N=128,K=8192"]
+)
+def test_a_gemm_whose_grid_leaves_sms_idle_is_split_along_k(extents):
+    program = _matmul(extents)
+    kernel = next(op for op in program.module.walk() if op.name == "builtin.func")
+    split = dict(attribute_pairs(kernel, "tilec.split"))
+    assert split["dim"] == "K" and split["rows"] == 1
+    # The partial is the f32 accumulator tile: 4 bytes x BM x BN.
+    sizes = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
+    assert split["slot_bytes"] == 4 * sizes["BM"] * sizes["BN"]
+    remarks = _split_remarks(program)
+    assert any(m.startswith("split the loop over K") for m in remarks), remarks
+    assert any("combine: acc by add" in m for m in remarks), remarks
+    # The split GEMM keeps the tensor-core path.
+    ptx = compile_to_ptx(program.module, "sm_90a")
+    assert "wgmma.mma_async" in ptx and "atom.acq_rel.gpu.global.inc.u32" in ptx
+
+
+@pytest.mark.parametrize(
+    ("extents", "why"),
+    [
+        ("M=4096,N=4096,K=4096", "not split: the grid's 1024 blocks fill the 132 SMs"),
+        ("M=512,N=512,K=512", "not split: 8 iterations of 32 KiB are too few to split"),
+        ("M=512,N=512", "not split: a dot accumulator's loop, and the extents of K are unknown"),
+    ],
+)
+def test_a_gemm_that_fills_the_gpu_or_has_a_short_k_is_not_split(extents, why):
+    program = _matmul(extents)
+    assert any(m.startswith(why) for m in _split_remarks(program)), _split_remarks(program)
+    kernel = next(op for op in program.module.walk() if op.name == "builtin.func")
+    assert "tilec.split" not in kernel.attributes
+
+
+def test_a_gemm_of_unknown_extents_splits_only_when_pinned():
+    plain = compile_source(MATMUL, kernels=["matmul"], pipeline=DEFAULT_PIPELINE)
+    assert any("extents of M, N, K are unknown" in m for m in _split_remarks(plain))
+    pinned = MATMUL.replace("def matmul", "@kernel(split=4)\ndef matmul")
+    program = compile_source(pinned, kernels=["matmul"], pipeline=DEFAULT_PIPELINE)
+    assert "S = 4 (pinned by the kernel)" in _split_remarks(program)
+    off = _matmul(
+        "M=512,N=512,K=16384", source=MATMUL.replace("def matmul", "@kernel(split=1)\ndef matmul")
+    )
+    assert "not split: split=1 (pinned by the kernel)" in _split_remarks(off)
+
+
+def test_the_s_model_of_a_gemm_tile():
+    # 512x512x16384 in 128x128x64 wgmma tiles: 16 blocks, 256 iterations of 32 KiB, 64 KiB of
+    # partials. Filling 132 SMs at 1 block each wants 9 splits; the combine (one 64 KiB slot a
+    # round, two iterations' worth) allows sqrt(256 x 32K / (8 x 64K)) = 4.
+    kw = dict(sm_count=132, base_blocks=16, trips=256, trip_bytes=32768, rows=1, slot_bytes=65536)
+    assert choose_split(blocks_per_sm=1, **kw) == 4
+    # A K four times longer: 8 splits, each still streaming 32 iterations.
+    assert choose_split(blocks_per_sm=1, **{**kw, "trips": 1024}) == 8
+    # The workspace floor: each split streams at least 2 x 8 x 64 KiB = 1 MiB.
+    assert choose_split(blocks_per_sm=1, **{**kw, "trips": 48}) == 1
+
+
+GEMM_SHAPES = [(16, 16, 16), (40, 24, 200), (33, 17, 97), (64, 48, 130)]
+
+
+@pytest.mark.parametrize("shape", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_split_k_computes_what_the_unsplit_gemm_does(shape):
+    m, n, k = shape
+    rng = np.random.default_rng(m * n + k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    extents = f"M={max(m, 16)},N={max(n, 16)},K={max(k, 16)}"
+    # Small tiles (and a one-SM GPU would never split them): the pin makes every shape split.
+    pinned = MATMUL.replace("def matmul", "@kernel(split=3)\ndef matmul")
+    program = _matmul(extents, "BM=16,BN=16,BK=16", pinned, assume=False)
+    expected = a.astype(np.float32) @ b.astype(np.float32)
+    for count in (1, 2, 3, -(-k // 16) + 2):
+        c = np.zeros((m, n), np.float32)
+        launch = prepare_launch(program.module, "matmul", [a, b, c], split=count)
+        assert launch.grid[-1] == 3  # the pin wins over the launch's count
+        launch.run()
+        np.testing.assert_allclose(c, expected, rtol=1e-3, atol=1e-3)
+    unpinned = _matmul("M=16,N=16,K=4096", "BM=16,BN=16,BK=16", assume=False)
+    assert (
+        "tilec.split"
+        in next(op for op in unpinned.module.walk() if op.name == "builtin.func").attributes
+    )
+    for count in (1, 2, 5):
+        c = np.zeros((m, n), np.float32)
+        launch = prepare_launch(unpinned.module, "matmul", [a, b, c], split=count)
+        assert launch.grid[-1] == count
+        launch.run()
+        np.testing.assert_allclose(c, expected, rtol=1e-3, atol=1e-3)
