@@ -293,7 +293,7 @@ def test_a_gemm_whose_grid_leaves_sms_idle_is_split_along_k(extents):
     ("extents", "why"),
     [
         ("M=4096,N=4096,K=4096", "not split: the grid's 1024 blocks fill the 132 SMs"),
-        ("M=512,N=512,K=512", "not split: 8 iterations of 32 KiB are too few to split"),
+        ("M=512,N=512,K=512", "not split: 8 iterations of 16 KiB are too few to split"),
         ("M=512,N=512", "not split: a dot accumulator's loop, and the extents of K are unknown"),
     ],
 )
