@@ -9,14 +9,6 @@ counter, and the last block to arrive combines the S partials in slot order and 
 epilogue. S is chosen at launch (`tilec.runtime.split`), from the SMs and the kernel's
 occupancy; S = 1 runs the epilogue directly, touching no workspace. `docs/passes.md` is the
 contract.
-
-A GEMM's K loop is such a reduction too: its accumulator is updated by `tile.dot(a, b, acc)`,
-whose ⊕ is the f32 (or i32) add of the products into `acc`. It is split (split-K) when the
-option `extents` (which `@tilec.jit` gives, as it gives tiling's) says its M x N grid leaves
-SMs idle and K is long enough that the launch's model (`tilec.runtime.split`) would split it;
-it runs after `tiling`, so the split loop keeps the `#mma` accumulator, the operand pipeline
-and the tile sizes tiling chose, and each partial goes to and from the workspace in the
-accumulator's own layout (`tile.workspace_store`, `tile.workspace_read`).
 """
 
 from __future__ import annotations
@@ -34,7 +26,7 @@ from tilec.ir.attributes import FloatAttr, IntegerAttr, to_attribute
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
 from tilec.ir.types import FloatType, IntegerType, TileType, i1, index
-from tilec.passes.specialize import attribute_pairs, parse_assignments
+from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["COMBINES", "SplitReduction", "split_plan"]
@@ -72,21 +64,14 @@ class SplitReduction(Pass):
     (`tile.dim`) by a constant step, with no stores before it or in it, whose every carried
     value is a 1-D tile updated only as `acc' = acc ⊕ g` (⊕: `arith.addf`, `addi`,
     `maximumf`, `minimumf`, `maxsi`, `minsi`; `g` reads no carried value, and nothing else
-    in the loop reads one) or a tile of static shape updated only as the accumulator of
-    `acc' = tile.dot(a, b, acc)` (⊕: add; `a`, `b` read no carried value); what follows the
-    loop is its epilogue. A loop with a dot accumulator is split only when the option
-    `extents` names every grid dimension and the loop's, the grid has fewer blocks than
-    `sm_count` SMs hold (by tiling's register estimate), and `tilec.runtime.split.choose_split`
-    would give S > 1 on those SMs: a matmul whose grid fills the GPU, or of unknown extents, is
-    left alone (a pin still splits it). Such a kernel gets the
+    in the loop reads one); what follows the loop is its epilogue. Such a kernel gets the
     split axis (grid axis `len(tilec.grid)`, of S blocks chosen at launch): block s runs
     iterations [s·c, min((s+1)·c, trips)) with c = ceil(trips / S), from the identity of ⊕
     (block 0 from the loop's own initial value). After the loop, S = 1 runs the epilogue as
     before; otherwise the block writes its partials to workspace slot b·S + s (b: its block of
     the other axes), takes a ticket on counter b (`tile.last_arrival`), and the last block reads
     the S partials back in slot order, `combine_elements` elements a round (`tile.reduce` of
-    the rows of one `tile.workspace_load`; a dot accumulator one slot a round, by
-    `tile.workspace_read` into its own layout), and runs the epilogue on the result.
+    the rows of one `tile.workspace_load`), and runs the epilogue on the result.
     `tilec.split` on the kernel records what the launch needs: the loop's dimension and step,
     the bytes of a slot, the bytes each iteration loads, the partials a combine round reads,
     and a pinned S (0: none).
@@ -112,12 +97,6 @@ class SplitReduction(Pass):
         combine_elements: int = option(
             4096, "elements of partial results the last block reads and reduces a round"
         )
-        extents: str = option(
-            "",
-            'known extents by dimension, e.g. "M=512,N=512,K=16384" (a dot accumulator\'s '
-            "loop is split only when they show the grid leaves SMs idle)",
-        )
-        sm_count: int = option(132, "SMs a split GEMM's grid is measured against (132: H200)")
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         if self.options.split < 0:
@@ -130,13 +109,8 @@ class SplitReduction(Pass):
                 "split-reduction: option combine_elements must be at least 1, got "
                 f"{self.options.combine_elements}"
             )
-        if self.options.sm_count < 1:
-            raise TileError(
-                f"split-reduction: option sm_count must be at least 1, got {self.options.sm_count}"
-            )
-        extents = parse_assignments(self.options.extents, "extents", self.name)
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
-            _split_kernel(kernel, self.options, extents, ctx)
+            _split_kernel(kernel, self.options, ctx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,7 +125,6 @@ class _Carried:
     combine: Combine
     type: TileType
     offset: int = 0  # bytes into the slot
-    dot: bool = False  # the accumulator of a tile.dot (read back one slot a round)
 
 
 @dataclass
@@ -222,8 +195,6 @@ def _carried(loop: scf.ForOp, i: int) -> _Carried:
             f"carried value {name} is read by {len(users)} ops ({names}): not a ⊕-reduction"
         )
     update = users[0]
-    if isinstance(update, T.DotOp) and update.parent is loop.body.block:
-        return _dot_carried(loop, i, name, update)
     combine = COMBINES.get(type(update))
     if combine is None or update.parent is not loop.body.block:
         raise _NotSplit(
@@ -250,29 +221,6 @@ def _carried(loop: scf.ForOp, i: int) -> _Carried:
     if t.rank != 1 or not t.is_static:
         raise _NotSplit(f"carried value {name} is {t}: only 1-D tiles of static size are combined")
     return _Carried(i, name, update, combine, t)
-
-
-def _dot_carried(loop: scf.ForOp, i: int, name: str, dot: T.DotOp) -> _Carried:
-    """A dot accumulator: `acc' = dot(a, b, acc)` adds a·b into acc, so its ⊕ is the add of
-    the accumulator's type (an f32 or i32 add), whatever a and b are."""
-    arg = loop.iter_args[i]
-    if dot.operands[2] is not arg or arg in (dot.operands[0], dot.operands[1]):
-        raise _NotSplit(f"carried value {name} is an operand of tile.dot, not its accumulator")
-    for operand in dot.operands[:2]:
-        reader = _reads_carried(operand, loop)
-        if reader is not None:
-            raise _NotSplit(
-                f"carried value {name}'s dot reads carried value {_name(reader, None)}: "
-                "not a ⊕-reduction"
-            )
-    result = dot.results[0]
-    if loop.yield_op.operands[i] is not result or len(result.uses) != 1:
-        raise _NotSplit(f"carried value {name}'s update is used in the loop: not a ⊕-reduction")
-    t = arg.type
-    if not isinstance(t, TileType) or not t.is_static:
-        raise _NotSplit(f"carried value {name} is {t}: only tiles of static size are combined")
-    add = arith.AddFOp if isinstance(t.element, FloatType) else arith.AddIOp
-    return _Carried(i, name, dot, COMBINES[add], t, dot=True)
 
 
 def _rescaled(update: Operation, arg: Value) -> str:
@@ -339,9 +287,7 @@ def _name(v: Value, init: Value | None) -> str:
 # The rewrite
 
 
-def _split_kernel(
-    kernel: FuncOp, options: SplitReduction.Options, extents: dict[str, int], ctx: PassContext
-) -> None:
+def _split_kernel(kernel: FuncOp, options: SplitReduction.Options, ctx: PassContext) -> None:
     pinned_attr = kernel.attributes.get("tilec.pinned_split")
     pinned = pinned_attr.value if pinned_attr is not None else None
     if pinned == 1:
@@ -365,84 +311,9 @@ def _split_kernel(
         return
     fixed = pinned if pinned is not None else (options.split or None)
     rewrite = _Rewrite(kernel, plan, options.combine_elements)
-    why_split = None
-    if fixed is None and any(c.dot for c in plan.carried):
-        why_not, why_split = _gemm_verdict(kernel, plan, rewrite, extents, options.sm_count)
-        if why_not is not None:
-            ctx.remark(kernel, f"not split: {why_not}")
-            return
     rewrite.run(fixed)
-    if why_split is not None:
-        ctx.remark(plan.loop, why_split)
     source = "pinned by the kernel" if pinned else "option split"
     _remark(kernel, plan, rewrite, fixed, source, ctx)
-
-
-def _gemm_verdict(
-    kernel: FuncOp, plan: _Plan, rewrite: _Rewrite, extents: dict[str, int], sm_count: int
-) -> tuple[str | None, str | None]:
-    """`(why not, None)` for a loop with a dot accumulator better left alone, else
-    `(None, why)`: the launch's model (`choose_split`) on `sm_count` SMs holding as many
-    blocks as tiling's register estimate lets them, for the extents the option gives."""
-    from tilec.runtime.split import choose_split
-
-    sizes = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
-    grid = attribute_pairs(kernel, "tilec.grid")
-    unknown = [d for d, _ in grid if d not in extents]
-    if isinstance(plan.dim, str) and plan.dim not in extents:
-        unknown.append(plan.dim)
-    if unknown:
-        why = (
-            f"a dot accumulator's loop, and the extents of {', '.join(unknown)} are unknown "
-            "(option extents, which @tilec.jit gives; split=N forces a split)"
-        )
-        return why, None
-    blocks = 1
-    for d, t in grid:
-        size = sizes.get(t, t)
-        blocks *= -(-extents[d] // size) if isinstance(size, int) else 1
-    per_sm = _blocks_per_sm(kernel)
-    if blocks >= sm_count * per_sm:
-        why = (
-            f"the grid's {blocks} blocks fill the {sm_count} SMs ({per_sm} a SM by the register "
-            "estimate)"
-        )
-        return why, None
-    extent = plan.dim if isinstance(plan.dim, int) else extents[plan.dim]
-    trips = -(-extent // plan.step)
-    count = choose_split(
-        sm_count=sm_count,
-        blocks_per_sm=per_sm,
-        base_blocks=blocks,
-        trips=trips,
-        trip_bytes=rewrite.trip_bytes,
-        rows=rewrite.rows_per_round,
-        slot_bytes=rewrite.slot_bytes,
-    )
-    if count == 1:
-        why = (
-            f"{trips} iterations of {format_bytes(rewrite.trip_bytes)} are too few to split "
-            f"({blocks} blocks, {format_bytes(rewrite.slot_bytes)} of partials each)"
-        )
-        return why, None
-    return None, (
-        f"split-K: the grid's {blocks} blocks fill {blocks} of {sm_count * per_sm} places "
-        f"({sm_count} SMs x {per_sm} by the register estimate) and {plan.dim} = {extent} is "
-        f"{trips} iterations: the model gives S = {count} for these extents (the launch "
-        "decides on the GPU's SMs and occupancy)"
-    )
-
-
-def _blocks_per_sm(kernel: FuncOp) -> int:
-    """Blocks an SM holds by registers (tiling's estimate) and threads, at most 32."""
-    from tilec.passes.occupancy import MAX_THREADS_PER_SM, REGISTERS_PER_SM
-
-    warps = kernel.attributes.get("tilec.num_warps")
-    threads = 32 * (warps.value if warps is not None else 4)
-    estimate = kernel.attributes.get("tilec.estimated_registers")
-    registers = estimate.value if estimate is not None else 128
-    by_registers = REGISTERS_PER_SM // max(registers * threads, 1)
-    return max(1, min(by_registers, MAX_THREADS_PER_SM // threads, 32))
 
 
 def _identity(c: Combine, t: TileType) -> FloatAttr | IntegerAttr:
@@ -477,8 +348,7 @@ class _Rewrite:
             offset += W.tile_bytes(c.type)
         self.slot_bytes = -(-offset // SLOT_ALIGNMENT) * SLOT_ALIGNMENT
         self.trip_bytes = _trip_bytes(plan.loop)
-        # A dot accumulator's partial is a whole tile (64 KiB for 128x128 f32): one a round.
-        self.rows_per_round = min(1 if c.dot else self.rows(c) for c in plan.carried)
+        self.rows_per_round = min(self.rows(c) for c in plan.carried)
 
     def constant(self, b: Builder, value: int | bool) -> Value:
         t = i1 if isinstance(value, bool) else index
@@ -645,16 +515,6 @@ class _Rewrite:
         left = r.create(arith.SubIOp, lhs=splits, rhs=j).result
         updated = []
         for c, acc in zip(self.plan.carried, partials):
-            if c.dot:
-                read = r.create(
-                    W.WorkspaceReadOp,
-                    slot=first,
-                    offset=c.offset,
-                    slot_bytes=self.slot_bytes,
-                    result_types=[c.type],
-                ).result
-                updated.append(r.create(c.combine.op, lhs=acc, rhs=read).result)
-                continue
             identity = _identity(c.combine, c.type)
             rows_type = TileType((rows, *c.type.shape), c.type.element)
             read = r.create(
@@ -684,7 +544,7 @@ def _trip_bytes(loop: scf.ForOp) -> int:
 def _remark(
     kernel: FuncOp, plan: _Plan, rewrite: _Rewrite, pinned: int | None, source: str, ctx
 ) -> None:
-    from tilec.runtime.split import MIN_SPLIT_BYTES, WORKSPACE_SHARE
+    from tilec.runtime.split import MIN_SPLIT_BYTES
 
     loop = plan.loop
     axis = rewrite.base_axes
@@ -712,18 +572,10 @@ def _remark(
     if pinned:
         ctx.remark(loop, f"S = {pinned} ({source})")
         return
-    floor = max(MIN_SPLIT_BYTES, 2 * WORKSPACE_SHARE * rewrite.slot_bytes)
-    partials = (
-        f"; its partials' {format_bytes(2 * rewrite.slot_bytes)} written and read back under "
-        f"1/{WORKSPACE_SHARE} of it"
-        if floor > MIN_SPLIT_BYTES
-        else ""
-    )
     ctx.remark(
         loop,
         "S chosen at launch: enough blocks to fill every SM to its occupancy (SMs x blocks per "
         "SM / the other axes' blocks), but no more than one split per "
-        f"{format_bytes(floor)} streamed ({format_bytes(rewrite.trip_bytes)} an iteration"
-        f"{partials}), and few enough that the last block's combine stays under an eighth of a "
-        "split's iterations; 1 when the other axes fill the GPU",
+        f"{format_bytes(MIN_SPLIT_BYTES)} streamed ({format_bytes(rewrite.trip_bytes)} an "
+        "iteration); 1 when the other axes fill the GPU",
     )

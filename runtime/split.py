@@ -14,19 +14,9 @@ per launch, from the ABI's `SplitAxis` (it knows nothing of the IR):
   132 SMs is 36 B/ns; a quarter of it for one of 4 blocks an SM holds) a block moves
   `MIN_SPLIT_BYTES` = 128 KiB in about 14 µs, so the fixed costs stay under 15% of its time:
   S is at most `trips x trip_bytes / MIN_SPLIT_BYTES`.
-* **The partials cost little.** Each split writes its partial (`slot_bytes`: 4 bytes x
-  BM x BN for a GEMM's f32 accumulator) and the last block reads it back: 2 x `slot_bytes`
-  of workspace traffic against the `trips / S x trip_bytes` the split streams. Keeping it
-  under 1/`WORKSPACE_SHARE` of that is a second floor on a split's bytes:
-  S <= trips x trip_bytes / max(`MIN_SPLIT_BYTES`, 2 x `WORKSPACE_SHARE` x slot_bytes).
 * **The combine stays small.** The last block reads the S partials `rows` a round, each
-  round one L2 read and a reduction — about one loop iteration's time when a round reads no
-  more than an iteration loads, and `rows x slot_bytes / trip_bytes` iterations when it reads
-  more (a GEMM's 64 KiB partial of 128x128 f32 against the 32 KiB of A and B tiles an
-  iteration of BK = 64 loads). Keeping the rounds under 1/`COMBINE_SHARE` of a block's
-  `trips / S` iterations gives S² <= rows x trips / 8 / max(1, rows x slot_bytes /
-  trip_bytes): for column sums (rows x slot_bytes = trip_bytes) S² <= rows x trips / 8; for
-  a GEMM tile (rows = 1) S² <= trips x trip_bytes / (8 x slot_bytes).
+  round one L2 read and a reduction — about one loop iteration's time. Keeping the rounds
+  under 1/`COMBINE_SHARE` of a block's `trips / S` iterations gives S² <= rows x trips / 8.
 
 A pin (`split=N`, `SplitAxis.pinned`) fixes S whatever the model says.
 
@@ -53,7 +43,6 @@ __all__ = [
     "MAX_SPLIT",
     "MIN_SPLIT_BYTES",
     "WORKSPACES",
-    "WORKSPACE_SHARE",
     "Workspaces",
     "choose_split",
     "split_grid",
@@ -61,7 +50,6 @@ __all__ = [
 
 MIN_SPLIT_BYTES = 128 * 1024
 COMBINE_SHARE = 8
-WORKSPACE_SHARE = 8
 MAX_SPLIT = 65535  # the split axis is grid axis y or z: CUDA's limit there
 COUNTER_BYTES = 4
 _ALIGN = 256  # the slots start 256-byte aligned after the counters
@@ -75,21 +63,17 @@ def choose_split(
     trips: int,
     trip_bytes: int,
     rows: int,
-    slot_bytes: int = 0,
 ) -> int:
     """The split count S for a launch whose other axes have `base_blocks` blocks, on a GPU of
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
-    iterations loading `trip_bytes` each, whose combine reads `rows` partials of `slot_bytes`
-    a round (the module docstring says why each limit)."""
+    iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (the
+    module docstring says why each limit)."""
     resident = sm_count * max(blocks_per_sm, 1)
     if base_blocks <= 0 or base_blocks >= resident or trips <= 1:
         return 1
     fill = -(-resident // base_blocks)
-    streamed = trips * max(trip_bytes, 1)
-    by_bytes = streamed // max(MIN_SPLIT_BYTES, 2 * WORKSPACE_SHARE * slot_bytes)
-    rows = max(rows, 1)
-    round_bytes = max(rows * slot_bytes, trip_bytes, 1)
-    by_combine = math.isqrt(rows * streamed // (COMBINE_SHARE * round_bytes))
+    by_bytes = trips * max(trip_bytes, 1) // MIN_SPLIT_BYTES
+    by_combine = math.isqrt(max(rows, 1) * trips // COMBINE_SHARE)
     return max(1, min(fill, by_bytes, by_combine, trips, MAX_SPLIT))
 
 
@@ -180,7 +164,6 @@ def split_grid(
             trips=-(-extent // split.step),
             trip_bytes=split.trip_bytes,
             rows=split.rows,
-            slot_bytes=split.slot_bytes,
         )
     if count == 1:
         return grid, (0, 0)

@@ -385,10 +385,6 @@ class JitFunction:
             if exact:
                 tiling["exact"] = ",".join(exact)
             pass_options = {**pass_options, "tiling": tiling}
-            # split-reduction measures a GEMM's grid against the SMs with the same extents.
-            if "extents" not in pass_options.get("split-reduction", {}):
-                split = {**pass_options.get("split-reduction", {}), "extents": text}
-                pass_options = {**pass_options, "split-reduction": split}
         # The target decides the tensor-core path (tiling: wgmma on sm_90a).
         pipeline = target_pipeline(build_pipeline(disable=self.disable, options=pass_options), arch)
         # The facts go into the IR first, for the passes (vectorize) and the lowering alike.

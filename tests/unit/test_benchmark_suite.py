@@ -35,7 +35,6 @@ def test_a_pattern_that_picks_nothing_is_an_error():
 def test_the_suite_holds_the_workloads_of_the_issue():
     expected = {
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
-        "gemm_splitk",
         "bmm", "matmul_bias_gelu", "int8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
         "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding", "cumsum_rows",
@@ -44,9 +43,6 @@ def test_the_suite_holds_the_workloads_of_the_issue():
     assert set(WORKLOADS) == expected
     assert (4000, 3000, 1000) in WORKLOADS["gemm_nn"].sizes
     assert WORKLOADS["gemm_tt"].sizes == ((4096, 4096, 4096),)
-    names = list(WORKLOADS)  # split-K's row right after the gemm layouts
-    assert names[names.index("gemm_tt_bf16") + 1] == "gemm_splitk"
-    assert (512, 512, 16384) in WORKLOADS["gemm_splitk"].sizes
     for workload in WORKLOADS.values():
         assert workload.quick, workload.name
         assert bool(workload.small) == (workload.kind == "memory"), workload.name

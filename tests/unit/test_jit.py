@@ -211,12 +211,11 @@ def matmul_arrays():
 def test_disabled_passes_and_pass_options_change_the_pipeline_and_the_key(monkeypatch, tmp_path):
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     base = matmul.compile_for(*matmul_arrays(), arch="sm_90a")
-    # The jit tells tiling the target (sm_90a: the wgmma path) and the extents' size classes,
-    # and split-reduction the same extents (a GEMM's grid against the SMs).
+    # The jit tells tiling the target (sm_90a: the wgmma path) and the extents' size classes.
     assert base.pipeline.endswith(
         tilec.compiler.DEFAULT_PIPELINE.replace(
             "tiling", 'tiling{extents="K=64,M=128,N=128" arch=sm_90a}'
-        ).replace("split-reduction", 'split-reduction{extents="K=64,M=128,N=128"}')
+        )
     )
     plain = tilec.jit(matmul.fn, tile={"M": 64, "K": 32}, warps=4, disable=("pipeline", "tiling"))
     off = plain.compile_for(*matmul_arrays(), arch="sm_90a")

@@ -895,20 +895,6 @@ def _gemm_workloads() -> list[Workload]:
                     ceiling=dtype,
                 )
             )
-    # Split-K: M x N gives fewer blocks than SMs and K is long (512^2 is 16 blocks of 128^2 for
-    # 132 SMs). The same gemm_nn kernel: split-reduction decides to split its K loop.
-    splitk = [(512, 512, 16384), (1024, 1024, 8192), (4096, 128, 8192)]
-    workloads.append(
-        Workload(
-            "gemm_splitk",
-            "compute",
-            _gemm("nn", "f16"),
-            _gemm_label("f16"),
-            tuple(splitk),
-            tuple(splitk[:1]),
-            ceiling="f16",
-        )
-    )
     return workloads
 
 

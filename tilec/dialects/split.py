@@ -10,7 +10,6 @@ kernel parameters hold what they share (docs/abi.md): the *workspace*, an array 
     tile.workspace_store %acc, slot %i offset 0 slot_bytes 256 : tile<64xf32>
     %last = tile.last_arrival counter %b arrivals %S
     %p = tile.workspace_load slots %first count %n offset 0 slot_bytes 256 {padding = 0.0} : tile<32x64xf32>
-    %q = tile.workspace_read slot %j offset 0 slot_bytes 65536 : tile<128x128xf32, #mma>
 
 * `tile.workspace_store` writes a tile, row-major, at byte `offset` of slot `slot`.
 * `tile.last_arrival` takes a ticket on counter `counter`: true in exactly one of the
@@ -21,9 +20,6 @@ kernel parameters hold what they share (docs/abi.md): the *workspace*, an array 
 * `tile.workspace_load` reads rows `first, first + 1, ...` of its result from consecutive
   slots (the tile one `tile.workspace_store` of the remaining shape wrote at `offset`); rows
   at or past `count` are not read and take `padding` (the combine's identity).
-* `tile.workspace_read` reads the one tile a `tile.workspace_store` of its type wrote at
-  `offset` of slot `slot`, into the layout of its result: a dot accumulator's partial comes
-  back into the accumulator's own registers (no slot axis, so no 3-D tile and no reduction).
 
 The interpreter (`tilec.interp.semantics`) runs blocks one after another, so a ticket is a
 count there; it reports a load of a slot no block of this launch wrote.
@@ -37,13 +33,7 @@ from tilec.ir.core import Attr, Operand, Operation, Result, register_op
 from tilec.ir.folding import check_constant_fits
 from tilec.ir.types import TileType, i1
 
-__all__ = [
-    "LastArrivalOp",
-    "WorkspaceLoadOp",
-    "WorkspaceReadOp",
-    "WorkspaceStoreOp",
-    "tile_bytes",
-]
+__all__ = ["LastArrivalOp", "WorkspaceLoadOp", "WorkspaceStoreOp", "tile_bytes"]
 
 
 def tile_bytes(t: TileType) -> int:
@@ -111,24 +101,6 @@ class WorkspaceLoadOp(Operation):
             raise self.error(f"result {t} needs a slot dimension and at least one more")
         _check_slot(self, TileType(t.shape[1:], t.element), "a row of the result")
         check_constant_fits(self, self.attributes["padding"], t.element, "padding")
-
-
-@register_op
-class WorkspaceReadOp(Operation):
-    """Read the tile (row-major) at byte `offset` of workspace slot `slot`."""
-
-    name = "tile.workspace_read"
-    summary = "Read one block's partial result back from a slot of the split workspace."
-    slot = Operand(INDEX)
-    offset = Attr(IntegerAttr, doc="bytes from the start of the slot")
-    slot_bytes = Attr(IntegerAttr, doc="bytes of one slot")
-    result = Result(TILE)
-    assembly_format = (
-        "`slot` $slot `offset` $offset `slot_bytes` $slot_bytes attr-dict `:` type($result)"
-    )
-
-    def verify_(self) -> None:
-        _check_slot(self, self.result.type, "result")
 
 
 @register_op

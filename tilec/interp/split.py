@@ -89,14 +89,3 @@ def _workspace_load(state: BlockState, op: Operation, args: list[Any]) -> Any:
             )
         result[row] = written
     return result
-
-
-@semantics(split.WorkspaceReadOp)
-def _workspace_read(state: BlockState, op: Operation, args: list[Any]) -> Any:
-    slot = int(args[0])
-    written = _state(state).workspace.get((slot, op.offset))
-    if written is None:
-        raise state.error(
-            op, f"reads slot {slot} (offset {op.offset}), which no block of this launch wrote"
-        )
-    return np.array(written, dtype=dtype_of(op.result.type), copy=True)

@@ -35,7 +35,6 @@ __all__ = [
     "TICKET_SYMBOL",
     "lower_last_arrival",
     "lower_workspace_load",
-    "lower_workspace_read",
     "lower_workspace_store",
     "split_parameters",
 ]
@@ -129,32 +128,6 @@ def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
         pointer = b.gep(base, [flat], source_etype=element)
         raw = b.call(asm, [pointer, inside[row], other])
         values.append(lowering._from_bits(raw, t.element))
-    return [values]
-
-
-def lower_workspace_read(lowering: Any, op: Operation) -> list[Any]:
-    """Every element a thread holds, read from its row-major place in the slot (a dot
-    accumulator's partial, into the accumulator's own layout)."""
-    from tilec.lowering.llvm import _register_kind
-    from tilec.lowering.llvm_types import memory_type
-
-    b = lowering.b
-    t = op.result.type
-    m = thread_map(t)
-    base = _slot_base(lowering, lowering.values[op.slot], op.offset, op.slot_bytes)
-    flats = lowering.flat_indices(m, row_major_strides(t.shape))
-    letter, ptx_type, reg = _register_kind(t.element)
-    asm = ir.InlineAsm(
-        ir.FunctionType(reg, [GLOBAL_PTR]),
-        f"ld.relaxed.gpu.global.{ptx_type} $0, [$1];",
-        f"={letter},l,~{{memory}}",
-        side_effect=True,
-    )
-    element = memory_type(t.element)
-    values = []
-    for flat in flats:
-        pointer = b.gep(base, [flat], source_etype=element)
-        values.append(lowering._from_bits(b.call(asm, [pointer]), t.element))
     return [values]
 
 
