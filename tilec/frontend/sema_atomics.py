@@ -28,6 +28,7 @@ from tilec.frontend.checked import (
     Expr,
     GridLoop,
     If,
+    IndexKind,
     Load,
     RangeLoop,
     SeqLoop,
@@ -120,7 +121,18 @@ def _region(checker: Any, name: str, node: ast.Expr) -> TensorAccess:
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         param = checker.params.get(node.value.id)
         if isinstance(param, TensorParam):
-            return checker._access(param, node.indices, node.value.loc)
+            access = checker._access(param, node.indices, node.value.loc)
+            for index in access.indices:
+                if index.kind is IndexKind.GATHER:
+                    # The IR's atomics take offsets only: a gathered index would be dropped.
+                    raise TileError(
+                        f"{name}() does not take a gathered region (an index tile into "
+                        f"'{param.name}')",
+                        index.loc,
+                        hint="atomics update a block's tile at loop-variable or scalar "
+                        "offsets; a scatter-add by an index tile is not in the language yet",
+                    )
+            return access
     raise TileError(
         f"the first argument of {name}() must be a region of a tensor argument",
         _expr_loc(node),
