@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from tilec.benchmarks import gpu, report, suite
+from tilec.benchmarks import gpu, report, suite_core
 from tilec.benchmarks.gpu import Result
 from tilec.benchmarks.suite import WORKLOADS, Context, Implementation, select
 
@@ -106,7 +106,7 @@ TINY = {
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_each_case_builds_and_its_eager_peers_are_right(name, monkeypatch, tmp_path):
     torch = pytest.importorskip("torch")
-    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(suite_core, "DEVICE", "cpu")
     monkeypatch.setattr(gpu, "time_ms", lambda run, sets: 1.0)
     # No torch.compile on the CPU here (it wants a C++ compiler, and is slow): a missing peer.
     monkeypatch.setattr(
@@ -144,7 +144,7 @@ def test_tilec_kernels_agree_with_each_case_in_the_interpreter(name, monkeypatch
     tilec's interpreter on CPU tensors)."""
     torch = pytest.importorskip("torch")
     monkeypatch.setenv("TILEC_INTERPRET", "1")
-    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(suite_core, "DEVICE", "cpu")
     monkeypatch.setattr(gpu, "time_ms", lambda run, sets: 1.0)
     context = Context(sets=lambda make, size: [make()])
     workload = WORKLOADS[name]
@@ -357,7 +357,7 @@ def test_a_whole_run_on_the_cpu_gives_the_table_json_and_chart(monkeypatch, tmp_
     from tilec import runtime
 
     monkeypatch.setenv("TILEC_INTERPRET", "1")
-    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(suite_core, "DEVICE", "cpu")
     monkeypatch.setattr(gpu, "time_ms", lambda run, sets: 1.0)
     monkeypatch.setattr(gpu, "_triton_references", lambda: (None, "Triton is not installed"))
     monkeypatch.setattr(

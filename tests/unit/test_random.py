@@ -210,9 +210,9 @@ def test_dropout_example_is_exactly_its_reference(m, n):
 
 def test_the_dropout_suite_row_checks_what_a_dropout_is(monkeypatch, tmp_path):
     torch = pytest.importorskip("torch")
-    from tilec.benchmarks import suite
+    from tilec.benchmarks import suite, suite_core
 
-    monkeypatch.setattr(suite, "DEVICE", "cpu")
+    monkeypatch.setattr(suite_core, "DEVICE", "cpu")
     monkeypatch.setattr(
         suite.Context,
         "compiled",
