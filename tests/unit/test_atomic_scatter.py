@@ -35,6 +35,10 @@ def rows_add(g: bf16[M, D], ids: i32[M], table: bf16[V, D]):
     for tm, td in tiles(M, D):
         atomic_add(table[ids[tm], td], g[tm, td])
 
+def col_scatter(x: f32[M, K], cols: i32[M, K], out: f32[M, N]):
+    for tm, tk in tiles(M, K):
+        atomic_add(out[tm, cols[tm, tk]], x[tm, tk])
+
 def rows_add_i64(g: i64[M, D], ids: i32[M], table: i64[V, D]):
     for tm, td in tiles(M, D):
         atomic_add(table[ids[tm], td], g[tm, td])
@@ -88,6 +92,15 @@ def test_integer_rows_add_matches_add_at(program):
     np.testing.assert_array_equal(out, expected)
 
 
+def test_an_index_per_element_adds_into_its_own_column(program):
+    x = RNG.standard_normal((37, 21)).astype(np.float32)
+    cols = RNG.integers(0, 5, (37, 21)).astype(np.int32)
+    out = _run(program, "col_scatter", [x, cols, np.zeros((37, 5), np.float32)])[2]
+    expected = np.zeros((37, 5))
+    np.add.at(expected, (np.arange(37)[:, None], cols), x.astype(np.float64))
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_an_out_of_range_index_is_reported_at_the_atomic(program):
     values = np.zeros(20, np.int32)
     values[7] = 5
@@ -122,6 +135,7 @@ def test_unused_results_use_red_and_used_ones_atom(arch):
     assert "atom.relaxed.gpu.global.add.u32" in _ptx("tickets", arch)
     assert "red.relaxed.gpu.global.max.s32" in _ptx("row_max", arch)
     assert "red.relaxed.gpu.global.add.u64" in _ptx("rows_add_i64", arch)
+    assert "red.relaxed.gpu.global.add.f32" in _ptx("col_scatter", arch)
 
 
 def test_bf16_rows_add_needs_sm_90():
