@@ -18,7 +18,7 @@ from tilec.diagnostics import TileError
 from tilec.dialects import arith, math, random, scf
 from tilec.dialects import gather as G
 from tilec.dialects import tile as T
-from tilec.dialects.atomic import ATOMIC_OPS
+from tilec.dialects.atomic import ATOMIC_OPS, AtomicScatterOp
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import Attribute, BlockedLayout, IntegerAttr
 from tilec.ir.builder import Builder
@@ -300,9 +300,13 @@ class _KernelLayouts:
             layout = value.layout
             if not (_is_slice(layout) or _coalesced(layout, value)):
                 layout = self.default(value)
+            scattered = isinstance(op, AtomicScatterOp)
+            indices = 1 + len(op.offsets) if scattered else None
             for index, v in enumerate(op.operands):
-                if isinstance(v.type, TileType):
+                if isinstance(v.type, TileType) and index != indices:
                     self.convert(op, index, layout, f"{op.name} operand (coalesced)")
+            if scattered:
+                self.lay_out_indices(op, layout)
             self.laid_out(op.result, layout)
             return
         if not op.results:
@@ -359,7 +363,7 @@ class _KernelLayouts:
             self.lay_out_indices(op, layout)
 
     def lay_out_indices(self, op: Operation, layout: Attribute) -> None:
-        """A gather's or scatter's index tile goes where the thread that moves a row holds
+        """A gather's, scatter's or atomic scatter's index tile goes where the thread that moves a row holds
         its index (`tilec.lowering.gather.index_layout`): its row pointers are computed once."""
         indices = op.indices.type
         wanted = index_layout(layout, op.axis, indices, op.view.type.rank)
@@ -423,9 +427,9 @@ class _KernelLayouts:
                 self.want(init, self.predicted(arg))
             for yielded, arg in zip(op.yield_op.operands, op.iter_args):
                 self.want(yielded, self.predicted(arg))
-        if isinstance(op, (G.GatherOp, G.ScatterOp)):
+        if isinstance(op, (G.GatherOp, G.ScatterOp, AtomicScatterOp)):
             accessed = op.result if isinstance(op, G.GatherOp) else op.value
-            if isinstance(op, G.ScatterOp):
+            if not isinstance(op, G.GatherOp):
                 self.want(op.value, self.predicted(op.value))
             layout = self.predicted(accessed)
             if layout is not None:

@@ -176,6 +176,15 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
     "col_sum_atomic": {
         "col_sum_atomic": [{"M": 1, "N": 1}, {"M": 1000, "N": 77}, {"M": 4099, "N": 130}]
     },
+    "histogram": {"histogram": [{"N": 1, "B": 1}, {"N": 1000, "B": 7}, {"N": 4099, "B": 256}]},
+    "embedding_backward": {
+        "embedding_backward": [
+            {"V": 1, "D": 1, "M": 1},
+            {"V": 37, "D": 300, "M": 77},
+            {"V": 1000, "D": 1025, "M": 129},
+        ],
+        "embedding_backward_f32": [{"V": 5, "D": 3, "M": 2}, {"V": 30, "D": 77, "M": 1000}],
+    },
     "cumsum": {"cumsum_rows": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 5, "N": 100003}]},
     "topk_softmax": {
         "topk_softmax": [{"T": 1, "E": 2}, {"T": 1000, "E": 60}, {"T": 4099, "E": 256}],

@@ -179,6 +179,19 @@ AWKWARD = [
         "col_sum_atomic",
         [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}],
     ),
+    # Repeated bins within one tile and across blocks: every lane counts.
+    ("histogram", "histogram", [{"N": 1, "B": 1}, {"N": 17, "B": 3}, {"N": 1013, "B": 37}]),
+    # More ids than rows (repeats sum); rows past one tile of D.
+    (
+        "embedding_backward",
+        "embedding_backward",
+        [{"V": 1, "D": 1, "M": 1}, {"V": 7, "D": 31, "M": 67}, {"V": 131, "D": 67, "M": 17}],
+    ),
+    (
+        "embedding_backward",
+        "embedding_backward_f32",
+        [{"V": 1, "D": 1, "M": 3}, {"V": 5, "D": 13, "M": 67}],
+    ),
     (
         "layernorm_backward",
         "layernorm_backward",

@@ -4,6 +4,7 @@
     %old = tile.atomic_rmw add %Y[%i, %j], %v : !tile.tensor<MxNxf32>, tile<BMxBNxf32>
     %old = tile.atomic_rmw max %C[%i], %v, mask %ok {sem = "acq_rel"} : !tile.tensor<Nxi32>, tile<BNxi32>
     %old = tile.atomic_cas %C[%i], %expected, %new : !tile.tensor<Nxi32>, tile<BNxi32>
+    %old = tile.atomic_scatter add %C[%c0], %bins axis 0, %ones : !tile.tensor<Nxi32>, tile<BNxi32>, tile<BNxi32>
 
 Each element of the tile at `offsets` that lies inside the view's runtime extents (and where
 the optional `mask` holds) is updated by one indivisible read-modify-write: `add` adds the
@@ -17,12 +18,20 @@ uses the result the lowering issues `red`, not `atom`.
 default), `acquire`, `release` or `acq_rel`. Elements of one op are independent operations:
 the op orders nothing among them.
 
+`tile.atomic_scatter` is `tile.atomic_rmw` on a gathered region (`tilec.dialects.gather`):
+along `axis` the element of lane `i` is `offsets[axis] + indices[i]` (a 1-D index tile, one
+index per row) or `offsets[axis] + indices[...]` (one per element), the histogram's
+`counts[values[tn]]` and the embedding backward's `grad_table[ids[tm], td]`. Lanes that name
+the same element are separate operations, so all of them count. An index outside the extent
+is out of range as for `tile.scatter`: the interpreter reports it, compiled code skips the
+lane. It is a separate op for the reason gathers are: nothing that plans rectangles sees it.
+
 These ops have effects: no pass merges, removes or moves them (none has the `Pure` trait).
 """
 
 from __future__ import annotations
 
-from tilec.ir.attributes import StringAttr
+from tilec.ir.attributes import IntegerAttr, StringAttr
 from tilec.ir.constraints import BOOL_LIKE, INDEX, TENSOR, TILE
 from tilec.ir.core import SEGMENTS_ATTR, Attr, Operand, Operation, Result, Value, register_op
 from tilec.ir.types import FloatType, IntegerType, TileType, Type
@@ -34,6 +43,7 @@ __all__ = [
     "RMW_KINDS",
     "AtomicCasOp",
     "AtomicRMWOp",
+    "AtomicScatterOp",
     "supported_elements",
 ]
 
@@ -70,7 +80,7 @@ def _check(op: Operation, values: list[tuple[str, Value]]) -> None:
         raise op.error(
             f"needs {view.rank} offset(s), one per dimension of {view}, but has {len(op.offsets)}"
         )
-    kind = op.kind if isinstance(op, AtomicRMWOp) else "cas"
+    kind = op.kind if isinstance(op, (AtomicRMWOp, AtomicScatterOp)) else "cas"
     for name, v in values:
         t = v.type
         if not isinstance(t, TileType) or t.rank != view.rank:
@@ -146,6 +156,39 @@ class AtomicCasOp(Operation):
         _check(self, [("compare", self.compare), ("value", self.value)])
 
 
+@register_op
+class AtomicScatterOp(Operation):
+    """Atomically combine `value` into the tile of `view` whose positions along `axis` are the
+    elements `offsets[axis] + indices` (add, max or min); the result holds the elements as
+    they were before each lane's update (0 outside the extents, the range and the mask)."""
+
+    name = "tile.atomic_scatter"
+    summary = "Atomic add/max/min of a tile into rows chosen by an integer tile; old values."
+    kind = Attr(StringAttr, choices=RMW_KINDS)
+    view = Operand(TENSOR)
+    offsets = Operand(INDEX, variadic=True)
+    indices = Operand(TILE)
+    value = Operand(TILE)
+    mask = Operand(BOOL_LIKE, optional=True)
+    axis = Attr(IntegerAttr)
+    sem = Attr(StringAttr, optional=True, choices=MEMORY_ORDERS, doc="memory order; relaxed")
+    result = Result(TILE)
+    assembly_format = (
+        "$kind $view `[` $offsets `]` `,` $indices `axis` $axis `,` $value (`,` `mask` $mask)? "
+        "attr-dict `:` type($view) `,` type($indices) `,` type($value)"
+    )
+
+    @classmethod
+    def infer_result_types(cls, operands, attributes):
+        return [_value_type(operands, attributes)]
+
+    def verify_(self) -> None:
+        from tilec.dialects.gather import check_index_tile
+
+        check_index_tile(self, self.view, self.offsets, self.indices, self.axis, self.value.type)
+        _check(self, [("value", self.value)])
+
+
 def _value_type(operands: list, attributes: dict) -> Type:
     """The type of the `value` operand: the result's. It follows the view and the offsets
     (and, for a compare-and-swap, the compare operand)."""
@@ -153,7 +196,7 @@ def _value_type(operands: list, attributes: dict) -> Type:
     return operands[sum(segments[:-2]) + segments[-2] - 1].type
 
 
-ATOMIC_OPS = (AtomicRMWOp, AtomicCasOp)
+ATOMIC_OPS = (AtomicRMWOp, AtomicCasOp, AtomicScatterOp)
 
 
 def memory_order(op: Operation) -> str:

@@ -46,7 +46,7 @@ from tilec.dialects.random import PhiloxOp
 from tilec.frontend import sema
 from tilec.frontend.checked import ArgReduce, Atomic, Effect, If, RangeIndex, RangeLoop, Scan, TopK
 from tilec.frontend.irgen_control import if_statement, range_loop
-from tilec.frontend.irgen_gather import gather, is_gathered, scatter
+from tilec.frontend.irgen_gather import atomic_scatter, gather, is_gathered, scatter
 from tilec.frontend.irgen_scan import scan_expr
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
@@ -337,7 +337,9 @@ class _KernelGenerator:
         if e.mask is not None:
             operands["mask"] = at_full_rank(self.expr(e.mask, env))
         sem = None if e.sem == "relaxed" else e.sem
-        if e.kind == "cas":
+        if is_gathered(e.access):
+            old = atomic_scatter(self, e.access, env, operands, e.kind, sem)
+        elif e.kind == "cas":
             old = self.b.create(atomic.AtomicCasOp, sem=sem, **operands).result
         else:
             old = self.b.create(atomic.AtomicRMWOp, kind=e.kind, sem=sem, **operands).result

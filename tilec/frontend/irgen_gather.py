@@ -1,4 +1,5 @@
-"""IR for tensor accesses indexed by an integer tile: `tile.gather` and `tile.scatter`.
+"""IR for tensor accesses indexed by an integer tile: `tile.gather`, `tile.scatter` and
+`tile.atomic_scatter` (an atomic on a gathered region).
 
 The access's offsets and tile shape at the view's full rank come from `irgen`'s `access` (the
 gathered dimension's offset is 0: its element indices are the index tile's values). A 1-D
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tilec.dialects import arith, atomic
 from tilec.dialects import gather as G
 from tilec.dialects import tile as T
 from tilec.frontend.checked import IndexKind, TensorAccess
@@ -20,7 +22,7 @@ from tilec.ir.types import TileType, Type
 if TYPE_CHECKING:
     from tilec.frontend.irgen import _KernelGenerator
 
-__all__ = ["gather", "is_gathered", "scatter"]
+__all__ = ["atomic_scatter", "gather", "is_gathered", "scatter"]
 
 
 def is_gathered(access: TensorAccess) -> bool:
@@ -87,3 +89,32 @@ def scatter(
         mask=mask,
         axis=axis,
     )
+
+
+def atomic_scatter(
+    gen: _KernelGenerator,
+    access: TensorAccess,
+    env: dict,
+    operands: dict,
+    kind: str,
+    sem: str | None,
+) -> Value:
+    """`tile.atomic_scatter` of `operands` (view, offsets, value, mask at the full rank, as
+    `irgen` builds an atomic's); the padding lanes of the index tile are masked off, together
+    with the user's mask."""
+    value = operands["value"]
+    indices, axis, lanes = _indices(gen, access, env, value.type.shape)
+    mask = operands.get("mask")
+    if lanes is not None:
+        mask = lanes if mask is None else gen.b.create(arith.AndIOp, lhs=mask, rhs=lanes).result
+    return gen.b.create(
+        atomic.AtomicScatterOp,
+        kind=kind,
+        sem=sem,
+        view=operands["view"],
+        offsets=operands["offsets"],
+        indices=indices,
+        value=value,
+        mask=mask,
+        axis=axis,
+    ).result

@@ -5,7 +5,9 @@ and the kernel-level rule that a tensor updated atomically is not also read or w
 Each returns the region's elements as they were before the update (a tile of the region's
 type); as a statement on its own the old values are dropped (`Effect`) and the lowering uses
 `red` rather than `atom`. `value` and `compare` convert to the region's dtype and broadcast to
-its shape as a stored value does; the supported dtypes per kind are the IR's
+its shape as a stored value does. The region of `atomic_add`/`max`/`min` may be gathered by
+one index tile (`counts[values[tn]]`, `grad_table[ids[tm], td]`; `sema_gather`'s rules): each
+lane updates the element its index names, and lanes naming one element all count; the supported dtypes per kind are the IR's
 (`tilec.dialects.atomic.RMW_ELEMENTS`).
 """
 
@@ -123,14 +125,14 @@ def _region(checker: Any, name: str, node: ast.Expr) -> TensorAccess:
         if isinstance(param, TensorParam):
             access = checker._access(param, node.indices, node.value.loc)
             for index in access.indices:
-                if index.kind is IndexKind.GATHER:
-                    # The IR's atomics take offsets only: a gathered index would be dropped.
+                if index.kind is IndexKind.GATHER and name == "atomic_cas":
+                    # tile.atomic_scatter has add, max and min only.
                     raise TileError(
                         f"{name}() does not take a gathered region (an index tile into "
                         f"'{param.name}')",
                         index.loc,
-                        hint="atomics update a block's tile at loop-variable or scalar "
-                        "offsets; a scatter-add by an index tile is not in the language yet",
+                        hint="atomic_add, atomic_max and atomic_min take one "
+                        "(counts[values[tn]]); a compare-and-swap needs plain offsets",
                     )
             return access
     raise TileError(

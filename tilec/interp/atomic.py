@@ -13,6 +13,11 @@ gives back the element as it was before (0 elsewhere), exactly as the GPU's `ato
   the bits computes;
 * `cas` writes `value` where the element equals `compare`.
 
+`tile.atomic_scatter` updates the elements its index tile names (`tilec.interp.gather`
+checks the indices): lanes naming one element are separate operations, applied in row-major
+order of the tile (each sees the previous lane's result, as `np.add.at` sums repeats), so
+every repeat counts and each lane's old value is the element just before its own update.
+
 **Block order.** Blocks that update the same elements atomically race with each other on the
 GPU: which one comes first is not defined, so a float sum rounds differently from run to run,
 and a kernel that keeps the old values sees them in any order. To make a result that depends
@@ -134,6 +139,44 @@ def _atomic_rmw(state: BlockState, op: Operation, args: list[Any]) -> Any:
     if op.kind == "add":
         return _update(state, op, args, _add)
     return _update(state, op, args, lambda old, value: _extreme(op.kind, old, value))
+
+
+@semantics(atomic.AtomicScatterOp)
+def _atomic_scatter(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    from tilec.interp.gather import gathered_elements
+
+    view = args[0]
+    rank = len(view.shape)
+    offsets = args[1 : 1 + rank]
+    indices = np.asarray(args[1 + rank])
+    value = np.asarray(args[2 + rank])
+    mask = args[3 + rank] if op.mask is not None else None
+    shape = tuple(value.shape)
+    coordinates, inside = gathered_elements(state, op, view, offsets, indices, mask, shape)
+    if op.kind == "add":
+        compute = _add
+    else:
+
+        def compute(old, new):
+            return _extreme(op.kind, old, new)
+
+    result = np.zeros(shape, view.array.dtype)
+    lanes = np.flatnonzero(inside)  # row-major
+    targets = np.ravel_multi_index(tuple(c.reshape(-1)[lanes] for c in coordinates), view.shape)
+    values = value.reshape(-1)[lanes]
+    olds = np.zeros(len(lanes), view.array.dtype)
+    pending = np.arange(len(lanes))
+    # One round per repeat: the first pending lane of each element updates it, then the next.
+    while len(pending):
+        _, first = np.unique(targets[pending], return_index=True)
+        now = pending[first]
+        where = np.unravel_index(targets[now], view.shape)
+        old = view.read_elements(where).copy()
+        olds[now] = old
+        view.write_elements(where, compute(old, values[now]))
+        pending = np.delete(pending, first)
+    result.reshape(-1)[lanes] = olds
+    return result
 
 
 @semantics(atomic.AtomicCasOp)

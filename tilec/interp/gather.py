@@ -119,7 +119,7 @@ def _scatter(state: BlockState, op: Operation, args: list[Any]) -> Any:
 
 
 def index_bounds(func: Any, shapes: list) -> dict[int, int]:
-    """Per tensor argument (by position) that a gather or scatter of `func` reads its indices
+    """Per tensor argument (by position) that a gather, scatter or atomic scatter of `func` reads its indices
     from (loaded, then reshaped or converted at most), the extent its values index, so that
     random inputs (`tilec run`, the tests, the fuzzers) draw indices in range. So is a tensor
     whose elements, read one at a time (`page = block_table[b, i]`), are the scalar offset of
@@ -148,8 +148,10 @@ def index_bounds(func: Any, shapes: list) -> dict[int, int]:
         bounds[i] = min(bounds.get(i, extent), extent)
 
     scalar_read = (T.ReshapeOp, T.ConvertLayoutOp, T.ReduceOp, arith.IndexCastOp, T.CastOp)
+    from tilec.dialects.atomic import AtomicScatterOp
+
     for op in func.walk():
-        if isinstance(op, (G.GatherOp, G.ScatterOp)):
+        if isinstance(op, (G.GatherOp, G.ScatterOp, AtomicScatterOp)):
             load = source_load(op.indices, (T.ReshapeOp, T.ConvertLayoutOp))
             if load is not None:
                 bound(load, op.view, op.axis)

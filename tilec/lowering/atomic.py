@@ -10,6 +10,12 @@ broadcast, a slice, a tile smaller than the block) would otherwise add them once
     mov.b32 old, 0;  @p atom.relaxed.gpu.global.add.f32 old, [addr], v;
     mov.b32 old, 0;  @p atom.relaxed.gpu.global.cas.b32 old, [addr], cmp, v;
 
+`tile.atomic_scatter` takes its addresses and predicates from the gathers' `gathered_access`:
+each thread holds the indices of its own rows (assign-layouts lays the index tile out so), and
+an element's address is base + (offset + index) * stride along the gathered dimension; an
+out-of-range index clears the element's predicate, as do the extents and the mask. Repeated
+indices are separate `red`s, so all of them count.
+
 `red` is used when nothing reads the result and the memory order is one `red` has (`relaxed`,
 `release`); otherwise `atom`. When the result is used and the layout replicates, the owners
 write the old values to the shared scratch and every thread reads its copies back after a
@@ -32,12 +38,15 @@ from tilec.dialects import atomic as A
 from tilec.ir.core import Operation
 from tilec.ir.types import FloatType, IntegerType, TileType
 from tilec.lowering.exchange import thread_map
+from tilec.lowering.gather import gathered_access
 from tilec.lowering.layouts import row_major_strides
 
 __all__ = ["LOWERINGS", "check_arch"]
 
 I1 = ir.IntType(1)
 GLOBAL_PTR = ir.PointerType(addrspace=1)
+
+RMW_OPS = (A.AtomicRMWOp, A.AtomicScatterOp)
 
 # Architectures whose PTX has no bf16 atom/red (ptxas: "requires .target sm_90 or higher").
 _NO_BF16_ATOMICS = ("sm_80", "sm_86", "sm_89")
@@ -48,7 +57,7 @@ def check_arch(module: Operation, arch: str) -> None:
     if arch not in _NO_BF16_ATOMICS:
         return
     for op in module.walk():
-        if isinstance(op, A.AtomicRMWOp) and op.view.type.element == FloatType("bf16"):
+        if isinstance(op, RMW_OPS) and op.view.type.element == FloatType("bf16"):
             raise TileError(
                 f"atomic add of bf16 needs sm_90 or later; {arch} has no bf16 atomics",
                 op.loc,
@@ -106,14 +115,17 @@ def lower_atomic(lowering: Any, op: Operation) -> list[Any]:
     element = t.element
     width = element.width
     m = thread_map(t)
-    pointers, predicates = lowering._access(op, t)
+    if isinstance(op, A.AtomicScatterOp):
+        pointers, predicates = gathered_access(lowering, op, t)
+    else:
+        pointers, predicates = lowering._access(op, t)
     owner = lowering.unique_owner(m)
     true = ir.Constant(I1, 1)
     predicates = [
         (owner if p is None else p if owner is None else b.and_(p, owner)) or true
         for p in predicates
     ]
-    kind = op.kind if isinstance(op, A.AtomicRMWOp) else "cas"
+    kind = op.kind if isinstance(op, RMW_OPS) else "cas"
     sem = A.memory_order(op)
     used = op.result.has_uses
     # `red` has only the relaxed and release orders; an unused acquire takes `atom`.
@@ -167,4 +179,8 @@ def lower_atomic(lowering: Any, op: Operation) -> list[Any]:
     return [result]
 
 
-LOWERINGS = {A.AtomicRMWOp: lower_atomic, A.AtomicCasOp: lower_atomic}
+LOWERINGS = {
+    A.AtomicRMWOp: lower_atomic,
+    A.AtomicCasOp: lower_atomic,
+    A.AtomicScatterOp: lower_atomic,
+}
