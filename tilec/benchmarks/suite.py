@@ -216,77 +216,22 @@ WORKLOADS: dict[str, Workload] = {
             [(32000, 1024, 4096)],
             [(4096, 1024, 1024)],
         ),
-def _embedding_backward(size: tuple, ctx: Context) -> Case:
-    """The gradient of F.embedding for its table (examples/embedding_backward.tile): each run
-    zeroes the table (a memset, timed with the kernel, as the peers allocate a zeroed one),
-    then scatter-adds the gradient rows by atomics. Peers: torch's own backward
-    (`aten.embedding_dense_backward`, what autograd runs) and `index_add_`, compiled."""
-    import torch
-
-    v, d, m = size
-    sets = ctx.sets(
-        lambda: (_randn((m, d), "bf16"), torch.randint(0, v, (m,), device=DEVICE)), m * d * 2
-    )
-    grad_table = torch.empty(v, d, device=DEVICE, dtype=torch.bfloat16)
-    grad_out, ids = sets[0]
-    expected = torch.zeros(v, d, device=DEVICE, dtype=torch.float64)
-    expected = expected.index_add_(0, ids, grad_out.double()).bfloat16()
-
-    def expression(grad_out: Any, ids: Any) -> Any:
-        table = torch.zeros(v, d, device=grad_out.device, dtype=grad_out.dtype)
-        return table.index_add_(0, ids, grad_out)
-
-    def eager(grad_out: Any, ids: Any) -> Any:
-        return torch.ops.aten.embedding_dense_backward(grad_out, ids, v, -1, False)
-
-    def make(kernel: Any) -> Callable[..., Any]:
-        def run(grad_out: Any, ids: Any) -> None:
-            grad_table.zero_()
-            kernel(grad_out, ids, grad_table)
-
-        return run
-
-    tilec = ctx.tilec("embedding_backward.tile", "embedding_backward", make, lambda: grad_table)
-    moved = v * d * 2 + m * d * 2 + m * 8  # the table written, the gradient rows and ids read
-    return _memory_case(
-        ctx,
-        tilec,
-        expression,
-        sets,
-        expected,
-        moved,
-        1.6e-2,
-        eager=eager,
-        eager_name="embedding_dense_backward",
-    )
-
-
-def _histogram(size: tuple, ctx: Context) -> Case:
-    """Counts of int32 values in [0, bins) (examples/histogram.tile): each run zeroes the
-    counts first (timed with the kernel); peer torch.bincount."""
-    import torch
-
-    n, bins = size
-    sets = ctx.sets(
-        lambda: (torch.randint(0, bins, (n,), device=DEVICE, dtype=torch.int32),), n * 4
-    )
-    counts = torch.empty(bins, device=DEVICE, dtype=torch.int32)
-    expected = torch.bincount(sets[0][0].long(), minlength=bins).int()
-
-    def expression(values: Any) -> Any:
-        return torch.bincount(values, minlength=bins).int()
-
-    def make(kernel: Any) -> Callable[..., Any]:
-        def run(values: Any) -> None:
-            counts.zero_()
-            kernel(values, counts)
-
-        return run
-
-    tilec = ctx.tilec("histogram.tile", "histogram", make, lambda: counts)
-    return _memory_case(
-        ctx, tilec, expression, sets, expected, n * 4 + bins * 4, 0.0, eager_name="torch.bincount"
-    )
+        _memory(
+            "embedding_backward",
+            _embedding_backward,
+            lambda s: f"{s[0]}x{s[1]} bf16 grads, {s[2]} ids",
+            [(32000, 4096, 16384)],
+            [(32000, 1024, 4096)],
+            [(4096, 1024, 1024)],
+        ),
+        _memory(
+            "histogram",
+            _histogram,
+            lambda s: f"{s[0]} i32 into {s[1]} bins",
+            [(2**26, 256)],
+            [(2**22, 256)],
+            [(2**20, 256)],
+        ),
         _memory(
             "paged_decode",
             _paged_decode,
