@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
-from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import IntegerAttr
@@ -314,9 +313,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 + f" of 64x{bn}, both operands staged in shared memory (smem-placement says how "
                 f"each is read); {blocks} block{'s' if blocks > 1 else ''} per SM "
                 f"(tilec.min_blocks_per_sm = {blocks}: a thread holds {bm * bn // (32 * warps)} "
-                f"accumulator words, {bk // 4} of descriptors, "
-                f"{self.epilogue_words(config, dot)} of tiles the epilogue loads and about 48 "
-                "besides)",
+                f"accumulator words, {bk // 4} of descriptors and about 48 besides)",
             )
         elif config is not None and self.wgmma_chain(mma_dots, config):
             for dot in mma_dots:
@@ -395,41 +392,14 @@ class _KernelTiling(MmaSearch, BlockOrder):
         """Blocks an SM holds by registers for the wgmma tiling: a thread holds its share of
         the f32 accumulator (BM x BN / threads words), the two 64-bit operand descriptors
         of each k-step of 16 (4 words each), and about 48 registers besides (addresses, loop
-        counters, the epilogue), and the tiles the epilogue loads while the accumulator is
-        live (`epilogue_words`); at most two (pipeline then sizes the stages for half an
+        counters, the epilogue); at most two (pipeline then sizes the stages for half an
         SM's shared memory). On the H200 at 128x128x64 that is 128 (ptxas took 124, two
-        blocks); at BK=128, 144 -- one block: held to 128 it spilled 852 bytes; the MoE GEMM,
-        whose epilogue reads back its 128x128 bf16 output tile, 160 -- one block: held to 128
-        it spilled 312 bytes (216 registers at one block)."""
+        blocks); at BK=128, 144 -- one block: held to 128 it spilled 852 bytes."""
         threads = WARP_SIZE * config.num_warps
         accumulator = self.size(dot.m, config) * self.size(dot.n, config) // threads
         words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48
-        words += self.epilogue_words(config, dot)
         per_thread = min(255, -(-words // 8) * 8)
         return max(1, min(2, REGISTERS_PER_SM // (threads * per_thread)))
-
-    def epilogue_words(self, config: TileConfig, dot: TiledDot) -> int:
-        """Words a thread holds for the tiles loaded after the dot's loop (in its block, the
-        epilogue: a bias row, an output tile read back), which are live beside the
-        accumulator."""
-        loop = dot.op.parent_op
-        while loop is not None and not isinstance(loop, scf.ForOp):
-            loop = loop.parent_op
-        if loop is None or loop.block is None:
-            return 0
-        ops = loop.block.ops
-        threads = WARP_SIZE * config.num_warps
-        total = 0
-        for op in ops[ops.index(loop) + 1 :]:
-            for inner in op.walk():
-                if not isinstance(inner, T.LoadOp):
-                    continue
-                t = inner.result.type
-                elements = 1
-                for d in t.shape:
-                    elements *= self.size(d, config) if isinstance(d, str) else int(d)
-                total += elements * element_bytes(t.element) // 4 // threads
-        return total
 
     def plain_warps(self) -> int | None:
         """A kernel without tensor-core dots: its pin, else None (assign-layouts chooses, from
