@@ -149,7 +149,12 @@ def report_data(compiled: CompiledProgram) -> dict[str, Any]:
         "stages": stages,
         "pictures": list(pictures.values()),
         "kernel_resources": _resources(compiled),
-        "explain": compiled.explain(ptxas=False) if error is None and compiled.stages else None,
+        # ptxas's report where the compile already ran it (never assembled again here).
+        "explain": (
+            compiled.explain(ptxas=compiled.resources is not None)
+            if error is None and compiled.stages
+            else None
+        ),
         "error": error,
     }
 
