@@ -185,3 +185,8 @@ def test_a_sweep_tries_exactly_the_configs_given_after_the_heuristic():
     assert result.candidate_for({"tiling.wgmma": False}).decisions["path"] == "mma"
     assert result.candidate_for({"tiling.group_m": 2}).decisions["tiling.group_m"] == 2
     assert result.candidate_for({"warps": 3}) is None
+    # What a probe's row shows: the time of a timed config, or why there is none.
+    ms, why = result.outcome({"tiling.wgmma": False})
+    assert ms == result.candidate_for({"tiling.wgmma": False}).ms and why == ""
+    assert result.outcome({}) == (result.heuristic.ms, "")
+    assert result.outcome({"warps": 3}) == (None, "not run")

@@ -86,19 +86,16 @@ def probe(kernel: str, configs: list[str], shape: str, rounds: int) -> list[dict
     rows = []
     for label, config in wanted.items():
         row: dict[str, Any] = {"kernel": kernel, "config": label, "shape": shape}
-        candidate = result.heuristic if not config else result.candidate_for(config)
-        if candidate is None or not candidate.timed:
-            row["error"] = "not run" if candidate is None else candidate.status
-            if candidate is not None and candidate.reason:
-                row["error"] += f": {candidate.reason[:300]}"
+        ms, why = result.outcome(config, width=300)
+        if ms is None:
+            row["error"] = why
         else:
             row.update(
-                tilec_ms=candidate.ms,
+                tilec_ms=ms,
                 sdpa_ms=sdpa_ms,
-                tilec_tflops=flops / candidate.ms / 1e9,
+                tilec_tflops=flops / ms / 1e9,
                 sdpa_tflops=flops / sdpa_ms / 1e9,
-                ratio=candidate.ms / sdpa_ms,
-                decisions=candidate.decisions,
+                ratio=ms / sdpa_ms,
             )
         rows.append(row)
     if errors:

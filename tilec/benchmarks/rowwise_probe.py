@@ -88,16 +88,11 @@ def _tilec_rows(
     result = sweep_runner(function, make, sets, list(decisions.values()), right=check)
     rows = []
     for label, config in decisions.items():
-        candidate = result.candidate_for(config)
-        if candidate is None or not candidate.timed:
-            why = "not run" if candidate is None else candidate.status
-            if candidate is not None and candidate.status == "wrong":
-                why = "WRONG"
-            elif candidate is not None and candidate.reason:
-                why = f"{why}: {candidate.reason[:60]}"
+        ms, why = result.outcome(config)
+        if ms is None:
             rows.append((workload, size, label, None, None, why))
             continue
-        rows.append((workload, size, label, candidate.ms, moved / candidate.ms / 1e6, ""))
+        rows.append((workload, size, label, ms, moved / ms / 1e6, ""))
     return rows
 
 

@@ -130,16 +130,11 @@ def _sweep(name, size, configs, launch, sets, expected, moved, rtol, peers) -> l
     rows = []
     for label, config in wanted.items():
         row = {"workload": name, "size": size, "config": label}
-        candidate = result.heuristic if not config else result.candidate_for(config)
-        if candidate is None or not candidate.timed:
-            why = "not run" if candidate is None else candidate.status
-            if candidate is not None and candidate.status == "wrong":
-                why = "WRONG"
-            elif candidate is not None and candidate.reason:
-                why = f"{why}: {candidate.reason.splitlines()[0][:80]}"
+        ms, why = result.outcome(config, width=80)
+        if ms is None:
             rows.append({**row, "ms": None, "note": why})
             continue
-        rows.append({**row, "ms": candidate.ms, "gbs": moved / candidate.ms / 1e6, "note": ""})
+        rows.append({**row, "ms": ms, "gbs": moved / ms / 1e6, "note": ""})
     for peer, run in peers.items():
         rows.append(_row(name, size, peer, run, check, sets, moved))
     return rows

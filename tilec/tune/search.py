@@ -133,6 +133,19 @@ class TuneResult:
         """The candidate tried with exactly `config` (None: not tried)."""
         return next((c for c in self.candidates if c.config == dict(config)), None)
 
+    def outcome(self, config: dict[str, Any], width: int = 60) -> tuple[float | None, str]:
+        """`(ms, "")` for a timed `config` (`{}`: the heuristic's), else `(None, why)`: "not
+        run", "WRONG", or its status and the first `width` characters of its reason."""
+        candidate = self.heuristic if not config else self.candidate_for(config)
+        if candidate is not None and candidate.timed:
+            return candidate.ms, ""
+        if candidate is None:
+            return None, "not run"
+        if candidate.status == "wrong":
+            return None, "WRONG"
+        reason = candidate.reason.splitlines()[0][:width] if candidate.reason else ""
+        return None, f"{candidate.status}: {reason}" if reason else candidate.status
+
     @property
     def compiled(self) -> int:
         return sum(1 for c in self.candidates if c.status not in ("pruned",))
