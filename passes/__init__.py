@@ -6,6 +6,7 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     canonicalize,
     cse,
     dce,
+    defer_reduction,
     mask_bounds,
     pipeline,
     precision,

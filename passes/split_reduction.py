@@ -29,7 +29,7 @@ from tilec.ir.types import FloatType, IntegerType, TileType, i1, index
 from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["COMBINES", "SplitReduction", "split_plan"]
+__all__ = ["COMBINES", "Combine", "SplitReduction", "identity_attr", "is_identity", "split_plan"]
 
 
 @dataclass(frozen=True)
@@ -316,7 +316,7 @@ def _split_kernel(kernel: FuncOp, options: SplitReduction.Options, ctx: PassCont
     _remark(kernel, plan, rewrite, fixed, source, ctx)
 
 
-def _identity(c: Combine, t: TileType) -> FloatAttr | IntegerAttr:
+def identity_attr(c: Combine, t: TileType) -> FloatAttr | IntegerAttr:
     if isinstance(t.element, FloatType):
         return FloatAttr(c.float_identity)
     width = t.element.width if isinstance(t.element, IntegerType) else 64
@@ -324,12 +324,12 @@ def _identity(c: Combine, t: TileType) -> FloatAttr | IntegerAttr:
     return IntegerAttr({"zero": 0, "min": lowest, "max": highest}[c.integer_identity])
 
 
-def _is_identity(v: Value, c: Combine) -> bool:
+def is_identity(v: Value, c: Combine) -> bool:
     """Whether `v` is a `tile.full` of ⊕'s identity (for add: either zero)."""
     if not (isinstance(v, OpResult) and isinstance(v.op, T.FullOp)):
         return False
     value = v.op.attributes["value"].value
-    wanted = _identity(c, v.type).value
+    wanted = identity_attr(c, v.type).value
     return value == wanted or (c.name == "add" and value == 0)
 
 
@@ -388,7 +388,7 @@ class _Rewrite:
         """Blocks other than split 0 start each carried value from ⊕'s identity (split 0
         from the loop's own initial value, which the result must count once)."""
         loop = self.plan.loop
-        changed = [c for c in self.plan.carried if not _is_identity(loop.inits[c.index], c.combine)]
+        changed = [c for c in self.plan.carried if not is_identity(loop.inits[c.index], c.combine)]
         if not changed:
             return
         zero = self.constant(b, 0)
@@ -405,7 +405,7 @@ class _Rewrite:
         else_b = Builder.at_end(choose.otherwise.block, loc=loop.loc)
         identities = [
             else_b.create(
-                T.FullOp, value=_identity(c.combine, c.type), result_types=[c.type]
+                T.FullOp, value=identity_attr(c.combine, c.type), result_types=[c.type]
             ).result
             for c in changed
         ]
@@ -501,7 +501,7 @@ class _Rewrite:
         zero = self.constant(b, 0)
         step = self.constant(b, rows)
         inits = [
-            b.create(T.FullOp, value=_identity(c.combine, c.type), result_types=[c.type]).result
+            b.create(T.FullOp, value=identity_attr(c.combine, c.type), result_types=[c.type]).result
             for c in self.plan.carried
         ]
         block = Block([index, *(c.type for c in self.plan.carried)])
@@ -515,7 +515,7 @@ class _Rewrite:
         left = r.create(arith.SubIOp, lhs=splits, rhs=j).result
         updated = []
         for c, acc in zip(self.plan.carried, partials):
-            identity = _identity(c.combine, c.type)
+            identity = identity_attr(c.combine, c.type)
             rows_type = TileType((rows, *c.type.shape), c.type.element)
             read = r.create(
                 W.WorkspaceLoadOp,

@@ -190,3 +190,16 @@ def test_a_sweep_tries_exactly_the_configs_given_after_the_heuristic():
     assert ms == result.candidate_for({"tiling.wgmma": False}).ms and why == ""
     assert result.outcome({}) == (result.heuristic.ms, "")
     assert result.outcome({"warps": 3}) == (None, "not run")
+
+
+def test_a_pinned_split_is_other_code_than_the_heuristics():
+    # A pinned split count changes the launch (the ABI), not the PTX: the two must be timed
+    # apart, not taken for duplicates (the regret run of 0e6dbb9 timed no split candidate).
+    function = load_kernel(Path(__file__).parents[2] / "examples" / "col_sum.tile", "col_sum")
+    problem = problem_for(function, {"M": 4096, "N": 128}, arch="sm_90a")
+    heuristic = build_candidate(problem, {})
+    pinned = build_candidate(problem, {"split": 16})
+    assert heuristic.status == pinned.status == "built"
+    assert heuristic.ptx == pinned.ptx
+    assert heuristic.code != pinned.code
+    assert pinned.code == build_candidate(problem, {"split": 16}).code

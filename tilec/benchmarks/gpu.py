@@ -50,6 +50,10 @@ L2_BYTES = 60 << 20  # H200 (read off the device when torch says)
 TIME_BUDGET_S = 0.1  # per implementation, case and round, after warm-up
 SLOW_LIMIT_S = 1.0  # an implementation slower than this per round runs fewer times
 ROUNDS = 3  # the implementations of one case take turns this many times
+BACKLOG_RUNS = 32  # runs enqueued behind one sleep kernel (`time_ms`)
+# Clock cycles per second for `_backlog`'s sleep: the H200's highest clock, so that a sleep is
+# never shorter than meant (a lower clock only makes it longer).
+GPU_CYCLES_PER_S = 2.0e9
 MAX_SETS = 256  # input sets of one case (small sizes need many to fill 4x the L2)
 EXTRAS = ("host_overhead", "cold_compile")  # the rows after the suite, selectable by --only
 
@@ -131,9 +135,16 @@ def _triton_references(path: Path = TRITON_REFERENCES) -> tuple[Any, str]:
 
 
 def time_ms(run: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> float:
-    """The median time in ms of `run(*inputs)`, rotating among `input_sets`, after warm-up.
-    About `TIME_BUDGET_S` of runs, at least 10; an implementation so slow that warm-up and 10
-    runs would take over `SLOW_LIMIT_S` gets one warm-up run and at least 3 timed ones."""
+    """The median time in ms of `run(*inputs)` on the GPU, rotating among `input_sets`, after
+    warm-up. About `TIME_BUDGET_S` of runs, at least 10; an implementation so slow that warm-up
+    and 10 runs would take over `SLOW_LIMIT_S` gets one warm-up run and at least 3 timed ones.
+
+    The runs are enqueued `BACKLOG_RUNS` at a time behind a sleep kernel (`_backlog`) long
+    enough for the host to enqueue them all, so the GPU never waits for the host between a
+    start event and its kernel: a small kernel's figure is the device's time, not the host's
+    launch path (tilec's 10 µs, eager torch's 5, Triton's 24 — the `host_overhead` row
+    reports those). Without it a 3 µs kernel measured 16-26 µs, and which of the two depended
+    on the host's timing (the regret run of 0e6dbb9: rotary's candidates, spreads to 1.5)."""
     import torch
 
     def once(inputs: Sequence[Any]) -> float:
@@ -150,10 +161,14 @@ def time_ms(run: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> flo
     repeats = int(min(max(TIME_BUDGET_S / first_s, 10), 500))
     if (warmup + repeats) * first_s > SLOW_LIMIT_S:
         warmup, repeats = 1, max(3, int(SLOW_LIMIT_S / first_s))
+    began = time.perf_counter()
     for i in range(warmup):
         run(*input_sets[i % len(input_sets)])
+    host_s = (time.perf_counter() - began) / warmup  # enqueueing one run (the GPU may lag)
     events = []
     for i in range(repeats):
+        if i % BACKLOG_RUNS == 0:
+            _backlog(min(BACKLOG_RUNS, repeats - i) * host_s)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         run(*input_sets[i % len(input_sets)])
@@ -161,6 +176,17 @@ def time_ms(run: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> flo
         events.append((start, end))
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def _backlog(host_s: float) -> None:
+    """Keep the GPU busy for about twice `host_s` (plus 20 µs), so that what the host
+    enqueues meanwhile waits in the stream rather than the GPU waiting for it. A no-op without
+    a GPU or where torch has no `torch.cuda._sleep` (its spin kernel, of clock cycles)."""
+    import torch
+
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is not None and torch.cuda.is_available():
+        sleep(int((2 * host_s + 20e-6) * GPU_CYCLES_PER_S))
 
 
 def _sets(make: Callable[[], Sequence[Any]], bytes_per_set: int) -> list[Sequence[Any]]:

@@ -11,6 +11,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `tiling.group_m` (dots over a 2-D grid) | pass option | tiling |
 | `tiling.wgmma`, `tiling.mma` (f16/bf16 dots) | pass options | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
+| `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 
 The values come from where the compiler declares them: warp counts and the stage range from
 the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
@@ -141,8 +142,9 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     """What each decision became in `kernel` (compiled through the passes): `tile.D` per
     tiled dimension, `warps`, `stages` (slots of the streamed buffers; 1 when none),
     `tiling.group_m` (1: launch order), `path` (`wgmma`, `mma` or `fma` for a kernel with
-    dots, else absent), `split` (`auto`: chosen at launch) and the occupancy the kernel asks
-    ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none)."""
+    dots, else absent), `split` (`auto`: chosen at launch), the occupancy the kernel asks
+    ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
+    rewrote a loop, `defer-reduction.enable`."""
     decisions: dict[str, Any] = {
         f"tile.{d}": size for d, size in sorted(_tile_dims(kernel).items())
     }
@@ -165,6 +167,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
         decisions["split"] = int(pinned.value) if pinned is not None else "auto"
     blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
     decisions["assign-layouts.min_blocks_per_sm"] = int(blocks.value) if blocks is not None else 0
+    if kernel.attributes.get("tilec.deferred_reductions") is not None:
+        decisions["defer-reduction.enable"] = True
     return decisions
 
 
@@ -202,6 +206,8 @@ def applicable(
             options.append(("tiling.wgmma", (True, False)))
         options.append(("tiling.mma", (True, False)))
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
+    if "defer-reduction.enable" in chosen:
+        options.append(("defer-reduction.enable", (True, False)))
     for name, values in options:
         if name in fixed:
             continue

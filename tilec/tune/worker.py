@@ -65,8 +65,13 @@ class Build:
 
     @property
     def code(self) -> str:
-        """A digest of the PTX: two builds with the same code are the same kernel."""
-        return hashlib.sha256(self.ptx.encode()).hexdigest()[:16] if self.ptx else ""
+        """A digest of the PTX and the ABI: two builds with the same code are the same kernel
+        launched the same way (a pinned split changes only the ABI's split count, not the
+        PTX: digesting the PTX alone timed every `split` candidate as the heuristic's)."""
+        if not self.ptx:
+            return ""
+        text = self.ptx + "\n" + json.dumps(self.abi, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def make_function(problem: Problem, config: Config) -> Any:
