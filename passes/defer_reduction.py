@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import scf
+from tilec.dialects import split as W
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import IntegerAttr
@@ -48,7 +49,9 @@ class DeferReduction(Pass):
     loop rewritten here (mask-bounds' full-tile loop and its remainder) starts from that
     loop's carried tile, so the two share one reduction. Runs after `split-reduction` and
     `mask-bounds` (each split block defers its own chunk; a masked load's fill is ⊕'s
-    identity already) and before `assign-layouts`, which lays out the carried tile.
+    identity already) and before `assign-layouts`, which lays out the carried tile. The
+    combine loop of `split-reduction` is left alone: its few rounds run in one block per
+    output tile, and its carried tile would cost registers in every block.
 
     Options: `enable` (false: leave every loop alone — `--disable defer-reduction` does the
     same), `max_elements` (the largest carried tile, in elements: each costs registers for
@@ -121,6 +124,10 @@ def _defer(
         return False
     g = reduce.input
     t = g.type
+    if isinstance(g, OpResult) and isinstance(g.op, W.WorkspaceLoadOp):
+        # split-reduction's combine: a few rounds (S / rows), run by one block of each output
+        # tile, whose carried tile would hold registers in the whole kernel.
+        return False
     if len(other.uses) != 1 or loop.yield_op.operands[i] is not update.results[0]:
         return False
     if len(update.results[0].uses) != 1:

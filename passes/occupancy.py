@@ -221,7 +221,8 @@ def estimate_registers(kernel: FuncOp, warps: int) -> int:
     - a load issues as early as its operands allow (ptxas hoists the loads of a layernorm's
       weights above its reductions), so it is live from there;
     - a use inside a loop of a value defined outside it keeps the value to the loop's end, and
-      loop-carried values live through their loop.
+      loop-carried values live through their loop (its results only after it: inside, the
+      carried value is the block argument).
     Elementwise chains between reductions do not count (each element is computed and used at
     once); what a reduction or a loop keeps waiting is what needs the registers."""
     threads = warps * WARP_SIZE
@@ -256,6 +257,8 @@ def estimate_registers(kernel: FuncOp, warps: int) -> int:
         start = here
         if isinstance(op, T.LoadOp):
             start = max([defined(v) for v in op.operands] + [enclosing(op)])
+        elif op.regions:  # a loop's or branch's results exist once its body has run
+            start = last[op]
         for v in op.results:
             if isinstance(v.type, TileType) and v.type.is_static:
                 spans[v] = [start, here]

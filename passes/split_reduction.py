@@ -544,8 +544,6 @@ def _trip_bytes(loop: scf.ForOp) -> int:
 def _remark(
     kernel: FuncOp, plan: _Plan, rewrite: _Rewrite, pinned: int | None, source: str, ctx
 ) -> None:
-    from tilec.runtime.split import MIN_SPLIT_BYTES
-
     loop = plan.loop
     axis = rewrite.base_axes
     ctx.remark(
@@ -574,8 +572,8 @@ def _remark(
         return
     ctx.remark(
         loop,
-        "S chosen at launch: enough blocks to fill every SM to its occupancy (SMs x blocks per "
-        "SM / the other axes' blocks), but no more than one split per "
-        f"{format_bytes(MIN_SPLIT_BYTES)} streamed ({format_bytes(rewrite.trip_bytes)} an "
-        "iteration); 1 when the other axes fill the GPU",
+        "S chosen at launch, the count of least modelled time (tilec.runtime.split): each "
+        f"block's chain of iterations ({format_bytes(rewrite.trip_bytes)} each) and the "
+        "bandwidth of the SMs its blocks occupy, against the combine's rounds; 1 when the "
+        "other axes fill the GPU",
     )

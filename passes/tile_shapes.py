@@ -34,7 +34,8 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
-from tilec.passes.occupancy import BYTES_IN_FLIGHT, _Occupancy
+from tilec.lowering.layouts import WARP_SIZE, element_bytes
+from tilec.passes.occupancy import ACCESS_BYTES, BYTES_IN_FLIGHT, _Occupancy
 from tilec.passes.specialize import TilePlan, bind_tile_sizes
 
 __all__ = ["contiguous_symbol", "shape_streamed_tiles"]
@@ -117,10 +118,20 @@ def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
             for shape in [largest, *_tile_shapes_along(kernel, contiguous)]
         )
         size = _power_of_two_at_most(max(1, maximum // max(rest, 1)))
+        sequential = _sequential_symbols(kernel)
+        warp_run = WARP_SIZE * ACCESS_BYTES // _narrowest_moved(kernel)
+        across = bool(sequential) and contiguous not in sequential and size > warp_run
+        if across:
+            size = warp_run
         if run.cap is not None:
             size = min(size, run.cap)
         run.size = max(size, 2)
-        run.adjusted = f"the contiguous axis: {run.size} so that one tile row is one long run"
+        run.adjusted = (
+            f"the contiguous axis: {run.size}, one warp's 16-byte accesses a row: a loop walks "
+            "another axis, and a longer run would only divide the grid"
+            if across
+            else f"the contiguous axis: {run.size} so that one tile row is one long run"
+        )
     sequential = _sequential_symbols(kernel)
     order = sorted(others, key=lambda s: (s.name not in sequential, s.name))
     for s in order:
@@ -141,6 +152,27 @@ def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
             f"{BYTES_IN_FLIGHT // 1024} KiB in flight ({in_flight // 1024} KiB)"
         )
     return True
+
+
+def _narrowest_moved(kernel: FuncOp) -> int:
+    """The bytes of the narrowest element among the tiles the kernel's loads and stores move
+    at the highest rank (4 when there are none)."""
+    shapes = set(_moved_shapes(kernel))
+    sizes = [
+        element_bytes(t.element)
+        for op in kernel.walk()
+        for t in _moved_type(op)
+        if t.shape in shapes
+    ]
+    return min(sizes, default=4)
+
+
+def _moved_type(op: Operation) -> list[TileType]:
+    if isinstance(op, T.LoadOp):
+        return [op.result.type]
+    if isinstance(op, T.StoreOp) and isinstance(op.value.type, TileType):
+        return [op.value.type]
+    return []
 
 
 def _tile_shapes_along(kernel: FuncOp, symbol: str) -> list[tuple]:

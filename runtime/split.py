@@ -4,19 +4,24 @@ workspace and counters that split blocks share (`Workspaces`).
 A kernel that `split-reduction` split has one more grid axis, whose count S is chosen here,
 per launch, from the ABI's `SplitAxis` (it knows nothing of the IR):
 
-* **Fill the GPU, no more.** A memory-bound kernel is fast when every SM holds all the blocks
-  it can (`cuOccupancyMaxActiveBlocksPerMultiprocessor` for the loaded kernel): S is the
-  smallest count that gives `SMs x blocks per SM` blocks with the other axes' blocks, and 1
-  when those already fill the GPU (a softmax of many rows pays nothing).
-* **Each split streams enough.** A block has fixed costs besides its loop: the first load's
-  latency, writing its partial and the fence after it, the ticket's round trip to L2 — about
-  three memory latencies, 2 µs on an H200. At its share of an SM's bandwidth (4.8 TB/s over
-  132 SMs is 36 B/ns; a quarter of it for one of 4 blocks an SM holds) a block moves
-  `MIN_SPLIT_BYTES` = 128 KiB in about 14 µs, so the fixed costs stay under 15% of its time:
-  S is at most `trips x trip_bytes / MIN_SPLIT_BYTES`.
-* **The combine stays small.** The last block reads the S partials `rows` a round, each
-  round one L2 read and a reduction — about one loop iteration's time. Keeping the rounds
-  under 1/`COMBINE_SHARE` of a block's `trips / S` iterations gives S² <= rows x trips / 8.
+S is the count that minimises a time model of the launch, from what the ABI knows (the
+blocks of the other axes, the loop's trips and the bytes each loads, the partials a combine
+round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
+
+* **The loop**: each block runs `ceil(trips / S)` iterations one after another, each at least
+  `ITERATION_S` (a load's round trip and the adds), and, split, pays `SPLIT_FIXED_S` besides
+  (its start, its partial, the fence, the ticket); the blocks beyond what the SMs hold run in
+  later waves. Nor can it beat the bandwidth of the SMs its blocks occupy
+  (`SM_BYTES_PER_S` each, the copy bandwidth over 132 SMs). Its time is the larger of the two.
+* **The combine** (S > 1): the last block of each output tile reads the S partials `rows` a
+  round, `COMBINE_ROUND_S` each.
+
+More splits shorten the chain of iterations until the bandwidth bounds the loop; past that
+they only add combine rounds. Ties go to the fewer splits (less workspace). Fitted on the H200
+(2026-12-02, column sums and sums of squares of 3000 x 1000 to 262144 x 512 after
+`defer-reduction`, every split count timed by the tuner: docs/benchmarks.md); the rules it
+replaces (at least 128 KiB streamed per split, combine rounds under an eighth of a block's
+iterations) chose 45 splits where 132 ran 20% faster for 16384 x 128.
 
 A pin (`split=N`, `SplitAxis.pinned`) fixes S whatever the model says.
 
@@ -33,28 +38,32 @@ stream first (`torch.cuda.graph(g, stream=s)` after a call on `s`).
 
 from __future__ import annotations
 
-import math
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "COMBINE_SHARE",
     "MAX_SPLIT",
-    "MIN_SPLIT_BYTES",
     "WORKSPACES",
     "Workspaces",
     "choose_split",
     "split_grid",
+    "split_time",
 ]
 
-MIN_SPLIT_BYTES = 128 * 1024
-COMBINE_SHARE = 8
+ITERATION_S = 0.7e-6  # one loop iteration of a block: a load's round trip, the adds
+SM_BYTES_PER_S = 32e9  # an SM's share of the copy bandwidth (4.2 TB/s over 132 SMs)
+# What a split block costs besides its iterations, in every wave: its start, the first load's
+# latency, its partial, the fence and the ticket.
+SPLIT_FIXED_S = 2.0e-6
+COMBINE_ROUND_S = 0.9e-6  # one round of the combine: an L2 read of `rows` partials, a reduction
 MAX_SPLIT = 65535  # the split axis is grid axis y or z: CUDA's limit there
 COUNTER_BYTES = 4
 _ALIGN = 256  # the slots start 256-byte aligned after the counters
 
 
+@functools.lru_cache(maxsize=4096)
 def choose_split(
     *,
     sm_count: int,
@@ -66,15 +75,39 @@ def choose_split(
 ) -> int:
     """The split count S for a launch whose other axes have `base_blocks` blocks, on a GPU of
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
-    iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (the
-    module docstring says why each limit)."""
-    resident = sm_count * max(blocks_per_sm, 1)
-    if base_blocks <= 0 or base_blocks >= resident or trips <= 1:
+    iterations loading `trip_bytes` each, whose combine reads `rows` partials a round: the
+    count of least `split_time` (the module docstring says why)."""
+    if base_blocks <= 0 or trips <= 1:
         return 1
-    fill = -(-resident // base_blocks)
-    by_bytes = trips * max(trip_bytes, 1) // MIN_SPLIT_BYTES
-    by_combine = math.isqrt(max(rows, 1) * trips // COMBINE_SHARE)
-    return max(1, min(fill, by_bytes, by_combine, trips, MAX_SPLIT))
+    resident = sm_count * max(blocks_per_sm, 1)
+    most = min(trips, MAX_SPLIT, max(1, 4 * resident // base_blocks))
+    best, best_s = 1, split_time(1, sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows)
+    for count in range(2, most + 1):
+        t = split_time(count, sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows)
+        if t < best_s * (1 - 1e-9):
+            best, best_s = count, t
+    return best
+
+
+def split_time(
+    count: int,
+    sm_count: int,
+    blocks_per_sm: int,
+    base_blocks: int,
+    trips: int,
+    trip_bytes: int,
+    rows: int,
+) -> float:
+    """The modelled seconds of a launch split `count` ways (the module docstring)."""
+    blocks = base_blocks * count
+    waves = -(-blocks // (sm_count * max(blocks_per_sm, 1)))
+    block = -(-trips // count) * ITERATION_S + (SPLIT_FIXED_S if count > 1 else 0.0)
+    streamed = base_blocks * trips * max(trip_bytes, 1)
+    stream = streamed / (min(blocks, sm_count) * SM_BYTES_PER_S)
+    t = max(waves * block, stream)
+    if count > 1:
+        t += -(-count // max(rows, 1)) * COMBINE_ROUND_S
+    return t
 
 
 @dataclass
