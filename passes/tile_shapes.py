@@ -29,6 +29,8 @@ A kernel whose moved tiles end in different symbols (a transpose: rows in, colum
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
@@ -36,7 +38,13 @@ from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import WARP_SIZE, element_bytes
 from tilec.passes.occupancy import ACCESS_BYTES, BYTES_IN_FLIGHT, _Occupancy
-from tilec.passes.specialize import TilePlan, bind_tile_sizes
+from tilec.passes.specialize import TilePlan, attribute_pairs, bind_tile_sizes
+
+# Blocks per SM below which a grid axis's tile stops growing, where the extents are known: an
+# SM with one block idles while it waits on a reduction or a barrier. Top-k routing over 4096
+# tokens on the H200 (the regret run of f74c4b9): 8 rows a block (512 blocks, 3.9 an SM)
+# 5.5 us, 16 (1.9) 5.6, 32 6.2, 64 6.8 — where bytes in flight alone chose 64.
+FILL_BLOCKS = 2
 
 __all__ = ["contiguous_symbol", "shape_streamed_tiles"]
 
@@ -44,7 +52,7 @@ __all__ = ["contiguous_symbol", "shape_streamed_tiles"]
 def _moved_shapes(kernel: FuncOp) -> list[tuple]:
     """The shapes (as written, with symbols) of the tiles of the highest rank that the
     kernel's loads and stores move: the streamed data, not the per-row vectors beside it (a
-    cross-entropy's targets and losses, a norm's weights)."""
+    cross-entropy's targets and losses, a norm's weights, top-k's k results a row)."""
     shapes = []
     for op in kernel.walk():
         if isinstance(op, T.LoadOp):
@@ -52,7 +60,11 @@ def _moved_shapes(kernel: FuncOp) -> list[tuple]:
         elif isinstance(op, T.StoreOp) and isinstance(op.value.type, TileType):
             shapes.append(op.value.type.shape)
     rank = max((len(s) for s in shapes), default=0)
-    return [s for s in shapes if s and len(s) == rank]
+    shapes = [s for s in shapes if s and len(s) == rank]
+    # Rows of a static width beside tiled ones (top-k's k weights and indices a row) are
+    # per-row results too, not streamed data.
+    tiled = [s for s in shapes if isinstance(s[-1], str)]
+    return tiled or shapes
 
 
 def contiguous_symbol(kernel: FuncOp) -> str | int | None:
@@ -86,6 +98,24 @@ def _in_flight(kernel: FuncOp, plan: TilePlan) -> int:
     return next(c.in_flight for c in occupancy.candidates if c.warps == occupancy.choice)
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """The kernel's grid, where the extents are known: its blocks for a plan's sizes."""
+
+    axes: tuple[tuple[str, str | int], ...]  # (dimension, tile symbol or size) per axis
+    extents: dict[str, int]
+    sm_count: int
+
+    def blocks(self, plan: TilePlan) -> int | None:
+        total = 1
+        for dim, symbol in self.axes:
+            if dim not in self.extents:
+                return None
+            size = plan.symbols[symbol].size if isinstance(symbol, str) else int(symbol)
+            total *= -(-self.extents[dim] // max(size, 1))
+        return total
+
+
 def _elements(plan: TilePlan, shape: tuple) -> int:
     n = 1
     for d in shape:
@@ -93,12 +123,27 @@ def _elements(plan: TilePlan, shape: tuple) -> int:
     return n
 
 
-def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
+def shape_streamed_tiles(
+    kernel: FuncOp,
+    plan: TilePlan,
+    maximum: int,
+    extents: dict[str, int] | None = None,
+    sm_count: int = 132,
+) -> bool:
     """Choose the free sizes of `plan` for `kernel` (no dots) as the module docstring says;
-    False (the plan untouched) when the moved tiles have no common contiguous axis."""
+    False (the plan untouched) when the moved tiles have no common contiguous axis.
+    `extents` (where known) give the grid its blocks, `sm_count` the SMs they fill."""
     contiguous = contiguous_symbol(kernel)
     if contiguous is None:
         return False
+    grid = _Grid(
+        tuple(
+            (str(d), s if isinstance(s, int) else str(s))
+            for d, s in attribute_pairs(kernel, "tilec.grid")
+        ),
+        dict(extents or {}),
+        sm_count,
+    )
     shapes = _moved_shapes(kernel)
     largest = max(shapes, key=lambda s: _elements(plan, s))
     others = [
@@ -136,8 +181,8 @@ def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
     order = sorted(others, key=lambda s: (s.name not in sequential, s.name))
     for s in order:
         s.adjusted = "1 row: the most blocks"
+    in_flight = _in_flight(kernel, plan)
     while order:
-        in_flight = _in_flight(kernel, plan)
         if in_flight >= BYTES_IN_FLIGHT or _elements(plan, largest) >= maximum:
             break
         # A size past `maximum` could never fit a tile; without this bound a symbol that the
@@ -147,10 +192,22 @@ def shape_streamed_tiles(kernel: FuncOp, plan: TilePlan, maximum: int) -> bool:
             break
         s = min(growable, key=lambda s: (s.size, order.index(s)))
         s.size *= 2
+        blocks = grid.blocks(plan)
+        if s.name not in sequential and blocks is not None and blocks < FILL_BLOCKS * sm_count:
+            # Fewer blocks than that leave an SM without a second block to run while one waits
+            # on a reduction or a barrier.
+            s.size //= 2
+            s.adjusted = (
+                f"{s.size}: {2 * blocks} blocks; larger tiles would leave fewer than "
+                f"{FILL_BLOCKS} blocks per SM ({sm_count} SMs)"
+            )
+            order.remove(s)
+            continue
         s.adjusted = (
             f"grown to {s.size}: with fewer, an SM keeps under "
             f"{BYTES_IN_FLIGHT // 1024} KiB in flight ({in_flight // 1024} KiB)"
         )
+        in_flight = _in_flight(kernel, plan)
     return True
 
 

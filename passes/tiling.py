@@ -281,7 +281,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
                     ": wgmma tiling" if on_wgmma else ": mma.sync tiling"
                 )
             num_warps = config.num_warps
-        if dot_ops or not shape_streamed_tiles(kernel, self.plan, self.opts.max_tile_elements):
+        if dot_ops or not shape_streamed_tiles(
+            kernel, self.plan, self.opts.max_tile_elements, self.extents, self.opts.sm_count
+        ):
             self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
         if symbols_of(kernel):
             bind_tile_sizes(kernel, self.plan)
