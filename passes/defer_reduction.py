@@ -178,7 +178,9 @@ def _defer(
     ).result
     value = reduced
     if rest is not None:
-        value = after.create(combine.op, lhs=rest, rhs=reduced, result_types=[reduced.type]).results[0]
+        value = after.create(
+            combine.op, lhs=rest, rhs=reduced, result_types=[reduced.type]
+        ).results[0]
     for user in users:
         for k, v in enumerate(user.operands):
             if v is result:
