@@ -1,6 +1,6 @@
 """What the tile parser reads: positions in the user's file, and the Python-style post-lexer.
 
-`Position` maps lark's line and column (in the text as parsed, which has a '\\n' prepended) to
+`Position` maps lark's line and column (in the text as parsed, which has a newline prepended) to
 the `Location` in the user's file. `Indenter` turns newlines into INDENT/DEDENT tokens,
 joins lines inside brackets, and reports bracket and indentation mistakes as located
 `TileError`s; it also remembers the tokens that `syntax`'s error translator looks back at.
