@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tilec.frontend.syntax import tables_json
+from tilec.frontend.syntax_tables import tables_json
 from tilec.grammar import TABLES_PATH, grammar_text
 
 

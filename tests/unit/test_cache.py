@@ -14,6 +14,7 @@ import pytest
 
 from tilec import cache
 from tilec.frontend import syntax
+from tilec.frontend.syntax_lexer import Position
 
 TILEC = os.path.join(os.path.dirname(sys.executable), "tilec")
 
@@ -108,7 +109,7 @@ def test_a_compile_with_the_shipped_tables_writes_no_cache(tmp_path):
 def parser_without_shipped_tables() -> syntax._Parser:
     """A parser made as when the shipped tables do not match the grammar."""
     parser = syntax._Parser(shipped_tables=None)
-    (kernel,) = parser.parse(GOOD, syntax._Position("k.tile", 0, 0))
+    (kernel,) = parser.parse(GOOD, Position("k.tile", 0, 0))
     assert isinstance(kernel, syntax.FunctionDef) and kernel.name == "scale"
     return parser
 

@@ -251,7 +251,7 @@ def test_the_mutation_check_can_fail(tmp_path):
 
 def test_canonicalize_compares_a_symbolic_iota_without_crashing():
     """canonicalize folded `offsets(D) < c` by the iota's size, which is a symbol (BD) before
-    tiling: a TypeError (found by the differential check; arith._iota_below)."""
+    tiling: a TypeError (found by the differential check; arith_folding.iota_below)."""
     source = """
 def k(x: i64[D], y: i64[D], z: i64[M, D]):
     for tm in tiles(M):

@@ -16,6 +16,7 @@ import pytest
 
 from tilec.diagnostics import TileError
 from tilec.frontend import syntax
+from tilec.frontend.syntax_lexer import Position
 from tilec.grammar import TABLES_COMMAND, TABLES_PATH, grammar_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,9 +69,7 @@ def tree(node: object) -> object:
 
 def parse_or_error(parser: syntax._Parser, path: Path) -> object:
     try:
-        return tree(
-            parser.parse(path.read_text(encoding="utf-8"), syntax._Position(path.name, 0, 0))
-        )
+        return tree(parser.parse(path.read_text(encoding="utf-8"), Position(path.name, 0, 0)))
     except TileError as error:
         return ("error", error.message, error.loc, error.hint, error.notes)
 
@@ -93,14 +92,14 @@ SKIP = "def f(x: f32[N]):\n    skip\n"
 def test_tables_for_an_edited_grammar_are_not_used(monkeypatch, tmp_path):
     # With the shipped tables, `skip` is a name; in the edited grammar it is the pass statement.
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
-    (function,) = syntax._Parser().parse(SKIP, syntax._Position("f.tile", 0, 0))
+    (function,) = syntax._Parser().parse(SKIP, Position("f.tile", 0, 0))
     assert isinstance(function.body[0], syntax.ExprStmt)
     edited = grammar_text().replace('PASS: "pass"', 'PASS: "skip"')
     assert edited != grammar_text()
     monkeypatch.setattr(syntax, "grammar_text", lambda: edited)
     parser = syntax._Parser()
     assert parser.tables_source == "built"
-    (function,) = parser.parse(SKIP, syntax._Position("f.tile", 0, 0))
+    (function,) = parser.parse(SKIP, Position("f.tile", 0, 0))
     assert isinstance(function.body[0], syntax.Pass)
     # Built once, then read from the cache, never from the shipped file.
     assert syntax._Parser().tables_source == "cache"

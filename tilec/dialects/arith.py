@@ -11,17 +11,43 @@ broadcasting at this level: the frontend inserts `tile.broadcast`/`tile.splat`).
 Every op folds: on constant operands (scalars, or splat tiles from `tile.full`) to the value
 the kernel would compute, exactly, and through the algebraic identities that are exact for
 every input. Commutative ops and comparisons keep constants on the right (a canonicalization
-pattern). See the "Folding" section below.
+pattern). See the "Folding" section below and `tilec.dialects.arith_folding`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
+from tilec.dialects.arith_folding import (
+    ceildivsi,
+    cmpf,
+    cmpi,
+    divsi,
+    float_constant,
+    float_to_int,
+    int_attr,
+    int_constant,
+    int_to_float,
+    iota_below,
+    maximumf,
+    minimumf,
+    remsi,
+    shli,
+    shrsi,
+    signed,
+    x_and_ones_is_x,
+    x_minus_zero_is_x,
+    x_op_one_is_x,
+    x_op_x_is_x,
+    x_op_x_is_zero,
+    x_op_zero_is_x,
+    x_or_ones_is_ones,
+    x_plus_negative_zero_is_x,
+    x_times_one_is_x,
+    x_times_zero_is_zero,
+)
 from tilec.ir.attributes import Attribute, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.constraints import (
     BOOL_LIKE,
@@ -420,114 +446,25 @@ class IndexCastOp(_Cast):
 
 
 # ---------------------------------------------------------------------------------------------
-# Folding
-#
-# A folder gives what the kernel would compute, exactly: integers as Python ints wrapped to the
-# element width (two's complement), floats with numpy in the element dtype (f16 rounds as f16;
-# bf16 has no exact numpy type here and is not folded). Operations that are undefined for some
-# inputs (division by zero, INT_MIN / -1, oversized shifts, float-to-int out of range) are not
-# folded for those inputs: the hardware result is not ours to choose.
-
-
-def _signed(v: int, width: int) -> int:
-    """`v` wrapped to `width` bits, read as signed (so i1 true is -1)."""
-    v &= (1 << width) - 1
-    return v - (1 << width) if v >> (width - 1) else v
-
-
-def _int_constant(v: Value) -> int | None:
-    """The constant integer (or i1) that `v` holds, or splats, as a signed value."""
-    attr = constant_value(v)
-    if not isinstance(attr, (IntegerAttr, BoolAttr)):
-        return None
-    return _signed(int(attr.value), bit_width(v.type))
-
-
-def _float_constant(v: Value) -> np.floating | None:
-    """The constant float that `v` holds, or splats, rounded to its element type."""
-    attr = constant_value(v)
-    if not isinstance(attr, (FloatAttr, IntegerAttr)):
-        return None
-    return to_numpy_scalar(attr, v.type)
-
-
-def _int_attr(v: int, t: Type) -> Attribute:
-    """Integer `v` as an element of `t` (wrapped to its width; i1 as a bool)."""
-    width = bit_width(t)
-    if width == 1:
-        return BoolAttr(bool(v & 1))
-    return IntegerAttr(_signed(v, width))
-
-
-def _is_float(v: Value, target: float) -> bool:
-    """`v` is a constant equal to `target`, sign of zero included."""
-    x = _float_constant(v)
-    return x is not None and x == target and bool(np.signbit(x)) == (math.copysign(1.0, target) < 0)
-
-
-def _truncating_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _divsi(a: int, b: int, width: int) -> int | None:
-    if b == 0 or (a == -(1 << (width - 1)) and b == -1):
-        return None  # division by zero; INT_MIN / -1 overflows
-    return _truncating_div(a, b)
-
-
-def _remsi(a: int, b: int, width: int) -> int | None:
-    if b == 0 or (a == -(1 << (width - 1)) and b == -1):
-        return None
-    return a - b * _truncating_div(a, b)
-
-
-def _ceildivsi(a: int, b: int, width: int) -> int | None:
-    if b == 0 or (a == -(1 << (width - 1)) and b == -1):
-        return None
-    return -((-a) // b)
-
-
-def _shli(a: int, b: int, width: int) -> int | None:
-    return a << b if 0 <= b < width else None  # shifting by >= width is undefined
-
-
-def _shrsi(a: int, b: int, width: int) -> int | None:
-    return a >> b if 0 <= b < width else None
-
+# Folding: which evaluator and identities each op folds with (`arith_folding` holds the exact
+# arithmetic and why undefined inputs are not folded).
 
 # (lhs, rhs, width) -> result, or None where the operation is undefined. Operands are signed.
 _INT_EVALUATORS: dict[type[Operation], Callable[[int, int, int], int | None]] = {
     AddIOp: lambda a, b, w: a + b,
     SubIOp: lambda a, b, w: a - b,
     MulIOp: lambda a, b, w: a * b,
-    DivSIOp: _divsi,
-    RemSIOp: _remsi,
-    CeilDivSIOp: _ceildivsi,
+    DivSIOp: divsi,
+    RemSIOp: remsi,
+    CeilDivSIOp: ceildivsi,
     MaxSIOp: lambda a, b, w: max(a, b),
     MinSIOp: lambda a, b, w: min(a, b),
     AndIOp: lambda a, b, w: a & b,
     OrIOp: lambda a, b, w: a | b,
     XOrIOp: lambda a, b, w: a ^ b,
-    ShLIOp: _shli,
-    ShRSIOp: _shrsi,
+    ShLIOp: shli,
+    ShRSIOp: shrsi,
 }
-
-
-def _maximumf(a: np.floating, b: np.floating) -> np.floating:
-    if np.isnan(a) or np.isnan(b):
-        return a.dtype.type(np.nan)
-    if a == b:  # +0.0 and -0.0 compare equal, but maximum(-0.0, +0.0) is +0.0
-        return b if np.signbit(a) else a
-    return a if a > b else b
-
-
-def _minimumf(a: np.floating, b: np.floating) -> np.floating:
-    if np.isnan(a) or np.isnan(b):
-        return a.dtype.type(np.nan)
-    if a == b:
-        return a if np.signbit(a) else b
-    return a if a < b else b
 
 
 # numpy scalars of one dtype compute in that dtype (for f16: exactly rounded to f16).
@@ -537,83 +474,29 @@ _FLOAT_EVALUATORS: dict[type[Operation], Callable[[np.floating, np.floating], np
     MulFOp: lambda a, b: a * b,
     DivFOp: lambda a, b: a / b,
     RemFOp: np.fmod,
-    MaximumFOp: _maximumf,
-    MinimumFOp: _minimumf,
+    MaximumFOp: maximumf,
+    MinimumFOp: minimumf,
 }
 
 
-# -- algebraic identities: each maps an op to an existing value or a constant, or None --------
-
-
-def _x_op_zero_is_x(op: Operation) -> Value | None:
-    """x + 0, x - 0, x | 0, x ^ 0, x << 0, x >> 0 (integers) -> x."""
-    return op.lhs if _int_constant(op.rhs) == 0 else None
-
-
-def _x_op_one_is_x(op: Operation) -> Value | None:
-    """x * 1, x / 1 (integers) -> x."""
-    return op.lhs if _int_constant(op.rhs) == 1 else None
-
-
-def _x_times_zero_is_zero(op: Operation) -> Attribute | None:
-    """x * 0, x & 0 (integers) -> 0. Not for floats: NaN * 0, inf * 0 and -1.0 * 0 differ."""
-    return _int_attr(0, op.result.type) if _int_constant(op.rhs) == 0 else None
-
-
-def _x_and_ones_is_x(op: Operation) -> Value | None:
-    """x & -1 -> x."""
-    return op.lhs if _int_constant(op.rhs) == -1 else None
-
-
-def _x_or_ones_is_ones(op: Operation) -> Attribute | None:
-    """x | -1 -> -1."""
-    return _int_attr(-1, op.result.type) if _int_constant(op.rhs) == -1 else None
-
-
-def _x_op_x_is_x(op: Operation) -> Value | None:
-    """x & x, x | x, max(x, x), min(x, x) -> x (floats too: NaN stays NaN)."""
-    return op.lhs if op.lhs is op.rhs else None
-
-
-def _x_op_x_is_zero(op: Operation) -> Attribute | None:
-    """x - x, x ^ x (integers) -> 0. Not for floats: inf - inf is NaN."""
-    return _int_attr(0, op.result.type) if op.lhs is op.rhs else None
-
-
-def _x_plus_negative_zero_is_x(op: Operation) -> Value | None:
-    """x + (-0.0) -> x. Only negative zero: x + (+0.0) is NOT x when x is -0.0, because
-    -0.0 + +0.0 is +0.0 in round-to-nearest."""
-    return op.lhs if _is_float(op.rhs, -0.0) else None
-
-
-def _x_minus_zero_is_x(op: Operation) -> Value | None:
-    """x - (+0.0) -> x: it is x + (-0.0), exact for every x (x - (-0.0) is not)."""
-    return op.lhs if _is_float(op.rhs, 0.0) else None
-
-
-def _x_times_one_is_x(op: Operation) -> Value | None:
-    """x * 1.0, x / 1.0 -> x (exact for every x, signed zeros, infinities and NaN)."""
-    return op.lhs if _is_float(op.rhs, 1.0) else None
-
-
 _IDENTITIES: dict[type[Operation], tuple[Callable[[Operation], Value | Attribute | None], ...]] = {
-    AddIOp: (_x_op_zero_is_x,),
-    SubIOp: (_x_op_zero_is_x, _x_op_x_is_zero),
-    MulIOp: (_x_op_one_is_x, _x_times_zero_is_zero),
-    DivSIOp: (_x_op_one_is_x,),
-    AndIOp: (_x_and_ones_is_x, _x_times_zero_is_zero, _x_op_x_is_x),
-    OrIOp: (_x_op_zero_is_x, _x_or_ones_is_ones, _x_op_x_is_x),
-    XOrIOp: (_x_op_zero_is_x, _x_op_x_is_zero),
-    ShLIOp: (_x_op_zero_is_x,),
-    ShRSIOp: (_x_op_zero_is_x,),
-    MaxSIOp: (_x_op_x_is_x,),
-    MinSIOp: (_x_op_x_is_x,),
-    AddFOp: (_x_plus_negative_zero_is_x,),
-    SubFOp: (_x_minus_zero_is_x,),
-    MulFOp: (_x_times_one_is_x,),
-    DivFOp: (_x_times_one_is_x,),
-    MaximumFOp: (_x_op_x_is_x,),
-    MinimumFOp: (_x_op_x_is_x,),
+    AddIOp: (x_op_zero_is_x,),
+    SubIOp: (x_op_zero_is_x, x_op_x_is_zero),
+    MulIOp: (x_op_one_is_x, x_times_zero_is_zero),
+    DivSIOp: (x_op_one_is_x,),
+    AndIOp: (x_and_ones_is_x, x_times_zero_is_zero, x_op_x_is_x),
+    OrIOp: (x_op_zero_is_x, x_or_ones_is_ones, x_op_x_is_x),
+    XOrIOp: (x_op_zero_is_x, x_op_x_is_zero),
+    ShLIOp: (x_op_zero_is_x,),
+    ShRSIOp: (x_op_zero_is_x,),
+    MaxSIOp: (x_op_x_is_x,),
+    MinSIOp: (x_op_x_is_x,),
+    AddFOp: (x_plus_negative_zero_is_x,),
+    SubFOp: (x_minus_zero_is_x,),
+    MulFOp: (x_times_one_is_x,),
+    DivFOp: (x_times_one_is_x,),
+    MaximumFOp: (x_op_x_is_x,),
+    MinimumFOp: (x_op_x_is_x,),
 }
 
 
@@ -621,12 +504,12 @@ def _fold_binary(op: Operation) -> list[Attribute | Value] | None:
     kind = type(op)
     t = op.result.type
     if kind in _INT_EVALUATORS:
-        a, b = _int_constant(op.lhs), _int_constant(op.rhs)
+        a, b = int_constant(op.lhs), int_constant(op.rhs)
         if a is not None and b is not None:
             r = _INT_EVALUATORS[kind](a, b, bit_width(t))
-            return None if r is None else [_int_attr(r, t)]
+            return None if r is None else [int_attr(r, t)]
     elif kind in _FLOAT_EVALUATORS:
-        x, y = _float_constant(op.lhs), _float_constant(op.rhs)
+        x, y = float_constant(op.lhs), float_constant(op.rhs)
         if x is not None and y is not None:
             with np.errstate(all="ignore"):  # inf and NaN results are IEEE's, not errors
                 return [from_numpy_scalar(_FLOAT_EVALUATORS[kind](x, y), t)]
@@ -638,7 +521,7 @@ def _fold_binary(op: Operation) -> list[Attribute | Value] | None:
 
 
 def _fold_negf(op: Operation) -> list[Attribute | Value] | None:
-    x = _float_constant(op.operand)
+    x = float_constant(op.operand)
     if x is not None:
         return [from_numpy_scalar(-x, op.result.type)]
     inner = op.operand
@@ -647,90 +530,21 @@ def _fold_negf(op: Operation) -> list[Attribute | Value] | None:
     return None
 
 
-def _cmpi(predicate: str, a: int, b: int, width: int) -> bool:
-    if predicate[0] == "u":
-        a, b = a & ((1 << width) - 1), b & ((1 << width) - 1)
-    relation = predicate if predicate in ("eq", "ne") else predicate[1:]
-    return _RELATIONS[relation](a, b)
-
-
-def _cmpf(predicate: str, a: np.floating, b: np.floating) -> bool:
-    unordered = bool(np.isnan(a) or np.isnan(b))
-    if predicate == "ord":
-        return not unordered
-    if predicate == "uno":
-        return unordered
-    if unordered:
-        return predicate[0] == "u"
-    return _RELATIONS[predicate[1:]](a, b)
-
-
-_RELATIONS: dict[str, Callable[[Any, Any], bool]] = {
-    "eq": lambda a, b: bool(a == b),
-    "ne": lambda a, b: bool(a != b),
-    "lt": lambda a, b: bool(a < b),
-    "le": lambda a, b: bool(a <= b),
-    "gt": lambda a, b: bool(a > b),
-    "ge": lambda a, b: bool(a >= b),
-}
-
-
 def _fold_compare(op: Operation) -> list[Attribute | Value] | None:
     predicate = op.predicate
     if isinstance(op, CmpIOp):
-        a, b = _int_constant(op.lhs), _int_constant(op.rhs)
+        a, b = int_constant(op.lhs), int_constant(op.rhs)
         if a is not None and b is not None:
-            return [BoolAttr(_cmpi(predicate, a, b, bit_width(op.lhs.type)))]
+            return [BoolAttr(cmpi(predicate, a, b, bit_width(op.lhs.type)))]
         if op.lhs is op.rhs:  # x == x holds for integers (not for floats: NaN)
             return [BoolAttr(predicate in ("eq", "sle", "sge", "ule", "uge"))]
-        if b is not None and _iota_below(op.lhs, predicate, b):
+        if b is not None and iota_below(op.lhs, predicate, b):
             return [BoolAttr(True)]
         return None
-    x, y = _float_constant(op.lhs), _float_constant(op.rhs)
+    x, y = float_constant(op.lhs), float_constant(op.rhs)
     if x is not None and y is not None:
-        return [BoolAttr(_cmpf(predicate, x, y))]
+        return [BoolAttr(cmpf(predicate, x, y))]
     return None
-
-
-def _iota_below(v: Value, predicate: str, bound: int) -> bool:
-    """Whether `v < bound` (or `<=`) holds for every element of `v`, a `tile.iota` (its
-    elements are 0 .. n-1): the padding mask of a whole dimension whose extent is known to
-    fill its tile."""
-    if not (isinstance(v, OpResult) and v.op.name == "tile.iota"):
-        return False
-    if not isinstance(v.type.shape[0], int):  # a symbolic size: unknown until tiling
-        return False
-    largest = v.type.shape[0] - 1
-    if predicate in ("slt", "ult"):
-        return largest < bound
-    if predicate in ("sle", "ule"):
-        return largest <= bound
-    return False
-
-
-def _int_to_float(v: int, dtype: np.dtype) -> np.floating:
-    """`v` rounded to nearest even in `dtype`, in one rounding (numpy would go through f64
-    and round twice for |v| >= 2**53)."""
-    if abs(v) > 1 << 53:
-        mantissa_bits = np.finfo(dtype).nmant + 1
-        shift = abs(v).bit_length() - mantissa_bits
-        q, r = divmod(abs(v), 1 << shift)
-        half = 1 << (shift - 1)
-        if r > half or (r == half and q & 1):
-            q += 1
-        v = (q << shift) * (1 if v > 0 else -1)  # now exact in f64
-    with np.errstate(all="ignore"):
-        return dtype.type(float(v))
-
-
-def _float_to_int(x: np.floating, t: Type) -> Attribute | None:
-    if not np.isfinite(x):
-        return None
-    v = int(x)  # toward zero
-    width = bit_width(t)
-    if not -(1 << (width - 1)) <= v < (1 << (width - 1)):
-        return None  # out of range: undefined
-    return _int_attr(v, t)
 
 
 def _fold_cast_constant(op: Operation, attr: Attribute) -> Attribute | None:
@@ -742,14 +556,14 @@ def _fold_cast_constant(op: Operation, attr: Attribute) -> Attribute | None:
         with np.errstate(all="ignore"):  # narrowing rounds to nearest even (numpy does too)
             return from_numpy_scalar(np.asarray(to_numpy_scalar(attr, src)).astype(dst_dtype), dst)
     if isinstance(op, FPToSIOp):
-        return _float_to_int(to_numpy_scalar(attr, src), dst)
+        return float_to_int(to_numpy_scalar(attr, src), dst)
     if isinstance(attr, FloatAttr):
         return None
-    v = _signed(int(attr.value), bit_width(src))
+    v = signed(int(attr.value), bit_width(src))
     if isinstance(op, SIToFPOp):
-        return from_numpy_scalar(_int_to_float(v, dst_dtype), dst)
+        return from_numpy_scalar(int_to_float(v, dst_dtype), dst)
     # extsi, trunci and index_cast: sign-extend or wrap the signed value.
-    return _int_attr(v, dst)
+    return int_attr(v, dst)
 
 
 def _inverse_cast_input(op: Operation) -> Value | None:

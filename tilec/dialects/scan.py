@@ -24,7 +24,8 @@ semantics are in `tilec.interp.scan`, the GPU lowering in `tilec.lowering.scan`.
 
 from __future__ import annotations
 
-from tilec.dialects.tile import REDUCE_KINDS, ReduceOp, _check_axis, _same_shape_and_element
+from tilec.dialects.tile import REDUCE_KINDS, ReduceOp
+from tilec.dialects.tile_shapes import check_axis, same_shape_and_element
 from tilec.ir.attributes import IntegerAttr, StringAttr
 from tilec.ir.constraints import NUMERIC_LIKE, TILE
 from tilec.ir.core import Attr, Operand, Operation, Pure, Result, register_op
@@ -66,9 +67,9 @@ class ScanOp(Operation):
 
     def verify_(self) -> None:
         t = self.input.type
-        _check_axis(self, t.rank)
+        check_axis(self, t.rank)
         _check_numeric(self, t)
-        if not _same_shape_and_element(self.result.type, t):
+        if not same_shape_and_element(self.result.type, t):
             raise self.error(f"a scan of {t} gives {t}, but the result is {self.result.type}")
 
 
@@ -99,10 +100,10 @@ class ArgReduceOp(Operation):
 
     def verify_(self) -> None:
         t = self.input.type
-        axis = _check_axis(self, t.rank)
+        axis = check_axis(self, t.rank)
         _check_numeric(self, t)
         expected = self.index_type(t, axis)
-        if not _same_shape_and_element(self.result.type, expected) or (
+        if not same_shape_and_element(self.result.type, expected) or (
             is_scalar(expected) != is_scalar(self.result.type)
         ):
             raise self.error(
@@ -144,7 +145,7 @@ class TopKOp(Operation):
 
     def verify_(self) -> None:
         t = self.input.type
-        axis = _check_axis(self, t.rank)
+        axis = check_axis(self, t.rank)
         _check_numeric(self, t)
         k = self.k
         if not (1 <= k <= MAX_TOPK and k & (k - 1) == 0):
@@ -158,5 +159,5 @@ class TopKOp(Operation):
             ("indices", self.indices, i32),
         ):
             expected = TileType(shape, element)
-            if not _same_shape_and_element(result.type, expected):
+            if not same_shape_and_element(result.type, expected):
                 raise self.error(f"{what} of a top-{k} of {t} are {expected}, not {result.type}")

@@ -29,34 +29,47 @@ are different even if tiling later gives them the same value), and `?` matches a
 Layouts (`tile<128x64xf16, #blocked<...>>`) are part of a tile's type; ops that compute a new
 shape do not care which layout their result has, and changing the layout of a value is always
 the explicit `tile.convert_layout`.
+
+This module holds the grid queries, memory, compute and value ops, and is the dialect's
+public face: it re-exports the layout attributes (`tile_layouts`) and the shape rules and
+element-moving ops (`tile_shapes`: broadcast, splat, expand_dims, reshape, transpose,
+convert_layout), so `from tilec.dialects import tile as T` reaches every op.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-from dataclasses import dataclass
-from typing import ClassVar
-
 import numpy as np
 
+from tilec.dialects.tile_layouts import DotOperandLayout, MmaLayout, SharedLayout, SliceLayout
+from tilec.dialects.tile_shapes import (
+    BroadcastOp,
+    ConvertLayoutOp,
+    ExpandDimsOp,
+    ReshapeOp,
+    SplatOp,
+    TransposeOp,
+    check_axis,
+    dims_match,
+    same_or_none,
+    same_shape_and_element,
+    shape_of,
+    shape_text,
+    shapes_match,
+)
 from tilec.ir.attributes import (
     ArrayAttr,
     Attribute,
     BoolAttr,
     FloatAttr,
     IntegerAttr,
-    ParametricAttr,
     StringAttr,
-    parametric_attr,
 )
-from tilec.ir.constraints import BOOL_LIKE, INDEX, NUMERIC_LIKE, SCALAR, TENSOR, TILE
+from tilec.ir.constraints import BOOL_LIKE, INDEX, NUMERIC_LIKE, TENSOR, TILE
 from tilec.ir.core import (
     Attr,
     ConstantLike,
     Operand,
     Operation,
-    OpResult,
     Pure,
     Result,
     Value,
@@ -75,7 +88,6 @@ from tilec.ir.types import (
     FloatType,
     IndexType,
     IntegerType,
-    ShapedType,
     TileType,
     Type,
     element_type,
@@ -111,150 +123,6 @@ __all__ = [
     "SymbolOp",
     "TransposeOp",
 ]
-
-# ---------------------------------------------------------------------------------------------
-# Layout attributes (the blocked layout lives in tilec.ir.attributes)
-
-
-@parametric_attr
-@dataclass(frozen=True, slots=True)
-class MmaLayout(ParametricAttr):
-    """The accumulator layout of tensor-core instructions (`mma.sync`, `wgmma`).
-
-    `version`: 2 for Ampere `mma.sync`, 3 for Hopper `wgmma`; `warps_per_cta`: how the block's
-    warps tile the accumulator; `instr_shape`: one instruction's M, N, K (e.g. 16, 8, 16).
-    """
-
-    mnemonic: ClassVar[str] = "mma"
-    version: int
-    warps_per_cta: tuple[int, ...]
-    instr_shape: tuple[int, ...]
-
-
-@parametric_attr
-@dataclass(frozen=True, slots=True)
-class SharedLayout(ParametricAttr):
-    """A swizzled shared-memory layout (XOR swizzle against bank conflicts).
-
-    Rows of `vec` contiguous elements are XOR-ed with `(row / per_phase) % max_phase`;
-    `order` lists dimensions from fastest- to slowest-varying. `vec = 1, max_phase = 1` is no
-    swizzle.
-    """
-
-    mnemonic: ClassVar[str] = "shared"
-    vec: int
-    per_phase: int
-    max_phase: int
-    order: tuple[int, ...]
-    # wgmma operands (`tilec.lowering.wgmma`): `interleave = 2` stores the slot's 8-row
-    # group L of G at position 2 (L mod G/2) + L div G/2, the row order of a wgmma accumulator
-    # whose warps hold 8-row groups G/2 apart; `col_block = n` stores the last dimension in
-    # blocks of n elements, each block holding every row (the N-major operand's 128-byte atoms).
-    interleave: int = 1
-    col_block: int = 0
-
-
-@parametric_attr
-@dataclass(frozen=True, slots=True)
-class DotOperandLayout(ParametricAttr):
-    """An operand of a tensor-core `tile.dot`, held in registers as `mma.sync` fragments.
-
-    `index` 0 is the left operand (M x K), 1 the right one (K x N); `warps_per_cta` are those
-    of the dot's `#mma` accumulator. Each warp holds the rows of A (columns of B) that its
-    accumulator elements need, for all of K, as m16n8k16 fragments in the register order
-    `tilec.lowering.tensorcore` documents.
-    """
-
-    mnemonic: ClassVar[str] = "dot_operand"
-    index: int
-    warps_per_cta: tuple[int, ...]
-    # 3: the operand of a `wgmma` dot, read by the tensor cores from its shared buffer (the
-    # value is that buffer's slot, no registers).
-    version: int = 2
-
-
-@parametric_attr
-@dataclass(frozen=True, slots=True)
-class SliceLayout(ParametricAttr):
-    """The `parent` layout with dimension `dim` removed (Triton's slice layout).
-
-    A tile of rank r-1 in `#slice<dim = d, parent = P>` is held as a tile of rank r in `P` with
-    a size-1 dimension inserted at `d`: each element is held by every thread that held its row
-    (or column) of the parent, i.e. replicated over the lanes and warps that `P` spreads along
-    `d`. A reduction along `d` leaves its result here, and `tile.expand_dims` at `d` gives back
-    `P`, so a reduced value is broadcast back without moving between threads.
-    `tilec.lowering.layouts.ThreadMap` states the arithmetic.
-    """
-
-    mnemonic: ClassVar[str] = "slice"
-    dim: int
-    parent: Attribute
-
-
-# ---------------------------------------------------------------------------------------------
-# Shape helpers
-
-
-def shape_of(t: Type) -> tuple[Dim, ...]:
-    """The shape of a tile (or view); `()` for a scalar."""
-    return t.shape if isinstance(t, ShapedType) else ()
-
-
-def dims_match(a: Dim, b: Dim) -> bool:
-    """Whether two dimensions are the same size: equal, or either unknown (`?`)."""
-    return a == b or a is None or b is None
-
-
-def shapes_match(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> bool:
-    return len(a) == len(b) and all(dims_match(x, y) for x, y in zip(a, b))
-
-
-def _shape_text(shape: tuple[Dim, ...]) -> str:
-    return "x".join("?" if d is None else str(d) for d in shape) or "scalar"
-
-
-def _same_shape_and_element(a: Type, b: Type) -> bool:
-    return shapes_match(shape_of(a), shape_of(b)) and element_type(a) == element_type(b)
-
-
-def _splat_constant(v: Value, t: Type) -> Attribute | None:
-    """The constant that `v` holds in every element, as an attribute of `t`'s element type
-    (None if `v` is not a constant or the value cannot be represented exactly)."""
-    attr = constant_value(v)
-    if attr is None:
-        return None
-    if isinstance(element_type(t), FloatType) and isinstance(attr, FloatAttr):
-        return attr  # as it is (also for bf16, which numpy may lack)
-    # Normalize the rest: integers wrap into range, i1 becomes a bool, and an integer constant
-    # of a float type (arith.constant allows it) rounds as the element type does.
-    x = to_numpy_scalar(attr, t)
-    return None if x is None else from_numpy_scalar(x, t)
-
-
-def _same_or_none(value: Value, t: Type) -> list[Attribute | Value] | None:
-    return [value] if value.type == t else None
-
-
-def _fold_rearrangement(op: Operation) -> list[Attribute | Value] | None:
-    """The fold of an op that only moves `op.input`'s elements around (splat, broadcast,
-    expand_dims, reshape, transpose, convert_layout): the input itself when the type does not
-    change, the constant when the input is a constant tile or scalar."""
-    same = _same_or_none(op.input, op.result.type)
-    if same is not None:
-        return same
-    c = _splat_constant(op.input, op.result.type)
-    return None if c is None else [c]
-
-
-def _check_axis(op: Operation, rank: int, *, inserting: bool = False) -> int:
-    """`op`'s `axis` attribute, checked against `rank` (an op that inserts a dimension may
-    also name the position after the last one)."""
-    axis = op.attributes["axis"].value
-    last = rank if inserting else rank - 1
-    if not 0 <= axis <= last:
-        raise op.error(f"axis {axis} is out of range for rank {rank} (expected 0..{last})")
-    return axis
-
 
 # ---------------------------------------------------------------------------------------------
 # Where this block is
@@ -308,7 +176,7 @@ class DimOp(Operation):
         return [index]
 
     def verify_(self) -> None:
-        _check_axis(self, self.view.type.rank)
+        check_axis(self, self.view.type.rank)
 
     def fold(self):
         d = self.view.type.shape[self.axis]
@@ -371,7 +239,7 @@ def _check_mask(op: Operation, mask: Value | None, shape: tuple[Dim, ...]) -> No
         return
     t = mask.type
     if not (isinstance(t, TileType) and t.element == i1 and shapes_match(t.shape, shape)):
-        raise op.error(f"mask must be a tile of i1 shaped {_shape_text(shape)}, got {t}")
+        raise op.error(f"mask must be a tile of i1 shaped {shape_text(shape)}, got {t}")
 
 
 # Set by the vectorize pass (passes/vectorize.py), read by the lowering.
@@ -505,13 +373,13 @@ class DotOp(Operation):
         (m, k), (k2, n), (m2, n2) = a.shape, b.shape, acc.shape
         if not dims_match(k, k2):
             raise self.error(
-                f"'a' is {_shape_text(a.shape)} and 'b' is {_shape_text(b.shape)}: "
+                f"'a' is {shape_text(a.shape)} and 'b' is {shape_text(b.shape)}: "
                 f"K differs ({k} vs {k2})"
             )
         if not (dims_match(m, m2) and dims_match(n, n2)):
             raise self.error(
-                f"accumulator must be {_shape_text((m, n))} (M of 'a' x N of 'b'), "
-                f"got {_shape_text(acc.shape)}"
+                f"accumulator must be {shape_text((m, n))} (M of 'a' x N of 'b'), "
+                f"got {shape_text(acc.shape)}"
             )
         if self.result.type != acc:
             raise self.error(f"result type {self.result.type} must be the accumulator's type {acc}")
@@ -551,194 +419,15 @@ class ReduceOp(Operation):
 
     def verify_(self) -> None:
         t = self.input.type
-        axis = _check_axis(self, t.rank)
+        axis = check_axis(self, t.rank)
         expected = self.reduced_type(t, axis)
-        if not _same_shape_and_element(self.result.type, expected) or (
+        if not same_shape_and_element(self.result.type, expected) or (
             is_scalar(expected) != is_scalar(self.result.type)
         ):
             raise self.error(
                 f"reducing {t} along axis {axis} gives {expected}, but the result is "
                 f"{self.result.type}"
             )
-
-
-# ---------------------------------------------------------------------------------------------
-# Shapes
-
-
-@register_op
-class BroadcastOp(Operation):
-    """Stretch the size-1 dimensions of a tile to the result's sizes (same rank)."""
-
-    name = "tile.broadcast"
-    summary = "Broadcast size-1 dimensions of a tile to larger sizes (same rank)."
-    input = Operand(TILE)
-    result = Result(TILE)
-    traits = (Pure,)
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def verify_(self) -> None:
-        src, dst = self.input.type, self.result.type
-        if src.element != dst.element:
-            raise self.error(f"element type changes from {src.element} to {dst.element}")
-        if src.rank != dst.rank:
-            raise self.error(
-                f"cannot broadcast {src} to {dst}: ranks differ",
-                hint="add dimensions with 'tile.expand_dims' first",
-            )
-        for i, (s, d) in enumerate(zip(src.shape, dst.shape)):
-            if s != 1 and not dims_match(s, d):
-                raise self.error(
-                    f"cannot broadcast {src} to {dst}: dimension {i} is {s}, not 1 or {d}"
-                )
-
-    def fold(self):
-        return _fold_rearrangement(self)
-
-
-@register_op
-class SplatOp(Operation):
-    """A tile whose every element is the scalar `input`."""
-
-    name = "tile.splat"
-    summary = "A tile filled with a scalar value."
-    input = Operand(SCALAR)
-    result = Result(TILE)
-    traits = (Pure,)
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def verify_(self) -> None:
-        if self.result.type.element != self.input.type:
-            raise self.error(
-                f"result element type {self.result.type.element} must be the scalar's type "
-                f"{self.input.type}"
-            )
-
-    def fold(self):
-        return _fold_rearrangement(self)
-
-
-@register_op
-class ExpandDimsOp(Operation):
-    """Insert a dimension of size 1 at `axis` (0..rank)."""
-
-    name = "tile.expand_dims"
-    summary = "Insert a size-1 dimension at an axis."
-    input = Operand(TILE)
-    axis = Attr(IntegerAttr)
-    result = Result(TILE)
-    traits = (Pure,)
-    assembly_format = "$input `axis` $axis attr-dict `:` type($input) `->` type($result)"
-
-    @staticmethod
-    def expanded_type(t: TileType, axis: int) -> TileType:
-        if not 0 <= axis <= t.rank:
-            raise ValueError(f"axis {axis} is out of range for {t}")
-        return TileType((*t.shape[:axis], 1, *t.shape[axis:]), t.element)
-
-    @classmethod
-    def infer_result_types(cls, operands, attributes):
-        return [cls.expanded_type(operands[0].type, attributes["axis"].value)]
-
-    def verify_(self) -> None:
-        t = self.input.type
-        axis = _check_axis(self, t.rank, inserting=True)
-        expected = self.expanded_type(t, axis)
-        if not _same_shape_and_element(self.result.type, expected):
-            raise self.error(
-                f"inserting axis {axis} into {t} gives {expected}, but the result is "
-                f"{self.result.type}"
-            )
-
-    def fold(self):
-        return _fold_rearrangement(self)
-
-
-def _element_counts_match(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> bool:
-    if all(isinstance(d, int) for d in (*a, *b)):
-        return math.prod(a) == math.prod(b)  # type: ignore[arg-type]
-    # With symbols the sizes are unknown: require the same dimensions, regrouped only by
-    # adding or removing 1s (BMx1xBN <-> BMxBN), which is what the frontend produces.
-    return Counter(d for d in a if d != 1) == Counter(d for d in b if d != 1)
-
-
-@register_op
-class ReshapeOp(Operation):
-    """Reinterpret a tile's elements (in row-major order) with another shape of the same size.
-
-    With symbolic sizes the two shapes must have the same dimensions other than 1s.
-    """
-
-    name = "tile.reshape"
-    summary = "Give a tile another shape with the same number of elements (row-major)."
-    input = Operand(TILE)
-    result = Result(TILE)
-    traits = (Pure,)
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def verify_(self) -> None:
-        src, dst = self.input.type, self.result.type
-        if src.element != dst.element:
-            raise self.error(f"element type changes from {src.element} to {dst.element}")
-        if not _element_counts_match(src.shape, dst.shape):
-            raise self.error(
-                f"cannot reshape {_shape_text(src.shape)} to {_shape_text(dst.shape)}: "
-                "the number of elements differs"
-            )
-
-    def fold(self):
-        return _fold_rearrangement(self)
-
-
-@register_op
-class TransposeOp(Operation):
-    """Permute a tile's dimensions: result dimension `i` is input dimension `perm[i]`."""
-
-    name = "tile.transpose"
-    summary = "Permute the dimensions of a tile (result dim i = input dim perm[i])."
-    input = Operand(TILE)
-    perm = Attr(ArrayAttr)
-    result = Result(TILE)
-    traits = (Pure,)
-    assembly_format = "$input `perm` $perm attr-dict `:` type($input) `->` type($result)"
-
-    @staticmethod
-    def transposed_type(t: TileType, perm: tuple[int, ...]) -> TileType:
-        if sorted(perm) != list(range(t.rank)):
-            raise ValueError(f"{list(perm)} is not a permutation of the dimensions of {t}")
-        return TileType(tuple(t.shape[p] for p in perm), t.element)
-
-    @classmethod
-    def infer_result_types(cls, operands, attributes):
-        return [cls.transposed_type(operands[0].type, attributes["perm"].value)]
-
-    def verify_(self) -> None:
-        t = self.input.type
-        perm = self.attributes["perm"]
-        if not all(type(e) is IntegerAttr for e in perm.elements) or sorted(self.perm) != list(
-            range(t.rank)
-        ):
-            raise self.error(f"perm {perm} is not a permutation of 0..{t.rank - 1}")
-        expected = self.transposed_type(t, self.perm)
-        if not _same_shape_and_element(self.result.type, expected):
-            raise self.error(
-                f"transposing {t} by {perm} gives {expected}, but the result is {self.result.type}"
-            )
-
-    def fold(self):
-        perm = self.perm
-        if list(perm) == list(range(len(perm))):
-            return _same_or_none(self.input, self.result.type)
-        inner = self.input
-        if isinstance(inner, OpResult) and isinstance(inner.op, TransposeOp):
-            inner_perm = inner.op.perm
-            # result dim i = inner input dim inner_perm[perm[i]]: identity means undone.
-            if all(inner_perm[p] == i for i, p in enumerate(perm)):
-                return _same_or_none(inner.op.input, self.result.type)
-        # Not `_fold_rearrangement`: a square tile's transpose has its input's type and is
-        # still a transpose. Only a constant tile is its own transpose.
-        c = _splat_constant(self.input, self.result.type)
-        return None if c is None else [c]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -832,7 +521,7 @@ class CastOp(Operation):
             )
 
     def fold(self):
-        same = _same_or_none(self.input, self.result.type)
+        same = same_or_none(self.input, self.result.type)
         if same is not None:
             return same
         c = constant_value(self.input)
@@ -874,7 +563,7 @@ class SelectOp(Operation):
         ):
             raise self.error(
                 f"condition {self.condition.type} must have the shape of the values "
-                f"({_shape_text(shape_of(t))})"
+                f"({shape_text(shape_of(t))})"
             )
 
     def fold(self):
@@ -884,35 +573,3 @@ class SelectOp(Operation):
         if c is None:
             return None
         return [self.true_value if c.value else self.false_value]
-
-
-@register_op
-class ConvertLayoutOp(Operation):
-    """The same tile held in another layout (moves data between threads, maybe via shared
-    memory). Shape and element type do not change."""
-
-    name = "tile.convert_layout"
-    summary = "Change the layout of a tile (same shape and element type)."
-    input = Operand(TILE)
-    result = Result(TILE)
-    traits = (Pure,)
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def verify_(self) -> None:
-        src, dst = self.input.type, self.result.type
-        if src.shape != dst.shape or src.element != dst.element:
-            raise self.error(
-                f"may change only the layout, got {src} -> {dst}",
-                hint="use 'tile.cast' for the element type, 'tile.reshape' for the shape",
-            )
-
-    def fold(self):
-        same = _same_or_none(self.input, self.result.type)
-        if same is not None:
-            return same
-        inner = self.input
-        if isinstance(inner, OpResult) and isinstance(inner.op, ConvertLayoutOp):
-            same = _same_or_none(inner.op.input, self.result.type)
-            if same is not None:
-                return same
-        return _fold_rearrangement(self)
