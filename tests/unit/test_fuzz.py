@@ -53,7 +53,7 @@ def test_generated_programs_compile_and_cover_the_language():
         *("dot:f16:loop", "dot:bf16:loop", "dot:i8:loop", "dot:f64:loop", "dot:f32:loop"),
         *("dot:computed-operand", "reduce:sum", "reduce:max", "reduce:min", "reduce:mean"),
         *("builtin:where", "builtin:maximum", "builtin:full", "builtin:zeros", "literal"),
-        *("builtin:atomic_add", "builtin:atomic_max", "builtin:atomic_min"),
+        *("builtin:atomic_add", "builtin:atomic_max", "builtin:atomic_min", "atomic:gathered"),
         *("pin:tile", "pin:warps", "pin:stages", "scalar-argument", "scalar:dimension"),
         *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M", "gather"),
         *("scan:cumsum", "scan:cumprod", "scan:cummax", "scan:cummin", "scan:topk_indices"),

@@ -559,6 +559,15 @@ class KernelWriter:
         value = self.strong(self.expression(tuple(region), depth), tuple(region))
         if value.dtype != dtype:
             value = Value(f"({value.text}).to({dtype})", dtype, value.shape)
+        gatherable = [k for k, index in enumerate(indices) if index in ("tm", "tn")]
+        if gatherable and chance(self.c, 25):
+            # A gathered region: the rows an index tensor over the same dimension names
+            # (`y[g[tm], ...]`; repeated indices all count; the inputs draw g in range).
+            k = choose(self.c, gatherable)
+            g = Tensor(self.fresh("g"), choose(self.c, ["i32", "i64"]), (dims[k],))
+            self.tensors.append(g)
+            indices[k] = f"{g.name}[{indices[k]}]"
+            self.features.add("atomic:gathered")
         t = Tensor(self.fresh("y"), dtype, tuple(dims), written=True)
         self.tensors.append(t)
         self.features.add(f"builtin:{fn}")
