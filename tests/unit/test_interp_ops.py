@@ -592,6 +592,32 @@ def test_dot_of_i8_wraps_in_i32_and_f64_stays_f64():
     assert z[0, 0] == 1.0 + 1e-20
 
 
+def test_a_dot_depends_on_its_operands_values_not_their_layout():
+    """A transposed tile is a strided view and a tile read from shared memory a copy, and
+    BLAS sums an f32 product in an order that can depend on which it is given (OpenBLAS's
+    small-matrix kernels: 32x32x32 with a transposed B rounds 1 ulp apart). The fuzzer saw it
+    as a mismatch after smem-placement (seed 239, k2): the same dot, its B no longer a view."""
+    text = """func @k(%a: !tile.tensor<32x32xf32>, %bt: !tile.tensor<32x32xf32>, %b: !tile.tensor<32x32xf32>, %via_transpose: !tile.tensor<32x32xf32>, %direct: !tile.tensor<32x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %x = tile.load %a[%c0, %c0] : !tile.tensor<32x32xf32> -> tile<32x32xf32>
+  %w = tile.load %bt[%c0, %c0] : !tile.tensor<32x32xf32> -> tile<32x32xf32>
+  %t = tile.transpose %w perm [1, 0] : tile<32x32xf32> -> tile<32x32xf32>
+  %y = tile.load %b[%c0, %c0] : !tile.tensor<32x32xf32> -> tile<32x32xf32>
+  %z = tile.load %direct[%c0, %c0] : !tile.tensor<32x32xf32> -> tile<32x32xf32>
+  %d = tile.dot %x, %t, %z : tile<32x32xf32>, tile<32x32xf32>, tile<32x32xf32> -> tile<32x32xf32>
+  %e = tile.dot %x, %y, %z : tile<32x32xf32>, tile<32x32xf32>, tile<32x32xf32> -> tile<32x32xf32>
+  tile.store %via_transpose[%c0, %c0], %d : !tile.tensor<32x32xf32>, tile<32x32xf32>
+  tile.store %direct[%c0, %c0], %e : !tile.tensor<32x32xf32>, tile<32x32xf32>
+  return
+}"""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((32, 32)).astype(F32)
+    b = rng.standard_normal((32, 32)).astype(F32)
+    via_transpose, direct = np.zeros((32, 32), F32), np.zeros((32, 32), F32)
+    run_ir(text, [a, np.ascontiguousarray(b.T), b, via_transpose, direct], grid=(1,))
+    assert np.array_equal(via_transpose, direct)
+
+
 # ---------------------------------------------------------------------------------------------
 # Loads and stores: in-bounds, unmasked elements only
 

@@ -24,15 +24,17 @@ and a kernel that keeps the old values sees them in any order. To make a result 
 on that order show up in tests rather than on the GPU, the interpreter runs the blocks of a
 kernel with atomics in a shuffled order: a permutation of the grid drawn from a seeded
 generator. The seed is `Launch.block_seed`: `prepare_launch(..., block_seed=N)`, else the
-environment variable `TILEC_INTERP_BLOCK_SEED`, else 0 (so runs repeat). Kernels without
-atomics keep the grid order (axis 0 slowest).
+environment variable `TILEC_INTERP_BLOCK_SEED`, else 0 (so runs repeat). The permutation is
+of the blocks named by the dimensions they tile, not of the grid's axis order, so the IR
+before and after a pass that reorders the axes runs the blocks in the same order. Kernels
+without atomics keep the grid order (axis 0 slowest).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,14 +72,31 @@ def block_seed(requested: int | None) -> int:
         raise ValueError(f"{BLOCK_SEED_ENV}={text!r}: expected an integer seed") from None
 
 
-def block_order(grid: tuple[int, ...], seed: int | None) -> Iterator[tuple[int, ...]]:
-    """The program ids of `grid`: axis 0 slowest when `seed` is None, else shuffled by it."""
-    ids = itertools.product(*(range(n) for n in grid))
+def block_order(
+    grid: tuple[int, ...], seed: int | None, axes: Sequence[str] = ()
+) -> Iterator[tuple[int, ...]]:
+    """The program ids of `grid`: axis 0 slowest when `seed` is None, else shuffled by it.
+
+    `axes` names the dimension the first grid axes tile (`tilec.grid`; a split axis after them
+    has none). The shuffle permutes the blocks with the named axes in the order of their
+    names, then the others, so it is a function of the blocks, not of the axis order: a pass
+    that only reorders the grid's axes (tiling puts first the axis no streamed dot operand
+    depends on) runs every block at the turn it had before, and the passes' checks compare
+    sums of float atomics added in the same order."""
     if seed is None:
-        return ids
-    ordered = list(ids)
+        return itertools.product(*(range(n) for n in grid))
+    named = sorted(range(len(axes)), key=lambda k: axes[k])
+    canonical = named + list(range(len(axes), len(grid)))
+    ordered = list(itertools.product(*(range(grid[k]) for k in canonical)))
     permutation = np.random.default_rng(seed).permutation(len(ordered))
-    return (ordered[i] for i in permutation)
+    return (_program_id(ordered[i], canonical) for i in permutation)
+
+
+def _program_id(block: tuple[int, ...], canonical: list[int]) -> tuple[int, ...]:
+    ids = [0] * len(canonical)
+    for axis, index in zip(canonical, block):
+        ids[axis] = index
+    return tuple(ids)
 
 
 # ---------------------------------------------------------------------------------------------

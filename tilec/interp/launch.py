@@ -140,12 +140,15 @@ class Launch:
         tile_sizes: dict[str, tuple[int, str]],
         grid: tuple[int, ...],
         seed: int | None = None,
+        grid_axes: tuple[str, ...] = (),
     ):
         self.func = func
         self.arguments = arguments
         self.symbols = symbols
         self.tile_sizes = tile_sizes  # symbol -> (size, where it came from)
         self.grid = grid
+        # The dimension the first axes of the grid tile (`tilec.grid`; none for a grid given).
+        self.grid_axes = grid_axes
         # Caches shared by all blocks: resolved types, and per-op constants (immutable arrays).
         self.shapes: dict[Type, tuple[int | None, ...]] = {}
         self.result_checks: dict[Type, Any] = {}
@@ -693,7 +696,12 @@ def prepare_launch(
     arguments = _convert_arguments(func, _order_arguments(func, args))
     shapes = [a.shape if isinstance(a, TensorView) else None for a in arguments]
     symbols, tiles = bind_sizes(func, shapes, tile_sizes)
-    return Launch(func, arguments, symbols, tiles, _grid(func, symbols, grid, split), block_seed)
+    axes = (
+        () if grid is not None else tuple(str(d) for d, _ in _attribute_pairs(func, "tilec.grid"))
+    )
+    return Launch(
+        func, arguments, symbols, tiles, _grid(func, symbols, grid, split), block_seed, axes
+    )
 
 
 def run_kernel(

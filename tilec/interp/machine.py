@@ -136,5 +136,5 @@ def execute(launch: Launch, trace: Trace | None = None) -> None:
     atomics: `tilec.interp.atomic`)."""
     body = launch.func.body.block
     with np.errstate(all="ignore"):  # inf, NaN and wrap-around are results, not warnings
-        for program_id in block_order(launch.grid, launch.block_seed):
+        for program_id in block_order(launch.grid, launch.block_seed, launch.grid_axes):
             BlockState(launch, program_id, trace).run_block(body, launch.arguments)

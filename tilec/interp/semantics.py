@@ -574,7 +574,13 @@ def _dot(state: BlockState, op: Operation, args: list[Any]) -> Any:
         return acc + product
     # f16 and bf16 products are exact in f32, so multiplying in f32 and summing in f32 is the
     # f32 accumulation the IR asks for (and numpy's f32 matmul is BLAS, its f16 one is slow).
-    return acc + np.matmul(a.astype(acc.dtype), b.astype(acc.dtype))
+    # BLAS picks its summation order by the operands' memory layout too (OpenBLAS's 32x32x32
+    # with a transposed B rounds 1 ulp from a contiguous one), and a transpose's view or a
+    # shared-memory read's copy is how an op produced a tile, not its value: contiguous
+    # operands make the result a function of the values, the same before and after a pass.
+    a = np.ascontiguousarray(a, dtype=acc.dtype)
+    b = np.ascontiguousarray(b, dtype=acc.dtype)
+    return acc + np.matmul(a, b)
 
 
 def _float_combiner(kind: str, dtype: np.dtype) -> tuple[Callable[[Any, Any], Any], Any]:
