@@ -460,7 +460,7 @@ class _KernelLowering(ElementwiseLowering):
 
     def op(self, op: Operation) -> None:
         self.scratch_base = self.scratch_bases.get(op, 0)
-        method = _LOWERINGS.get(type(op))
+        method = LOWERINGS.get(type(op))
         if method is None:
             raise NotLowered(op)
         if self.debug_info is not None:
@@ -1129,7 +1129,7 @@ def _shared_array(llmod: ir.Module) -> ir.GlobalVariable:
     return found
 
 
-_LOWERINGS: dict[type, Any] = {
+LOWERINGS: dict[type, Any] = {
     arith.ConstantOp: _KernelLowering.constant_op,
     **{cls: _KernelLowering.float_binary for cls in FLOAT_BINARY},
     **{cls: _KernelLowering.int_binary for cls in INT_BINARY},
