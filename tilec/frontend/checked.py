@@ -18,7 +18,6 @@ __all__ = [
     "DTYPES",
     "INT_RANGES",
     "KIND_ORDER",
-    "MATH_FUNCTIONS",
     "SYMBOL_RE",
     "AccessIndex",
     "ArgReduce",
@@ -374,12 +373,6 @@ class Unary(Expr):
     operand: Expr
 
 
-MATH_FUNCTIONS = (
-    *("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "erf"),
-    *("sigmoid", "gelu", "sin", "cos", "floor", "ceil"),
-)
-
-
 @dataclass(kw_only=True, eq=False, slots=True)
 class Math(Expr):
     """An element-wise math function of one operand of the result's type.
@@ -388,7 +381,7 @@ class Math(Expr):
     `sigmoid` is 1/(1 + exp(-x)); `rsqrt` is 1/sqrt(x).
     """
 
-    fn: str  # one of MATH_FUNCTIONS
+    fn: str  # the builtin's name (tilec.frontend.builtins: a declaration with Math nodes)
     operand: Expr
 
 

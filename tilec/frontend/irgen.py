@@ -39,15 +39,15 @@ from collections.abc import Callable
 import numpy as np
 
 from tilec.diagnostics import Location, TileError
-from tilec.dialects import arith, atomic, math, scf
+from tilec.dialects import arith, math, scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ModuleOp, ReturnOp
-from tilec.dialects.random import PhiloxOp
 from tilec.frontend import sema
-from tilec.frontend.checked import ArgReduce, Atomic, Effect, If, RangeIndex, RangeLoop, Scan, TopK
+from tilec.frontend.builtins import GENERATORS
+from tilec.frontend.checked import Effect, If, RangeIndex, RangeLoop
+from tilec.frontend.irgen_builtins import dot_expr
 from tilec.frontend.irgen_control import if_statement, range_loop
-from tilec.frontend.irgen_gather import atomic_scatter, gather, is_gathered, scatter
-from tilec.frontend.irgen_scan import scan_expr
+from tilec.frontend.irgen_gather import gather, is_gathered, scatter
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Region, Value
@@ -107,23 +107,11 @@ _INT_BINARY = {
     "shl": arith.ShLIOp,
     "shr": arith.ShRSIOp,
 }
-_MATH = {
-    "exp": math.ExpOp,
-    "exp2": math.Exp2Op,
-    "log": math.LogOp,
-    "log2": math.Log2Op,
-    "sqrt": math.SqrtOp,
-    "rsqrt": math.RsqrtOp,
-    "tanh": math.TanhOp,
-    "erf": math.ErfOp,
-    "sin": math.SinOp,
-    "cos": math.CosOp,
-    "floor": math.FloorOp,
-    "ceil": math.CeilOp,
-}
 
 
 class _KernelGenerator:
+    ir_type = staticmethod(ir_type)
+
     def __init__(self, kernel: sema.Kernel):
         self.kernel = kernel
         self.entry = Block()
@@ -132,9 +120,8 @@ class _KernelGenerator:
         self.offsets: dict[int, Value] = {}  # id(LoopVar) -> index value of its tile start
         self._entry_values: dict[tuple, Value] = {}
         self._prologue_size = 0
-        # id(Philox) -> its tile.philox: rand() uses one random word three times (a checked
-        # DAG, sema_random.py), and the word is computed once, where it is first used.
-        self._philox: dict[int, Value] = {}
+        # id(Philox) -> its tile.philox (`irgen_builtins.philox_expr`)
+        self.philox_words: dict[int, Value] = {}
 
     # -- the kernel -----------------------------------------------------------------------
 
@@ -315,40 +302,6 @@ class _KernelGenerator:
             return
         self.b.create(T.StoreOp, view=view, offsets=offsets, value=value)
 
-    def atomic(self, e: Atomic, env: dict[str, Value]) -> Value:
-        """`tile.atomic_rmw`/`tile.atomic_cas` on the region at the view's full rank; the old
-        values come back in the region's own shape, as a load's do."""
-        view, offsets, full_shape = self.access(e.access, env)
-
-        def at_full_rank(x: Value) -> Value:
-            if not isinstance(x.type, TileType):
-                full = TileType(full_shape, x.type)
-                return self.b.create(T.SplatOp, input=x, result_types=[full]).result
-            if x.type.shape != full_shape:
-                return self.b.create(
-                    T.ReshapeOp, input=x, result_types=[TileType(full_shape, x.type.element)]
-                ).result
-            return x
-
-        operands = {"view": view, "offsets": offsets}
-        operands["value"] = at_full_rank(self.expr(e.value, env))
-        if e.compare is not None:
-            operands["compare"] = at_full_rank(self.expr(e.compare, env))
-        if e.mask is not None:
-            operands["mask"] = at_full_rank(self.expr(e.mask, env))
-        sem = None if e.sem == "relaxed" else e.sem
-        if is_gathered(e.access):
-            old = atomic_scatter(self, e.access, env, operands, e.kind, sem)
-        elif e.kind == "cas":
-            old = self.b.create(atomic.AtomicCasOp, sem=sem, **operands).result
-        else:
-            old = self.b.create(atomic.AtomicRMWOp, kind=e.kind, sem=sem, **operands).result
-        if not e.type.shape:
-            return self.extract_scalar(old)
-        if full_shape != tuple(e.type.shape):
-            return self.b.create(T.ReshapeOp, input=old, result_types=[ir_type(e.type)]).result
-        return old
-
     def access(
         self, access: sema.TensorAccess, env: dict[str, Value]
     ) -> tuple[Value, list[Value], tuple]:
@@ -387,6 +340,11 @@ class _KernelGenerator:
             return self._expr(e, env)
 
     def _expr(self, e: sema.Expr, env: dict[str, Value]) -> Value:
+        # What builtin calls build is generated as the registry of builtins says; the rest
+        # (literals, names, accesses, operators, conversions) is the language's own, here.
+        generate = GENERATORS.get(type(e))
+        if generate is not None:
+            return generate(self, e, env)
         t = ir_type(e.type)
         b = self.b
         if isinstance(e, sema.Constant):
@@ -419,8 +377,6 @@ class _KernelGenerator:
             if full_shape != tuple(e.type.shape):
                 loaded = b.create(T.ReshapeOp, input=loaded, result_types=[t]).result
             return loaded
-        if isinstance(e, sema.Iota):
-            return b.create(T.IotaOp, result_types=[t]).result
         if isinstance(e, sema.Full):
             if isinstance(e.value, sema.Constant):
                 return self.constant(e.value.value, t)
@@ -435,28 +391,6 @@ class _KernelGenerator:
                 return b.create(arith.SubIOp, lhs=self.constant(0, t), rhs=x).result
             ones = True if element_type(t) == i1 else -1
             return b.create(arith.XOrIOp, lhs=x, rhs=self.constant(ones, t)).result
-        if isinstance(e, sema.Math):
-            return self.math(e.fn, self.expr(e.operand, env), t)
-        if isinstance(e, sema.Philox):
-            if id(e) not in self._philox:
-                seed, offsets = self.expr(e.seed, env), self.expr(e.offsets, env)
-                self._philox[id(e)] = b.create(
-                    PhiloxOp, seed=seed, offsets=offsets, word=e.word, result_types=[t]
-                ).result
-            return self._philox[id(e)]
-        if isinstance(e, sema.Select):
-            cond = self.expr(e.cond, env)
-            on_true = self.expr(e.on_true, env)
-            on_false = self.expr(e.on_false, env)
-            return b.create(
-                T.SelectOp, condition=cond, true_value=on_true, false_value=on_false
-            ).result
-        if isinstance(e, sema.Reduce):
-            return self.reduce(e, env)
-        if isinstance(e, (Scan, ArgReduce, TopK)):
-            return scan_expr(self, e, env)
-        if isinstance(e, sema.Dot):
-            return self.dot(e, env)
         if isinstance(e, sema.Cast):
             return self.cast(self.expr(e.operand, env), t)
         if isinstance(e, sema.Broadcast):
@@ -470,11 +404,6 @@ class _KernelGenerator:
             for axis in sorted(e.axes):
                 x = b.create(T.ExpandDimsOp, input=x, axis=axis).result
             return x
-        if isinstance(e, sema.Transpose):
-            x = self.expr(e.operand, env)
-            return b.create(T.TransposeOp, input=x, perm=list(e.permutation)).result
-        if isinstance(e, Atomic):
-            return self.atomic(e, env)
         raise AssertionError(f"unexpected expression {type(e).__name__}")
 
     def binary(self, e: sema.Binary, env: dict[str, Value]) -> Value:
@@ -482,7 +411,7 @@ class _KernelGenerator:
             # `acc + a @ b` (and `acc += a @ b`) accumulates into acc: one tile.dot, as the
             # language defines it (a dot's summation order is unspecified anyway).
             dot, acc = (e.rhs, e.lhs) if isinstance(e.rhs, sema.Dot) else (e.lhs, e.rhs)
-            return self.dot(dot, env, self.expr(acc, env))
+            return dot_expr(self, dot, env, self.expr(acc, env))
         lhs = self.expr(e.lhs, env)
         rhs = self.expr(e.rhs, env)
         is_float = isinstance(element_type(lhs.type), FloatType)
@@ -543,28 +472,6 @@ class _KernelGenerator:
         adjust = self._sign_differs_and_nonzero(r, rhs)
         r_plus = b.create(arith.AddIOp, lhs=r, rhs=rhs).result
         return self._choose(adjust, r_plus, r)
-
-    def math(self, fn: str, x: Value, t: Type) -> Value:
-        b = self.b
-        op = _MATH.get(fn)
-        if op is not None:
-            return b.create(op, operand=x).result
-        if fn == "abs":
-            if isinstance(element_type(t), FloatType):
-                return b.create(math.AbsFOp, operand=x).result
-            negated = b.create(arith.SubIOp, lhs=self.constant(0, t), rhs=x).result
-            return b.create(arith.MaxSIOp, lhs=x, rhs=negated).result
-        if fn == "sigmoid":  # 1 / (1 + exp(-x))
-            e = b.create(math.ExpOp, operand=b.create(arith.NegFOp, operand=x).result).result
-            d = b.create(arith.AddFOp, lhs=self.constant(1.0, t), rhs=e).result
-            return b.create(arith.DivFOp, lhs=self.constant(1.0, t), rhs=d).result
-        if fn == "gelu":  # exact: x/2 * (1 + erf(x / sqrt(2)))
-            scaled = b.create(arith.MulFOp, lhs=x, rhs=self.constant(0.7071067811865476, t))
-            erf = b.create(math.ErfOp, operand=scaled.result).result
-            one_plus = b.create(arith.AddFOp, lhs=self.constant(1.0, t), rhs=erf).result
-            half_x = b.create(arith.MulFOp, lhs=x, rhs=self.constant(0.5, t)).result
-            return b.create(arith.MulFOp, lhs=half_x, rhs=one_plus).result
-        raise AssertionError(f"no lowering for math function {fn}")
 
     # -- conversions and shapes -----------------------------------------------------------
 
@@ -635,54 +542,6 @@ class _KernelGenerator:
         filler = self.constant(fill, x.type)
         return self.b.create(T.SelectOp, condition=mask, true_value=x, false_value=filler).result
 
-    def reduce(self, e: sema.Reduce, env: dict[str, Value]) -> Value:
-        b = self.b
-        x = self.expr(e.operand, env)
-        result_t = ir_type(e.type)
-        result_elem = element_type(result_t)
-        # sum/mean of f16/bf16 accumulate in f32; narrow integer sums in the result's type.
-        acc_elem = result_elem
-        narrow_float = isinstance(result_elem, FloatType) and result_elem.width < 32
-        if e.kind in ("sum", "mean") and narrow_float:
-            acc_elem = SCALAR_TYPES["f32"]
-        booleans = result_elem == i1
-        if booleans:
-            # max/min of i1 values are any/all (False < True); the IR orders i1 as signed
-            # (true is -1), so reduce them as the integers 0 and 1.
-            acc_elem = i32
-        if element_type(x.type) != acc_elem:
-            x = self.cast(x, TileType(x.type.shape, acc_elem))
-        kind = "sum" if e.kind == "mean" else e.kind
-        if isinstance(acc_elem, FloatType):
-            identity: int | float = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[kind]
-        elif booleans:  # any of nothing is False, all of nothing is True
-            identity = {"max": 0, "min": 1}[kind]
-        else:
-            identity = {"sum": 0, "max": _int_min(acc_elem), "min": _int_max(acc_elem)}[kind]
-        for axis, extent in zip(e.axes, e.extents):
-            if extent is not None:
-                x = self.mask_padding(x, axis, extent, identity)
-        count: Value | None = None
-        for axis, extent in sorted(zip(e.axes, e.extents), key=lambda p: -p[0]):
-            if e.kind == "mean":
-                lanes = self.real_lanes(x.type.shape[axis], extent)
-                count = (
-                    lanes if count is None else b.create(arith.MulIOp, lhs=count, rhs=lanes).result
-                )
-            x = b.create(T.ReduceOp, kind=kind, input=x, axis=axis).result
-        if e.kind == "mean":
-            assert count is not None
-            as_float = b.create(arith.SIToFPOp, input=count, result_types=[acc_elem]).result
-            x = b.create(arith.DivFOp, lhs=x, rhs=self.broadcast(as_float, x.type)).result
-        if e.keepdims and not isinstance(x.type, TileType):
-            # Every axis was reduced: the scalar becomes a tile of ones (expand_dims takes tiles).
-            kept = TileType(tuple(1 for _ in e.operand.type.shape), element_type(x.type))
-            x = b.create(T.SplatOp, input=x, result_types=[kept]).result
-        elif e.keepdims:
-            for axis in sorted(e.axes):
-                x = b.create(T.ExpandDimsOp, input=x, axis=axis).result
-        return self.cast(x, result_t)
-
     def real_lanes(self, size, extent: sema.AxisExtent | None) -> Value:
         """Number of real lanes on an axis of tile size `size` (an index value)."""
         b = self.b
@@ -693,30 +552,6 @@ class _KernelGenerator:
         if extent.var is not None:
             limit = b.create(arith.SubIOp, lhs=limit, rhs=self.offsets[id(extent.var)]).result
         return b.create(arith.MinSIOp, lhs=limit, rhs=width).result
-
-    def dot(self, e: sema.Dot, env: dict[str, Value], acc: Value | None = None) -> Value:
-        lhs = self.expr(e.lhs, env)
-        rhs = self.expr(e.rhs, env)
-        if e.contraction is not None:
-            # Loads already read padding lanes as 0; anything computed may not be 0 there.
-            if not _zero_padded(e.lhs):
-                lhs = self.mask_padding(lhs, 1, e.contraction, 0)
-            if not _zero_padded(e.rhs):
-                rhs = self.mask_padding(rhs, 0, e.contraction, 0)
-        if acc is None:
-            acc = self.constant(0, ir_type(e.type))
-        with self.b.located(e.loc):
-            return self.b.create(T.DotOp, a=lhs, b=rhs, acc=acc).result
-
-
-def _zero_padded(e: sema.Expr) -> bool:
-    """Whether the lanes of `e` outside its tensor read as 0 (loads, and what keeps zeros)."""
-    if isinstance(e, sema.Load):
-        return True
-    # Not Broadcast: stretching an axis of size 1 repeats a real value into padding lanes.
-    if isinstance(e, (sema.Transpose, sema.Cast, sema.ExpandDims)):
-        return _zero_padded(e.operand)
-    return False
 
 
 def _in_float_range(value: float, t: Type) -> float:
@@ -729,11 +564,3 @@ def _in_float_range(value: float, t: Type) -> float:
     with np.errstate(over="ignore"):
         rounded = float(dtype.type(value))
     return rounded if math_module.isinf(rounded) else value
-
-
-def _int_min(t: Type) -> int:
-    return -(1 << (t.width - 1))  # type: ignore[attr-defined]
-
-
-def _int_max(t: Type) -> int:
-    return (1 << (t.width - 1)) - 1  # type: ignore[attr-defined]

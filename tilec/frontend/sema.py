@@ -17,9 +17,10 @@ This module owns the meaning of the tile DSL (docs/language.md is its reference)
 The checked program's node types live in `tilec.frontend.checked` (re-exported here) and its
 readable dump in `tilec.frontend.dump`; this module is the checker, `_KernelChecker`, whose
 rules are split by concern: kernel options and the signature (`sema_options`), loops,
-statements and tensor accesses (`sema_statements`), expressions (`sema_expressions`), builtin
-calls (`sema_builtins`), and what they share -- reserved names, scopes, typing helpers
-(`sema_common`). The checked tree is made
+statements and tensor accesses (`sema_statements`), expressions (`sema_expressions`), calls
+(`sema_calls`, which dispatches each builtin to the typing rule its declaration in the registry
+`tilec.frontend.builtins` names: `sema_builtins`, `sema_random`, `sema_atomics`, `sema_scan`),
+and what they share -- scopes, typing helpers (`sema_common`). The checked tree is made
 for IR generation to walk without re-deriving anything: each
 expression carries its dtype and shape, implicit conversions are explicit `Cast`/`Broadcast`
 nodes (so the operands of a `Binary` have identical types), every loop says whether it is the
@@ -82,6 +83,7 @@ from tilec.frontend.checked import (
 from tilec.frontend.dump import format_expr, format_kernel, format_program
 from tilec.frontend.sema_atomics import check_atomic_races
 from tilec.frontend.sema_builtins import BuiltinChecks
+from tilec.frontend.sema_calls import CallChecks
 from tilec.frontend.sema_common import (
     _Binding,
     _count_assignments,
@@ -185,7 +187,13 @@ def analyze(module: ast.Module, options: Mapping[str, object] | None = None) -> 
 
 
 class _KernelChecker(
-    OptionChecks, StatementChecks, ControlChecks, ExpressionChecks, BuiltinChecks, RandomChecks
+    OptionChecks,
+    StatementChecks,
+    ControlChecks,
+    ExpressionChecks,
+    CallChecks,
+    BuiltinChecks,
+    RandomChecks,
 ):
     """Checks one kernel definition; `check()` returns the typed `Kernel`."""
 

@@ -1,20 +1,19 @@
 """Builtin calls: their arguments and typing rules -- math functions, `maximum`/`minimum`/`where`,
-reductions, `dot`, `zeros`/`full`/`arange`/`offsets`, `transpose` (and the table entries of
-`rand`/`randn`/`randint`, whose rules are in `tilec.frontend.sema_random`).
+reductions, `dot`, `zeros`/`full`/`arange`/`offsets`, `transpose` (the rules of `rand`/`randn`/
+`randint` are in `tilec.frontend.sema_random`, of atomics in `sema_atomics`, of scans in
+`sema_scan`). Each rule is declared, with its IR, in the registry `tilec.frontend.builtins`;
+`tilec.frontend.sema_calls` dispatches calls to them.
 
 A part of the checker `tilec.frontend.sema._KernelChecker` (a mixin: its methods use the state
 and the other parts' methods of that class)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from tilec.diagnostics import Location, TileError
 from tilec.frontend import syntax as ast
 from tilec.frontend.checked import (
     DTYPES,
     KIND_ORDER,
-    MATH_FUNCTIONS,
     AxisExtent,
     Binary,
     Cast,
@@ -31,86 +30,25 @@ from tilec.frontend.checked import (
     Select,
     TileType,
 )
-from tilec.frontend.sema_atomics import ATOMIC_BUILTINS, atomic_call
 from tilec.frontend.sema_common import (
     _DTYPE_LIST,
-    _PYTHON_FUNCTIONS,
-    _REDUCTIONS,
-    BUILTINS,
     _broadcast_shapes,
     _broadcast_to,
     _checked_constant,
     _convert_constant,
-    _did_you_mean,
     _expr_loc,
     _fold_math,
     _full,
     _is_weak,
     _literal_int,
     _promote,
-    _unsupported,
 )
-from tilec.frontend.sema_random import RandomChecks
-from tilec.frontend.sema_scan import SCAN_CALLS
 
 
 class BuiltinChecks:
     """Builtin calls: the checker's methods for them."""
 
     # ---------------------------------------------------------------- calls
-
-    def _call(self, node: ast.Call) -> Expr:
-        func = node.func
-        if isinstance(func, ast.Attribute):
-            if func.attr == "to":
-                return self._to_call(node, func)
-            if func.attr in BUILTINS:
-                raise TileError(
-                    f"method '.{func.attr}()' is not supported",
-                    func.loc,
-                    hint=f"call the builtin: {func.attr}(x, ...)",
-                )
-            self._expr(func.value)
-            raise TileError(
-                f"tile values have no method '{func.attr}'",
-                func.loc,
-                hint="tile values have: .to(dtype) and .T",
-            )
-        if not isinstance(func, ast.Name):
-            raise TileError("only builtin functions can be called", _expr_loc(func))
-        name = func.id
-        handler = _BUILTIN_CALLS.get(name)
-        if handler is not None:
-            return handler(self, node)
-        if name == "tiles":
-            raise TileError(
-                "tiles() can only be the iterable of a for-loop",
-                func.loc,
-                hint="e.g. 'for tm in tiles(M):'",
-            )
-        if name == self.definition.name:
-            raise _unsupported(
-                "recursion is", func.loc, "tile kernels cannot call themselves or each other"
-            )
-        if name in self.kernel_defs:
-            raise _unsupported(
-                f"calling kernel '{name}' from a kernel is",
-                func.loc,
-                "tile kernels cannot call each other; write the computation inline",
-            )
-        if name in DTYPES:
-            raise TileError(
-                f"'{name}(...)' is not a conversion", func.loc, hint=f"convert with x.to({name})"
-            )
-        if self._is_known_name(name) or name in self.dims or name == "inf":
-            raise TileError(f"'{name}' is not a function", func.loc)
-        if name in _PYTHON_FUNCTIONS:
-            raise _unsupported(f"the Python builtin '{name}' is", func.loc, _PYTHON_FUNCTIONS[name])
-        raise TileError(
-            f"unknown function '{name}'",
-            func.loc,
-            hint=_did_you_mean(name, sorted(BUILTINS - {"inf", "kernel"})),
-        )
 
     def _arguments(
         self,
@@ -468,26 +406,6 @@ class BuiltinChecks:
         args = self._arguments(node, "transpose", ("x",))
         return self._transpose(self._expr(args["x"]), node.loc)
 
-
-# The builtin functions, by name: the rule that types a call of each.
-_BUILTIN_CALLS: dict[str, Callable[[BuiltinChecks, ast.Call], Expr]] = {
-    **{name: BuiltinChecks._math_call for name in MATH_FUNCTIONS},
-    "maximum": BuiltinChecks._min_max_call,
-    "minimum": BuiltinChecks._min_max_call,
-    "where": BuiltinChecks._where_call,
-    **{name: BuiltinChecks._reduce_call for name in _REDUCTIONS},
-    "dot": BuiltinChecks._dot_call,
-    "zeros": BuiltinChecks._zeros_call,
-    "full": BuiltinChecks._full_call,
-    "arange": BuiltinChecks._arange_call,
-    "offsets": BuiltinChecks._offsets_call,
-    "tile_start": BuiltinChecks._tile_bound_call,
-    "tile_end": BuiltinChecks._tile_bound_call,
-    "transpose": BuiltinChecks._transpose_call,
-    **{name: RandomChecks._random_call for name in ("rand", "randn", "randint")},
-    **dict.fromkeys(ATOMIC_BUILTINS, atomic_call),
-    **SCAN_CALLS,
-}
 
 _DOT_RESULTS = {
     DType.F16: DType.F32,

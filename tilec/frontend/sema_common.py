@@ -1,5 +1,5 @@
-"""What every part of the tile checker (`tilec.frontend.sema`) shares: the names the language
-reserves (builtins, Python functions it explains), the option limits, the checker's scope
+"""What every part of the tile checker (`tilec.frontend.sema`) shares: the Python functions the
+language explains (its own builtins are `tilec.frontend.builtins`'), the option limits, the checker's scope
 records, and the typing helpers (promotion, broadcasting, constant folding) its expression and
 builtin rules use."""
 
@@ -16,7 +16,6 @@ from tilec.frontend.checked import (
     DTYPES,
     INT_RANGES,
     KIND_ORDER,
-    MATH_FUNCTIONS,
     Broadcast,
     Constant,
     Dim,
@@ -34,38 +33,6 @@ _MAX_SPLIT = 65535  # the split axis is grid axis y or z, which CUDA limits to 6
 _MAX_GRID_AXES = 3
 
 
-BUILTINS = frozenset(
-    [
-        *MATH_FUNCTIONS,
-        "maximum",
-        "minimum",
-        "where",
-        "sum",
-        "max",
-        "min",
-        "mean",
-        "zeros",
-        "full",
-        "arange",
-        "offsets",
-        "tile_start",
-        "tile_end",
-        "dot",
-        "transpose",
-        "rand",
-        "randn",
-        "randint",
-        "atomic_add",
-        "atomic_max",
-        "atomic_min",
-        "atomic_cas",
-        *("cumsum", "cumprod", "cummax", "cummin", "argmax", "argmin", "topk", "topk_indices"),
-        "tiles",
-        "kernel",
-        "inf",
-    ]
-)
-_REDUCTIONS = ("sum", "max", "min", "mean")
 _PYTHON_FUNCTIONS = {
     "range": "range() is only the iterable of a loop: 'for i in range(n):'",
     "float": "convert with x.to(f32)",

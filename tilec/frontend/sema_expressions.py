@@ -10,6 +10,7 @@ import math
 
 from tilec.diagnostics import Location, TileError
 from tilec.frontend import syntax as ast
+from tilec.frontend.builtins import BUILTIN_NAMES
 from tilec.frontend.checked import (
     COMPARISONS,
     DTYPES,
@@ -33,7 +34,6 @@ from tilec.frontend.checked import (
 )
 from tilec.frontend.sema_common import (
     _OPERATORS,
-    BUILTINS,
     _broadcast_shapes,
     _broadcast_to,
     _checked_constant,
@@ -137,7 +137,7 @@ class ExpressionChecks:
                 node.loc,
                 hint=f"convert a value with x.to({name})",
             )
-        if name in BUILTINS:
+        if name in BUILTIN_NAMES:
             raise TileError(f"'{name}' is a function, not a value", node.loc, hint="call it")
         if name in self.kernel_defs:
             raise TileError(f"'{name}' is a kernel, not a value", node.loc)
@@ -163,7 +163,7 @@ class ExpressionChecks:
             or name in self.range_vars
             or self._binding(name)[0] is not None
             or name in DTYPES
-            or name in BUILTINS
+            or name in BUILTIN_NAMES
         )
 
     def _visible_names(self) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from tilec.diagnostics import Location, TileError
 from tilec.frontend import syntax as ast
+from tilec.frontend.builtins import BUILTIN_NAMES
 from tilec.frontend.checked import (
     DTYPES,
     SYMBOL_RE,
@@ -23,7 +24,6 @@ from tilec.frontend.checked import (
 )
 from tilec.frontend.sema_common import (
     _DTYPE_LIST,
-    BUILTINS,
     OPTION_NAMES,
     _check_count_option,
     _check_tile_size,
@@ -274,7 +274,7 @@ class OptionChecks:
     def _check_free_name(self, name: str, loc: Location, what: str) -> None:
         if name in DTYPES:
             raise TileError(f"'{name}' is a dtype and cannot name {what}", loc)
-        if name in BUILTINS:
+        if name in BUILTIN_NAMES:
             raise TileError(f"'{name}' is a builtin and cannot name {what}", loc)
         if name in self.kernel_defs:
             raise TileError(f"'{name}' is a kernel and cannot name {what}", loc)

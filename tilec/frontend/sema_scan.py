@@ -2,7 +2,7 @@
 `argmax`, `argmin`, `topk`, `topk_indices` (docs/language.md, "Scans and arg-reductions").
 
 Each rule takes the checker (`tilec.frontend.sema._KernelChecker`) and the call; they are
-registered in `tilec.frontend.sema_builtins`' table of builtins.
+declared in the registry of builtins, `tilec.frontend.builtins`.
 
 `topk` is two builtins, `topk(x, k, axis)` for the values and `topk_indices(x, k, axis)` for
 their positions, because the language binds one name per assignment (tuple unpacking is not
@@ -11,7 +11,6 @@ after CSE when they take the same tile."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tilec.diagnostics import TileError
@@ -20,10 +19,10 @@ from tilec.frontend import syntax as ast
 from tilec.frontend.checked import ArgReduce, DType, Expr, Scan, TileType, TopK
 from tilec.frontend.sema_common import _expr_loc, _literal_int
 
-__all__ = ["SCAN_CALLS"]
+__all__ = ["ARG_REDUCTIONS", "SCANS", "arg_reduce_call", "scan_call", "topk_call"]
 
-_SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
-_ARG_REDUCTIONS = {"argmax": "max", "argmin": "min"}
+SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
+ARG_REDUCTIONS = {"argmax": "max", "argmin": "min"}
 
 
 def _tile_operand(checker: Any, node: ast.Expr, name: str) -> Expr:
@@ -63,9 +62,9 @@ def _no_booleans(operand: Expr, name: str) -> None:
         )
 
 
-def _scan_call(checker: Any, node: ast.Call) -> Expr:
+def scan_call(checker: Any, node: ast.Call) -> Expr:
     name = node.func.id  # type: ignore[union-attr]
-    kind = _SCANS[name]
+    kind = SCANS[name]
     args = checker._arguments(node, name, ("x", "axis"))
     operand = _tile_operand(checker, args["x"], name)
     axis = _axis(args["axis"], operand, name)
@@ -83,7 +82,7 @@ def _scan_call(checker: Any, node: ast.Call) -> Expr:
     return checker._convert(scan, dtype, node.loc)
 
 
-def _arg_reduce_call(checker: Any, node: ast.Call) -> Expr:
+def arg_reduce_call(checker: Any, node: ast.Call) -> Expr:
     name = node.func.id  # type: ignore[union-attr]
     args = checker._arguments(node, name, ("x", "axis"), ("keepdims",))
     operand = _tile_operand(checker, args["x"], name)
@@ -98,7 +97,7 @@ def _arg_reduce_call(checker: Any, node: ast.Call) -> Expr:
     shape = operand.type.shape
     shape = (*shape[:axis], 1, *shape[axis + 1 :]) if keepdims else shape[:axis] + shape[axis + 1 :]
     return ArgReduce(
-        kind=_ARG_REDUCTIONS[name],
+        kind=ARG_REDUCTIONS[name],
         operand=operand,
         axis=axis,
         keepdims=keepdims,
@@ -108,7 +107,7 @@ def _arg_reduce_call(checker: Any, node: ast.Call) -> Expr:
     )
 
 
-def _topk_call(checker: Any, node: ast.Call) -> Expr:
+def topk_call(checker: Any, node: ast.Call) -> Expr:
     name = node.func.id  # type: ignore[union-attr]
     args = checker._arguments(node, name, ("x", "k", "axis"), required=2)
     operand = _tile_operand(checker, args["x"], name)
@@ -140,11 +139,3 @@ def _topk_call(checker: Any, node: ast.Call) -> Expr:
         type=TileType(DType.I32 if indices else operand.type.dtype, shape),
         loc=node.loc,
     )
-
-
-SCAN_CALLS: dict[str, Callable[[Any, ast.Call], Expr]] = {
-    **{name: _scan_call for name in _SCANS},
-    **{name: _arg_reduce_call for name in _ARG_REDUCTIONS},
-    "topk": _topk_call,
-    "topk_indices": _topk_call,
-}

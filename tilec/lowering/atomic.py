@@ -40,6 +40,7 @@ from tilec.ir.types import FloatType, IntegerType, TileType
 from tilec.lowering.exchange import thread_map
 from tilec.lowering.gather import gathered_access
 from tilec.lowering.layouts import row_major_strides
+from tilec.lowering.llvm_types import register_kind
 
 __all__ = ["LOWERINGS", "check_arch"]
 
@@ -93,10 +94,8 @@ def _operation(
     lowering: Any, instruction: str, width: int, pointer, registers, predicate, want_old: bool
 ) -> ir.Value | None:
     """One predicated `red` (want_old False) or `atom` of `registers` at `pointer`."""
-    from tilec.lowering.llvm import _register_kind
-
     reg = ir.IntType(width)
-    letter = _register_kind(IntegerType(width))[0]
+    letter = register_kind(IntegerType(width))[0]
     n = len(registers)
     if not want_old:
         places = ", ".join(f"${i + 1}" for i in range(n))

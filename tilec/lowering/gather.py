@@ -30,7 +30,7 @@ from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.exchange import thread_map
 from tilec.lowering.layouts import SliceLayout
-from tilec.lowering.llvm_types import constant, memory_type
+from tilec.lowering.llvm_types import constant, memory_type, register_kind
 
 __all__ = [
     "CHECK_BOUNDS_VARIABLE",
@@ -248,8 +248,6 @@ def lower_gather(lowering: Any, op: GatherOp) -> list[Any]:
 
 
 def lower_scatter(lowering: Any, op: ScatterOp) -> None:
-    from tilec.lowering.llvm import _register_kind
-
     t = op.value.type
     pointers, predicates = gathered_access(lowering, op, t)
     owner = lowering.unique_owner(thread_map(t))
@@ -260,7 +258,7 @@ def lower_scatter(lowering: Any, op: ScatterOp) -> None:
     if vector is not None and vector.value > 1:
         lowering._vector_store(t, vector.value, pointers, predicates, values)
         return None
-    letter, ptx_type, reg = _register_kind(t.element)
+    letter, ptx_type, reg = register_kind(t.element)
     asm = ir.InlineAsm(
         ir.FunctionType(ir.VoidType(), [GLOBAL_PTR, reg, I1]),
         f"@$2 st.global.{ptx_type} [$0], $1;",

@@ -9,11 +9,33 @@ from llvmlite import ir
 
 from tilec.ir.types import FloatType, IndexType, IntegerType, Type
 
-__all__ = ["BF16", "BFloatType", "bfloat16_bits", "constant", "llvm_type", "memory_type"]
+__all__ = [
+    "BF16",
+    "F32",
+    "GLOBAL_PTR",
+    "I1",
+    "I8",
+    "I16",
+    "I32",
+    "I64",
+    "SHARED_PTR",
+    "BFloatType",
+    "bfloat16_bits",
+    "bit_width",
+    "constant",
+    "llvm_type",
+    "memory_type",
+    "register_kind",
+]
 
+I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
+GLOBAL_PTR = ir.PointerType(addrspace=1)
+SHARED_PTR = ir.PointerType(addrspace=3)
 
 
 class BFloatType(ir.Type):
@@ -81,3 +103,17 @@ def constant(t: Type, value: Any) -> ir.Constant:
     if isinstance(t, FloatType):
         return ir.Constant(lt, float(value))
     return ir.Constant(lt, int(value))
+
+
+def register_kind(t: Type) -> tuple[str, str, ir.IntType]:
+    """How an element of `t` travels through inline PTX: the register constraint letter, the
+    ld/st type, and the integer type of the register (bytes ride in 16-bit registers)."""
+    bits = 8 if t == IntegerType(1) else bit_width(t)
+    return {8: ("h", "u8", I16), 16: ("h", "b16", I16), 32: ("r", "b32", I32)}.get(
+        bits, ("l", "b64", I64)
+    )
+
+
+def bit_width(t: Type) -> int:
+    """The bits of a scalar of `t` (`index` is 64)."""
+    return 64 if isinstance(t, IndexType) else t.width  # type: ignore[attr-defined]

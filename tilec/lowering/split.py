@@ -30,6 +30,7 @@ from tilec.dialects import split as W
 from tilec.ir.core import Operation
 from tilec.lowering.exchange import thread_map
 from tilec.lowering.layouts import row_major_strides
+from tilec.lowering.llvm_types import register_kind
 
 __all__ = [
     "TICKET_SYMBOL",
@@ -70,7 +71,6 @@ def _fence(b: ir.IRBuilder) -> None:
 
 
 def lower_workspace_store(lowering: Any, op: Operation) -> None:
-    from tilec.lowering.llvm import _register_kind
     from tilec.lowering.llvm_types import memory_type
 
     b = lowering.b
@@ -78,7 +78,7 @@ def lower_workspace_store(lowering: Any, op: Operation) -> None:
     m = thread_map(t)
     base = _slot_base(lowering, lowering.values[op.slot], op.offset, op.slot_bytes)
     flats = lowering.flat_indices(m, row_major_strides(t.shape))
-    letter, ptx_type, reg = _register_kind(t.element)
+    letter, ptx_type, reg = register_kind(t.element)
     asm = ir.InlineAsm(
         ir.FunctionType(ir.VoidType(), [GLOBAL_PTR, reg]),
         f"st.global.{ptx_type} [$0], $1;",
@@ -97,7 +97,6 @@ def lower_workspace_store(lowering: Any, op: Operation) -> None:
 
 
 def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
-    from tilec.lowering.llvm import _register_kind
     from tilec.lowering.llvm_types import constant, memory_type
 
     b = lowering.b
@@ -111,7 +110,7 @@ def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
     count = lowering.values[op.count]
     inside = [b.icmp_signed("<", b.sext(r, I64), count) for r in rows]
     padding = op.attributes["padding"].value
-    letter, ptx_type, reg = _register_kind(t.element)
+    letter, ptx_type, reg = register_kind(t.element)
     other = lowering._to_bits(
         constant(t.element, int(padding) if isinstance(padding, bool) else padding), reg, t.element
     )
