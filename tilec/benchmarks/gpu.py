@@ -11,7 +11,8 @@ throughput), then every case, then the host time of one cached `@tilec.jit` call
 compile. `tilec.benchmarks.report` turns the results into the table, the summary line, JSON
 and a chart.
 
-Timing follows the device library's METHOD.md: CUDA events around each run, warm-up first,
+Timing follows the device library's METHOD.md: CUDA events around each run (enqueued behind a
+sleep kernel, so the GPU never waits for the host: `time_ms`), warm-up first,
 the median of many runs, and inputs rotated among enough sets that together they are several
 times the L2 cache, so a run never finds its inputs there. Every implementation's output is
 checked (against float64 torch where that is cheap) before anything is timed; one that fails
