@@ -8,11 +8,13 @@ S is the count that minimises a time model of the launch, from what the ABI know
 blocks of the other axes, the loop's trips and the bytes each loads, the partials a combine
 round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
 
-* **The loop**: each block runs `ceil(trips / S)` iterations one after another, each at least
-  `ITERATION_S` (a load's round trip and the adds), and, split, pays `SPLIT_FIXED_S` besides
-  (its start, its partial, the fence, the ticket); the blocks beyond what the SMs hold run in
-  later waves. Nor can it beat the bandwidth of the SMs its blocks occupy
-  (`SM_BYTES_PER_S` each, the copy bandwidth over 132 SMs). Its time is the larger of the two.
+* **The loop**: each block runs `ceil(trips / S)` iterations one after another, and, split,
+  pays `SPLIT_FIXED_S` besides (its start, its partial, the fence, the ticket); the blocks
+  beyond what the SMs hold run in later waves. An iteration takes `ITERATION_S` (a load's
+  round trip and the adds), or longer where the blocks on the busiest SM load more than its
+  bandwidth (`SM_BYTES_PER_S`, the copy bandwidth over 132 SMs) moves in that time: an SM
+  with one block of 16 KiB iterations streams 23 GB/s, with four the SM's whole share, so
+  splits that leave some SMs one block and others two are as slow as the SMs with two.
 * **The combine** (S > 1): the last block of each output tile reads the S partials `rows` a
   round, `COMBINE_ROUND_S` each.
 
@@ -77,9 +79,9 @@ def choose_split(
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
     iterations loading `trip_bytes` each, whose combine reads `rows` partials a round: the
     count of least `split_time` (the module docstring says why)."""
-    if base_blocks <= 0 or trips <= 1:
-        return 1
     resident = sm_count * max(blocks_per_sm, 1)
+    if base_blocks <= 0 or trips <= 1 or base_blocks >= resident:
+        return 1  # nothing to split, or the other axes fill the GPU already
     most = min(trips, MAX_SPLIT, max(1, 4 * resident // base_blocks))
     best, best_s = 1, split_time(1, sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows)
     for count in range(2, most + 1):
@@ -100,11 +102,13 @@ def split_time(
 ) -> float:
     """The modelled seconds of a launch split `count` ways (the module docstring)."""
     blocks = base_blocks * count
-    waves = -(-blocks // (sm_count * max(blocks_per_sm, 1)))
-    block = -(-trips // count) * ITERATION_S + (SPLIT_FIXED_S if count > 1 else 0.0)
-    streamed = base_blocks * trips * max(trip_bytes, 1)
-    stream = streamed / (min(blocks, sm_count) * SM_BYTES_PER_S)
-    t = max(waves * block, stream)
+    per_sm = max(blocks_per_sm, 1)
+    waves = -(-blocks // (sm_count * per_sm))
+    # The busiest SM of a wave holds this many blocks; their iterations share its bandwidth.
+    busiest = min(per_sm, -(-blocks // sm_count))
+    iteration = max(ITERATION_S, busiest * max(trip_bytes, 1) / SM_BYTES_PER_S)
+    block = -(-trips // count) * iteration + (SPLIT_FIXED_S if count > 1 else 0.0)
+    t = waves * block
     if count > 1:
         t += -(-count // max(rows, 1)) * COMBINE_ROUND_S
     return t
