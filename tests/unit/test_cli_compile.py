@@ -325,7 +325,8 @@ def test_disable_and_pass_options_change_the_pipeline(tmp_path):
     headers = [ln for ln in result.stderr.splitlines() if ln.startswith("// -----// IR Dump")]
     assert [h.split()[5] for h in headers] == [
         "canonicalize", "cse", "tiling", "canonicalize", "split-reduction", "mask-bounds",
-        "assign-layouts", "smem-placement", "vectorize", "canonicalize", "cse", "dce", "precision",
+        "defer-reduction", "assign-layouts", "smem-placement", "vectorize", "canonicalize", "cse",
+        "dce", "precision",
     ]  # fmt: skip
     assert "#mma" not in result.stdout and "tile.async_copy" not in result.stdout
     assert "vector =" not in result.stdout
