@@ -118,7 +118,9 @@ def test_autotune_tunes_at_the_first_compile_and_a_cold_start_compiles_only_the_
 ):
     import numpy as np
 
-    settings = Settings(max_candidates=4, workers=2, progress=False, clock=_fake)
+    # Enough candidates to reach 16 rows from the heuristic's (1 row a block: 64 rows are
+    # fewer blocks than the SMs).
+    settings = Settings(max_candidates=6, workers=2, progress=False, clock=_fake)
     x, y = np.zeros((64, 300), np.float32), np.zeros((64, 300), np.float32)
     first = load_kernel(EXAMPLES / "softmax.tile", "softmax", autotune=settings)
     kernel = first.compile_for(x, y, arch="sm_90a")
