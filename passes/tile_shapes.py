@@ -53,12 +53,7 @@ def _moved_shapes(kernel: FuncOp) -> list[tuple]:
     """The shapes (as written, with symbols) of the tiles of the highest rank that the
     kernel's loads and stores move: the streamed data, not the per-row vectors beside it (a
     cross-entropy's targets and losses, a norm's weights, top-k's k results a row)."""
-    shapes = []
-    for op in kernel.walk():
-        if isinstance(op, T.LoadOp):
-            shapes.append(op.result.type.shape)
-        elif isinstance(op, T.StoreOp) and isinstance(op.value.type, TileType):
-            shapes.append(op.value.type.shape)
+    shapes = [t.shape for op in kernel.walk() for t in _moved_type(op)]
     rank = max((len(s) for s in shapes), default=0)
     shapes = [s for s in shapes if s and len(s) == rank]
     # Rows of a static width beside tiled ones (top-k's k weights and indices a row) are
