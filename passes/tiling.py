@@ -36,6 +36,13 @@ from tilec.passes.specialize import (
     symbols_of,
 )
 from tilec.passes.tile_shapes import shape_streamed_tiles
+from tilec.passes.wgmma_model import (
+    TENSOR_MACS_PER_CLOCK,
+    epilogue_operands,
+    epilogue_words,
+    grid_clocks,
+    step_clocks,
+)
 from tilec.passes.tiling_rewrites import fix_extents, set_accumulator_layout
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
@@ -306,6 +313,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 if self.plan.symbols[x].pinned_by
             ]
             groups = warps // 4
+            epilogue = epilogue_words(epilogue_operands(dot.op, dot.m, dot.n), bn)
             self.ctx.remark(
                 kernel,
                 f"BM={bm}, BN={bn}, BK={bk}, {warps} warps"
@@ -315,7 +323,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 + f" of 64x{bn}, both operands staged in shared memory (smem-placement says how "
                 f"each is read); {blocks} block{'s' if blocks > 1 else ''} per SM "
                 f"(tilec.min_blocks_per_sm = {blocks}: a thread holds {bm * bn // (32 * warps)} "
-                f"accumulator words, {bk // 4} of descriptors and about 48 besides)",
+                f"accumulator words, {bk // 4} of descriptors"
+                + (f", {epilogue} of epilogue operands" if epilogue else "")
+                + f" and about 48 besides); {self.wgmma_model_remark(dot, config)}",
             )
         elif config is not None and self.wgmma_chain(mma_dots, config):
             for dot in mma_dots:
@@ -338,11 +348,12 @@ class _KernelTiling(MmaSearch, BlockOrder):
         """The wgmma tiling of a single f16/bf16 dot whose operands are both loaded from
         memory (wgmma reads them from shared memory; a computed operand such as attention's P
         takes `wgmma_chain`) with unit last strides (copied a 16-byte chunk at a time), or
-        None. Unpinned it is BM=128, BN=128, BK=64 on 8 warps; a pinned size or warp count is
-        kept where the lowering takes it -- one m64 row block a warpgroup (BM = 16 x warps,
-        64 to 256), BN a multiple of 64 up to 256, K tiles of whole 128-byte rows -- so a pin
-        (the user's or the tuner's) moves one decision of the wgmma tiling instead of sending
-        the kernel to mma.sync."""
+        None. Unpinned, BM and BN are each 64, 128 or 256 (BM = 16 x warps: one m64 row block
+        a warpgroup) and BK is 64, the tile whose registers fit (`wgmma_registers`) that the
+        SM model of `passes/wgmma_model.py` predicts fastest (`wgmma_preference`); a pinned
+        size or warp count is kept where the lowering takes it -- BN a multiple of 64 up to
+        256, K tiles of whole 128-byte rows -- so a pin (the user's or the tuner's) moves one
+        decision of the wgmma tiling instead of sending the kernel to mma.sync."""
         if len(dots) != 1 or self.scattered:
             return None
         dot = dots[0]
@@ -351,7 +362,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
         if operand_load(dot.op.a) is None or operand_load(dot.op.b) is None:
             return None
         choices: list[dict[str, int]] = [{}]
-        for name, values in ((dot.m, (128, 64)), (dot.n, (128, 64)), (dot.k, (64,))):
+        for name, values in ((dot.m, WGMMA_SIZES), (dot.n, WGMMA_SIZES), (dot.k, (64,))):
             if not isinstance(name, str):
                 return None
             symbol = self.plan.symbols[name]
@@ -373,34 +384,62 @@ class _KernelTiling(MmaSearch, BlockOrder):
             if n % 64 or n > 256 or (k * dot.element_bytes) % 128:
                 continue
             config = TileConfig(sizes, (warps, 1))
+            if self.wgmma_registers(config, dot) is None:
+                continue
             if not self.tile_problems(config):
                 configs.append(config)
         if not configs:
             return None
-        return min(configs, key=self.wgmma_preference)
+        return min(configs, key=lambda c: self.wgmma_preference(c, dot))
 
-    def wgmma_preference(self, c: TileConfig) -> tuple:
-        """Sort key of wgmma tilings, best first: a block on every SM where the grid's extents
-        are known (a 1024x1024 output in 128x128 tiles is 64 blocks, half the H200's SMs;
-        in 64x64 tiles, 256), then the largest tile (the fewest operand bytes per product)."""
+    def wgmma_preference(self, c: TileConfig, dot: TiledDot) -> tuple:
+        """Sort key of wgmma tilings, best first: the least time the SM model predicts for the
+        grid (`wgmma_model.grid_clocks`: per k-step, the tensor cores' or shared memory's
+        time, whichever is longer, times the waves and the blocks an SM shares), then the
+        largest tile."""
+        bm, bn = self.size(dot.m, c), self.size(dot.n, c)
         blocks = self.blocks(c)
-        fill = min(blocks, self.opts.sm_count) if blocks is not None else self.opts.sm_count
-        area = 1
-        for size in c.sizes.values():
-            area *= size
-        return (-fill, -area, sorted(c.sizes.items()))
+        per_sm = self.wgmma_blocks_per_sm(c, dot)
+        clocks = grid_clocks(bm, bn, blocks, per_sm, self.opts.sm_count, dot.element_bytes)
+        return (clocks, -(bm * bn), sorted(c.sizes.items()))
 
-    def wgmma_blocks_per_sm(self, config: TileConfig, dot: TiledDot) -> int:
-        """Blocks an SM holds by registers for the wgmma tiling: a thread holds its share of
-        the f32 accumulator (BM x BN / threads words), the two 64-bit operand descriptors
-        of each k-step of 16 (4 words each), and about 48 registers besides (addresses, loop
-        counters, the epilogue); at most two (pipeline then sizes the stages for half an
-        SM's shared memory). On the H200 at 128x128x64 that is 128 (ptxas took 124, two
-        blocks); at BK=128, 144 -- one block: held to 128 it spilled 852 bytes."""
+    def wgmma_model_remark(self, dot: TiledDot, config: TileConfig) -> str:
+        """What the SM model says of the chosen wgmma tile, for the tiling remark."""
+        bm, bn = self.size(dot.m, config), self.size(dot.n, config)
+        tensor = bm * bn * 16 / TENSOR_MACS_PER_CLOCK
+        step = step_clocks(bm, bn, dot.element_bytes)
+        text = (
+            f"per k-step of 16 the SM model gives {tensor:.0f} clocks of tensor-core work and "
+            f"{step:.0f} with shared memory's traffic ({tensor / step:.2f} of the tensor cores)"
+        )
+        return text + (
+            "" if self.blocks(config) is None else ", the least time over the grid's waves"
+        )
+
+    def wgmma_registers(self, config: TileConfig, dot: TiledDot) -> int | None:
+        """Registers a thread of the wgmma tiling is modelled to need: its share of the f32
+        accumulator (BM x BN / threads words), the two 64-bit operand descriptors of each
+        k-step of 16 (4 words each), about 48 besides (addresses, loop counters), and its
+        share of the tiles the epilogue combines with the accumulator
+        (`wgmma_model.epilogue_words`: a bias row of BN is BN / 4 words), rounded up to 8;
+        on the H200, 128x256 with a bias + GELU epilogue (256 words) spilled 88 bytes. None when that is past 255 or a block of such threads
+        is past an SM's registers (256x256 on 16 warps)."""
         threads = WARP_SIZE * config.num_warps
         accumulator = self.size(dot.m, config) * self.size(dot.n, config) // threads
-        words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48
-        per_thread = min(255, -(-words // 8) * 8)
+        epilogue = epilogue_words(epilogue_operands(dot.op, dot.m, dot.n), self.size(dot.n, config))
+        words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48 + epilogue
+        per_thread = -(-words // 8) * 8
+        if per_thread > 255 or threads * per_thread > REGISTERS_PER_SM:
+            return None
+        return per_thread
+
+    def wgmma_blocks_per_sm(self, config: TileConfig, dot: TiledDot) -> int:
+        """Blocks an SM holds by registers for the wgmma tiling (`wgmma_registers`), at most
+        two (pipeline then sizes the stages for half an SM's shared memory). On the H200 at
+        128x128x64 a thread needs 128 (ptxas took 124, two blocks); at BK=128, 144 -- one
+        block: held to 128 it spilled 852 bytes; at 128x256x64, 192 (ptxas took 207)."""
+        threads = WARP_SIZE * config.num_warps
+        per_thread = self.wgmma_registers(config, dot) or 255
         return max(1, min(2, REGISTERS_PER_SM // (threads * per_thread)))
 
     def plain_warps(self) -> int | None:
@@ -417,6 +456,8 @@ class _KernelTiling(MmaSearch, BlockOrder):
 # No block holds a tile of more elements than this (4 MiB of f32: an SM has 256 KiB of
 # registers and 227 KiB of shared memory); pins beyond it are errors, not a compile that tries.
 MAX_BLOCK_TILE_ELEMENTS = 1 << 20
+# The BM and BN the wgmma tiling chooses among (BM: one to four warpgroups of 64 rows).
+WGMMA_SIZES = (256, 128, 64)
 
 
 def _check_tile_elements(kernel: FuncOp) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from tilec.diagnostics import format_bytes
 from tilec.dialects import gather as G
-from tilec.dialects import shared
+from tilec.dialects import scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout, SharedLayout
@@ -353,7 +353,9 @@ class _Kernel:
             counts = sorted({a.result.type.shape[0] for a in streamed})
             names = ", ".join(f"%{a.result.name_hint}" for a in streamed)
             text = f"{'/'.join(map(str, counts))} ({names} filled by cp.async)"
-            self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen])
+            loops = [op for op in self.ops if isinstance(op, scf.ForOp)]
+            flight = [m for loop in loops for m in self.said(loop, "pipeline") if "flight" in m]
+            self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen] + flight)
             return
         why = chosen + [
             m for op in self.ops if isinstance(op, shared.StoreSharedOp) for m in self.said(op)

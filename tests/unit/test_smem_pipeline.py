@@ -289,3 +289,70 @@ def test_interpreter_reads_a_slot_transposed():
 
     got = _load_shared(_State(), op, [SharedBuffer(data, [slot]), 0])
     np.testing.assert_array_equal(got, data[0, 0].T)
+
+
+# ---------------------------------------------------------------------------------------------
+# wgmma groups left in flight across iterations (`pipeline{dots_in_flight=1}`)
+
+
+def _matmul_in_flight(in_flight: int, stages: int = 4):
+    from tilec.compiler import DEFAULT_PIPELINE, target_pipeline
+
+    pipeline = 'assume{all="aligned,unit"},' + DEFAULT_PIPELINE.replace(
+        "pipeline,", f"pipeline{{dots_in_flight={in_flight}}},"
+    )
+    program = tilec.compile(
+        os.path.join(ROOT, "examples", "matmul.tile"),
+        kernels=["matmul"],
+        options={"tile": {"N": 256}, "warps": 8, "stages": stages},
+        pipeline=target_pipeline(pipeline, "sm_90a"),
+    )
+    return program.module, program.module.lookup("matmul")
+
+
+def _loop(func):
+    return next(op for op in func.walk() if isinstance(op, scf.ForOp))
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_dots_in_flight_copy_two_steps_less_ahead_and_are_race_free(stages):
+    module, func = _matmul_in_flight(1, stages)
+    loop = _loop(func)
+    assert loop.attributes["tilec.dots_in_flight"].value == 1
+    # S - 2 prologue steps of 2 operands, and the loop's 2 copies.
+    copies = [op for op in func.walk() if isinstance(op, shared.AsyncCopyOp)]
+    assert len(copies) == 2 * (stages - 1)
+    waits = [op for op in loop.body.block.ops if isinstance(op, shared.AsyncWaitOp)]
+    assert [w.pending for w in waits] == [stages - 3]
+    rng = np.random.default_rng(0)
+    for m, n, k in [(130, 300, 200), (64, 17, 513)]:
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        c = np.zeros((m, n), np.float16)
+        (_, _, got), _ = run_kernel(module, "matmul", [a, b, c])
+        want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+        np.testing.assert_allclose(
+            got.astype(np.float32), want.astype(np.float32), rtol=2e-2, atol=2e-2
+        )
+
+
+def test_a_copy_into_the_slot_a_dot_in_flight_reads_is_a_race():
+    # Copies S - 1 steps ahead fill the slot the previous iteration's wgmmas read: fine when
+    # each iteration waits for its own, a race once the loop leaves them in flight.
+    module, func = _matmul_in_flight(0)
+    loop = _loop(func)
+    assert "tilec.dots_in_flight" not in loop.attributes
+    a = np.ones((128, 256), np.float16)
+    b = np.ones((256, 256), np.float16)
+    c = np.zeros((128, 256), np.float16)
+    run_kernel(module, "matmul", [a, b, c])  # race-free as it is
+    from tilec.ir.attributes import IntegerAttr
+
+    loop.attributes["tilec.dots_in_flight"] = IntegerAttr(1)
+    with pytest.raises(Exception, match="may still be reading"):
+        run_kernel(module, "matmul", [a, b, c])
+
+
+def test_dots_in_flight_need_three_stages_and_a_wgmma_chain():
+    module, func = _matmul_in_flight(1, stages=2)
+    assert "tilec.dots_in_flight" not in _loop(func).attributes

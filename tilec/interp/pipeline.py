@@ -14,7 +14,12 @@ luck as a race, located at the op:
 * writing a slot (copy or store) while a copy into it is in flight;
 * writing a slot that was read since the last barrier (other threads may still be reading);
 * writing a slot whose data has not been read yet (that data would be lost), unless it landed
-  at the wait that follows a loop, from the loop or its prologue (a prefetch past its end).
+  at the wait that follows a loop, from the loop or its prologue (a prefetch past its end);
+* writing a slot a tensor-core dot may still be reading: in a loop whose `tilec.dots_in_flight`
+  is N (`pipeline`'s option: wgmma groups left running across the back edge), the slots a
+  dot reads stay held until N later dots of the loop have been issued (the wait for the
+  group comes after the next dot's issue), or the loop ends; then, as any read, until a
+  barrier.
 
 So a pipeline with too few waits, a missing barrier, or a prefetch distance that reaches a
 stage still in use fails here, on the CPU, before it reaches a GPU.
@@ -28,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tilec.dialects import scf, shared
+from tilec.dialects import tile as tile_ops
 from tilec.interp.numerics import dtype_of
-from tilec.interp.semantics import _in_bounds, semantics
+from tilec.interp.semantics import SEMANTICS, _in_bounds, semantics
 from tilec.ir.core import Operation
 
 if TYPE_CHECKING:
@@ -53,6 +59,17 @@ class _Slot:
     unread_write: Operation | None = None  # wrote data that no read has consumed yet
     unpublished_write: Operation | None = None  # wrote since the last barrier
     read_since_barrier: Operation | None = None
+    held_by: _HeldRead | None = None  # read by a dot that may still be in flight
+
+
+@dataclass(eq=False)
+class _HeldRead:
+    """A slot read for a dot left in flight: `group` is the dot's issue count in its loop."""
+
+    read: Operation  # the tile.load_shared
+    dot: Operation
+    slot: _Slot
+    group: int
 
 
 @dataclass(eq=False)
@@ -70,6 +87,8 @@ class AsyncState:
     open_group: list[_Copy] = field(default_factory=list)
     committed: list[list[_Copy]] = field(default_factory=list)
     buffers: list[SharedBuffer] = field(default_factory=list)
+    dots_issued: dict[int, int] = field(default_factory=dict)  # loop id -> dots issued so far
+    held: list[_HeldRead] = field(default_factory=list)
 
 
 def _async(state: BlockState) -> AsyncState:
@@ -93,6 +112,14 @@ def _slot(state: BlockState, op: Operation, buffer: SharedBuffer, slot: Any) -> 
 
 
 def _check_write(state: BlockState, op: Operation, s: _Slot, index: int) -> None:
+    if s.held_by is not None:
+        raise state.error(
+            op,
+            f"writes slot {index}, which the tensor-core dot {_where(s.held_by.dot)} may "
+            "still be reading: its loop leaves dots in flight (tilec.dots_in_flight), and "
+            "that dot's group has not been waited for",
+            hint="with dots in flight, copies may run at most stages - 2 steps ahead",
+        )
     if s.in_flight is not None:
         raise state.error(
             op,
@@ -161,6 +188,10 @@ def _async_commit(state: BlockState, op: Operation, args: list[Any]) -> Any:
 @semantics(shared.AsyncWaitOp)
 def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
     a = _async(state)
+    ops = op.parent.ops
+    at = ops.index(op)
+    if at > 0 and isinstance(ops[at - 1], scf.ForOp):  # the drain after a pipelined loop
+        _release_loop(state, ops[at - 1])
     while len(a.committed) > op.pending:
         for copy in a.committed.pop(0):
             buffer, index = copy.buffer, copy.slot
@@ -175,6 +206,52 @@ def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
             s.unread_write = None if _drained_past_the_end(copy.op, op) else copy.op
             s.unpublished_write = copy.op
     return []
+
+
+def _in_flight_loop(dot: Operation) -> tuple[Operation, int] | None:
+    """The loop `dot` is left in flight in, and how many groups it leaves (or None)."""
+    loop = dot.parent_op
+    attr = loop.attributes.get("tilec.dots_in_flight") if loop is not None else None
+    if not isinstance(loop, scf.ForOp) or attr is None or int(attr.value) < 1:
+        return None
+    return loop, int(attr.value)
+
+
+def _release(held: _HeldRead) -> None:
+    """The dot's group is complete: the slot is read, as any read until the next barrier."""
+    held.slot.held_by = None
+    held.slot.read_since_barrier = held.read
+
+
+_plain_dot = SEMANTICS[tile_ops.DotOp]
+
+
+@semantics(tile_ops.DotOp)
+def _dot(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    """The dot's value, and in a loop that leaves dots in flight, the groups its issue
+    completes: all but the newest N of the loop's."""
+    result = _plain_dot(state, op, args)
+    found = _in_flight_loop(op)
+    if found is not None and state.async_state is not None:
+        loop, pending = found
+        a = state.async_state
+        issued = a.dots_issued.get(id(loop), 0) + 1
+        a.dots_issued[id(loop)] = issued
+        for held in [h for h in a.held if h.dot is op and h.group <= issued - pending]:
+            a.held.remove(held)
+            _release(held)
+    return result
+
+
+def _release_loop(state: BlockState, loop: Operation) -> None:
+    """The loop has ended: its last dots are waited for at its exit."""
+    a = state.async_state
+    if a is None:
+        return
+    for held in [h for h in a.held if h.dot.parent_op is loop]:
+        a.held.remove(held)
+        _release(held)
+    a.dots_issued.pop(id(loop), None)
 
 
 def _drained_past_the_end(copy: Operation, wait: Operation) -> bool:
@@ -226,6 +303,14 @@ def _load_shared(state: BlockState, op: Operation, args: list[Any]) -> Any:
         )
     s.unread_write = None
     s.read_since_barrier = op
+    dot = op.result.uses[0] if len(op.result.uses) == 1 else None
+    found = _in_flight_loop(dot) if isinstance(dot, tile_ops.DotOp) else None
+    if found is not None:
+        a = _async(state)
+        held = _HeldRead(op, dot, s, a.dots_issued.get(id(found[0]), 0) + 1)
+        s.held_by = held
+        s.read_since_barrier = None
+        a.held.append(held)
     value = buffer.data[index]
     while value.ndim > op.result.type.rank and value.shape[0] == 1:
         value = value[0]  # `read_type`: the leading size-1 dimensions dropped

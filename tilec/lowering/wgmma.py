@@ -38,6 +38,7 @@ __all__ = [
     "SWIZZLE_ATOM",
     "WGMMA_ROWS",
     "carried_in_flight",
+    "chained_wgmma_slots",
     "deferred_wgmma_slots",
     "drain_loop",
     "finish_iteration",
@@ -72,9 +73,16 @@ def uses_wgmma(kernel: Operation) -> bool:
     return any(is_wgmma_dot(op) for op in kernel.walk())
 
 
+def dots_in_flight(loop: Operation) -> int:
+    """The wgmma groups `loop` leaves running across its back edge (`pipeline`'s
+    `tilec.dots_in_flight`, 0 or 1)."""
+    attr = loop.attributes.get("tilec.dots_in_flight")
+    return int(attr.value) if attr is not None else 0
+
+
 def lower_barrier(k: _KernelLowering, op: Operation) -> None:
     loop = op.parent_op
-    if isinstance(loop, scf.ForOp) and carried_in_flight(loop):
+    if isinstance(loop, scf.ForOp) and carried_in_flight(loop) and not dots_in_flight(loop):
         # Last iteration's wgmmas must have finished reading their slot before anyone
         # passes the barrier and refills it (`lower_wgmma_dot`).
         args = loop.body.block.args
@@ -139,6 +147,26 @@ def deferred_wgmma_slots(loop: Operation) -> list[int]:
     ]
 
 
+def chained_wgmma_slots(loop: Operation) -> list[int]:
+    """The loop-carried values of `loop` that a wgmma dot updates in place: the yielded value
+    is the dot's result, used only by the yield, and the carried argument is used only by
+    the same dot, as its accumulator (a GEMM's chain)."""
+    args = loop.body.block.args
+    found = []
+    for j, v in enumerate(loop.yield_op.operands):
+        if not (isinstance(v, OpResult) and v.op.parent_op is loop and is_wgmma_dot(v.op)):
+            continue
+        uses = args[1 + j].uses
+        if (
+            all(u is loop.yield_op for u in v.uses)
+            and len(uses) == 1
+            and uses[0] is v.op
+            and v.op.acc is args[1 + j]
+        ):
+            found.append(j)
+    return found
+
+
 def carried_in_flight(loop: Operation) -> list[int]:
     """The deferred slots whose wgmmas stay in flight across the back edge, waited for at the
     next iteration's barrier (before any thread refills the slot they read) and at the
@@ -148,14 +176,8 @@ def carried_in_flight(loop: Operation) -> list[int]:
     iteration instead: across the back edge ptxas may copy its registers, and a copy of a
     wgmma's accumulator before its wait serializes every wgmma of the kernel (C7514, measured
     on attention: a wait after each instruction)."""
-    args = loop.body.block.args
-    found = []
-    for j in deferred_wgmma_slots(loop):
-        dot = loop.yield_op.operands[j].op
-        uses = args[1 + j].uses
-        if len(uses) == 1 and uses[0] is dot and dot.acc is args[1 + j]:
-            found.append(j)
-    return found
+    chained = set(chained_wgmma_slots(loop))
+    return [j for j in deferred_wgmma_slots(loop) if j in chained]
 
 
 def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
@@ -322,6 +344,10 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     lines += ["wgmma.commit_group.sync.aligned;"]
     if not deferred:  # else the next barrier, or the wait after the loop, waits
         lines.append("wgmma.wait_group.sync.aligned 0;")
+    elif dots_in_flight(loop) and any(
+        loop.yield_op.operands[j] is op.result for j in carried_in_flight(loop)
+    ):  # the previous iteration's group is done: the slot it read may be refilled
+        lines.append("wgmma.wait_group.sync.aligned 1;")
     lines.append("}")
     text = "\n\t".join(lines)
     constraints = ",".join(

@@ -12,6 +12,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `tiling.wgmma`, `tiling.mma` (f16/bf16 dots) | pass options | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
+| `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
 
 The values come from where the compiler declares them: warp counts and the stage range from
 the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
@@ -34,12 +35,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tilec.dialects import shared
+from tilec.dialects import scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
+from tilec.lowering.wgmma import chained_wgmma_slots
 from tilec.passes.specialize import attribute_pairs as _pairs
 from tilec.passmanager import registered_passes
 
@@ -144,7 +146,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     `tiling.group_m` (1: launch order), `path` (`wgmma`, `mma` or `fma` for a kernel with
     dots, else absent), `split` (`auto`: chosen at launch), the occupancy the kernel asks
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
-    rewrote a loop, `defer-reduction.enable`."""
+    rewrote a loop, `defer-reduction.enable`; where a pipelined loop carries a wgmma chain,
+    `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1)."""
     decisions: dict[str, Any] = {
         f"tile.{d}": size for d, size in sorted(_tile_dims(kernel).items())
     }
@@ -169,7 +172,21 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     decisions["assign-layouts.min_blocks_per_sm"] = int(blocks.value) if blocks is not None else 0
     if kernel.attributes.get("tilec.deferred_reductions") is not None:
         decisions["defer-reduction.enable"] = True
+    if any(_chained(op) for op in kernel.walk() if isinstance(op, scf.ForOp)):
+        decisions["pipeline.dots_in_flight"] = max(
+            int(op.attributes["tilec.dots_in_flight"].value)
+            if "tilec.dots_in_flight" in op.attributes
+            else 0
+            for op in kernel.walk()
+            if isinstance(op, scf.ForOp)
+        )
     return decisions
+
+
+def _chained(loop: scf.ForOp) -> bool:
+    """Whether `loop` carries a wgmma chain that `pipeline` could leave in flight."""
+    streamed = any(isinstance(op, shared.AsyncCopyOp) for op in loop.body.block.ops)
+    return streamed and bool(chained_wgmma_slots(loop))
 
 
 def applicable(
@@ -208,6 +225,8 @@ def applicable(
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
     if "defer-reduction.enable" in chosen:
         options.append(("defer-reduction.enable", (True, False)))
+    if "pipeline.dots_in_flight" in chosen:
+        options.append(("pipeline.dots_in_flight", (0, 1)))
     for name, values in options:
         if name in fixed:
             continue

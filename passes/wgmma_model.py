@@ -1,0 +1,125 @@
+"""How long an SM takes over a wgmma tile: the model `tiling` ranks its wgmma tilings by.
+
+A block of the wgmma tiling computes a BM x BN tile of the output in k-steps of 16, each of
+its BM / 64 warpgroups issuing `wgmma.m64nBNk16` from shared memory. Per k-step the SM
+spends the longer of two times:
+
+* the tensor cores': BM x BN x 16 products at `TENSOR_MACS_PER_CLOCK` (dense f16/bf16 on
+  sm_90: the H200's 989 TFLOP/s over 132 SMs at 1.83 GHz is 2048 a clock);
+* shared memory's, at `SHARED_BYTES_PER_CLOCK` (32 banks of 4 bytes): the copies write A's
+  BM x 16 and B's 16 x BN slices once, and every warpgroup reads its own 64 rows of A and
+  all of B's slice -- B is read BM / 64 times.
+
+So a 128x128 tile is held to 0.8 of the tensor cores by shared memory (160 clocks of traffic
+for 128 of products), 128x256 reaches them (256 of each), and 256x128 (four warpgroups reading
+B) is at 0.89. Measured on the H200 at 4096^3 and 8192^3 with copies two steps ahead and one
+wgmma group in flight (docs/benchmarks.md, "wgmma groups in flight"): 0.70, 0.87 and 0.79 of
+cuBLAS, in the model's order.
+
+What a thread holds besides its accumulator bounds the tile too (`tiling.wgmma_registers`):
+an epilogue that combines the accumulator with loaded tiles (a bias row, a tile of the
+output as `moe_gemm`'s `where` reads it) keeps each thread's share of them live next to it:
+`epilogue_operands` finds them.
+
+Over a grid whose extents are known, the model adds the waves: `tile_clocks` is the time of the
+busiest SM, ceil(blocks / (SMs x blocks per SM)) waves, each holding as many blocks as reach
+one SM, which share its tensor cores and shared memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tilec.dialects import scf
+from tilec.dialects import tile as T
+from tilec.ir.core import Operation, OpResult, Value
+from tilec.ir.types import TileType
+
+__all__ = [
+    "SHARED_BYTES_PER_CLOCK",
+    "TENSOR_MACS_PER_CLOCK",
+    "epilogue_operands",
+    "epilogue_words",
+    "grid_clocks",
+    "step_clocks",
+]
+
+TENSOR_MACS_PER_CLOCK = 2048  # dense f16/bf16 products an sm_90 SM's tensor cores do a clock
+SHARED_BYTES_PER_CLOCK = 128  # bytes an SM's shared memory moves a clock (32 banks x 4 bytes)
+WARPGROUP_ROWS = 64  # rows of A one warpgroup's wgmma covers
+K_STEP = 16
+
+
+def step_clocks(bm: int, bn: int, element_bytes: int = 2) -> float:
+    """Clocks an SM spends on one k-step of 16 of a BM x BN tile (see the module docstring)."""
+    tensor = bm * bn * K_STEP / TENSOR_MACS_PER_CLOCK
+    groups = max(1, bm // WARPGROUP_ROWS)
+    reads = groups * (WARPGROUP_ROWS + bn) * K_STEP * element_bytes
+    writes = (bm + bn) * K_STEP * element_bytes
+    return max(tensor, (reads + writes) / SHARED_BYTES_PER_CLOCK)
+
+
+def grid_clocks(
+    bm: int, bn: int, blocks: int | None, blocks_per_sm: int, sm_count: int, element_bytes: int = 2
+) -> float:
+    """Clocks per k-step of the busiest SM over the whole grid of `blocks` tiles (None: the
+    extents are unknown; then the clocks of one k-step per output element, which ranks tiles
+    by how near they bring the SM to its tensor cores' rate)."""
+    step = step_clocks(bm, bn, element_bytes)
+    if blocks is None:
+        return step / (bm * bn)
+    per_wave = sm_count * blocks_per_sm
+    waves = math.ceil(blocks / per_wave)
+    resident = min(blocks_per_sm, math.ceil(blocks / sm_count))
+    return waves * resident * step
+
+
+# Ops that only move or reshape a tile's elements: an epilogue operand is what they start from.
+_MOVES = (T.BroadcastOp, T.ExpandDimsOp, T.ReshapeOp, T.CastOp)
+
+
+def epilogue_operands(dot: Operation, m: object, n: object) -> list[tuple[bool, bool]]:
+    """For each tile the epilogue of `dot` (what computes from its accumulator after the
+    loop that carries it) combines with the accumulator, loaded or computed apart from it:
+    whether it spans the accumulator's rows (dimension `m`, a symbol or size) and its columns
+    (`n`). Constants (`tile.full`) are not held; a broadcast operand counts as its source."""
+    result: Value = dot.results[0]
+    loop = dot.parent_op
+    if isinstance(loop, scf.ForOp) and result in loop.yield_op.operands:
+        result = loop.results[list(loop.yield_op.operands).index(result)]
+    derived = {id(result)}
+    found: list[tuple[bool, bool]] = []
+    seen: set[int] = set()
+    work = [result]
+    while work:
+        v = work.pop()
+        for use in v.uses:
+            if not isinstance(use, Operation) or not use.results:
+                continue
+            for other in use.operands:
+                if id(other) in derived or id(other) in seen:
+                    continue
+                if not isinstance(other.type, TileType):
+                    continue
+                seen.add(id(other))
+                source = other
+                while isinstance(source, OpResult) and isinstance(source.op, _MOVES):
+                    source = source.op.operands[0]
+                if isinstance(source, OpResult) and isinstance(source.op, T.FullOp):
+                    continue
+                shape = list(source.type.shape)
+                found.append((m in shape, n in shape))
+            for r in use.results:
+                if isinstance(r.type, TileType) and id(r) not in derived:
+                    derived.add(id(r))
+                    work.append(r)
+    return found
+
+
+def epilogue_words(operands: list[tuple[bool, bool]], bn: int) -> int:
+    """32-bit words a thread holds of `epilogue_operands` in the wgmma accumulator's layout:
+    of every 64 rows of a warpgroup a thread has 2, of BN columns BN / 4."""
+    words = 0
+    for rows, columns in operands:
+        words += (2 if rows else 1) * (bn // 4 if columns else 1)
+    return words
