@@ -43,6 +43,7 @@ from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
+from tilec.passes.wgmma_model import COPY_LATENCY_CLOCKS, lead_covers_latency
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -55,10 +56,6 @@ from tilec.passmanager import Pass, PassContext, option, register_pass
 __all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
 
 MAX_DEFAULT_STAGES = 4
-# Steps ahead copies must run for a wgmma group to be left in flight by default: one step of
-# a 128x256x64 tile is about 0.55 us of tensor-core work, less than a copy's latency from
-# DRAM under load, so copies one step ahead leave the tensor cores waiting.
-MIN_LEAD_IN_FLIGHT = 2
 SM_SHARED_SM90 = 233472  # bytes of shared memory per SM on sm_90 (228 KiB)
 DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's share (sm_80+)
 REGISTERS_PER_SM = 65536
@@ -94,8 +91,8 @@ class Pipeline(Pass):
     the slots), orders the next run's copies after those reads.
     A loop whose wgmma dot updates its carried accumulator in place (a GEMM's chain,
     `chained_wgmma_slots`) may leave one wgmma group in flight across the back edge (option
-    `dots_in_flight`; -1, the default: when that still keeps copies `MIN_LEAD_IN_FLIGHT`
-    steps ahead, i.e. 4 stages or more): the loop gets `tilec.dots_in_flight = 1`, the
+    `dots_in_flight`; -1, the default: when the S-2 steps its copies then run ahead still
+    cover a copy's latency, `wgmma_model.lead_covers_latency`): the loop gets `tilec.dots_in_flight = 1`, the
     lowering waits for the previous iteration's group after issuing the next
     (`wgmma.wait_group 1`) instead of before the barrier, and the copies run S-2 steps ahead,
     so that none fills the slot the running group reads (the interpreter's race check holds
@@ -118,7 +115,7 @@ class Pipeline(Pass):
         dots_in_flight: int = option(
             -1,
             "wgmma groups a GEMM loop leaves running across the back edge (0 or 1; -1: 1 when "
-            "the stages keep copies at least 2 steps ahead with it): with 1, each iteration "
+            "the S-2 steps its copies then run ahead cover a copy's latency): with 1, each iteration "
             "waits for the previous iteration's wgmmas after issuing its own, and copies run "
             "S-2 steps ahead (the slot the running wgmma reads stays untouched)",
         )
@@ -429,14 +426,11 @@ def _pipeline_loop(
     elif chained and in_flight == 1 and stages < 3:
         ctx.remark(loop, f"dots_in_flight needs 3 stages or more, not {stages}: left at 0")
         chained = False
-    elif chained and in_flight == -1 and stages - 2 < MIN_LEAD_IN_FLIGHT:
-        ctx.remark(
-            loop,
-            f"no wgmma group left in flight: with {stages} stages its copies would run "
-            f"{stages - 2} step ahead, less than the {MIN_LEAD_IN_FLIGHT} that cover a copy's "
-            "latency (measured on the H200: 0.63 of cuBLAS against 0.80 waiting each step)",
-        )
-        chained = False
+    elif chained and in_flight == -1:
+        why = _why_not_in_flight(kernel, loop, stages)
+        if why:
+            ctx.remark(loop, f"no wgmma group left in flight: {why}")
+            chained = False
     lead = stages - 2 if chained else stages - 1
     if chained:
         loop.attributes["tilec.dots_in_flight"] = IntegerAttr(1)
@@ -516,6 +510,26 @@ def _pipeline_loop(
     after.create(shared.AsyncWaitOp, pending=0)
     if _shared_memory_used_after(kernel, loop):
         after.create(shared.BarrierOp)
+
+
+def _why_not_in_flight(kernel: FuncOp, loop: scf.ForOp, stages: int) -> str:
+    """Why `dots_in_flight` (automatic) leaves the wgmma chain of `loop` waiting each step,
+    or "": with a group in flight the copies run S-2 steps ahead, and those steps must cover
+    a copy's latency (`wgmma_model.lead_covers_latency`, for the blocks an SM holds)."""
+    if stages < 3:
+        return f"with {stages} stages its copies would run {stages - 2} steps ahead"
+    dot = loop.yield_op.operands[chained_wgmma_slots(loop)[0]].op
+    (bm, bn), bk = dot.result.type.shape, dot.a.type.shape[1]
+    blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
+    resident = int(blocks.value) if blocks is not None else 1
+    lead = stages - 2
+    if lead_covers_latency(bm, bn, bk, lead, resident, dot.a.type.element.width // 8):
+        return ""
+    return (
+        f"its copies would run {lead} step{'s' if lead > 1 else ''} of {bm}x{bn}x{bk} ahead "
+        f"({resident} block{'s' if resident > 1 else ''} an SM), less than a copy's latency "
+        f"of {COPY_LATENCY_CLOCKS} clocks (passes/wgmma_model.py)"
+    )
 
 
 def _copy(b: Builder, s: _Stream, iv_value: Value, slot: Value) -> Operation:

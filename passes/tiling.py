@@ -395,12 +395,18 @@ class _KernelTiling(MmaSearch, BlockOrder):
     def wgmma_preference(self, c: TileConfig, dot: TiledDot) -> tuple:
         """Sort key of wgmma tilings, best first: the least time the SM model predicts for the
         grid (`wgmma_model.grid_clocks`: per k-step, the tensor cores' or shared memory's
-        time, whichever is longer, times the waves and the blocks an SM shares), then the
-        largest tile."""
+        time, whichever is longer, no less than a copy's latency over the steps ahead, times
+        the waves and the blocks an SM shares, with the epilogue and the fixed latencies a
+        block alone on its SM exposes), then the largest tile."""
         bm, bn = self.size(dot.m, c), self.size(dot.n, c)
         blocks = self.blocks(c)
         per_sm = self.wgmma_blocks_per_sm(c, dot)
-        clocks = grid_clocks(bm, bn, blocks, per_sm, self.opts.sm_count, dot.element_bytes)
+        bk = self.size(dot.k, c)
+        depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None  # BK tiles K
+        k_steps = -(-depth // bk) if depth is not None else None
+        clocks = grid_clocks(
+            bm, bn, bk, k_steps, blocks, per_sm, self.opts.sm_count, dot.element_bytes
+        )
         return (clocks, -(bm * bn), sorted(c.sizes.items()))
 
     def wgmma_model_remark(self, dot: TiledDot, config: TileConfig) -> str:

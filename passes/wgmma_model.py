@@ -21,9 +21,13 @@ an epilogue that combines the accumulator with loaded tiles (a bias row, a tile 
 output as `moe_gemm`'s `where` reads it) keeps each thread's share of them live next to it:
 `epilogue_operands` finds them.
 
-Over a grid whose extents are known, the model adds the waves: `tile_clocks` is the time of the
-busiest SM, ceil(blocks / (SMs x blocks per SM)) waves, each holding as many blocks as reach
-one SM, which share its tensor cores and shared memory.
+Over a grid whose extents are known, `grid_clocks` is the time of the busiest SM: the waves,
+each holding as many blocks as reach one SM, which share its tensor cores and shared memory,
+each k-step no faster than a copy's latency over the steps copies run ahead, plus each
+block's epilogue, and, for a block alone on its SM, the latency of its first copies and last
+stores, which another block would hide. So a 1024^3 product takes 64x64 tiles two to an SM
+(256 blocks) over 64x128 (128 blocks, each alone), and 64 products of 256x256x64 (one k-step:
+the fixed costs are most of the work) 128x128 tiles two to an SM over 128x256.
 """
 
 from __future__ import annotations
@@ -36,15 +40,29 @@ from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.types import TileType
 
 __all__ = [
+    "BLOCK_LATENCY_CLOCKS",
+    "COPY_LATENCY_CLOCKS",
     "SHARED_BYTES_PER_CLOCK",
     "TENSOR_MACS_PER_CLOCK",
     "epilogue_operands",
     "epilogue_words",
     "grid_clocks",
+    "lead_covers_latency",
+    "stages_that_fit",
     "step_clocks",
 ]
 
 TENSOR_MACS_PER_CLOCK = 2048  # dense f16/bf16 products an sm_90 SM's tensor cores do a clock
+# A copy's latency from DRAM under load, in SM clocks (about 0.9 us at 1.83 GHz): copies one
+# step of 128x256x64 ahead (1024 clocks) left the tensor cores waiting on the H200, two (2048)
+# did not, nor did two of 128x128x64 on two blocks an SM (1280 each); on one block (1280
+# clocks) they did -- 0.61 of cuBLAS against 0.73 (docs/benchmarks.md).
+COPY_LATENCY_CLOCKS = 1600
+# What a block alone on its SM waits for unhidden: its first copies, and its last stores.
+BLOCK_LATENCY_CLOCKS = 2 * COPY_LATENCY_CLOCKS
+SM_SHARED_BYTES = 233472  # an sm_90 SM's shared memory
+DRIVER_RESERVED_SHARED = 1024
+MAX_STAGES = 4  # pipeline's default limit
 SHARED_BYTES_PER_CLOCK = 128  # bytes an SM's shared memory moves a clock (32 banks x 4 bytes)
 WARPGROUP_ROWS = 64  # rows of A one warpgroup's wgmma covers
 K_STEP = 16
@@ -59,19 +77,53 @@ def step_clocks(bm: int, bn: int, element_bytes: int = 2) -> float:
     return max(tensor, (reads + writes) / SHARED_BYTES_PER_CLOCK)
 
 
+def stages_that_fit(bm: int, bn: int, bk: int, blocks_per_sm: int, element_bytes: int = 2) -> int:
+    """The stages `pipeline` gives such a tile by default: the most, up to 4, whose A and B
+    slots fit the block's share of the SM's shared memory (less the 1 KiB the driver keeps)."""
+    share = SM_SHARED_BYTES // blocks_per_sm - DRIVER_RESERVED_SHARED
+    return max(1, min(MAX_STAGES, share // ((bm + bn) * bk * element_bytes)))
+
+
+def lead_covers_latency(
+    bm: int, bn: int, bk: int, lead: int, resident: int, element_bytes: int = 2
+) -> bool:
+    """Whether copies issued `lead` steps ahead arrive before they are read: the steps between
+    (each `resident` blocks' k-steps, which share the SM) take at least `COPY_LATENCY_CLOCKS`."""
+    step = (bk // K_STEP) * step_clocks(bm, bn, element_bytes)
+    return lead * resident * step >= COPY_LATENCY_CLOCKS
+
+
 def grid_clocks(
-    bm: int, bn: int, blocks: int | None, blocks_per_sm: int, sm_count: int, element_bytes: int = 2
+    bm: int,
+    bn: int,
+    bk: int,
+    k_steps: int | None,
+    blocks: int | None,
+    blocks_per_sm: int,
+    sm_count: int,
+    element_bytes: int = 2,
 ) -> float:
-    """Clocks per k-step of the busiest SM over the whole grid of `blocks` tiles (None: the
-    extents are unknown; then the clocks of one k-step per output element, which ranks tiles
-    by how near they bring the SM to its tensor cores' rate)."""
-    step = step_clocks(bm, bn, element_bytes)
-    if blocks is None:
-        return step / (bm * bn)
-    per_wave = sm_count * blocks_per_sm
-    waves = math.ceil(blocks / per_wave)
+    """Clocks of the busiest SM over the whole grid of `blocks` tiles of `k_steps` steps of BK
+    (None when the extents are unknown: then the clocks of one k-step per output element,
+    which ranks tiles by how near they bring the SM to its tensor cores' rate).
+
+    Per wave, the `resident` blocks an SM holds share its tensor cores and shared memory:
+    each of their k-steps takes `step_clocks`, but no less than a copy's latency over the
+    steps the copies run ahead (the stages of `stages_that_fit`, less one); each block's
+    epilogue moves its output tile through shared memory (written, read back). A block alone
+    on its SM also waits, unhidden, for its first copies and its last stores
+    (`BLOCK_LATENCY_CLOCKS`); blocks sharing an SM hide that behind each other's work."""
+    if blocks is None or k_steps is None:
+        return step_clocks(bm, bn, element_bytes) / (bm * bn)
+    step = (bk // K_STEP) * step_clocks(bm, bn, element_bytes)
+    lead = max(1, stages_that_fit(bm, bn, bk, blocks_per_sm, element_bytes) - 1)
+    epilogue = 2 * bm * bn * element_bytes / SHARED_BYTES_PER_CLOCK
+    waves = math.ceil(blocks / (sm_count * blocks_per_sm))
     resident = min(blocks_per_sm, math.ceil(blocks / sm_count))
-    return waves * resident * step
+    latency_step = COPY_LATENCY_CLOCKS / lead
+    shared = k_steps * max(resident * step, latency_step) + resident * epilogue
+    alone = k_steps * max(step, latency_step) + epilogue + BLOCK_LATENCY_CLOCKS
+    return waves * max(shared, alone)
 
 
 # Ops that only move or reshape a tile's elements: an epilogue operand is what they start from.

@@ -311,7 +311,7 @@ def test_explain_with_output_writes_the_ptx_too(tmp_path):
         "--arch", "sm_90a", "--explain", "-o", "m.ptx", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "BM=128 BN=128 BK=64" in result.stdout and "wgmma" in result.stdout
+    assert "BM=128 BN=256 BK=64" in result.stdout and "wgmma" in result.stdout
     assert ".entry matmul" in (tmp_path / "m.ptx").read_text()
 
 

@@ -127,7 +127,7 @@ def test_transposed_a_comes_from_registers():
         arch="sm_90a",
     ).ptx
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == BK // 16
-    issue = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 [^;]*;", ptx)
+    issue = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k16\.f32\.f16\.f16 [^;]*;", ptx)
     assert len(issue) == BK // 16
     assert all(re.search(r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1, 1;$", i) for i in issue)
 
@@ -173,14 +173,16 @@ def test_accumulator_registers_follow_the_blocked_equivalent():
 def test_matmul_for_sm_90a_takes_wgmma():
     compiled = contiguous_matmul()
     ptx = compiled.ptx
-    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") == BK // 16
+    # The SM model's tile (passes/wgmma_model.py): 128x256 reaches the tensor cores' rate.
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == BK // 16
     assert "wgmma.fence.sync.aligned" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
     assert "fence.proxy.async.shared::cta" in ptx
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
     assert re.search(r"\.extern \.shared \.align 1024", ptx)
     remarks = [r.message for r in compiled.remarks if r.pass_name == "tiling"]
-    assert any("wgmma m64n128k16 (sm_90a" in r and "2 blocks per SM" in r for r in remarks)
-    assert "tilec.min_blocks_per_sm = 2" in compiled.tir and ".minnctapersm 2" in ptx
+    assert any("wgmma m64n256k16 (sm_90a" in r and "1 block per SM" in r for r in remarks)
+    assert any("1.00 of the tensor cores" in r for r in remarks)
+    assert "tilec.min_blocks_per_sm = 1" in compiled.tir and ".minnctapersm 1" in ptx
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -212,10 +214,10 @@ MATMUL = (EXAMPLES / "matmul.tile").read_text().split("\n\n\n")[0]
 @pytest.mark.parametrize(
     ("pins", "instruction", "steps", "warps", "blocks"),
     [
-        ('tile={"K": 128}', "m64n128k16", 8, 8, 1),  # 144 words a thread: one block
-        ('tile={"N": 256}', "m64n256k16", 4, 8, 1),
-        ('tile={"N": 64}', "m64n64k16", 4, 8, 2),
-        ("warps=4", "m64n128k16", 4, 4, 2),  # BM = 64: one warpgroup
+        ('tile={"K": 128}', "m64n256k16", 8, 8, 1),  # 192 words a thread
+        ('tile={"N": 128}', "m64n128k16", 4, 16, 1),  # BM = 256: B read by 4 warpgroups
+        ('tile={"N": 64}', "m64n64k16", 4, 16, 1),  # BM = 256 is the model's best with it
+        ("warps=4", "m64n256k16", 4, 4, 2),  # BM = 64: one warpgroup
         ('tile={"M": 256}', "m64n128k16", 4, 16, 1),  # 512 threads of 128
     ],
 )
@@ -223,8 +225,9 @@ def test_pins_move_one_decision_of_the_wgmma_tiling(
     tmp_path, pins, instruction, steps, warps, blocks
 ):
     """A pinned size or warp count the wgmma lowering takes keeps the wgmma tiling (the
-    others stay its defaults), rather than sending the kernel to mma.sync: the tuner's
-    neighbours of the heuristic's choice, and a user's pin, are wgmma tilings."""
+    others are what the SM model prefers with the pin), rather than sending the kernel to
+    mma.sync: the tuner's neighbours of the heuristic's choice, and a user's pin, are wgmma
+    tilings."""
     path = tmp_path / "matmul.tile"
     path.write_text(MATMUL.replace("def matmul", f"@kernel({pins})\ndef matmul"))
     compiled = tilec.compile(
@@ -250,21 +253,39 @@ def test_bank_layout_model_is_a_bijection_of_each_slot():
 
 
 def test_wgmma_loop_overlaps_the_copies_with_the_tensor_cores():
-    """The pipeline issues a wgmma loop's copies after the dot, and the lowering waits for
-    the wgmmas only at the next barrier (and after the loop), so the copies run while the
-    tensor cores work; the race check of the interpreter accepts the order."""
+    """The pipeline issues a wgmma loop's copies after the dot, and leaves one group in
+    flight (`tilec.dots_in_flight`): each iteration's asm waits for the previous iteration's
+    group after issuing its own, the barrier does not wait, and the loop's exit waits for the
+    last; the race check of the interpreter accepts the order."""
     compiled = contiguous_matmul()
     loop = next(op for op in compiled.module.walk() if op.name == "scf.for")
+    assert loop.attributes["tilec.dots_in_flight"].value == 1
     names = [op.name for op in loop.body.block.ops]
     assert names.index("tile.dot") < names.index("tile.async_copy")
     ptx = compiled.ptx
     issue = ptx[ptx.index("wgmma.fence") : ptx.index("wgmma.commit_group")]
-    assert "wgmma.wait_group" not in issue  # the dot only issues
-    # One wait before the loop's barrier (the slot is refilled after it), one after the loop.
-    assert ptx.count("wgmma.wait_group.sync.aligned 0") == 2
+    assert "wgmma.wait_group" not in issue  # the dot only issues...
+    after = ptx[ptx.index("wgmma.commit_group") :]
+    assert after.split("\n", 2)[1].strip() == "wgmma.wait_group.sync.aligned 1;"  # ...then waits
+    assert ptx.count("wgmma.wait_group.sync.aligned 0") == 1  # at the loop's exit
     tir = compiled.tir
     top = tir[tir.index("scf.for") :]
     assert top.index("tile.barrier") < top.index("tile.dot") < top.index("tile.async_copy")
+
+
+def test_a_loop_without_dots_in_flight_waits_before_its_barrier():
+    """With `pipeline{dots_in_flight=0}` the barrier at the top of each iteration waits for
+    the last iteration's group (the slot it read is refilled after the barrier)."""
+    pipeline = CONTIGUOUS.replace("pipeline,", "pipeline{dots_in_flight=0},")
+    ptx = tilec.compile(
+        str(EXAMPLES / "matmul.tile"),
+        kernels=["matmul"],
+        pipeline=pipeline,
+        target="ptx",
+        arch="sm_90a",
+    ).ptx
+    assert "wgmma.wait_group.sync.aligned 1" not in ptx
+    assert ptx.count("wgmma.wait_group.sync.aligned 0") == 2
 
 
 def test_operands_of_unknown_strides_keep_mma_sync():

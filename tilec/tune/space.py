@@ -225,7 +225,7 @@ def applicable(
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
     if "defer-reduction.enable" in chosen:
         options.append(("defer-reduction.enable", (True, False)))
-    if "pipeline.dots_in_flight" in chosen:
+    if "pipeline.dots_in_flight" in chosen and arch == "sm_90a":
         options.append(("pipeline.dots_in_flight", (0, 1)))
     for name, values in options:
         if name in fixed:
