@@ -33,11 +33,21 @@ CONFIGS: list[dict] = [
     {"tile.M": 256, "tile.N": 128, "warps": 16, "pipeline.dots_in_flight": 1},
     {"tile.M": 64, "tile.N": 256, "warps": 4, "pipeline.dots_in_flight": 1},
 ]
+EPILOGUE_CONFIGS: list[dict] = [
+    {},
+    {"tile.N": 256, "warps": 8},
+    {"tile.N": 128, "warps": 8, "assign-layouts.min_blocks_per_sm": 2},
+    {"tile.N": 128, "warps": 8, "pipeline.dots_in_flight": 1},
+]
 DEFAULT_SHAPES = ("4096x4096x4096", "3000x5000x2000", "1536x6144x768")
 
 
-def sweep(shape: tuple[int, int, int], layout: str, configs: list[dict]) -> list[dict]:
-    """Time `configs` of the `layout` GEMM at `shape` against cuBLAS; the rows, printed."""
+def sweep(
+    shape: tuple[int, int, int], layout: str, configs: list[dict], epilogue: bool = False
+) -> list[dict]:
+    """Time `configs` of the `layout` GEMM at `shape` against cuBLAS; the rows, printed.
+    `epilogue`: `examples/matmul_bias_gelu.tile` (nn only) against cuBLAS's product alone,
+    so the ratio shows what the fused bias and GELU cost."""
     import torch
 
     from tilec.jit import load_kernel
@@ -47,6 +57,9 @@ def sweep(shape: tuple[int, int, int], layout: str, configs: list[dict]) -> list
     path, name = EXAMPLES / "matmul.tile", "matmul"
     if layout != "nn":
         path, name = EXAMPLES / "gemm_layouts.tile", f"gemm_{layout}"
+    if epilogue:
+        path, name, layout = EXAMPLES / "matmul_bias_gelu.tile", "matmul_bias_gelu", "nn"
+    bias = torch.randn(n, device="cuda").half()
 
     def make():
         a = torch.randn(*((k, m) if layout[0] == "t" else (m, k)), device="cuda").half()
@@ -59,10 +72,14 @@ def sweep(shape: tuple[int, int, int], layout: str, configs: list[dict]) -> list
     sets = _sets(make, 2 * (m * k + k * n))
     c = torch.empty(m, n, device="cuda", dtype=torch.half)
     expected = torch.matmul(*views(*sets[0]))
+    if epilogue:
+        expected = torch.nn.functional.gelu(expected.float() + bias.float()).half()
     cublas = time_ms(lambda x, z: torch.matmul(*views(x, z)), sets)
     result = sweep_runner(
         load_kernel(path, name),
-        lambda kernel: lambda x, z: kernel(x, z, c),
+        (lambda kernel: lambda x, z: kernel(x, z, bias, c))
+        if epilogue
+        else (lambda kernel: lambda x, z: kernel(x, z, c)),
         sets,
         configs,
         right=lambda got: _close(got, expected, 2e-3),
@@ -70,7 +87,7 @@ def sweep(shape: tuple[int, int, int], layout: str, configs: list[dict]) -> list
         rounds=2,
     )
     flops = 2 * m * n * k
-    label = f"{layout} {m}x{n}x{k}"
+    label = f"{'bias+gelu' if epilogue else layout} {m}x{n}x{k}"
     print(f"{label}: cuBLAS {cublas * 1e3:.1f} us ({flops / cublas / 1e9:.0f} TFLOP/s)", flush=True)
     rows = []
     for config in configs:
@@ -109,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--layout", choices=("nn", "nt", "tn", "tt"), action="append", help="default nn"
     )
+    parser.add_argument(
+        "--epilogue", action="store_true", help="also sweep matmul_bias_gelu at each shape"
+    )
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     shapes = []
@@ -127,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     for layout in args.layout or ("nn",):
         for shape in shapes:
             rows += sweep(shape, layout, CONFIGS)
+    for shape in shapes if args.epilogue else ():
+        rows += sweep(shape, "nn", EPILOGUE_CONFIGS, epilogue=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
