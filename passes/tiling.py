@@ -384,7 +384,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
             if n % 64 or n > 256 or (k * dot.element_bytes) % 128:
                 continue
             config = TileConfig(sizes, (warps, 1))
-            if self.wgmma_registers(config, dot) is None:
+            # A pinned tile keeps the wgmma tiling even where its epilogue will spill.
+            pinned = any(self.plan.symbols[x].pinned_by for x in (dot.m, dot.n))
+            if self.wgmma_registers(config, dot, epilogue=not pinned) is None:
                 continue
             if not self.tile_problems(config):
                 configs.append(config)
@@ -422,30 +424,38 @@ class _KernelTiling(MmaSearch, BlockOrder):
             "" if self.blocks(config) is None else ", the least time over the grid's waves"
         )
 
-    def wgmma_registers(self, config: TileConfig, dot: TiledDot) -> int | None:
+    def wgmma_registers(
+        self, config: TileConfig, dot: TiledDot, epilogue: bool = True
+    ) -> int | None:
         """Registers a thread of the wgmma tiling is modelled to need: its share of the f32
         accumulator (BM x BN / threads words), the two 64-bit operand descriptors of each
-        k-step of 16 (4 words each), about 48 besides (addresses, loop counters), and its
-        share of the tiles the epilogue combines with the accumulator
-        (`wgmma_model.epilogue_words`: a bias row of BN is BN / 4 words), rounded up to 8;
-        on the H200, 128x256 with a bias + GELU epilogue (256 words) spilled 88 bytes. None when that is past 255 or a block of such threads
-        is past an SM's registers (256x256 on 16 warps)."""
+        k-step of 16 (4 words each), about 48 besides (addresses, loop counters) and, with
+        `epilogue`, its share of the tiles the epilogue combines with the accumulator
+        (`wgmma_model.epilogue_words`: a bias row of BN is BN / 4 words), rounded up to 8.
+        None when that is past 255 or a block of such threads is past an SM's registers
+        (256x256 on 16 warps). 128x256 with a bias + GELU epilogue is 256 words: ptxas
+        spills 88 bytes there, so the heuristic takes 128x128 (a pin still gets 128x256)."""
         threads = WARP_SIZE * config.num_warps
         accumulator = self.size(dot.m, config) * self.size(dot.n, config) // threads
-        epilogue = epilogue_words(epilogue_operands(dot.op, dot.m, dot.n), self.size(dot.n, config))
-        words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48 + epilogue
+        words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48
+        if epilogue:
+            operands = epilogue_operands(dot.op, dot.m, dot.n)
+            words += epilogue_words(operands, self.size(dot.n, config))
         per_thread = -(-words // 8) * 8
         if per_thread > 255 or threads * per_thread > REGISTERS_PER_SM:
             return None
         return per_thread
 
     def wgmma_blocks_per_sm(self, config: TileConfig, dot: TiledDot) -> int:
-        """Blocks an SM holds by registers for the wgmma tiling (`wgmma_registers`), at most
-        two (pipeline then sizes the stages for half an SM's shared memory). On the H200 at
+        """Blocks an SM holds by the registers of the wgmma tiling's main loop
+        (`wgmma_registers` without the epilogue), at most two (pipeline then sizes the
+        stages for half an SM's shared memory). An epilogue past that budget spills once a
+        tile, after the loop: 128x128 with a bias + GELU epilogue on two blocks an SM spilled
+        44 bytes and ran 7% faster than on one (docs/benchmarks.md). On the H200 at
         128x128x64 a thread needs 128 (ptxas took 124, two blocks); at BK=128, 144 -- one
         block: held to 128 it spilled 852 bytes; at 128x256x64, 192 (ptxas took 207)."""
         threads = WARP_SIZE * config.num_warps
-        per_thread = self.wgmma_registers(config, dot) or 255
+        per_thread = self.wgmma_registers(config, dot, epilogue=False) or 255
         return max(1, min(2, REGISTERS_PER_SM // (threads * per_thread)))
 
     def plain_warps(self) -> int | None:

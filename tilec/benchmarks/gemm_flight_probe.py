@@ -100,7 +100,7 @@ def sweep(
             continue
         decisions = {
             key: candidate.decisions.get(key)
-            for key in ("tile.M", "tile.N", "warps", "stages", "pipeline.dots_in_flight")
+            for key in ("path", "tile.M", "tile.N", "warps", "stages", "pipeline.dots_in_flight")
         }
         print(
             f"    {cublas / candidate.ms:.3f} of cuBLAS  {candidate.ms * 1e3:8.1f} us  {what}"
