@@ -140,31 +140,34 @@ def epilogue_operands(dot: Operation, m: object, n: object) -> list[tuple[bool, 
     if isinstance(loop, scf.ForOp) and result in loop.yield_op.operands:
         result = loop.results[list(loop.yield_op.operands).index(result)]
     derived = {id(result)}
-    found: list[tuple[bool, bool]] = []
-    seen: set[int] = set()
+    users: list[Operation] = []
     work = [result]
-    while work:
+    while work:  # everything computed from the accumulator, first
         v = work.pop()
         for use in v.uses:
-            if not isinstance(use, Operation) or not use.results:
+            if not isinstance(use, Operation) or use in users:
                 continue
-            for other in use.operands:
-                if id(other) in derived or id(other) in seen:
-                    continue
-                if not isinstance(other.type, TileType):
-                    continue
-                seen.add(id(other))
-                source = other
-                while isinstance(source, OpResult) and isinstance(source.op, _MOVES):
-                    source = source.op.operands[0]
-                if isinstance(source, OpResult) and isinstance(source.op, T.FullOp):
-                    continue
-                shape = list(source.type.shape)
-                found.append((m in shape, n in shape))
+            users.append(use)
             for r in use.results:
                 if isinstance(r.type, TileType) and id(r) not in derived:
                     derived.add(id(r))
                     work.append(r)
+    found: list[tuple[bool, bool]] = []
+    seen: set[int] = set()
+    for use in users:  # then what those ops combine it with
+        if not use.results:
+            continue
+        for other in use.operands:
+            if id(other) in derived or id(other) in seen or not isinstance(other.type, TileType):
+                continue
+            seen.add(id(other))
+            source = other
+            while isinstance(source, OpResult) and isinstance(source.op, _MOVES):
+                source = source.op.operands[0]
+            if isinstance(source, OpResult) and isinstance(source.op, T.FullOp):
+                continue
+            shape = list(source.type.shape)
+            found.append((m in shape, n in shape))
     return found
 
 

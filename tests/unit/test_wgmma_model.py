@@ -1,0 +1,114 @@
+"""The SM model the wgmma tiling ranks tiles by (passes/wgmma_model.py): its figures, the
+tiles it picks at sizes it was and was not measured at, what it counts of an epilogue, and
+the latency rule that decides whether a GEMM loop leaves a wgmma group in flight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tilec.dialects import tile as T
+from tilec.jit import load_kernel
+from tilec.passes.wgmma_model import (
+    COPY_LATENCY_CLOCKS,
+    epilogue_operands,
+    epilogue_words,
+    grid_clocks,
+    lead_covers_latency,
+    stages_that_fit,
+    step_clocks,
+)
+from tilec.tune import build_candidate, problem_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_shared_memory_holds_128x128_below_the_tensor_cores():
+    # 128x128: 128 clocks of products, 160 of traffic; 128x256 balances; 256x128 reads B 4 times.
+    assert step_clocks(128, 128) == 160
+    assert step_clocks(128, 256) == 256 == 128 * 256 * 16 / 2048
+    assert step_clocks(256, 128) == 288
+    assert step_clocks(64, 64) == 64
+
+
+def test_stages_that_fit_the_blocks_share_of_shared_memory():
+    assert stages_that_fit(128, 256, 64, 1) == 4  # 48 KiB a stage, 227 KiB
+    assert stages_that_fit(128, 128, 64, 2) == 3  # 32 KiB a stage, half an SM
+    assert stages_that_fit(64, 64, 64, 2) == 4
+
+
+def test_latency_rule_separates_the_measured_cases():
+    assert lead_covers_latency(128, 256, 64, 2, 1)  # measured: in flight pays
+    assert not lead_covers_latency(128, 256, 64, 1, 1)  # 3 stages in flight: starved
+    assert not lead_covers_latency(128, 128, 64, 2, 1)  # one block, 4 stages: starved
+    assert not lead_covers_latency(128, 128, 64, 1, 2)
+    assert 2 * 4 * step_clocks(128, 128) < COPY_LATENCY_CLOCKS < 2 * 4 * step_clocks(128, 256)
+
+
+def test_a_block_alone_on_its_sm_pays_its_fixed_latencies():
+    # 1024^3: 64x64 tiles two to an SM beat 64x128 alone (measured 0.75 against none better).
+    two = grid_clocks(64, 64, 64, 16, 256, 2, 132)
+    alone = grid_clocks(64, 128, 64, 16, 128, 2, 132)
+    assert two < alone
+    assert grid_clocks(128, 256, 64, None, None, 1, 132) < grid_clocks(
+        128, 128, 64, None, None, 2, 132
+    )
+
+
+def _decisions(example: str, kernel: str, sizes: dict[str, int]) -> dict:
+    problem = problem_for(load_kernel(EXAMPLES / example, kernel), sizes, arch="sm_90a")
+    return build_candidate(problem, {}).decisions
+
+
+@pytest.mark.parametrize(
+    ("example", "kernel", "sizes", "tile", "blocks", "in_flight"),
+    [
+        ("matmul.tile", "matmul", {"M": 4096, "N": 4096, "K": 4096}, (128, 256), 1, 1),
+        ("matmul.tile", "matmul", {"M": 2304, "N": 4608, "K": 1536}, (128, 256), 1, 1),
+        ("matmul.tile", "matmul", {"M": 1024, "N": 1024, "K": 1024}, (64, 64), 2, 0),
+        ("gemm_layouts.tile", "gemm_tt", {"M": 3000, "N": 5000, "K": 2000}, (128, 256), 1, 1),
+        ("bmm.tile", "bmm", {"Z": 64, "M": 256, "N": 256, "K": 64}, (128, 128), 2, 0),
+        (
+            "matmul_bias_gelu.tile",
+            "matmul_bias_gelu",
+            {"M": 4096, "N": 4096, "K": 4096},
+            (128, 128),
+            2,
+            0,
+        ),
+    ],
+)
+def test_the_tiles_the_model_picks(example, kernel, sizes, tile, blocks, in_flight):
+    d = _decisions(example, kernel, sizes)
+    assert d["path"] == "wgmma"
+    m = "tile.M"
+    assert (d[m], d["tile.N"]) == tile
+    assert d["assign-layouts.min_blocks_per_sm"] == blocks
+    assert d["pipeline.dots_in_flight"] == in_flight
+
+
+def _dot(example: str, kernel: str):
+    import tilec
+
+    module = tilec.compile(
+        str(EXAMPLES / example), kernels=[kernel], pipeline="canonicalize,cse"
+    ).module
+    return next(op for op in module.lookup(kernel).walk() if isinstance(op, T.DotOp))
+
+
+def test_epilogue_operands_are_the_loaded_tiles_not_the_constants():
+    # gelu(acc + bias[tn]): the bias row spans the columns; gelu's constants are not held.
+    assert epilogue_operands(_dot("matmul_bias_gelu.tile", "matmul_bias_gelu"), "BM", "BN") == [
+        (False, True)
+    ]
+    assert epilogue_operands(_dot("matmul.tile", "matmul"), "BM", "BN") == []
+    assert epilogue_words([(False, True)], 256) == 64
+    assert epilogue_words([(True, True)], 128) == 64
+    assert epilogue_words([(True, False)], 128) == 2
+
+
+def test_a_where_over_the_output_holds_a_whole_tile():
+    # moe_gemm's where(mine[:, None], acc, y[tm, tn]): the mask's rows and y's whole tile.
+    found = epilogue_operands(_dot("moe_gemm.tile", "moe_gemm"), "BT", "BN")
+    assert (True, True) in found
