@@ -43,7 +43,6 @@ from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
-from tilec.passes.wgmma_model import COPY_LATENCY_CLOCKS, lead_covers_latency
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -51,6 +50,7 @@ from tilec.passes.smem_placement import (
     plan_shared_memory,
     remove_redundant_barriers,
 )
+from tilec.passes.wgmma_model import COPY_LATENCY_CLOCKS, lead_covers_latency
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]

@@ -36,6 +36,7 @@ from tilec.passes.specialize import (
     symbols_of,
 )
 from tilec.passes.tile_shapes import shape_streamed_tiles
+from tilec.passes.tiling_rewrites import fix_extents, set_accumulator_layout
 from tilec.passes.wgmma_model import (
     TENSOR_MACS_PER_CLOCK,
     epilogue_operands,
@@ -43,7 +44,6 @@ from tilec.passes.wgmma_model import (
     grid_clocks,
     step_clocks,
 )
-from tilec.passes.tiling_rewrites import fix_extents, set_accumulator_layout
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Tiling"]

@@ -354,5 +354,5 @@ def test_a_copy_into_the_slot_a_dot_in_flight_reads_is_a_race():
 
 
 def test_dots_in_flight_need_three_stages_and_a_wgmma_chain():
-    module, func = _matmul_in_flight(1, stages=2)
+    _module, func = _matmul_in_flight(1, stages=2)
     assert "tilec.dots_in_flight" not in _loop(func).attributes
