@@ -292,6 +292,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
             kernel, self.plan, self.opts.max_tile_elements, self.extents, self.opts.sm_count
         ):
             self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
+        held: list[tuple[bool, bool]] = []  # the epilogue's operands, read while symbolic
+        if config is not None and wgmma:
+            held = epilogue_operands(mma_dots[0].op, mma_dots[0].m, mma_dots[0].n)
         if symbols_of(kernel):
             bind_tile_sizes(kernel, self.plan)
             self.ctx.remark(kernel, self.plan.remark())
@@ -313,7 +316,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 if self.plan.symbols[x].pinned_by
             ]
             groups = warps // 4
-            epilogue = epilogue_words(epilogue_operands(dot.op, dot.m, dot.n), bn)
+            epilogue = epilogue_words(held, bn)
             self.ctx.remark(
                 kernel,
                 f"BM={bm}, BN={bn}, BK={bk}, {warps} warps"
@@ -324,8 +327,14 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 f"each is read); {blocks} block{'s' if blocks > 1 else ''} per SM "
                 f"(tilec.min_blocks_per_sm = {blocks}: a thread holds {bm * bn // (32 * warps)} "
                 f"accumulator words, {bk // 4} of descriptors"
-                + (f", {epilogue} of epilogue operands" if epilogue else "")
-                + f" and about 48 besides); {self.wgmma_model_remark(dot, config)}",
+                + f" and about 48 besides"
+                + (
+                    f"; the epilogue holds {epilogue} more of the tiles it combines with the "
+                    "accumulator, which may spill once a tile, after the loop"
+                    if epilogue
+                    else ""
+                )
+                + f"); {self.wgmma_model_remark(dot, config)}",
             )
         elif config is not None and self.wgmma_chain(mma_dots, config):
             for dot in mma_dots:
@@ -384,9 +393,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
             if n % 64 or n > 256 or (k * dot.element_bytes) % 128:
                 continue
             config = TileConfig(sizes, (warps, 1))
-            # A pinned tile keeps the wgmma tiling even where its epilogue will spill.
-            pinned = any(self.plan.symbols[x].pinned_by for x in (dot.m, dot.n))
-            if self.wgmma_registers(config, dot, epilogue=not pinned) is None:
+            if self.wgmma_registers(config, dot) is None:
                 continue
             if not self.tile_problems(config):
                 configs.append(config)
@@ -424,23 +431,18 @@ class _KernelTiling(MmaSearch, BlockOrder):
             "" if self.blocks(config) is None else ", the least time over the grid's waves"
         )
 
-    def wgmma_registers(
-        self, config: TileConfig, dot: TiledDot, epilogue: bool = True
-    ) -> int | None:
-        """Registers a thread of the wgmma tiling is modelled to need: its share of the f32
-        accumulator (BM x BN / threads words), the two 64-bit operand descriptors of each
-        k-step of 16 (4 words each), about 48 besides (addresses, loop counters) and, with
-        `epilogue`, its share of the tiles the epilogue combines with the accumulator
-        (`wgmma_model.epilogue_words`: a bias row of BN is BN / 4 words), rounded up to 8.
-        None when that is past 255 or a block of such threads is past an SM's registers
-        (256x256 on 16 warps). 128x256 with a bias + GELU epilogue is 256 words: ptxas
-        spills 88 bytes there, so the heuristic takes 128x128 (a pin still gets 128x256)."""
+    def wgmma_registers(self, config: TileConfig, dot: TiledDot) -> int | None:
+        """Registers a thread of the wgmma tiling's main loop is modelled to need: its share
+        of the f32 accumulator (BM x BN / threads words), the two 64-bit operand descriptors
+        of each k-step of 16 (4 words each) and about 48 besides (addresses, loop counters),
+        rounded up to 8. None when that is past 255 or a block of such threads is past an
+        SM's registers (256x256 on 16 warps). The epilogue is not counted: what it holds
+        besides the accumulator (`wgmma_model.epilogue_words`) spills once a tile, after the
+        loop -- on the H200, 128x256 with a bias + GELU epilogue spilled 88 bytes and ran at
+        0.80 of cuBLAS's plain product, 128x128 without spills at 0.66 (docs/benchmarks.md)."""
         threads = WARP_SIZE * config.num_warps
         accumulator = self.size(dot.m, config) * self.size(dot.n, config) // threads
         words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48
-        if epilogue:
-            operands = epilogue_operands(dot.op, dot.m, dot.n)
-            words += epilogue_words(operands, self.size(dot.n, config))
         per_thread = -(-words // 8) * 8
         if per_thread > 255 or threads * per_thread > REGISTERS_PER_SM:
             return None
@@ -448,14 +450,12 @@ class _KernelTiling(MmaSearch, BlockOrder):
 
     def wgmma_blocks_per_sm(self, config: TileConfig, dot: TiledDot) -> int:
         """Blocks an SM holds by the registers of the wgmma tiling's main loop
-        (`wgmma_registers` without the epilogue), at most two (pipeline then sizes the
-        stages for half an SM's shared memory). An epilogue past that budget spills once a
-        tile, after the loop: 128x128 with a bias + GELU epilogue on two blocks an SM spilled
-        44 bytes and ran 7% faster than on one (docs/benchmarks.md). On the H200 at
-        128x128x64 a thread needs 128 (ptxas took 124, two blocks); at BK=128, 144 -- one
-        block: held to 128 it spilled 852 bytes; at 128x256x64, 192 (ptxas took 207)."""
+        (`wgmma_registers`), at most two (pipeline then sizes the stages for half an SM's
+        shared memory). On the H200 at 128x128x64 a thread needs 128 (ptxas took 124, two
+        blocks); at BK=128, 144 -- one block: held to 128 it spilled 852 bytes; at
+        128x256x64, 192 (ptxas took 207)."""
         threads = WARP_SIZE * config.num_warps
-        per_thread = self.wgmma_registers(config, dot, epilogue=False) or 255
+        per_thread = self.wgmma_registers(config, dot) or 255
         return max(1, min(2, REGISTERS_PER_SM // (threads * per_thread)))
 
     def plain_warps(self) -> int | None:

@@ -16,10 +16,11 @@ B) is at 0.89. Measured on the H200 at 4096^3 and 8192^3 with copies two steps a
 wgmma group in flight (docs/benchmarks.md, "wgmma groups in flight"): 0.70, 0.87 and 0.79 of
 cuBLAS, in the model's order.
 
-What a thread holds besides its accumulator bounds the tile too (`tiling.wgmma_registers`):
-an epilogue that combines the accumulator with loaded tiles (a bias row, a tile of the
-output as `moe_gemm`'s `where` reads it) keeps each thread's share of them live next to it:
-`epilogue_operands` finds them.
+The registers of the main loop bound the tile (`tiling.wgmma_registers`). An epilogue that
+combines the accumulator with loaded tiles (a bias row, a tile of the output as `moe_gemm`'s
+`where` reads it) holds each thread's share of them next to it (`epilogue_operands`,
+`epilogue_words`); past 255 registers ptxas spills them, once a tile, after the loop --
+measured cheaper than a smaller tile, so tiling only says so in its remark.
 
 Over a grid whose extents are known, `grid_clocks` is the time of the busiest SM: the waves,
 each holding as many blocks as reach one SM, which share its tensor cores and shared memory,
