@@ -327,7 +327,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 f"each is read); {blocks} block{'s' if blocks > 1 else ''} per SM "
                 f"(tilec.min_blocks_per_sm = {blocks}: a thread holds {bm * bn // (32 * warps)} "
                 f"accumulator words, {bk // 4} of descriptors"
-                + f" and about 48 besides"
+                + " and about 48 besides"
                 + (
                     f"; the epilogue holds {epilogue} more of the tiles it combines with the "
                     "accumulator, which may spill once a tile, after the loop"
