@@ -41,7 +41,7 @@ __all__ = [
 MAX_EXTENT = 2**31 - 1  # masks compare element indices as i32
 
 ELEMENT_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4}
-ELEMENT_BYTES["f64"] = 8
+ELEMENT_BYTES.update({"f64": 8, "f8e4m3": 1, "f8e5m2": 1})
 
 # How each scalar type is packed into the parameter buffer (`struct` codes, little-endian).
 SCALAR_CODES = {"i1": "B", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "index": "q"}
@@ -52,6 +52,8 @@ _NUMPY_NAMES = {
     "float32": "f32",
     "float64": "f64",
     "bfloat16": "bf16",
+    "float8_e4m3fn": "f8e4m3",
+    "float8_e5m2": "f8e5m2",
     "int8": "i8",
     "int16": "i16",
     "int32": "i32",
@@ -284,7 +286,8 @@ def _check_tensor(tensor: DeviceTensor, dtype: str, dims: tuple) -> None:
 
 def _convert_hint(dtype: str, numpy: bool) -> str:
     if numpy:
-        target = "ml_dtypes.bfloat16" if dtype == "bf16" else f"numpy.{_NUMPY_OF[dtype]}"
+        module = "ml_dtypes" if dtype in ("bf16", "f8e4m3", "f8e5m2") else "numpy"
+        target = f"{module}.{_NUMPY_OF[dtype]}"
         return f"convert it, e.g. x.astype({target})"
     return f"convert it, e.g. x.to(torch.{_TORCH_OF[dtype]})"
 
@@ -347,8 +350,12 @@ def _torch_tensor(t: Any) -> DeviceTensor:
             ("i16", torch.int16),
             ("i32", torch.int32),
             ("i64", torch.int64),
+            # f8 from torch 2.1 on
+            ("f8e4m3", getattr(torch, "float8_e4m3fn", None)),
+            ("f8e5m2", getattr(torch, "float8_e5m2", None)),
         ]:
-            _TORCH_DTYPES[dt] = name
+            if dt is not None:
+                _TORCH_DTYPES[dt] = name
         _TORCH_TENSOR[0] = torch.Tensor
     dtype = _TORCH_DTYPES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
     device = t.get_device()

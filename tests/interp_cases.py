@@ -14,6 +14,8 @@ from tilec.interp import run_kernel
 from tilec.ir import parse_module, verify
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+F8E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+F8E5M2 = np.dtype(ml_dtypes.float8_e5m2)
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 TYPE_NAMES = {
     np.dtype(np.bool_): "i1",
@@ -21,6 +23,8 @@ TYPE_NAMES = {
     np.dtype(np.int16): "i16",
     np.dtype(np.int32): "i32",
     np.dtype(np.int64): "i64",
+    F8E4M3: "f8e4m3",
+    F8E5M2: "f8e5m2",
     F16: "f16",
     BF16: "bf16",
     F32: "f32",

@@ -570,7 +570,7 @@ SIZE_CLASS_LIMITS = (1 << 6, 1 << 14)
 # Elements of one 16-byte vector, by dtype (`tilec.runtime.arguments.ELEMENT_BYTES`): the
 # largest multiple below 16 a specialization records (`recorded_multiple`).
 _VECTOR_ELEMENTS = {"i1": 16, "i8": 16, "i16": 8, "i32": 4, "i64": 2, "f16": 8, "bf16": 8}
-_VECTOR_ELEMENTS.update({"f32": 4, "f64": 2})
+_VECTOR_ELEMENTS.update({"f32": 4, "f64": 2, "f8e4m3": 16, "f8e5m2": 16})
 
 
 def _size_class(n: int) -> int:

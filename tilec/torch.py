@@ -55,6 +55,10 @@ _TORCH_DTYPES = {
     "i64": torch.int64,
     "i1": torch.bool,
 }
+# f8 from torch 2.1 on
+for _name, _torch_name in (("f8e4m3", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2")):
+    if hasattr(torch, _torch_name):
+        _TORCH_DTYPES[_name] = getattr(torch, _torch_name)
 
 
 class OpError(RuntimeError):

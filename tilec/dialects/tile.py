@@ -498,7 +498,8 @@ def fold_cast(attr: Attribute, source: Type, target: Type) -> Attribute | None:
 class CastOp(Operation):
     """Convert each element to another element type (tiles of the same shape, or scalars).
 
-    Float narrowing rounds to nearest even; float to integer truncates toward zero and
+    Float narrowing rounds to nearest even (to f8 it also saturates: beyond the largest finite
+    value, and inf, give the largest finite value of the sign; NaN stays NaN); float to integer truncates toward zero and
     saturates to the integer's range (NaN gives 0, as `cvt.rzi` does); integer to integer sign-extends or wraps; to i1 means `!= 0`, from i1
     gives 0 or 1.
     """

@@ -84,6 +84,8 @@ class DType(Enum):
     I16 = "i16"
     I32 = "i32"
     I64 = "i64"
+    F8E4M3 = "f8e4m3"
+    F8E5M2 = "f8e5m2"
     F16 = "f16"
     BF16 = "bf16"
     F32 = "f32"
@@ -98,7 +100,12 @@ class DType(Enum):
 
     @property
     def bits(self) -> int:
-        return int(self.value.lstrip("bfi"))
+        return 8 if self.is_f8 else int(self.value.lstrip("bfi"))
+
+    @property
+    def is_f8(self) -> bool:
+        """f8e4m3 and f8e5m2: stored, loaded and converted (`.to`), never computed with."""
+        return self in (DType.F8E4M3, DType.F8E5M2)
 
     @property
     def is_float(self) -> bool:
@@ -125,13 +132,15 @@ INT_RANGES = {
 def common_dtype(a: DType, b: DType) -> DType:
     """The dtype two strong operands are converted to: the higher kind wins (bool < int <
     float); within a kind the wider type wins; f16 with bf16 gives f32 (neither holds the
-    other)."""
+    other), f8e4m3 with f8e5m2 gives f16."""
     if a is b:
         return a
     if a.kind != b.kind:
         return a if KIND_ORDER[a.kind] > KIND_ORDER[b.kind] else b
     if {a, b} == {DType.F16, DType.BF16}:
         return DType.F32
+    if {a, b} == {DType.F8E4M3, DType.F8E5M2}:
+        return DType.F16  # holds both exactly
     return a if a.bits >= b.bits else b
 
 

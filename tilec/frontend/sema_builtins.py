@@ -247,6 +247,12 @@ class BuiltinChecks:
             )
         dtype = lhs.type.dtype
         result = _DOT_RESULTS.get(dtype)
+        if dtype.is_f8:
+            raise TileError(
+                f"f8 operands of a dot are not supported yet ({dtype} @ {dtype})",
+                loc,
+                hint="cast to f16 or bf16: a.to(f16) @ b.to(f16)",
+            )
         if result is None:
             raise TileError(
                 f"'@' does not support {dtype} tiles",

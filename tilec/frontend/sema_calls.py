@@ -7,11 +7,19 @@ and the other parts' methods of that class)."""
 
 from __future__ import annotations
 
-from tilec.diagnostics import TileError
+import dataclasses
+
+from tilec.diagnostics import Location, TileError
 from tilec.frontend import syntax as ast
 from tilec.frontend.builtins import BUILTIN_NAMES, CALLS
 from tilec.frontend.checked import DTYPES, Expr
-from tilec.frontend.sema_common import _PYTHON_FUNCTIONS, _did_you_mean, _expr_loc, _unsupported
+from tilec.frontend.sema_common import (
+    _PYTHON_FUNCTIONS,
+    _did_you_mean,
+    _expr_loc,
+    _refuse_f8,
+    _unsupported,
+)
 
 
 class CallChecks:
@@ -39,7 +47,9 @@ class CallChecks:
         name = func.id
         builtin = CALLS.get(name)
         if builtin is not None:
-            return builtin.check(self, node)
+            result = builtin.check(self, node)
+            _refuse_f8_operands(result, f"{name}()", func.loc)
+            return result
         if name == "tiles":
             raise TileError(
                 "tiles() can only be the iterable of a for-loop",
@@ -69,3 +79,16 @@ class CallChecks:
             func.loc,
             hint=_did_you_mean(name, sorted(BUILTIN_NAMES - {"inf", "kernel"})),
         )
+
+
+def _refuse_f8_operands(result: Expr, what: str, loc: Location) -> None:
+    """A builtin computes nothing of f8 values: neither its result nor its tile operands
+    may be f8 (see `_refuse_f8`)."""
+    if not isinstance(result, Expr):
+        return
+    _refuse_f8(result.type.dtype, what, loc)
+    for item in dataclasses.fields(result):
+        value = getattr(result, item.name)
+        for operand in value if isinstance(value, tuple) else (value,):
+            if isinstance(operand, Expr):
+                _refuse_f8(operand.type.dtype, what, loc)

@@ -119,6 +119,17 @@ def _unsupported(what: str, loc: Location, hint: str | None = None) -> TileError
     return TileError(f"{what} not supported in tile kernels", loc, hint=hint)
 
 
+def _refuse_f8(dtype: DType, what: str, loc: Location) -> None:
+    """f8 values are only loaded, stored and converted: anything computed from one is an
+    error that says to convert first."""
+    if dtype.is_f8:
+        raise TileError(
+            f"{what} does not take {dtype} values",
+            loc,
+            hint="f8 tiles are only loaded, stored and converted: cast to f32 first, x.to(f32)",
+        )
+
+
 def _nested_function(stmt: ast.FunctionDef) -> TileError:
     return _unsupported(
         "nested functions are", stmt.loc, "define kernels at the top level of the file"

@@ -43,6 +43,7 @@ from tilec.frontend.sema_common import (
     _fold_binary,
     _int_constant,
     _promote,
+    _refuse_f8,
 )
 
 
@@ -187,6 +188,8 @@ class ExpressionChecks:
         return self._binary(_OPERATORS[op_text], lhs, rhs, loc, f"'{op_text}'")
 
     def _binary(self, op: str, lhs: Expr, rhs: Expr, loc: Location, what: str) -> Expr:
+        _refuse_f8(lhs.type.dtype, what, loc)
+        _refuse_f8(rhs.type.dtype, what, loc)
         dtype = _promote(lhs, rhs)
         if op in ("div", "pow") and not dtype.is_float:
             dtype = DType.F32
@@ -235,6 +238,7 @@ class ExpressionChecks:
     def _unary_op(self, node: ast.UnaryOp) -> Expr:
         operand = self._expr(node.operand)
         dtype = operand.type.dtype
+        _refuse_f8(dtype, f"unary '{node.op}'", node.loc)
         if node.op == "+":
             if dtype is DType.I1:
                 raise TileError("unary '+' needs a number, not an i1 value", node.loc)

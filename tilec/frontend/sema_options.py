@@ -211,7 +211,14 @@ class OptionChecks:
 
     def _param_type(self, param: ast.Param, annotation: ast.Expr, position: int) -> Param:
         if isinstance(annotation, ast.Name):
-            return ScalarParam(param.name, self._dtype(annotation), position, param.loc)
+            dtype = self._dtype(annotation)
+            if dtype.is_f8:
+                raise TileError(
+                    f"a scalar argument cannot be {dtype}",
+                    annotation.loc,
+                    hint="f8 is a storage type of tensors: pass the scalar as f32",
+                )
+            return ScalarParam(param.name, dtype, position, param.loc)
         if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name):
             dtype = self._dtype(annotation.value)
             dims = tuple(self._signature_dim(index) for index in annotation.indices)

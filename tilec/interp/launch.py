@@ -295,13 +295,19 @@ def _torch_array(tensor: Any) -> np.ndarray:
             hint="pass tensor.cpu() (and copy the result back), or run on the GPU",
         )
     tensor = tensor.detach()
-    if tensor.dtype == torch.bfloat16:
-        # numpy has no bfloat16; the same bits, viewed as ml_dtypes' bfloat16, share memory.
-        return tensor.view(torch.int16).numpy().view(dtype_of(_BF16_TYPE))
+    # numpy has no bfloat16 or f8; the same bits, viewed as ml_dtypes' types, share memory.
+    for name, (bits, element) in _ML_DTYPES_OF_TORCH.items():
+        if tensor.dtype == getattr(torch, name, None):
+            return tensor.view(getattr(torch, bits)).numpy().view(dtype_of(FloatType(element)))
     return tensor.numpy()
 
 
-_BF16_TYPE = FloatType("bf16")
+# torch dtypes numpy lacks: the integer dtype of their bits, and the element type.
+_ML_DTYPES_OF_TORCH = {
+    "bfloat16": ("int16", "bf16"),
+    "float8_e4m3fn": ("uint8", "f8e4m3"),
+    "float8_e5m2": ("uint8", "f8e5m2"),
+}
 
 
 class _ArgumentProblem(Exception):
@@ -347,9 +353,10 @@ def _tensor_argument(arg: BlockArgument, value: Any, written: bool) -> np.ndarra
 
 
 def _numpy_constructor(element: Type) -> str:
-    if element == _BF16_TYPE:
-        return "ml_dtypes.bfloat16"
-    return f"numpy.{dtype_of(element).name}"
+    dtype = dtype_of(element)
+    if dtype.kind not in "biuf":  # bf16 and f8: ml_dtypes' types
+        return f"ml_dtypes.{dtype.name}"
+    return f"numpy.{dtype.name}"
 
 
 def _dim_text(d: Dim) -> str:

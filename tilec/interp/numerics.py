@@ -7,6 +7,10 @@ Every function here computes what the GPU computes, bit for bit, for whole tiles
   more than twice the bits of either, so the double rounding is innocuous). Conversions from
   f64 to bf16 and from 64-bit integers to narrower floats go through *round to odd*, which
   makes the second rounding correct where a plain double rounding would not be.
+* **f8** (f8e4m3, f8e5m2) values are only converted. To f8 rounds to nearest even and
+  saturates, as `cvt.rn.satfinite.e4m3x2.f32` does: finite values beyond the largest finite
+  one and infinities become the largest finite value of their sign; NaN stays NaN; f64 is
+  rounded to f32 first, as on the GPU. f8 to any float is exact.
 * **Integers** wrap around (two's complement); `i1` computes as a signed 1-bit integer
   (true is -1) and wraps to its low bit. Results the hardware leaves undefined (division by
   zero, INT_MIN / -1, shifts by the width or more, float → int out of range) get the value the
@@ -27,24 +31,32 @@ from tilec.ir.types import FloatType, IndexType, IntegerType, Type, element_type
 
 __all__ = [
     "BF16",
+    "F8E4M3",
+    "F8E5M2",
     "dtype_of",
     "float_to_int",
     "fma",
     "int_to_float",
+    "is_float_dtype",
     "maximumf",
     "minimumf",
     "round_from_f64",
+    "round_to_f8",
     "tree_reduce",
 ]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+F8E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+F8E5M2 = np.dtype(ml_dtypes.float8_e5m2)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 
 _INT_DTYPES = {1: np.dtype(np.bool_), 8: np.dtype(np.int8), 16: np.dtype(np.int16)}
 _INT_DTYPES.update({32: np.dtype(np.int32), 64: np.dtype(np.int64)})
-_FLOAT_DTYPES = {"f16": F16, "bf16": BF16, "f32": F32, "f64": F64}
+_FLOAT_DTYPES = {"f8e4m3": F8E4M3, "f8e5m2": F8E5M2, "f16": F16, "bf16": BF16}
+_FLOAT_DTYPES.update({"f32": F32, "f64": F64})
+_F8_LARGEST = {F8E4M3: 448.0, F8E5M2: 57344.0}
 
 
 def dtype_of(t: Type) -> np.dtype:
@@ -57,6 +69,25 @@ def dtype_of(t: Type) -> np.dtype:
     if isinstance(e, IntegerType):
         return _INT_DTYPES[e.width]
     raise TypeError(f"no numpy dtype for {t}")
+
+
+def is_float_dtype(dtype: np.dtype) -> bool:
+    """numpy's floats and ml_dtypes' (whose kind is not 'f')."""
+    return dtype.kind == "f" or dtype in (BF16, F8E4M3, F8E5M2)
+
+
+def is_f8(dtype: np.dtype) -> bool:
+    return dtype in _F8_LARGEST
+
+
+def round_to_f8(x: Any, dtype: np.dtype) -> np.ndarray:
+    """Floats rounded to nearest even to f8 `dtype`, saturating: beyond the largest finite
+    value (and for infinities) the largest finite value of the sign; NaN stays NaN. (ml_dtypes'
+    own cast gives NaN or inf there.) f64 is rounded to f32 first, as the GPU converts it
+    (`cvt` has no f64 source for f8): two roundings, the hardware's."""
+    wide = np.asarray(x).astype(F32)
+    largest = _F8_LARGEST[dtype]
+    return np.clip(wide, -largest, largest).astype(dtype)  # clip keeps NaN
 
 
 def is_narrow_float(dtype: np.dtype) -> bool:
@@ -99,6 +130,8 @@ def round_from_f64(x: Any, dtype: np.dtype) -> np.ndarray:
     x = np.asarray(x, dtype=F64)
     if dtype == F64:
         return x
+    if is_f8(dtype):
+        return round_to_f8(x, dtype)
     if dtype == BF16:
         # ml_dtypes converts f64 to bf16 through f32 and would round twice.
         return _f64_to_f32_odd(x).astype(BF16)

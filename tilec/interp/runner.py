@@ -51,7 +51,7 @@ from tilec.interp.launch import (
     prepare_launch,
     written_parameters,
 )
-from tilec.interp.numerics import BF16, dtype_of, round_from_f64
+from tilec.interp.numerics import dtype_of, is_float_dtype, round_from_f64
 from tilec.ir.types import FloatType, TensorType
 
 __all__ = [
@@ -66,6 +66,8 @@ __all__ = [
 
 # Relative tolerance by output dtype, with the reason the report prints.
 DEFAULT_RTOL: dict[str, tuple[float, str]] = {
+    "f8e4m3": (2.5e-1, "2 ulp of f8e4m3"),
+    "f8e5m2": (5e-1, "2 ulp of f8e5m2"),
     "f16": (2e-3, "2 ulp of f16"),
     "bf16": (1.6e-2, "2 ulp of bf16"),
     "f32": (1e-5, "about 80 ulp of f32, for sums rounded in another order"),
@@ -176,7 +178,7 @@ def load_reference(path: str | os.PathLike[str]) -> ModuleType:
 def _random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     if dtype == np.bool_:
         return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if dtype.kind == "f" or dtype == BF16:
+    if is_float_dtype(dtype):
         return round_from_f64(rng.uniform(-1.0, 1.0, size=shape), dtype)
     return rng.integers(-8, 8, size=shape).astype(dtype)
 

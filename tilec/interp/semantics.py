@@ -35,10 +35,13 @@ from tilec.interp.numerics import (
     float_to_int,
     fma,
     int_to_float,
+    is_f8,
+    is_float_dtype,
     is_narrow_float,
     maximumf,
     minimumf,
     round_from_f64,
+    round_to_f8,
     tree_reduce,
 )
 from tilec.ir.core import Operation
@@ -106,7 +109,7 @@ def element_constant(value: Any, dtype: np.dtype) -> Any:
     even, integers wrapped, i1 as a bool)."""
     if dtype == np.bool_:
         return np.bool_(bool(value))
-    if dtype.kind == "f" or dtype == BF16:
+    if is_float_dtype(dtype):
         return round_from_f64(float(value), dtype)[()]
     info = np.iinfo(dtype)
     wrapped = (int(value) - info.min) % (1 << info.bits) + info.min
@@ -382,8 +385,13 @@ def convert(x: Any, source: np.dtype, target: np.dtype) -> Any:
     saturates; NaN gives 0), integers wrap or sign-extend, → i1 is `!= 0`, i1 → is 0 or 1."""
     if source == target:
         return x
-    source_float = source.kind == "f" or source == BF16
-    target_float = target.kind == "f" or target == BF16
+    if is_f8(source):  # exact in f32
+        return convert(np.asarray(x).astype(F32), F32, target)
+    if is_f8(target):
+        wide = x if is_float_dtype(source) else convert(x, source, F32)
+        return round_to_f8(wide, target)
+    source_float = is_float_dtype(source)
+    target_float = is_float_dtype(target)
     if target == np.bool_:
         return np.not_equal(x, source.type(0))
     if source_float and target_float:
@@ -612,7 +620,7 @@ def _reduce(state: BlockState, op: Operation, args: list[Any]) -> Any:
     axis = op.axis
     kind = op.kind
     dtype = x.dtype
-    if dtype.kind == "f" or dtype == BF16:
+    if is_float_dtype(dtype):
         combine, identity = _float_combiner(kind, dtype)
         return tree_reduce(x, axis, combine, dtype.type(identity))
     signed = np.asarray(_signed(x))

@@ -34,6 +34,8 @@ def numpy_dtype(t: Type) -> np.dtype | None:
     """The numpy dtype that computes exactly like `t`'s elements (None: not available)."""
     e = element_type(t)
     if isinstance(e, FloatType):
+        if e.is_f8:
+            return None  # conversions to f8 saturate, which a numpy cast does not: not folded
         if e.name == "bf16":
             try:
                 import ml_dtypes

@@ -210,8 +210,8 @@ class Parser:
             raise self.error(f"unknown type '{text}'", hint="types: !tile.tensor<...>, !smem<...>")
         raise self.error(
             f"expected a type, found {self._describe_current()}",
-            hint="types are i1, i8, i16, i32, i64, index, f16, bf16, f32, f64, tile<...>, "
-            "!tile.tensor<...>, !smem<...>",
+            hint="types are i1, i8, i16, i32, i64, index, f8e4m3, f8e5m2, f16, bf16, f32, f64, "
+            "tile<...>, !tile.tensor<...>, !smem<...>",
         )
 
     def _parse_shaped_body(

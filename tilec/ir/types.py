@@ -3,7 +3,7 @@
 Types are immutable and compared by value. Their `__str__` is their text form, which
 `tilec.ir.parser` reads back:
 
-    i1 i8 i16 i32 i64 index f16 bf16 f32 f64
+    i1 i8 i16 i32 i64 index f8e4m3 f8e5m2 f16 bf16 f32 f64
     tile<128x64xf16>            tile<BMxBKxf16, #blocked<...>>
     !tile.tensor<MxKxf16>       !tile.tensor<?x?xf32>
     !smem<3x128x64xf16, #swizzle<...>>
@@ -48,11 +48,17 @@ class IndexType(Type):
 
 @dataclass(frozen=True, slots=True)
 class FloatType(Type):
-    name: str  # f16, bf16, f32, f64
+    name: str  # f8e4m3, f8e5m2, f16, bf16, f32, f64
 
     @property
     def width(self) -> int:
-        return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[self.name]
+        return {"f8e4m3": 8, "f8e5m2": 8, "f16": 16, "bf16": 16, "f32": 32, "f64": 64}[self.name]
+
+    @property
+    def is_f8(self) -> bool:
+        """The 8-bit floats (OCP FP8 E4M3 without infinities, and E5M2): storage and
+        conversion only; they compute nothing themselves."""
+        return self.width == 8
 
     def __str__(self) -> str:
         return self.name
@@ -68,11 +74,13 @@ i64 = IntegerType(64)
 index = IndexType()
 f16 = FloatType("f16")
 bf16 = FloatType("bf16")
+f8e4m3 = FloatType("f8e4m3")
+f8e5m2 = FloatType("f8e5m2")
 f32 = FloatType("f32")
 f64 = FloatType("f64")
 
 SCALAR_TYPES: dict[str, Type] = {
-    str(t): t for t in (i1, i8, i16, i32, i64, index, f16, bf16, f32, f64)
+    str(t): t for t in (i1, i8, i16, i32, i64, index, f8e4m3, f8e5m2, f16, bf16, f32, f64)
 }
 
 

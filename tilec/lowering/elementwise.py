@@ -22,7 +22,7 @@ from tilec.ir.types import FloatType, IntegerType, Type, element_type
 from tilec.lowering import mathlib
 from tilec.lowering.llvm_types import constant, llvm_type
 
-__all__ = ["FLOAT_BINARY", "INT_BINARY", "ElementwiseLowering"]
+__all__ = ["FLOAT_BINARY", "INT_BINARY", "ElementwiseLowering", "check_arch"]
 
 F32 = ir.FloatType()
 
@@ -245,6 +245,11 @@ class ElementwiseLowering:
         b = self.b
         if src == dst:
             return x
+        f32 = FloatType("f32")
+        if isinstance(dst, FloatType) and dst.is_f8:
+            return _f32_to_f8(b, self.convert(x, src, f32), dst)
+        if isinstance(src, FloatType) and src.is_f8:
+            return self.convert(b.fpext(_f8_to_f16(b, x, src), F32), f32, dst)
         lt = llvm_type(dst)
         if isinstance(src, FloatType) and isinstance(dst, FloatType):
             return self.convert_float(x, src, dst)
@@ -345,6 +350,49 @@ class ElementwiseLowering:
             return self.convert_float(fn(b, *wide), FloatType("f32"), t)
 
         return self.elementwise(op, in_f32)
+
+
+# The PTX names of the f8 types, in `cvt`'s packed pairs.
+_F8_PTX = {"f8e4m3": "e4m3x2", "f8e5m2": "e5m2x2"}
+# sm_89 has f8 `cvt` from PTX ISA 8.1 only, and tilec emits 8.0 (`tilec.lowering.ptx`):
+# ptxas refuses it there.
+_F8_ARCHES_WITHOUT = ("sm_80", "sm_86", "sm_89")
+
+
+def check_arch(module: Operation, arch: str) -> None:
+    """A located error for an f8 conversion on an architecture whose PTX ISA 8.0 has no f8
+    `cvt` (it needs sm_90 or later)."""
+    if arch not in _F8_ARCHES_WITHOUT:
+        return
+    for op in module.walk():
+        if not isinstance(op, T.CastOp):
+            continue
+        for t in (element_type(op.input.type), element_type(op.result.type)):
+            if isinstance(t, FloatType) and t.is_f8:
+                raise TileError(
+                    f"tile.cast to or from {t} needs sm_90 or later; {arch} has no f8 "
+                    "conversions in PTX ISA 8.0",
+                    op.loc,
+                    hint="compile for sm_90 or sm_90a",
+                )
+
+
+def _f32_to_f8(b: ir.IRBuilder, x: ir.Value, dst: FloatType) -> ir.Value:
+    """`cvt.rn.satfinite.e4m3x2.f32` (or `.e5m2x2`) of x and 0: the low byte of the pair is
+    x, rounded to nearest even and saturated to the largest finite value (inf too)."""
+    text = f"cvt.rn.satfinite.{_F8_PTX[dst.name]}.f32 $0, $1, $2;"
+    zero = ir.Constant(F32, 0.0)
+    fnty = ir.FunctionType(ir.IntType(16), [F32, F32])
+    pair = b.asm(fnty, text, "=h,f,f", [zero, x], side_effect=False)
+    return b.trunc(pair, ir.IntType(8))
+
+
+def _f8_to_f16(b: ir.IRBuilder, x: ir.Value, src: FloatType) -> ir.Value:
+    """`cvt.rn.f16x2.e4m3x2` (or `.e5m2x2`) of the byte x: exact; the low half is x's f16."""
+    text = f"cvt.rn.f16x2.{_F8_PTX[src.name]} $0, $1;"
+    fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(16)])
+    pair = b.asm(fnty, text, "=r,h", [b.zext(x, ir.IntType(16))], side_effect=False)
+    return b.bitcast(b.trunc(pair, ir.IntType(16)), ir.HalfType())
 
 
 def _asm_pure(b: ir.IRBuilder, ret: ir.Type, args: list[ir.Value], text: str) -> ir.Value:

@@ -92,6 +92,7 @@ from tilec.lowering.abi import (
 )
 from tilec.lowering.control_flow import ControlFlowLowering
 from tilec.lowering.elementwise import FLOAT_BINARY, INT_BINARY, ElementwiseLowering
+from tilec.lowering.elementwise import check_arch as elementwise_check_arch
 from tilec.lowering.exchange import (
     REMAP_OPS,
     SCRATCH_ALIGNMENT,
@@ -166,6 +167,7 @@ def lower_to_llvm(
     llmod.data_layout = DATA_LAYOUT
     debug_info = DebugInfo(llmod, module.loc.file) if line_info else None
     atomic_lowering.check_arch(module, arch)
+    elementwise_check_arch(module, arch)
     for func in module.functions:
         try:
             specialization = _specialization(func, (specializations or {}).get(func.sym_name))

@@ -1,4 +1,5 @@
-"""LLVM types and constants for tile IR types (llvmlite has no `bfloat`: `BFloatType`)."""
+"""LLVM types and constants for tile IR types (llvmlite has no `bfloat`: `BFloatType`; f8
+values are their bits in an `i8`, since LLVM's NVPTX backend has no f8 type)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ __all__ = [
     "bfloat16_bits",
     "bit_width",
     "constant",
+    "float8_bits",
     "llvm_type",
     "memory_type",
     "register_kind",
@@ -82,6 +84,20 @@ def bfloat16_bits(value: float) -> int:
     return sign | (biased << 7) | (q - 128)
 
 
+def float8_bits(t: FloatType, value: float) -> int:
+    """The bits of the f8 of `t` nearest to `value`, saturating as `cvt.rn.satfinite` does
+    (beyond the largest finite value, and for inf, the largest of the sign)."""
+    import ml_dtypes
+    import numpy as np
+
+    dtype, largest = {
+        "f8e4m3": (ml_dtypes.float8_e4m3fn, 448.0),
+        "f8e5m2": (ml_dtypes.float8_e5m2, 57344.0),
+    }[t.name]
+    saturated = np.clip(np.float32(value), -largest, largest)
+    return int(np.asarray(saturated).astype(dtype).view(np.uint8))
+
+
 def llvm_type(t: Type) -> ir.Type:
     """The register type of scalar type `t` (`index` is `i64`)."""
     if isinstance(t, IndexType):
@@ -89,6 +105,8 @@ def llvm_type(t: Type) -> ir.Type:
     if isinstance(t, IntegerType):
         return ir.IntType(t.width)
     if isinstance(t, FloatType):
+        if t.is_f8:
+            return I8
         return {"f16": ir.HalfType(), "bf16": BF16, "f32": F32, "f64": ir.DoubleType()}[t.name]
     raise TypeError(f"no LLVM type for {t}")
 
@@ -100,6 +118,8 @@ def memory_type(t: Type) -> ir.Type:
 
 def constant(t: Type, value: Any) -> ir.Constant:
     lt = llvm_type(t)
+    if isinstance(t, FloatType) and t.is_f8:
+        return ir.Constant(lt, float8_bits(t, float(value)))
     if isinstance(t, FloatType):
         return ir.Constant(lt, float(value))
     return ir.Constant(lt, int(value))
