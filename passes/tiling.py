@@ -439,7 +439,8 @@ class _KernelTiling(MmaSearch, BlockOrder):
         SM's registers (256x256 on 16 warps). The epilogue is not counted: what it holds
         besides the accumulator (`wgmma_model.epilogue_words`) spills once a tile, after the
         loop -- on the H200, 128x256 with a bias + GELU epilogue spilled 88 bytes and ran at
-        0.80 of cuBLAS's plain product, 128x128 without spills at 0.66 (docs/benchmarks.md)."""
+        0.80 of cuBLAS's plain product; 128x128 ran at 0.66 on two blocks an SM (44 bytes
+        spilled) and at 0.59 on one without spills (docs/benchmarks.md)."""
         threads = WARP_SIZE * config.num_warps
         accumulator = self.size(dot.m, config) * self.size(dot.n, config) // threads
         words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48
