@@ -32,6 +32,8 @@ MAX_BLOCKS_PER_SM = 32
 REGISTERS_PER_SM = 65536
 MAX_REGISTERS_PER_THREAD = 255
 REGISTER_GRANULE = 8  # ptxas gives a thread a multiple of 8 registers
+SM_SHARED_SM90 = 233472  # bytes of shared memory per SM on sm_90 (228 KiB)
+DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's share (sm_80+)
 
 # Automatic warps (`_Occupancy`): of AUTO_WARPS, the one whose blocks keep the bytes of their
 # largest streamed tile in flight on an SM (blocks per SM, from threads and estimated

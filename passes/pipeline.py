@@ -43,6 +43,12 @@ from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
+from tilec.passes.occupancy import (
+    DRIVER_RESERVED_SHARED,
+    MAX_THREADS_PER_SM,
+    REGISTERS_PER_SM,
+    SM_SHARED_SM90,
+)
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -56,10 +62,6 @@ from tilec.passmanager import Pass, PassContext, option, register_pass
 __all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
 
 MAX_DEFAULT_STAGES = 4
-SM_SHARED_SM90 = 233472  # bytes of shared memory per SM on sm_90 (228 KiB)
-DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's share (sm_80+)
-REGISTERS_PER_SM = 65536
-MAX_THREADS_PER_SM = 2048
 
 
 @register_pass
@@ -433,7 +435,7 @@ def _pipeline_loop(
             chained = False
     lead = stages - 2 if chained else stages - 1
     if chained:
-        loop.attributes["tilec.dots_in_flight"] = IntegerAttr(1)
+        loop.attributes[scf.DOTS_IN_FLIGHT_ATTRIBUTE] = IntegerAttr(1)
         ctx.remark(
             loop,
             "1 wgmma group left in flight across iterations: each waits for the previous "

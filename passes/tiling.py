@@ -414,7 +414,15 @@ class _KernelTiling(MmaSearch, BlockOrder):
         depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None  # BK tiles K
         k_steps = -(-depth // bk) if depth is not None else None
         clocks = grid_clocks(
-            bm, bn, bk, k_steps, blocks, per_sm, self.opts.sm_count, dot.element_bytes
+            bm,
+            bn,
+            bk,
+            k_steps,
+            blocks,
+            per_sm,
+            self.opts.sm_count,
+            MAX_DEFAULT_STAGES,
+            dot.element_bytes,
         )
         return (clocks, -(bm * bn), sorted(c.sizes.items()))
 

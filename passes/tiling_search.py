@@ -20,7 +20,8 @@ from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.types import TileType, bf16, f16, f32
 from tilec.lowering.abi import argument_name
 from tilec.lowering.layouts import MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
-from tilec.passes.pipeline import SM_SHARED_SM90, stages_in_flight
+from tilec.passes.occupancy import SM_SHARED_SM90
+from tilec.passes.pipeline import stages_in_flight
 from tilec.passes.specialize import attribute_pairs
 
 __all__ = [

@@ -39,6 +39,7 @@ from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.types import TileType
+from tilec.passes.occupancy import DRIVER_RESERVED_SHARED, SM_SHARED_SM90
 
 __all__ = [
     "BLOCK_LATENCY_CLOCKS",
@@ -61,9 +62,6 @@ TENSOR_MACS_PER_CLOCK = 2048  # dense f16/bf16 products an sm_90 SM's tensor cor
 COPY_LATENCY_CLOCKS = 1600
 # What a block alone on its SM waits for unhidden: its first copies, and its last stores.
 BLOCK_LATENCY_CLOCKS = 2 * COPY_LATENCY_CLOCKS
-SM_SHARED_BYTES = 233472  # an sm_90 SM's shared memory
-DRIVER_RESERVED_SHARED = 1024
-MAX_STAGES = 4  # pipeline's default limit
 SHARED_BYTES_PER_CLOCK = 128  # bytes an SM's shared memory moves a clock (32 banks x 4 bytes)
 WARPGROUP_ROWS = 64  # rows of A one warpgroup's wgmma covers
 K_STEP = 16
@@ -78,11 +76,14 @@ def step_clocks(bm: int, bn: int, element_bytes: int = 2) -> float:
     return max(tensor, (reads + writes) / SHARED_BYTES_PER_CLOCK)
 
 
-def stages_that_fit(bm: int, bn: int, bk: int, blocks_per_sm: int, element_bytes: int = 2) -> int:
-    """The stages `pipeline` gives such a tile by default: the most, up to 4, whose A and B
-    slots fit the block's share of the SM's shared memory (less the 1 KiB the driver keeps)."""
-    share = SM_SHARED_BYTES // blocks_per_sm - DRIVER_RESERVED_SHARED
-    return max(1, min(MAX_STAGES, share // ((bm + bn) * bk * element_bytes)))
+def stages_that_fit(
+    bm: int, bn: int, bk: int, blocks_per_sm: int, most: int, element_bytes: int = 2
+) -> int:
+    """The stages `pipeline` gives such a tile by default: the most, up to `most` (its
+    `MAX_DEFAULT_STAGES`), whose A and B slots fit the block's share of the SM's shared
+    memory (less the 1 KiB the driver keeps)."""
+    share = SM_SHARED_SM90 // blocks_per_sm - DRIVER_RESERVED_SHARED
+    return max(1, min(most, share // ((bm + bn) * bk * element_bytes)))
 
 
 def lead_covers_latency(
@@ -102,6 +103,7 @@ def grid_clocks(
     blocks: int | None,
     blocks_per_sm: int,
     sm_count: int,
+    max_stages: int,
     element_bytes: int = 2,
 ) -> float:
     """Clocks of the busiest SM over the whole grid of `blocks` tiles of `k_steps` steps of BK
@@ -110,14 +112,14 @@ def grid_clocks(
 
     Per wave, the `resident` blocks an SM holds share its tensor cores and shared memory:
     each of their k-steps takes `step_clocks`, but no less than a copy's latency over the
-    steps the copies run ahead (the stages of `stages_that_fit`, less one); each block's
+    steps the copies run ahead (the stages of `stages_that_fit`, up to `max_stages`, less one); each block's
     epilogue moves its output tile through shared memory (written, read back). A block alone
     on its SM also waits, unhidden, for its first copies and its last stores
     (`BLOCK_LATENCY_CLOCKS`); blocks sharing an SM hide that behind each other's work."""
     if blocks is None or k_steps is None:
         return step_clocks(bm, bn, element_bytes) / (bm * bn)
     step = (bk // K_STEP) * step_clocks(bm, bn, element_bytes)
-    lead = max(1, stages_that_fit(bm, bn, bk, blocks_per_sm, element_bytes) - 1)
+    lead = max(1, stages_that_fit(bm, bn, bk, blocks_per_sm, max_stages, element_bytes) - 1)
     epilogue = 2 * bm * bn * element_bytes / SHARED_BYTES_PER_CLOCK
     waves = math.ceil(blocks / (sm_count * blocks_per_sm))
     resident = min(blocks_per_sm, math.ceil(blocks / sm_count))

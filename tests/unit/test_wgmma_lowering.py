@@ -31,12 +31,13 @@ CONTIGUOUS = f'assume{{all="aligned,unit,divisible"}},{tilec.compiler.DEFAULT_PI
 BM, BN, BK, WARPS = 128, 128, 64, 8
 
 
-def contiguous_matmul():
-    """examples/matmul.tile's kernel for sm_90a, as the jit compiles it for contiguous tensors."""
+def contiguous_matmul(pipeline: str = CONTIGUOUS):
+    """examples/matmul.tile's kernel for sm_90a, as the jit compiles it for contiguous tensors
+    (through `pipeline`)."""
     return tilec.compile(
         str(EXAMPLES / "matmul.tile"),
         kernels=["matmul"],
-        pipeline=CONTIGUOUS,
+        pipeline=pipeline,
         target="ptx",
         arch="sm_90a",
     )
@@ -276,14 +277,7 @@ def test_wgmma_loop_overlaps_the_copies_with_the_tensor_cores():
 def test_a_loop_without_dots_in_flight_waits_before_its_barrier():
     """With `pipeline{dots_in_flight=0}` the barrier at the top of each iteration waits for
     the last iteration's group (the slot it read is refilled after the barrier)."""
-    pipeline = CONTIGUOUS.replace("pipeline,", "pipeline{dots_in_flight=0},")
-    ptx = tilec.compile(
-        str(EXAMPLES / "matmul.tile"),
-        kernels=["matmul"],
-        pipeline=pipeline,
-        target="ptx",
-        arch="sm_90a",
-    ).ptx
+    ptx = contiguous_matmul(CONTIGUOUS.replace("pipeline,", "pipeline{dots_in_flight=0},")).ptx
     assert "wgmma.wait_group.sync.aligned 1" not in ptx
     assert ptx.count("wgmma.wait_group.sync.aligned 0") == 2
 

@@ -33,9 +33,9 @@ def test_shared_memory_holds_128x128_below_the_tensor_cores():
 
 
 def test_stages_that_fit_the_blocks_share_of_shared_memory():
-    assert stages_that_fit(128, 256, 64, 1) == 4  # 48 KiB a stage, 227 KiB
-    assert stages_that_fit(128, 128, 64, 2) == 3  # 32 KiB a stage, half an SM
-    assert stages_that_fit(64, 64, 64, 2) == 4
+    assert stages_that_fit(128, 256, 64, 1, 4) == 4  # 48 KiB a stage, 227 KiB
+    assert stages_that_fit(128, 128, 64, 2, 4) == 3  # 32 KiB a stage, half an SM
+    assert stages_that_fit(64, 64, 64, 2, 4) == 4
 
 
 def test_latency_rule_separates_the_measured_cases():
@@ -48,11 +48,11 @@ def test_latency_rule_separates_the_measured_cases():
 
 def test_a_block_alone_on_its_sm_pays_its_fixed_latencies():
     # 1024^3: 64x64 tiles two to an SM beat 64x128 alone (measured 0.75 against none better).
-    two = grid_clocks(64, 64, 64, 16, 256, 2, 132)
-    alone = grid_clocks(64, 128, 64, 16, 128, 2, 132)
+    two = grid_clocks(64, 64, 64, 16, 256, 2, 132, 4)
+    alone = grid_clocks(64, 128, 64, 16, 128, 2, 132, 4)
     assert two < alone
-    assert grid_clocks(128, 256, 64, None, None, 1, 132) < grid_clocks(
-        128, 128, 64, None, None, 2, 132
+    assert grid_clocks(128, 256, 64, None, None, 1, 132, 4) < grid_clocks(
+        128, 128, 64, None, None, 2, 132, 4
     )
 
 

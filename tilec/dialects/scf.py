@@ -33,12 +33,21 @@ from tilec.ir.core import (
 from tilec.ir.types import IntegerType
 
 RANGE_LOOP_ATTRIBUTE = "tilec.loop"
+# Tensor-core dot groups a loop leaves running across its back edge (`pipeline`'s option
+# dots_in_flight): read by the interpreter's race check, the lowering and the tuner.
+DOTS_IN_FLIGHT_ATTRIBUTE = "tilec.dots_in_flight"
 
 
 def is_range_loop(op: Operation) -> bool:
     """Whether `op` is an `scf.for` made from a `range()` loop."""
     attr = op.attributes.get(RANGE_LOOP_ATTRIBUTE)
     return isinstance(op, ForOp) and isinstance(attr, StringAttr) and attr.value == "range"
+
+
+def dots_in_flight(op: Operation) -> int:
+    """The tensor-core dot groups `op` (an `scf.for`) leaves in flight; 0 for any other op."""
+    attr = op.attributes.get(DOTS_IN_FLIGHT_ATTRIBUTE)
+    return int(attr.value) if isinstance(op, ForOp) and attr is not None else 0
 
 
 @register_op

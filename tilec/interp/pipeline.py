@@ -211,10 +211,8 @@ def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
 def _in_flight_loop(dot: Operation) -> tuple[Operation, int] | None:
     """The loop `dot` is left in flight in, and how many groups it leaves (or None)."""
     loop = dot.parent_op
-    attr = loop.attributes.get("tilec.dots_in_flight") if loop is not None else None
-    if not isinstance(loop, scf.ForOp) or attr is None or int(attr.value) < 1:
-        return None
-    return loop, int(attr.value)
+    pending = scf.dots_in_flight(loop) if loop is not None else 0
+    return (loop, pending) if pending >= 1 else None
 
 
 def _release(held: _HeldRead) -> None:

@@ -73,16 +73,9 @@ def uses_wgmma(kernel: Operation) -> bool:
     return any(is_wgmma_dot(op) for op in kernel.walk())
 
 
-def dots_in_flight(loop: Operation) -> int:
-    """The wgmma groups `loop` leaves running across its back edge (`pipeline`'s
-    `tilec.dots_in_flight`, 0 or 1)."""
-    attr = loop.attributes.get("tilec.dots_in_flight")
-    return int(attr.value) if attr is not None else 0
-
-
 def lower_barrier(k: _KernelLowering, op: Operation) -> None:
     loop = op.parent_op
-    if isinstance(loop, scf.ForOp) and carried_in_flight(loop) and not dots_in_flight(loop):
+    if isinstance(loop, scf.ForOp) and carried_in_flight(loop) and not scf.dots_in_flight(loop):
         # Last iteration's wgmmas must have finished reading their slot before anyone
         # passes the barrier and refills it (`lower_wgmma_dot`).
         args = loop.body.block.args
@@ -344,7 +337,7 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     lines += ["wgmma.commit_group.sync.aligned;"]
     if not deferred:  # else the next barrier, or the wait after the loop, waits
         lines.append("wgmma.wait_group.sync.aligned 0;")
-    elif dots_in_flight(loop) and any(
+    elif scf.dots_in_flight(loop) and any(
         loop.yield_op.operands[j] is op.result for j in carried_in_flight(loop)
     ):  # the previous iteration's group is done: the slot it read may be refilled
         lines.append("wgmma.wait_group.sync.aligned 1;")

@@ -174,11 +174,7 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
         decisions["defer-reduction.enable"] = True
     if any(_chained(op) for op in kernel.walk() if isinstance(op, scf.ForOp)):
         decisions["pipeline.dots_in_flight"] = max(
-            int(op.attributes["tilec.dots_in_flight"].value)
-            if "tilec.dots_in_flight" in op.attributes
-            else 0
-            for op in kernel.walk()
-            if isinstance(op, scf.ForOp)
+            scf.dots_in_flight(op) for op in kernel.walk() if isinstance(op, scf.ForOp)
         )
     return decisions
 
