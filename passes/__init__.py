@@ -1,6 +1,7 @@
 """Passes over tilec IR (imported as `tilec.passes`): each module is one pass."""
 
 from tilec.passes import (  # noqa: F401  (registers the passes)
+    accumulate_atomics,
     assign_layouts,
     assume,
     canonicalize,

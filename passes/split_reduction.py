@@ -133,6 +133,7 @@ class _Plan:
     dim: str | int
     step: int
     carried: list[_Carried]
+    atomic: bool = False  # the epilogue's atomics combine the partials: no workspace
 
 
 class _NotSplit(Exception):
@@ -146,10 +147,7 @@ def split_plan(kernel: FuncOp) -> _Plan:
     if axes >= 3:
         raise _NotSplit("the grid has 3 axes already, and CUDA has no fourth for the splits")
     body = kernel.body.block
-    if any(isinstance(op, ATOMIC_OPS) for op in kernel.walk()):
-        # Its blocks already combine results in global memory; another grid axis would only
-        # change how many of them race on each element.
-        raise _NotSplit("the kernel has atomics")
+    atomics = [op for op in kernel.walk() if isinstance(op, ATOMIC_OPS)]
     loops = [op for op in body.ops if isinstance(op, scf.ForOp)]
     if not loops:
         raise _NotSplit("no loop in the grid body")
@@ -181,11 +179,46 @@ def split_plan(kernel: FuncOp) -> _Plan:
             raise _NotSplit(f"the loop has an effect ({_effect(op).name})")
     if not loop.iter_args:
         raise _NotSplit("the loop carries no value")
-    carried = [_carried(loop, i) for i in range(len(loop.iter_args))]
-    return _Plan(loop, dim, step, carried)
+    carried = [_carried(loop, i, workspace=not atomics) for i in range(len(loop.iter_args))]
+    if atomics:
+        _check_atomic_epilogue(loop, carried, atomics)
+    return _Plan(loop, dim, step, carried, atomic=bool(atomics))
 
 
-def _carried(loop: scf.ForOp, i: int) -> _Carried:
+def _check_atomic_epilogue(loop: scf.ForOp, carried: list[_Carried], atomics: list) -> None:
+    """Raises `_NotSplit` unless the atomics of the kernel are an epilogue that combines
+    the loop's results into memory by their own ⊕: each split block may then add its
+    partials itself (no workspace, no ticket)."""
+    from tilec.dialects.atomic import AtomicRMWOp
+    from tilec.passes.accumulate_atomics import atomic_combine
+
+    body = loop.parent
+    after = body.ops[body.ops.index(loop) + 1 :]
+    for op in atomics:
+        if op not in after:
+            # Its blocks already combine results in global memory; another grid axis would
+            # only change how many of them race on each element.
+            raise _NotSplit("the kernel has atomics before or in the loop")
+        combine = atomic_combine(op) if isinstance(op, AtomicRMWOp) else None
+        if combine is None or op.sem not in (None, "relaxed") or op.result.uses:
+            raise _NotSplit(f"the kernel has atomics ({op.name}) that do not combine partials")
+        value = op.value
+        index = loop.results.index(value) if value in loop.results else None
+        if index is None or carried[index].combine.op is not combine.op:
+            raise _NotSplit(
+                f"an atomic {op.kind} adds a value other than a loop result of the same ⊕"
+            )
+    for op in after:
+        if isinstance(op, (ReturnOp, *ATOMIC_OPS)):
+            continue
+        if _stores(op):
+            raise _NotSplit(f"the epilogue has an effect ({_effect(op).name}) besides atomics")
+    for result in loop.results:
+        if any(not isinstance(u, ATOMIC_OPS) for u in result.uses):
+            raise _NotSplit("a loop result is used other than by an atomic that combines it")
+
+
+def _carried(loop: scf.ForOp, i: int, workspace: bool = True) -> _Carried:
     arg = loop.iter_args[i]
     name = _name(arg, loop.inits[i])
     users = arg.uses
@@ -218,7 +251,7 @@ def _carried(loop: scf.ForOp, i: int) -> _Carried:
     t = arg.type
     if not isinstance(t, TileType):
         raise _NotSplit(f"carried value {name} is a scalar: only tiles are combined")
-    if t.rank != 1 or not t.is_static:
+    if workspace and (t.rank != 1 or not t.is_static):
         raise _NotSplit(f"carried value {name} is {t}: only 1-D tiles of static size are combined")
     return _Carried(i, name, update, combine, t)
 
@@ -264,7 +297,7 @@ def _effect(op: Operation) -> Operation | None:
     return None
 
 
-_SHARED_EFFECTS = {"tile.async_copy", "tile.store_shared", "tile.barrier"}
+_SHARED_EFFECTS = {"tile.async_copy", "tile.store_shared", "tile.barrier", "tile.scatter"}
 
 
 def _constant(v: Value) -> int | None:
@@ -348,7 +381,7 @@ class _Rewrite:
             offset += W.tile_bytes(c.type)
         self.slot_bytes = -(-offset // SLOT_ALIGNMENT) * SLOT_ALIGNMENT
         self.trip_bytes = _trip_bytes(plan.loop)
-        self.rows_per_round = min(self.rows(c) for c in plan.carried)
+        self.rows_per_round = 0 if plan.atomic else min(self.rows(c) for c in plan.carried)
 
     def constant(self, b: Builder, value: int | bool) -> Value:
         t = i1 if isinstance(value, bool) else index
@@ -373,15 +406,18 @@ class _Rewrite:
         loop.set_operand(0, lower)
         loop.set_operand(1, upper)
         self.start_from_identity(b, split)
-        self.after_loop(splits, split)
+        if not self.plan.atomic:
+            self.after_loop(splits, split)
         attrs = [
             ["dim", self.plan.dim],
             ["step", self.plan.step],
-            ["slot_bytes", self.slot_bytes],
+            ["slot_bytes", 0 if self.plan.atomic else self.slot_bytes],
             ["trip_bytes", self.trip_bytes],
-            ["rows", self.rows_per_round],
+            ["rows", 0 if self.plan.atomic else self.rows_per_round],
             ["pinned", pinned or 0],
         ]
+        if self.plan.atomic:
+            attrs.append(["atomic", 1])
         self.kernel.attributes["tilec.split"] = to_attribute(attrs)
 
     def start_from_identity(self, b: Builder, split: Value) -> None:
@@ -553,20 +589,28 @@ def _remark(
         f"ceil({plan.dim}/{plan.step}) iterations",
     )
     combines = ", ".join(f"{c.name} by {c.combine.name}" for c in plan.carried)
-    ctx.remark(
-        loop,
-        f"combine: {combines}; the last of the S blocks to take its ticket reads the S partials "
-        f"in slot order ({rewrite.rows_per_round} a round) and runs the epilogue (S = 1: the "
-        "epilogue runs directly)",
-    )
+    if plan.atomic:
+        ctx.remark(
+            loop,
+            f"combine: {combines}, by the epilogue's atomics: each of the S blocks adds its "
+            "partials itself (no workspace, no ticket)",
+        )
+    else:
+        ctx.remark(
+            loop,
+            f"combine: {combines}; the last of the S blocks to take its ticket reads the S "
+            f"partials in slot order ({rewrite.rows_per_round} a round) and runs the epilogue "
+            "(S = 1: the epilogue runs directly)",
+        )
     sizes = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
     grid = attribute_pairs(kernel, "tilec.grid")
     blocks = " x ".join(f"ceil({d}/{sizes.get(t, t)})" for d, t in grid) or "1"
-    ctx.remark(
-        loop,
-        f"workspace: {format_bytes(rewrite.slot_bytes)} per slot x S x {blocks} blocks, and one "
-        "4-byte counter per block (hidden kernel parameters the launcher keeps)",
-    )
+    if not plan.atomic:
+        ctx.remark(
+            loop,
+            f"workspace: {format_bytes(rewrite.slot_bytes)} per slot x S x {blocks} blocks, and "
+            "one 4-byte counter per block (hidden kernel parameters the launcher keeps)",
+        )
     if pinned:
         ctx.remark(loop, f"S = {pinned} ({source})")
         return
@@ -574,6 +618,7 @@ def _remark(
         loop,
         "S chosen at launch, the count of least modelled time (tilec.runtime.split): each "
         f"block's chain of iterations ({format_bytes(rewrite.trip_bytes)} each) and the "
-        "bandwidth of the SMs its blocks occupy, against the combine's rounds; 1 when the "
-        "other axes fill the GPU",
+        "bandwidth of the SMs its blocks occupy, against "
+        + ("the S updates each element's atomics make" if plan.atomic else "the combine's rounds")
+        + "; 1 when the other axes fill the GPU",
     )

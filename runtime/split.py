@@ -16,7 +16,10 @@ round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
   with one block of 16 KiB iterations streams 23 GB/s, with four the SM's whole share, so
   splits that leave some SMs one block and others two are as slow as the SMs with two.
 * **The combine** (S > 1): the last block of each output tile reads the S partials `rows` a
-  round, `COMBINE_ROUND_S` each.
+  round, `COMBINE_ROUND_S` each. A kernel whose atomics combine the partials (`atomic`, from
+  `accumulate-atomics`: each split block adds its own) has no combine rounds; each element of
+  the output then takes S atomic updates, which its L2 slice applies one after another,
+  `ATOMIC_UPDATE_S` each.
 
 More splits shorten the chain of iterations until the bandwidth bounds the loop; past that
 they only add combine rounds. Ties go to the fewer splits (less workspace). Fitted on the H200
@@ -60,6 +63,11 @@ SM_BYTES_PER_S = 32e9  # an SM's share of the copy bandwidth (4.2 TB/s over 132 
 # latency, its partial, the fence and the ticket.
 SPLIT_FIXED_S = 2.0e-6
 COMBINE_ROUND_S = 0.9e-6  # one round of the combine: an L2 read of `rows` partials, a reduction
+# One atomic update of an element that others update too, applied in turn at its L2 slice:
+# column sums of 262144 x 512 f32 by one atomic per element and row (examples/
+# col_sum_atomic.tile before accumulate-atomics) took 1.52 ms on the H200 for 262144
+# updates of each element (docs/benchmarks.md, 2026-12-02).
+ATOMIC_UPDATE_S = 5.8e-9
 MAX_SPLIT = 65535  # the split axis is grid axis y or z: CUDA's limit there
 COUNTER_BYTES = 4
 _ALIGN = 256  # the slots start 256-byte aligned after the counters
@@ -74,18 +82,21 @@ def choose_split(
     trips: int,
     trip_bytes: int,
     rows: int,
+    atomic: bool = False,
 ) -> int:
     """The split count S for a launch whose other axes have `base_blocks` blocks, on a GPU of
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
-    iterations loading `trip_bytes` each, whose combine reads `rows` partials a round: the
-    count of least `split_time` (the module docstring says why)."""
+    iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (or,
+    `atomic`, is the atomics of each block): the count of least `split_time` (the module
+    docstring says why)."""
     resident = sm_count * max(blocks_per_sm, 1)
     if base_blocks <= 0 or trips <= 1 or base_blocks >= resident:
         return 1  # nothing to split, or the other axes fill the GPU already
     most = min(trips, MAX_SPLIT, max(1, 4 * resident // base_blocks))
-    best, best_s = 1, split_time(1, sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows)
+    args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic)
+    best, best_s = 1, split_time(1, *args)
     for count in range(2, most + 1):
-        t = split_time(count, sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows)
+        t = split_time(count, *args)
         if t < best_s * (1 - 1e-9):
             best, best_s = count, t
     return best
@@ -99,6 +110,7 @@ def split_time(
     trips: int,
     trip_bytes: int,
     rows: int,
+    atomic: bool = False,
 ) -> float:
     """The modelled seconds of a launch split `count` ways (the module docstring)."""
     blocks = base_blocks * count
@@ -109,7 +121,9 @@ def split_time(
     iteration = max(ITERATION_S, busiest * max(trip_bytes, 1) / SM_BYTES_PER_S)
     block = -(-trips // count) * iteration + (SPLIT_FIXED_S if count > 1 else 0.0)
     t = waves * block
-    if count > 1:
+    if atomic:
+        t += count * ATOMIC_UPDATE_S
+    elif count > 1:
         t += -(-count // max(rows, 1)) * COMBINE_ROUND_S
     return t
 
@@ -201,9 +215,14 @@ def split_grid(
             trips=-(-extent // split.step),
             trip_bytes=split.trip_bytes,
             rows=split.rows,
+            atomic=bool(split.atomic),
         )
     if count == 1:
         return grid, (0, 0)
+    if split.atomic:  # each split block's atomics add its partials: nothing is shared
+        full = list(grid)
+        full[axis] = count
+        return (full[0], full[1], full[2]), (0, 0)
     addresses = WORKSPACES.get(ordinal, stream, base * count * split.slot_bytes, base)
     if addresses is None:
         return grid, (0, 0)  # capturing, and no workspace yet: unsplit

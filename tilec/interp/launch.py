@@ -613,7 +613,7 @@ def _grid(
             raise LaunchError(f"grid must be 1 to 3 non-negative sizes, got {grid}", func.loc)
         return grid
     axes = _attribute_pairs(func, "tilec.grid")
-    if not axes:
+    if "tilec.grid" not in func.attributes:  # an empty grid (every axis a loop) is one block
         raise LaunchError(
             f"kernel '{func.sym_name}' has no 'tilec.grid' attribute",
             func.loc,

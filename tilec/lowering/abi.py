@@ -257,7 +257,8 @@ class SplitAxis:
     count S the launcher chooses (`pinned`: fixed; 0: chosen). The loop it splits runs over
     dimension `dim` (a name, or a fixed extent) by `step`, `ceil(extent / step)` iterations
     that each load `trip_bytes`; a workspace slot, one per (block of the other axes, split),
-    is `slot_bytes`; the combine reads `rows` slots a round."""
+    is `slot_bytes`; the combine reads `rows` slots a round. `atomic`: the kernel's atomics
+    combine the partials instead, each split block adding its own (no workspace)."""
 
     dim: str | int
     step: int
@@ -265,6 +266,7 @@ class SplitAxis:
     trip_bytes: int
     rows: int
     pinned: int = 0
+    atomic: int = 0  # 1: the epilogue's atomics combine the partials (no workspace)
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
