@@ -569,12 +569,14 @@ class _Rewrite:
 
 
 def _trip_bytes(loop: scf.ForOp) -> int:
-    """Bytes the loads of one iteration of `loop` read."""
-    return sum(
-        W.tile_bytes(op.result.type)
+    """Bytes the loads of one iteration of `loop` read from memory: a region loaded twice
+    (`x[tn] * x[tn]` is two loads of one tile) counts once, its second read hitting L1."""
+    regions = {
+        (op.view, tuple(op.offsets), str(op.result.type)): W.tile_bytes(op.result.type)
         for op in loop.body.walk()
         if isinstance(op, T.LoadOp) and op.result.type.is_static
-    )
+    }
+    return sum(regions.values())
 
 
 def _remark(

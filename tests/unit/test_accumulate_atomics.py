@@ -176,3 +176,10 @@ def test_an_atomic_split_fills_the_gpu_and_needs_no_workspace(monkeypatch):
     axis = SplitAxis("M", 32, 0, 16384, 0, atomic=1)
     grid, hidden = split_grid(axis, 1, (4, 1, 1), {"M": 262144}, (132, 5), 0, 7)
     assert grid == (4, s, 1) and hidden == (0, 0)
+
+
+def test_a_tile_loaded_twice_is_streamed_once():
+    # `x[tn] * x[tn]` is two loads of one region: the split's model counts its bytes once.
+    module = _compiled("total", DEFAULT_PIPELINE)
+    split = module_abi(module)["total"].split
+    assert split.trip_bytes == 4 * split.step
