@@ -11,6 +11,7 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     mask_bounds,
     pipeline,
     precision,
+    privatize_atomics,
     smem_placement,
     specialize,
     split_reduction,

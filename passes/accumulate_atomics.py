@@ -21,14 +21,17 @@ the loop its rows per iteration, and `split-reduction` splits the loop across bl
 other axes leave SMs idle, its partials combined by the atomic itself (no workspace): the
 parallelism comes back, S blocks per output tile instead of ceil(M / BM), chosen at launch.
 
-Recognises a kernel whose effects are all `tile.atomic_rmw` ops in the grid body, each
-relaxed, of kind add (any element) or max/min of integers (float max/min are totalOrder in
-memory, IEEE in registers: not the same ⊕), whose old values nothing reads, with no dots
-(split-K is not modelled yet); and a grid axis whose program id is used only as its tile
-offset (`program_id * B<D>`), on which no atomic's offsets or mask depend. The first such axis
-(in grid order) becomes the loop from 0 to the dimension's extent, stepping by its tile
-symbol, around the ops that depend on it; each atomic then combines the loop's result of its
-value (from ⊕'s identity). Grid axes after it are renumbered. Runs before `tiling`.
+Recognises a kernel whose effects are all relaxed atomics in the grid body whose old values
+nothing reads, with no dots (split-K is not modelled yet): `tile.atomic_rmw` ops of kind add
+(any element) or max/min of integers (float max/min are totalOrder in memory, IEEE in
+registers: not the same ⊕), and any `tile.atomic_scatter` (a gathered region, which stays in
+the loop as written: what privatize-atomics leaves of a histogram for the values its bins do
+not hold); and a grid axis whose program id is used only as its tile offset (`program_id *
+B<D>`), on which no `tile.atomic_rmw`'s offsets or mask depend. The first such axis (in grid
+order) becomes the loop from 0 to the dimension's extent, stepping by its tile symbol, around
+the ops that depend on it and the scatters; each `tile.atomic_rmw` then combines the loop's
+result of its value (from ⊕'s identity). Grid axes after it are renumbered. Runs before
+`tiling`.
 
 Exact for integer sums, max and min; reorders float sums (as the blocks' atomics already do,
 in whatever order they run): checked with a tolerance. Options: `enable` (false: leave every
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 
 from tilec.dialects import arith, scf
 from tilec.dialects import tile as T
-from tilec.dialects.atomic import AtomicRMWOp
+from tilec.dialects.atomic import AtomicRMWOp, AtomicScatterOp
 from tilec.dialects.builtin import FuncOp, ReturnOp
 from tilec.dialects.gather import GatherOp
 from tilec.ir.attributes import IntegerAttr, to_attribute
@@ -132,29 +135,36 @@ class _Plan:
     offset: OpResult  # program_id * B<D>
     atomics: list[tuple[_Atomic, Combine]]
     extent: tuple[Value, int]  # a tensor argument with dimension `dim`, and its axis
+    scattered: list[AtomicScatterOp]  # atomics on gathered regions: run in the loop, as written
 
 
 def _plan(kernel: FuncOp) -> _Plan:
     body = kernel.body.block
     atomics: list[tuple[_Atomic, Combine]] = []
+    scattered: list[AtomicScatterOp] = []
     for op in kernel.walk():
         if op is kernel or op.has_trait(Pure) or isinstance(op, _READS):
             continue
-        if not isinstance(op, AtomicRMWOp):
+        if not isinstance(op, (AtomicRMWOp, AtomicScatterOp)):
             raise _Kept(f"the kernel has another effect ({op.name})")
         if op.parent is not body:
             raise _Kept("an atomic inside a loop or a branch")
+        if op.sem not in (None, "relaxed"):
+            raise _Kept(f"an atomic with memory order {op.sem} orders other accesses")
+        if op.result.uses:
+            raise _Kept("an atomic's old values are read")
+        if isinstance(op, AtomicScatterOp):
+            scattered.append(op)  # its region is gathered: it stays in the loop, as it is
+            continue
         combine = atomic_combine(op)
         if combine is None:
             raise _Kept(
                 f"atomic {op.kind} of {op.value.type.element}: totalOrder in memory, not the "
                 "⊕ of registers"
             )
-        if op.sem not in (None, "relaxed"):
-            raise _Kept(f"an atomic with memory order {op.sem} orders other accesses")
-        if op.result.uses:
-            raise _Kept("an atomic's old values are read")
         atomics.append((_Atomic(op), combine))
+    if not atomics:
+        raise _Kept("no atomic combines into a region that is not gathered")
     if any(isinstance(op, T.DotOp) for op in kernel.walk()):
         raise _Kept("the kernel has a dot (a split-K GEMM is not modelled yet)")
     grid = attribute_pairs(kernel, "tilec.grid")
@@ -177,7 +187,7 @@ def _plan(kernel: FuncOp) -> _Plan:
         if extent is None:
             reasons.append(f"{dim}: no tensor argument has it")  # the frontend never does this
             continue
-        return _Plan(axis, str(dim), str(symbol), offset, atomics, extent)
+        return _Plan(axis, str(dim), str(symbol), offset, atomics, extent, scattered)
     raise _Kept("; ".join(reasons) if reasons else "no grid axis")
 
 
@@ -251,8 +261,10 @@ def _rewrite(kernel: FuncOp, plan: _Plan) -> None:
     for op in list(body.ops):
         if op is offset.op or op in atomics or isinstance(op, ReturnOp):
             continue
-        if any(r in depends for r in op.results) or any(
-            v in depends for inner in op.walk() for v in inner.operands
+        if (
+            op in plan.scattered
+            or any(r in depends for r in op.results)
+            or any(v in depends for inner in op.walk() for v in inner.operands)
         ):
             moved.append(op)
     ret = body.terminator

@@ -309,6 +309,13 @@ class _KernelLayouts:
                 self.lay_out_indices(op, layout)
             self.laid_out(op.result, layout)
             return
+        if isinstance(op, G.BincountOp):
+            # The lanes travel together, in the indices' layout; the bins take the default.
+            layout = op.indices.type.layout
+            for index in range(1, len(op.operands)):
+                self.convert(op, index, layout, "tile.bincount operand (the indices' layout)")
+            self.laid_out(op.result, self.chosen(op.result))
+            return
         if not op.results:
             return
         result = op.results[0]
@@ -422,6 +429,9 @@ class _KernelLayouts:
             self.want(op.operands[2], self.predicted(op.result))
         elif isinstance(op, (T.LoadOp, G.GatherOp)) and op.mask is not None:
             self.want(op.mask, self.predicted(op.result))
+        elif isinstance(op, G.BincountOp):
+            for v in op.operands[1:]:
+                self.want(v, self.predicted(op.indices))
         elif isinstance(op, scf.ForOp):
             for init, arg in zip(op.inits, op.iter_args):
                 self.want(init, self.predicted(arg))

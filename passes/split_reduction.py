@@ -195,10 +195,14 @@ def _check_atomic_epilogue(loop: scf.ForOp, carried: list[_Carried], atomics: li
     body = loop.parent
     after = body.ops[body.ops.index(loop) + 1 :]
     for op in atomics:
+        if loop.is_ancestor_of(op):
+            # Each iteration runs once in one of the splits: its atomics too.
+            if op.sem not in (None, "relaxed") or op.result.uses:
+                raise _NotSplit(f"an atomic in the loop ({op.name}) orders or reads memory")
+            continue
         if op not in after:
-            # Its blocks already combine results in global memory; another grid axis would
-            # only change how many of them race on each element.
-            raise _NotSplit("the kernel has atomics before or in the loop")
+            # It would run in every split block.
+            raise _NotSplit("the kernel has atomics before the loop")
         combine = atomic_combine(op) if isinstance(op, AtomicRMWOp) else None
         if combine is None or op.sem not in (None, "relaxed") or op.result.uses:
             raise _NotSplit(f"the kernel has atomics ({op.name}) that do not combine partials")
@@ -216,6 +220,8 @@ def _check_atomic_epilogue(loop: scf.ForOp, carried: list[_Carried], atomics: li
     for result in loop.results:
         if any(not isinstance(u, ATOMIC_OPS) for u in result.uses):
             raise _NotSplit("a loop result is used other than by an atomic that combines it")
+    if not any(op in after for op in atomics):
+        raise _NotSplit("atomics only in the loop, and the loop's results are not combined")
 
 
 def _carried(loop: scf.ForOp, i: int, workspace: bool = True) -> _Carried:

@@ -64,8 +64,8 @@ __all__ = [
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
 DEFAULT_PIPELINE = (
-    "canonicalize,cse,accumulate-atomics,tiling,canonicalize,split-reduction,mask-bounds,"
-    "defer-reduction,assign-layouts,"
+    "canonicalize,cse,privatize-atomics,accumulate-atomics,tiling,canonicalize,split-reduction,"
+    "mask-bounds,defer-reduction,assign-layouts,"
     "smem-placement,pipeline,vectorize,canonicalize,cse,dce,precision"
 )
 
@@ -75,6 +75,7 @@ DEFAULT_PIPELINE = (
 # the lowering needs, so it stays, with `specialize`'s heuristic sizes (no tensor cores) and
 # blocks in launch order; `vectorize` stays to say, per access, that it is not vectorized.
 OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
+    "privatize-atomics": None,
     "accumulate-atomics": None,
     "tiling": {"mma": False, "group_m": 1},
     "mask-bounds": None,

@@ -197,6 +197,13 @@ class JitFunction:
         attr = self._kernel.attributes.get("tilec.whole_dims")
         return tuple(str(d) for d in attr.value) if attr is not None else ()
 
+    @functools.cached_property
+    def _has_scatter(self) -> bool:
+        """Whether the kernel scatters atomically (privatize-atomics wants the extents)."""
+        from tilec.dialects.atomic import AtomicScatterOp
+
+        return any(isinstance(op, AtomicScatterOp) for op in self._kernel.walk())
+
     # -- calling --------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
@@ -385,6 +392,10 @@ class JitFunction:
             if exact:
                 tiling["exact"] = ",".join(exact)
             pass_options = {**pass_options, "tiling": tiling}
+            if self._has_scatter and "extents" not in pass_options.get("privatize-atomics", {}):
+                # The bins a histogram counts in the block (passes/privatize_atomics.py).
+                privatize = {**pass_options.get("privatize-atomics", {}), "extents": text}
+                pass_options = {**pass_options, "privatize-atomics": privatize}
         # The target decides the tensor-core path (tiling: wgmma on sm_90a).
         pipeline = target_pipeline(build_pipeline(disable=self.disable, options=pass_options), arch)
         # The facts go into the IR first, for the passes (vectorize) and the lowering alike.

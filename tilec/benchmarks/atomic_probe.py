@@ -1,11 +1,13 @@
 """Reductions written with atomics, at odd shapes, against torch: the kernels that
-`accumulate-atomics` was not fitted to, each also as written (the pass disabled).
+`accumulate-atomics` and `privatize-atomics` were not fitted to, each also as written (both
+passes disabled).
 
     python -m tilec.benchmarks.atomic_probe [--json FILE]
 
-Four kernels, each at sizes nobody tuned for: column sums into `out[tn]` (f32, and i32
+Six kernels, each at sizes nobody tuned for: column sums into `out[tn]` (f32, and i32
 counts), the i32 maximum of each row into `top[tm]` (the grid's second axis feeds the
-atomics), and the sum of squares of a vector into one element. Each is compiled as
+atomics), the sum of squares of a vector into one element, and histograms (counts, and f32
+weights: `privatize-atomics`), 5000 bins among them (more than `max_bins`: left as written). Each is compiled as
 `@tilec.jit` compiles it, run from an initial `out` so that an atomic that adds twice shows,
 checked against torch in f64, and timed with the benchmark's clock (`time_ms`: median of
 CUDA-event runs, inputs rotated past the L2 cache); torch's reduction and `torch.compile` of
@@ -44,6 +46,16 @@ def row_top(x: i32[M, N], out: i32[M]):
 def total(x: f32[N], out: f32[1]):
     for tn in tiles(N):
         atomic_add(out[0], sum(x[tn] * x[tn]))
+
+
+def histogram(values: i32[N], counts: i32[B]):
+    for tn in tiles(N):
+        atomic_add(counts[values[tn]], 1)
+
+
+def weighted(bins: i32[N], w: f32[N], sums: f32[B]):
+    for tn in tiles(N):
+        atomic_add(sums[bins[tn]], w[tn])
 """
 
 
@@ -81,6 +93,21 @@ def _cases() -> list[tuple[str, str, tuple, Callable, Callable, Callable]]:
              lambda x: torch.zeros(1, device="cuda"),
              lambda x: (x * x).sum())
         )  # fmt: skip
+    for n, bins in [(2**26, 256), (10**7 + 7, 1000), (3 * 10**6, 5000)]:
+        cases.append(
+            ("histogram i32", "histogram", (n, bins),
+             lambda n=n, b=bins: torch.randint(0, b, (n,), device="cuda", dtype=torch.int32),
+             lambda x, b=bins: torch.zeros(b, device="cuda", dtype=torch.int32),
+             lambda x, b=bins: torch.bincount(x, minlength=b).int())
+        )  # fmt: skip
+    n, bins = 2**24 + 1, 100
+    cases.append(
+        ("weighted histogram", "weighted", (n, bins),
+         lambda: (torch.randint(0, bins, (n,), device="cuda", dtype=torch.int32),
+                  torch.rand(n, device="cuda")),
+         lambda x: torch.zeros(bins, device="cuda"),
+         lambda x: torch.bincount(x[0], weights=x[1], minlength=bins).float())
+    )  # fmt: skip
     return cases
 
 
@@ -104,20 +131,21 @@ def main(argv: list[str] | None = None) -> int:
     for label, name, size, make, initial, reference in _cases():
         sets = _sets(lambda make=make: (make(),), 4 * _elements(size))
         row: dict[str, Any] = {"kernel": label, "size": "x".join(map(str, size))}
-        for key, disable in (("tilec", ()), ("as_written", ("accumulate-atomics",))):
+        written = ("privatize-atomics", "accumulate-atomics")
+        for key, disable in (("tilec", ()), ("as_written", written)):
             kernel = load_kernel(source, name, disable=disable)
             x = sets[0][0]
+            inputs = x if isinstance(x, tuple) else (x,)
             start = initial(x)
             out = start.clone()
-            kernel(x, out)
-            wide = reference(x.double() if x.is_floating_point() else x.long())
-            expected = torch.maximum(wide, start.long()) if name == "row_top" else wide + start
+            kernel(*inputs, out)
+            expected = _expected(name, reference, x, start)
             ok = _matches(out, expected)
             failed |= not ok
 
             def run(x: Any, kernel: Any = kernel, start: Any = start, out: Any = out) -> None:
                 out.copy_(start)
-                kernel(x, out)
+                kernel(*(x if isinstance(x, tuple) else (x,)), out)
 
             row[key] = time_ms(run, sets) * 1e3
             row[key + "_ok"] = ok
@@ -133,6 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}))
     return 1 if failed else 0
+
+
+def _expected(name: str, reference: Callable, x: Any, start: Any) -> Any:
+    """The reference result from `start`, in f64 (or i64)."""
+    import torch
+
+    if name in ("histogram", "weighted"):
+        return reference(x).double() + start.double()
+    wide = reference(x.double() if x.is_floating_point() else x.long())
+    return torch.maximum(wide, start.long()) if name == "row_top" else wide + start
 
 
 def _elements(size: tuple) -> int:

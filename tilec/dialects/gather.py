@@ -31,11 +31,19 @@ from __future__ import annotations
 
 from tilec.ir.attributes import ArrayAttr, BoolAttr, FloatAttr, IntegerAttr
 from tilec.ir.constraints import BOOL_LIKE, INDEX, TENSOR, TILE
-from tilec.ir.core import Attr, Operand, Operation, Result, Value, register_op
+from tilec.ir.core import Attr, Operand, Operation, Pure, Result, Value, register_op
 from tilec.ir.folding import check_constant_fits
-from tilec.ir.types import IntegerType, TileType, Type
+from tilec.ir.types import FloatType, IntegerType, TileType, Type
 
-__all__ = ["GatherOp", "ScatterOp", "accessed_type", "check_index_tile", "index_is_per_row"]
+__all__ = [
+    "BINCOUNT_ELEMENTS",
+    "BincountOp",
+    "GatherOp",
+    "ScatterOp",
+    "accessed_type",
+    "check_index_tile",
+    "index_is_per_row",
+]
 
 INDEX_ELEMENTS = (IntegerType(32), IntegerType(64))
 
@@ -154,3 +162,48 @@ class ScatterOp(Operation):
         check_index_tile(self, self.view, self.offsets, self.indices, self.axis, self.value.type)
         _check_mask(self, self.mask, self.value.type.shape)
         _check_flags(self, self.view.type.rank, self.axis)
+
+
+# What a per-block count accumulates: the elements shared memory's `red.add` takes.
+BINCOUNT_ELEMENTS = (IntegerType(32), FloatType("f32"))
+
+
+@register_op
+class BincountOp(Operation):
+    """Per-block sums of `values` by bin: result element `b` is the sum of the lanes of
+    `values` whose `indices` element is `b` (and whose `mask` holds), for `0 <= b < P`, P the
+    result's static size. Lanes whose index lies outside `[0, P)` add nothing. Integer sums
+    wrap; float sums are added in no fixed order.
+
+    What `privatize-atomics` makes of a histogram's scatter-add: the block counts in shared
+    memory (`red.shared.add`) and adds the counts to memory once.
+    """
+
+    name = "tile.bincount"
+    summary = "Per-block sums of a tile's lanes by an integer tile of bin numbers."
+    indices = Operand(TILE)
+    values = Operand(TILE)
+    mask = Operand(BOOL_LIKE, optional=True)
+    result = Result(TILE)
+    traits = (Pure,)
+    assembly_format = (
+        "$indices `,` $values (`,` `mask` $mask)? attr-dict `:` type($indices) `,` "
+        "type($values) `->` type($result)"
+    )
+
+    def verify_(self) -> None:
+        from tilec.dialects.tile import _check_mask, shapes_match
+
+        i, v, r = self.indices.type, self.values.type, self.result.type
+        if not isinstance(i, TileType) or i.element not in INDEX_ELEMENTS:
+            raise self.error(f"indices must be a tile of i32 or i64, got {i}")
+        if not isinstance(v, TileType) or not shapes_match(i.shape, v.shape):
+            raise self.error(f"values {v} must have the shape of the indices {i}")
+        if v.element not in BINCOUNT_ELEMENTS:
+            names = ", ".join(str(t) for t in BINCOUNT_ELEMENTS)
+            raise self.error(f"bincount of {v.element} is not supported (supported: {names})")
+        _check_mask(self, self.mask, i.shape)
+        if not isinstance(r, TileType) or r.rank != 1 or not isinstance(r.shape[0], int):
+            raise self.error(f"result {r} must be a 1-D tile of static size (the bins)")
+        if r.element != v.element:
+            raise self.error(f"result element {r.element} differs from the values' {v.element}")

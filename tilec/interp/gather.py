@@ -161,3 +161,16 @@ def index_bounds(func: Any, shapes: list) -> dict[int, int]:
                 if load is not None and load.result.type.shape == (1,) * load.view.type.rank:
                     bound(load, op.view, axis)
     return bounds
+
+
+@semantics(G.BincountOp)
+def _bincount(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    indices, values = np.asarray(args[0]), np.asarray(args[1])
+    mask = np.asarray(args[2]) if len(args) > 2 else np.ones(indices.shape, bool)
+    bins = _concrete_shape(state, op, op.result.type)[0]
+    keep = mask & (indices >= 0) & (indices < bins)
+    counts = np.zeros(bins, values.dtype)
+    # Integer sums wrap, as `red.shared.add` does; numpy's add.at wraps in the array's dtype.
+    with np.errstate(over="ignore"):
+        np.add.at(counts, indices[keep].astype(np.int64), values[keep])
+    return counts

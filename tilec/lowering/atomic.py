@@ -35,6 +35,7 @@ from llvmlite import ir
 
 from tilec.diagnostics import TileError
 from tilec.dialects import atomic as A
+from tilec.dialects import gather as G
 from tilec.ir.core import Operation
 from tilec.ir.types import FloatType, IntegerType, TileType
 from tilec.lowering.exchange import thread_map
@@ -45,7 +46,9 @@ from tilec.lowering.llvm_types import register_kind
 __all__ = ["LOWERINGS", "check_arch"]
 
 I1 = ir.IntType(1)
+I32 = ir.IntType(32)
 GLOBAL_PTR = ir.PointerType(addrspace=1)
+SHARED_PTR = ir.PointerType(addrspace=3)
 
 RMW_OPS = (A.AtomicRMWOp, A.AtomicScatterOp)
 
@@ -178,8 +181,54 @@ def lower_atomic(lowering: Any, op: Operation) -> list[Any]:
     return [result]
 
 
+def lower_bincount(lowering: Any, op: Operation) -> list[Any]:
+    """`tile.bincount` in the kernel's shared scratch: the bins zeroed by the result's unique
+    owners, a barrier, each lane's value added to its bin by a predicated `red.shared.add`
+    (by the indices' unique owners, where the mask holds and the index is in `[0, P)`), a
+    barrier, and every thread reads its elements of the result back."""
+    b = lowering.b
+    result: TileType = op.result.type
+    element = result.element
+    bins = result.shape[0]
+    zero = ir.Constant(lowering.memory_type(element), 0)
+    lowering.before_scratch_write(op)
+    lowering.write_tile(result, [zero] * thread_map(result).num_slots)
+    lowering.barrier()
+    m = thread_map(op.indices.type)
+    owner = lowering.unique_owner(m)
+    indices = lowering.values[op.indices]
+    values = lowering.values[op.values]
+    masks = lowering.values[op.mask] if op.mask is not None else [None] * len(indices)
+    width = element.width
+    kind = "f32" if isinstance(element, FloatType) else "u32"
+    bits = ir.IntType(width)
+    asm = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [SHARED_PTR, bits, I1]),
+        f"@$2 red.shared.add.{kind} [$0], $1;",
+        "l,r,b,~{memory}",
+        side_effect=True,
+    )
+    for index, value, mask in zip(indices, values, masks):
+        index = b.trunc(index, I32) if index.type.width > 32 else index
+        inside = b.icmp_unsigned("<", index, ir.Constant(I32, bins))  # negatives wrap high
+        predicate = inside if owner is None else b.and_(inside, owner)
+        if mask is not None:
+            predicate = b.and_(predicate, mask)
+        # An index outside the bins is clamped to bin 0 for the address; its lane is off.
+        address = lowering.scratch_pointer(element, b.select(inside, index, ir.Constant(I32, 0)))
+        if isinstance(element, FloatType):
+            value = b.bitcast(value, bits)
+        b.call(asm, [address, value, predicate])
+    lowering.barrier()
+    flats = lowering.flat_indices(thread_map(result), row_major_strides(result.shape))
+    counts = [lowering.scratch_load(element, f) for f in flats]
+    lowering.after_scratch_read(op)
+    return [counts]
+
+
 LOWERINGS = {
     A.AtomicRMWOp: lower_atomic,
     A.AtomicCasOp: lower_atomic,
     A.AtomicScatterOp: lower_atomic,
+    G.BincountOp: lower_bincount,
 }

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tilec.dialects import tile as T
 from tilec.dialects.atomic import ATOMIC_OPS
+from tilec.dialects.gather import BincountOp
 from tilec.dialects.scan import ArgReduceOp, ScanOp, TopKOp
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
@@ -171,6 +172,9 @@ def op_scratch_bytes(op: Operation) -> int:
             return 0  # a tensor-core dot reads its operands from their own buffers
         b = op.b.type
         return dot_b_offset(op) + math.prod(b.shape) * element_bytes(b.element)
+    if isinstance(op, BincountOp):  # the bins, zeroed and counted between barriers
+        t = op.result.type
+        return math.prod(t.shape) * element_bytes(t.element)
     if isinstance(op, ATOMIC_OPS) and op.result.has_uses:
         # Old values that the copies of a replicating layout get from the owners.
         t = op.value.type
