@@ -18,8 +18,10 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import IntegerAttr
 from tilec.ir.core import Operation
-from tilec.ir.types import TileType
+from tilec.ir.types import TileType, i8
 from tilec.lowering.layouts import (
+    MMA_I8_INSTR_SHAPE,
+    MMA_INSTR_SHAPE,
     WARP_SIZE,
     element_bytes,
     mma_accumulator_layout,
@@ -55,6 +57,7 @@ from tilec.passes.tiling_search import (
     TileConfig,
     TiledDot,
     from_accumulator,
+    int8_mma_problem,
     is_mma_dot,
     operand_load,
     scattered_operands,
@@ -255,10 +258,12 @@ class _KernelTiling(MmaSearch, BlockOrder):
                     op,
                     f"FMA path: mma.sync m16n8k16 takes f16/bf16 operands and an f32 "
                     f"accumulator, this dot has {op.a.type.element} x {op.b.type.element} "
-                    f"-> {op.acc.type.element}",
+                    f"-> {op.acc.type.element} (and m16n8k32 i8 operands and an i32 one)",
                 )
             elif not self.opts.mma:
                 self.ctx.remark(op, "FMA path: option mma=false")
+            elif op.a.type.element == i8 and int8_mma_problem(op) is not None:
+                self.ctx.remark(op, int8_mma_problem(op))
             else:
                 mma_dots.append(
                     TiledDot(
@@ -342,9 +347,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 set_accumulator_layout(dot.op, wgmma_accumulator_layout(config.num_warps, n))
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         elif config is not None:
-            layout = mma_accumulator_layout(config.warps)
             for dot in mma_dots:
-                set_accumulator_layout(dot.op, layout)
+                shape = MMA_I8_INSTR_SHAPE if dot.int8 else MMA_INSTR_SHAPE
+                set_accumulator_layout(dot.op, mma_accumulator_layout(config.warps, shape))
 
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         self.group(bool(dot_ops), wgmma=config is not None and wgmma)

@@ -17,9 +17,9 @@ from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout
 from tilec.ir.attributes import ArrayAttr
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
-from tilec.ir.types import TileType, bf16, f16, f32
+from tilec.ir.types import TileType, bf16, f16, f32, i8, i32
 from tilec.lowering.abi import argument_name
-from tilec.lowering.layouts import MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
+from tilec.lowering.layouts import MMA_I8_INSTR_SHAPE, MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
 from tilec.passes.occupancy import SM_SHARED_SM90
 from tilec.passes.pipeline import stages_in_flight
 from tilec.passes.specialize import attribute_pairs
@@ -29,6 +29,7 @@ __all__ = [
     "TileConfig",
     "TiledDot",
     "from_accumulator",
+    "int8_mma_problem",
     "is_mma_dot",
     "operand_load",
     "program_axes",
@@ -79,6 +80,26 @@ class TiledDot:
     # A is computed from another dot's accumulator (attention's P): on warps [W, 1] it stays
     # in registers (assign-layouts' `register_a_operand`), with no shared buffer.
     register_a: bool = False
+
+    @property
+    def int8(self) -> bool:
+        """i8 operands into i32: `mma.sync.m16n8k32.s32.s8.s8.s32` rather than m16n8k16."""
+        return self.element_bytes == 1
+
+    @property
+    def instr_k(self) -> int:
+        """The k of one instruction: 32 bytes of each operand row for either kind."""
+        return MMA_I8_INSTR_SHAPE[2] if self.int8 else INSTR_K
+
+    @property
+    def warp_columns(self) -> int:
+        """Accumulator columns a warp holds side by side: m16n8k32's n8 tiles go in pairs
+        (`tilec.lowering.layouts.as_blocked`), so an int8 warp tile is 16 columns wide."""
+        return 2 * INSTR_N if self.int8 else INSTR_N
+
+    @property
+    def instr_name(self) -> str:
+        return "m16n8k32" if self.int8 else "m16n8k16"
 
 
 @dataclass(frozen=True)
@@ -182,8 +203,29 @@ def scattered_operands(kernel: FuncOp) -> list[str]:
 
 
 def is_mma_dot(op: T.DotOp) -> bool:
+    """Whether the element types of `op` are ones mma.sync takes: f16/bf16 into f32
+    (m16n8k16) or i8 into i32 (m16n8k32; `int8_mma_problem` has its further condition)."""
     a, b, c = op.a.type, op.b.type, op.acc.type
-    return a.element == b.element and a.element in (f16, bf16) and c.element == f32
+    if a.element != b.element:
+        return False
+    return (a.element in (f16, bf16) and c.element == f32) or (a.element == i8 and c.element == i32)
+
+
+def int8_mma_problem(op: T.DotOp) -> str | None:
+    """Why an i8 dot cannot take mma.sync m16n8k32 (None: it can). Its A must be K-major in
+    shared memory: `ldmatrix` (b16) then gives each lane the four consecutive k of a row that
+    an s8 A register holds. A stored [K, M] (`a[tk, tm].T`) would need `ldmatrix.trans`, which
+    moves 16-bit elements, so a lane would get two rows' bytes: such a dot keeps the FMA path.
+    B may be either way round (`tilec.lowering.tensorcore` says how each is read)."""
+    v = op.a
+    while isinstance(v, OpResult) and isinstance(v.op, (T.ConvertLayoutOp, T.ReshapeOp)):
+        v = v.op.operands[0]
+    if isinstance(v, OpResult) and isinstance(v.op, T.TransposeOp):
+        return (
+            "FMA path: mma.sync m16n8k32 needs an i8 A stored K-major ([M, K]); this one is "
+            "stored [K, M] (read transposed), and ldmatrix.trans moves 16-bit elements, not bytes"
+        )
+    return None
 
 
 class MmaSearch:
@@ -220,15 +262,17 @@ class MmaSearch:
                     f"{self.describe(dot.m, 'M', c)} is not a multiple of {INSTR_M * wm} "
                     f"({INSTR_M} rows per mma x {wm} warp{'s' if wm > 1 else ''} along M)"
                 )
-            if n % (INSTR_N * wn):
+            columns = dot.warp_columns
+            if n % (columns * wn):
+                per = "columns per pair of m16n8k32" if dot.int8 else "columns per mma"
                 found.append(
-                    f"{self.describe(dot.n, 'N', c)} is not a multiple of {INSTR_N * wn} "
-                    f"({INSTR_N} columns per mma x {wn} warp{'s' if wn > 1 else ''} along N)"
+                    f"{self.describe(dot.n, 'N', c)} is not a multiple of {columns * wn} "
+                    f"({columns} {per} x {wn} warp{'s' if wn > 1 else ''} along N)"
                 )
-            if k % INSTR_K:
+            if k % dot.instr_k:
                 found.append(
-                    f"{self.describe(dot.k, 'K', c)} is not a multiple of {INSTR_K} "
-                    "(the k of mma.sync m16n8k16)"
+                    f"{self.describe(dot.k, 'K', c)} is not a multiple of {dot.instr_k} "
+                    f"(the k of mma.sync {dot.instr_name})"
                 )
         shared = self.shared_bytes(dots, c)
         if shared > self.opts.shared_limit:
@@ -339,11 +383,13 @@ class MmaSearch:
             if (d.register_a and wn == 1) or not d.streamed[0]:
                 # a warp holds the A fragments of its own rows for all of K: the warps along
                 # N each hold the same rows (attention at d256 on [2, 4]: 128 words, not 32)
-                held += (m // wm) * k // WARP_SIZE // 2
+                held += (m // wm) * k * d.element_bytes // WARP_SIZE // 4
                 a_step = 0
             else:
-                a_step = (m // wm) * INSTR_K // WARP_SIZE // 2
-            b_step = 0 if wgmma else INSTR_K * (n // wn) // WARP_SIZE // 2  # wgmma reads B
+                a_step = (m // wm) * d.instr_k * d.element_bytes // WARP_SIZE // 4
+            b_step = 0  # wgmma reads B from shared memory
+            if not wgmma:
+                b_step = d.instr_k * d.element_bytes * (n // wn) // WARP_SIZE // 4
             step = max(step, a_step + b_step)
         return self.registers(dots, c) + held + step
 
@@ -553,6 +599,13 @@ class MmaSearch:
                     "with A in registers"
                 )
                 continue
+            if dot.int8:
+                tiles.append(
+                    f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} "
+                    "mma.sync.m16n8k32.row.col.s32.s8.s8.s32 instructions per warp per k-step "
+                    f"of 32: {int8_b_reads(dot.op)}"
+                )
+                continue
             tiles.append(
                 f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} m16n8k16 "
                 "instructions per warp per k-step"
@@ -582,6 +635,20 @@ class MmaSearch:
         return text
 
     # -- block order ----------------------------------------------------------------------------
+
+
+def int8_b_reads(dot: T.DotOp) -> str:
+    """How an int8 dot's operands are read from shared memory, and what B costs."""
+    if k_major(dot.b):
+        return (
+            "A and B (stored [N, K], K-major) by ldmatrix.x4, one per m16 tile or pair of n8 "
+            "tiles per k-step"
+        )
+    return (
+        "A by ldmatrix.x4; B (stored [K, N], N-major) by ldmatrix.x4.trans of 16-bit pairs of "
+        "columns, one per pair of n8 tiles per k-step, and 4 prmt.b32 byte permutes that make "
+        "each lane's 4 consecutive k of one column (the pair's columns interleave)"
+    )
 
 
 def either_of(values: list[int]) -> str:
