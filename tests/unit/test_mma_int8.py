@@ -1,0 +1,279 @@
+"""int8 dots on tensor cores: tiling's choice of mma.sync m16n8k32, the PTX it leads to, and
+the lowering's fragment reads checked on a model of the warp (no GPU needed).
+
+The model runs the lowering's own code (`tilec.lowering.tensorcore`) with a builder that
+computes on numpy arrays, one element per thread, instead of emitting LLVM IR, and an `_asm`
+that executes `ldmatrix`, `prmt` and `mma.sync` on a byte image of shared memory as the PTX
+ISA specifies them (fragment layouts of m16n8k32 with .s8: A register i holds row g + 8 (i & 1)
+at k 4t + 16 (i >> 1) + 0..3; B register i holds k 4t + 16 i + 0..3 of column g; C/D c0..c3
+are (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1); g = lane / 4, t = lane % 4). The
+result's slots are placed by the accumulator's `#blocked` twin, so the test checks the whole
+chain: swizzled addresses, ldmatrix(.trans) row choice, the byte permutes, the instruction's
+operand order and the accumulator slots.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from tilec.dialects.tile import DotOperandLayout
+from tilec.ir.types import SharedType, TileType, f16, f32, i8, i32
+from tilec.lowering import tensorcore
+from tilec.lowering.layouts import (
+    MMA_I8_INSTR_SHAPE,
+    MMA_INSTR_SHAPE,
+    ThreadMap,
+    mma_accumulator_layout,
+)
+from tilec.lowering.shared_memory import SharedBuffer, _i32, _swizzled_bytes
+from tilec.passes.smem_placement import swizzle_for
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+MASK = 0xFFFFFFFF
+
+
+class _LaneBuilder:
+    """The `ir.IRBuilder` methods the fragment code uses, on per-thread numpy arrays."""
+
+    @staticmethod
+    def _v(x):
+        if isinstance(x, ir.Constant):
+            return np.int64(x.constant)
+        return x
+
+    def _op(f):  # noqa: N805
+        def method(self, a, b, name=""):
+            return f(self._v(a), self._v(b)) & MASK
+
+        return method
+
+    add = _op(lambda a, b: a + b)
+    sub = _op(lambda a, b: a - b)
+    mul = _op(lambda a, b: a * b)
+    and_ = _op(lambda a, b: a & b)
+    or_ = _op(lambda a, b: a | b)
+    xor = _op(lambda a, b: a ^ b)
+    shl = _op(lambda a, b: a << b)
+    lshr = _op(lambda a, b: a >> b)
+
+    def extract_value(self, aggregate, index, name=""):
+        return aggregate[index]
+
+
+class _Warps:
+    """Executes the inline PTX of the lowering on all threads of a block."""
+
+    def __init__(self, threads: int, shared: np.ndarray):
+        self.threads = threads
+        self.shared = shared  # uint8 bytes
+
+    def asm(self, k, ret, args, text, constraints, *, side_effect=True):
+        v = [np.broadcast_to(_LaneBuilder._v(a), (self.threads,)).astype(np.int64) for a in args]
+        if text.startswith("ldmatrix"):
+            count = int(re.search(r"\.x(\d)", text).group(1))
+            return self.ldmatrix(v[0], count, ".trans" in text)
+        if text.startswith("prmt.b32"):
+            return self.prmt(*v)
+        if text.startswith("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"):
+            return self.mma(v)
+        if text.startswith("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"):
+            return self.mma_f16([np.asarray(a) for a in args])
+        raise AssertionError(f"unexpected asm {text}")
+
+    def ldmatrix(self, address, count, trans):
+        out = [np.zeros(self.threads, np.int64) for _ in range(count)]
+        for w in range(self.threads // 32):
+            lanes = np.arange(32) + 32 * w
+            for j in range(count):
+                rows = address[lanes[8 * j : 8 * j + 8]]
+                assert all(r % 16 == 0 for r in rows), "ldmatrix rows are 16-byte aligned"
+                m = np.stack([self.shared[r : r + 16].view(np.uint16) for r in rows]).astype(
+                    np.int64
+                )
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    lo, hi = (
+                        (m[2 * t, g], m[2 * t + 1, g]) if trans else (m[g, 2 * t], m[g, 2 * t + 1])
+                    )
+                    out[j][lanes[lane]] = lo | (hi << 16)
+        return tuple(out)
+
+    def prmt(self, x, y, select):
+        pool = x | (y << 32)
+        out = np.zeros_like(x)
+        for i in range(4):
+            nibble = (select >> (4 * i)) & 0xF
+            assert not (nibble & 8).any(), "sign-replicating selectors are not modelled"
+            out |= ((pool >> (8 * nibble)) & 0xFF) << (8 * i)
+        return out
+
+    def mma(self, v):
+        a_regs, b_regs, c_regs = v[0:4], v[4:6], v[6:10]
+        out = [np.zeros(self.threads, np.int64) for _ in range(4)]
+
+        def s8(word, byte):
+            x = (word >> (8 * byte)) & 0xFF
+            return x - 256 if x > 127 else x
+
+        for w in range(self.threads // 32):
+            a = np.zeros((16, 32), np.int64)
+            b = np.zeros((32, 8), np.int64)
+            c = np.zeros((16, 8), np.int64)
+            for lane in range(32):
+                th = 32 * w + lane
+                g, t = lane // 4, lane % 4
+                for i in range(4):
+                    for e in range(4):
+                        a[g + 8 * (i & 1), 4 * t + 16 * (i >> 1) + e] = s8(a_regs[i][th], e)
+                for i in range(2):
+                    for e in range(4):
+                        b[4 * t + 16 * i + e, g] = s8(b_regs[i][th], e)
+                for i, (r, col) in enumerate(
+                    ((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))
+                ):
+                    x = int(c_regs[i][th])
+                    c[r, col] = x - (1 << 32) if x >= 1 << 31 else x
+            d = (c + a @ b) & MASK
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                places = ((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))
+                for i, (r, col) in enumerate(places):
+                    out[i][32 * w + lane] = d[r, col]
+        return tuple(out)
+
+    def mma_f16(self, v):
+        """m16n8k16 f16 (a register holds two f16, the lower column or row in the low half):
+        the path GPUs have run, here to check the model's ldmatrix against it."""
+        a_regs, b_regs, c_regs = v[0:4], v[4:6], v[6:10]
+        out = [np.zeros(self.threads) for _ in range(4)]
+
+        def half(word, i):
+            return np.array([(int(word) >> (16 * i)) & 0xFFFF], np.uint16).view(np.float16)[0]
+
+        for w in range(self.threads // 32):
+            a, b, c = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
+            for lane in range(32):
+                th = 32 * w + lane
+                g, t = lane // 4, lane % 4
+                for i in range(4):
+                    for e in range(2):
+                        a[g + 8 * (i & 1), 2 * t + 8 * (i >> 1) + e] = half(a_regs[i][th], e)
+                for i in range(2):
+                    for e in range(2):
+                        b[2 * t + 8 * i + e, g] = half(b_regs[i][th], e)
+                places = ((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))
+                for i, (r, col) in enumerate(places):
+                    c[r, col] = c_regs[i][th]
+            d = c + a @ b
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                places = ((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1))
+                for i, (r, col) in enumerate(places):
+                    out[i][32 * w + lane] = d[r, col]
+        return tuple(out)
+
+
+class _Value:
+    def __init__(self, t):
+        self.type = t
+
+
+class _Kernel:
+    def __init__(self, threads):
+        self.b = self.prologue = _LaneBuilder()
+        tid = np.arange(threads, dtype=np.int64)
+        self.lane, self.warp = tid % 32, tid // 32
+        self.scratch = None
+        self.values = {}
+
+
+def _stage(k, shared, tile: np.ndarray, offset: int, element) -> SharedBuffer:
+    """A one-slot buffer at `offset` holding `tile` with smem-placement's swizzle."""
+    t = TileType(tile.shape, element)
+    layout, _ = swizzle_for(t)
+    buf = SharedBuffer(offset, SharedType((1, *tile.shape), element, layout))
+    rows, cols = tile.shape
+    raw = tile.view(np.uint8).reshape(rows, cols, -1)
+    for r in range(rows):
+        for c in range(cols):
+            at = offset + int(_swizzled_bytes(k, buf, _i32(r), c))
+            shared[at : at + raw.shape[2]] = raw[r, c]
+    return buf
+
+
+def _run_dot(m, n, depth, warps, k_major_b, seed=0, kind="i8"):
+    """(what the lowered dot leaves in the accumulator, acc + a @ b), both [m, n]."""
+    rng = np.random.default_rng(seed)
+    if kind == "i8":
+        a = rng.integers(-128, 128, (m, depth)).astype(np.int8)
+        b = rng.integers(-128, 128, (depth, n)).astype(np.int8)
+        acc0 = rng.integers(-(2**31), 2**31, (m, n)).astype(np.int64)
+        element, acc_element, shape = i8, i32, MMA_I8_INSTR_SHAPE
+    else:  # small integers: f16 products and f32 sums are exact
+        a = rng.integers(-8, 8, (m, depth)).astype(np.float16)
+        b = rng.integers(-8, 8, (depth, n)).astype(np.float16)
+        acc0 = rng.integers(-100, 100, (m, n)).astype(np.float64)
+        element, acc_element, shape = f16, f32, MMA_INSTR_SHAPE
+    threads = 32 * warps[0] * warps[1]
+    k = _Kernel(threads)
+    a_bytes = a.nbytes + 128 - a.nbytes % 128
+    shared = np.zeros(a_bytes + b.nbytes, np.uint8)
+    warps_model = _Warps(threads, shared)
+    a_buf = _stage(k, shared, a, 0, element)
+    b_stored = np.ascontiguousarray(b.T) if k_major_b else b
+    b_buf = _stage(k, shared, b_stored, a_bytes, element)
+    acc_layout = mma_accumulator_layout(warps, shape)
+    a_t = TileType((m, depth), element, DotOperandLayout(0, warps))
+    b_t = TileType((depth, n), element, DotOperandLayout(1, warps))
+    acc_t = TileType((m, n), acc_element, acc_layout)
+    table = ThreadMap(acc_layout, (m, n)).table()
+    original = tensorcore._asm
+    tensorcore._asm = warps_model.asm
+    try:
+        a_frags = tensorcore._fragments(k, a_buf, _i32(a_buf.offset), a_t, False)
+        b_frags = tensorcore._fragments(k, b_buf, _i32(b_buf.offset), b_t, k_major_b)
+
+        class Op:
+            pass
+
+        op = Op()
+        op.a, op.b, op.acc, op.result = _Value(a_t), _Value(b_t), _Value(acc_t), _Value(acc_t)
+        start = [acc0.reshape(-1)[table[:, s]] for s in range(table.shape[1])]
+        if kind == "i8":
+            start = [x & MASK for x in start]
+        k.values = {op.a: a_frags, op.b: b_frags, op.acc: start}
+        (acc,) = tensorcore.lower_mma_dot(k, op)
+    finally:
+        tensorcore._asm = original
+    expected = acc0 + a.astype(np.int64) @ b.astype(np.int64)
+    got = np.zeros(m * n, acc0.dtype)
+    for s, values in enumerate(acc):
+        got[table[:, s]] = values
+    if kind == "i8":
+        expected &= MASK
+    return got.reshape(m, n), expected
+
+
+SHAPES = [(16, 16, 32, (1, 1)), (32, 32, 64, (2, 1)), (64, 64, 64, (2, 2)), (32, 64, 64, (1, 2))]
+
+
+@pytest.mark.parametrize("k_major_b", [False, True], ids=["b_KxN", "b_NxK"])
+@pytest.mark.parametrize("m, n, depth, warps", SHAPES)
+def test_int8_fragments_and_mma_compute_the_product(m, n, depth, warps, k_major_b):
+    """Both B layouts, on 1 to 4 warps, through the swizzled buffers smem-placement picks;
+    the accumulator starts from random i32 values so that the sums wrap around."""
+    got, expected = _run_dot(m, n, depth, warps, k_major_b, seed=m + n + depth)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("k_major_b", [False, True], ids=["b_KxN", "b_NxK"])
+def test_the_warp_model_agrees_with_the_f16_path(k_major_b):
+    """The model's ldmatrix and mma, run on the m16n8k16 f16 path (proven on the H200 by
+    tests/gpu/test_tensorcore.py), give the product: the model reads the ISA as the GPU does."""
+    got, expected = _run_dot(64, 64, 32, (2, 2), k_major_b, seed=3, kind="f16")
+    np.testing.assert_array_equal(got, expected)
