@@ -37,29 +37,28 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 MASK = 0xFFFFFFFF
 
 
+def _lane_value(x):
+    return np.int64(x.constant) if isinstance(x, ir.Constant) else x
+
+
+def _lane_op(f):
+    def method(self, a, b, name=""):
+        return f(_lane_value(a), _lane_value(b)) & MASK
+
+    return method
+
+
 class _LaneBuilder:
     """The `ir.IRBuilder` methods the fragment code uses, on per-thread numpy arrays."""
 
-    @staticmethod
-    def _v(x):
-        if isinstance(x, ir.Constant):
-            return np.int64(x.constant)
-        return x
-
-    def _op(f):  # noqa: N805
-        def method(self, a, b, name=""):
-            return f(self._v(a), self._v(b)) & MASK
-
-        return method
-
-    add = _op(lambda a, b: a + b)
-    sub = _op(lambda a, b: a - b)
-    mul = _op(lambda a, b: a * b)
-    and_ = _op(lambda a, b: a & b)
-    or_ = _op(lambda a, b: a | b)
-    xor = _op(lambda a, b: a ^ b)
-    shl = _op(lambda a, b: a << b)
-    lshr = _op(lambda a, b: a >> b)
+    add = _lane_op(lambda a, b: a + b)
+    sub = _lane_op(lambda a, b: a - b)
+    mul = _lane_op(lambda a, b: a * b)
+    and_ = _lane_op(lambda a, b: a & b)
+    or_ = _lane_op(lambda a, b: a | b)
+    xor = _lane_op(lambda a, b: a ^ b)
+    shl = _lane_op(lambda a, b: a << b)
+    lshr = _lane_op(lambda a, b: a >> b)
 
     def extract_value(self, aggregate, index, name=""):
         return aggregate[index]
@@ -73,7 +72,7 @@ class _Warps:
         self.shared = shared  # uint8 bytes
 
     def asm(self, k, ret, args, text, constraints, *, side_effect=True):
-        v = [np.broadcast_to(_LaneBuilder._v(a), (self.threads,)).astype(np.int64) for a in args]
+        v = [np.broadcast_to(_lane_value(a), (self.threads,)).astype(np.int64) for a in args]
         if text.startswith("ldmatrix"):
             count = int(re.search(r"\.x(\d)", text).group(1))
             return self.ldmatrix(v[0], count, ".trans" in text)
