@@ -4,7 +4,8 @@ It binds every tile-size symbol as `specialize` does (and with its mechanism: st
 `tilec.tile_sizes`, `tilec.max_extent`), but chooses the sizes of dots itself: a kernel whose
 `tile.dot`s take f16/bf16 operands into an f32 accumulator is tiled for `mma.sync.m16n8k16`
 (warp tiles, instruction tiles, the shared memory of the operand pipeline, accumulator
-registers), and those accumulators get their `#mma` layout. It writes `tilec.num_warps` on every
+registers), one whose dots take i8 operands into i32 for `mma.sync.m16n8k32`, and those
+accumulators get their `#mma` layout. It writes `tilec.num_warps` on every
 kernel and regroups the blocks of a 2-D dot grid so that blocks that run together share operand
 tiles in L2. `docs/passes.md` is the contract.
 """
@@ -72,7 +73,11 @@ class Tiling(Pass):
     Sizes: pins win (`@kernel(tile=...)`, then the option `tiles`); whole dimensions take their
     extent as in `specialize`. A kernel with a `tile.dot` of f16/bf16 operands and an f32
     accumulator (and `mma=true`) is tiled for `mma.sync.m16n8k16`: every dot's M, N and K tile
-    must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. Among the sizes (M, N: 128
+    must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. i8 operands into an i32
+    accumulator take `mma.sync.m16n8k32.row.col.s32.s8.s8.s32` (sm_80 and later, on sm_90a
+    too: never wgmma) with multiples of 16·W_m, 16·W_n (its n8 tiles go in pairs) and 32, and
+    `#mma<..., instr_shape = [16, 8, 32]>`; the sums wrap around in i32 as the interpreter's
+    do. Its A must be stored [M, K] (`tiling_search.int8_mma_problem`: else the FMA path). Among the sizes (M, N: 128
     or 64, less only for smaller known extents; K: 64, 32, 16) and warps (4, 8, 2, 1, or the
     pin) that qualify and keep the operand buffers (2 copies of each operand loaded in the
     loop, or the pinned stages; the remark budgets pipeline's own choice: of the stage counts up
@@ -130,7 +135,9 @@ class Tiling(Pass):
             "tensor types: a launch with another extent is refused)",
         )
         num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
-        mma: bool = option(True, "tile f16/bf16 dots for mma.sync m16n8k16 (false: FMA path)")
+        mma: bool = option(
+            True, "tile f16/bf16 dots for mma.sync m16n8k16, i8 for m16n8k32 (false: FMA path)"
+        )
         wgmma: bool = option(
             True,
             "on sm_90a (option arch), a single matmul dot with free tile sizes takes wgmma "

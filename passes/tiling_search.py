@@ -602,8 +602,8 @@ class MmaSearch:
             if dot.int8:
                 tiles.append(
                     f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} "
-                    "mma.sync.m16n8k32.row.col.s32.s8.s8.s32 instructions per warp per k-step "
-                    f"of 32: {int8_b_reads(dot.op)}"
+                    "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 instructions per warp per "
+                    f"k-step of 32: {int8_b_reads(dot.op)}"
                 )
                 continue
             tiles.append(

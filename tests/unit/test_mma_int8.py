@@ -21,7 +21,10 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
+import tilec
+import tilec.compiler
 from tilec.dialects.tile import DotOperandLayout
+from tilec.ir.printer import print_op
 from tilec.ir.types import SharedType, TileType, f16, f32, i8, i32
 from tilec.lowering import tensorcore
 from tilec.lowering.layouts import (
@@ -30,6 +33,7 @@ from tilec.lowering.layouts import (
     ThreadMap,
     mma_accumulator_layout,
 )
+from tilec.lowering.ptxas import assemble, find_ptxas
 from tilec.lowering.shared_memory import SharedBuffer, _i32, _swizzled_bytes
 from tilec.passes.smem_placement import swizzle_for
 
@@ -276,3 +280,92 @@ def test_the_warp_model_agrees_with_the_f16_path(k_major_b):
     tests/gpu/test_tensorcore.py), give the product: the model reads the ISA as the GPU does."""
     got, expected = _run_dot(64, 64, 32, (2, 2), k_major_b, seed=3, kind="f16")
     np.testing.assert_array_equal(got, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the compiler makes of examples/int8_gemm.tile
+
+INT8_GEMM = EXAMPLES / "int8_gemm.tile"
+MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+
+
+def _compile(kernel: str, arch: str, source=INT8_GEMM, extents="M=4096,N=4096,K=4096"):
+    pipeline = tilec.compiler.build_pipeline(
+        options={"tiling": {"extents": extents}} if extents else None
+    )
+    program = tilec.compile(
+        source,
+        kernels=[kernel],
+        pipeline='assume{all="aligned,unit,divisible"},' + pipeline,
+        target="ptx",
+        arch=arch,
+    )
+    remarks = [(r.pass_name, r.message) for stage in program.stages for r in stage.remarks]
+    return program, remarks
+
+
+@pytest.mark.parametrize("kernel", ["int8_gemm", "int8_gemm_nt"])
+def test_tiling_puts_int8_dots_on_mma_m16n8k32(kernel):
+    """i8 x i8 -> i32 takes mma.sync m16n8k32 (not the FMA path, not wgmma on sm_90a) with
+    the 128x128 tile, 2x2 warps and a K tile of 64 bytes; the remark names the instruction
+    and how B is read."""
+    program, remarks = _compile(kernel, "sm_90a")
+    tiling = [m for p, m in remarks if p == "tiling"]
+    assert not any("FMA path" in m for m in tiling), tiling
+    (mma,) = [m for m in tiling if MMA_S8 in m]
+    assert mma.startswith("BM=128, BN=128, BK=64, 4 warps (2x2 warp tiles of 64x64; 4x8 ")
+    how = (
+        "B (stored [K, N], N-major) by ldmatrix.x4.trans"
+        if kernel == "int8_gemm"
+        else ("B (stored [N, K], K-major) by ldmatrix.x4")
+    )
+    assert how in mma
+    text = print_op(program.module)
+    assert "#mma<version = 2, warps_per_cta = [2, 2], instr_shape = [16, 8, 32]>" in text
+    assert "wgmma" not in program.ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("kernel", ["int8_gemm", "int8_gemm_nt"])
+def test_int8_gemm_ptx_uses_mma_m16n8k32_and_assembles_without_spills(kernel, arch):
+    program, _ = _compile(kernel, arch)
+    ptx = program.ptx
+    # 4 m-tiles x 8 n-tiles per k-step of 32, two k-steps per BK=64
+    assert ptx.count(MMA_S8) >= 64
+    assert "cp.async.cg.shared.global" in ptx
+    if kernel == "int8_gemm":
+        assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
+        assert "prmt.b32" in ptx
+    else:
+        assert ".trans" not in ptx and "prmt.b32" not in ptx
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    if find_ptxas() is None:
+        pytest.skip("no ptxas")
+    resources = assemble(ptx, arch)[kernel]
+    assert resources.spill_stores == 0 and resources.spill_loads == 0, resources
+    assert resources.registers <= 255
+
+
+TRANSPOSED_A = """
+def int8_tn(a: i8[K, M], b: i8[K, N], c: i32[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], i32)
+        for tk in tiles(K):
+            acc += a[tk, tm].T @ b[tk, tn]
+        c[tm, tn] = acc
+"""
+
+
+def test_an_int8_a_stored_k_by_m_keeps_the_fma_path_and_says_why():
+    program, remarks = _compile("int8_tn", "sm_90a", source=TRANSPOSED_A, extents="")
+    (why,) = [m for p, m in remarks if p == "tiling" and "FMA path" in m]
+    assert "needs an i8 A stored K-major" in why
+    assert "mma.sync" not in program.ptx
+
+
+def test_the_f16_tiling_is_unchanged():
+    """A neighbour of the int8 path: the f16 matmul still takes m16n8k16 (on sm_80)."""
+    program, _ = _compile("gemm_nn", "sm_80", source=EXAMPLES / "gemm_layouts.tile")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in program.ptx
+    assert MMA_S8 not in program.ptx
+    assert "instr_shape = [16, 8, 16]" in print_op(program.module)
