@@ -74,6 +74,7 @@ class _Warps:
     def __init__(self, threads: int, shared: np.ndarray):
         self.threads = threads
         self.shared = shared  # uint8 bytes
+        self.ways = []  # per 8x8 matrix read: the most rows in one 16-byte group of banks
 
     def asm(self, k, ret, args, text, constraints, *, side_effect=True):
         v = [np.broadcast_to(_lane_value(a), (self.threads,)).astype(np.int64) for a in args]
@@ -95,6 +96,7 @@ class _Warps:
             for j in range(count):
                 rows = address[lanes[8 * j : 8 * j + 8]]
                 assert all(r % 16 == 0 for r in rows), "ldmatrix rows are 16-byte aligned"
+                self.ways.append(int(np.bincount((rows % 128) // 16).max()))
                 m = np.stack([self.shared[r : r + 16].view(np.uint16) for r in rows]).astype(
                     np.int64
                 )
@@ -210,7 +212,8 @@ def _stage(k, shared, tile: np.ndarray, offset: int, element) -> SharedBuffer:
 
 
 def _run_dot(m, n, depth, warps, k_major_b, seed=0, kind="i8"):
-    """(what the lowered dot leaves in the accumulator, acc + a @ b), both [m, n]."""
+    """(what the lowered dot leaves in the accumulator, acc + a @ b, both [m, n]; the most
+    rows of one 8x8 shared-memory read in the same 16-byte group of banks)."""
     rng = np.random.default_rng(seed)
     if kind == "i8":
         a = rng.integers(-128, 128, (m, depth)).astype(np.int8)
@@ -250,7 +253,9 @@ def _run_dot(m, n, depth, warps, k_major_b, seed=0, kind="i8"):
         if kind == "i8":
             start = [x & MASK for x in start]
         k.values = {op.a: a_frags, op.b: b_frags, op.acc: start}
+        warps_model.ways = []  # the dot's reads only
         (acc,) = tensorcore.lower_mma_dot(k, op)
+        ways = max(warps_model.ways)
     finally:
         tensorcore._asm = original
     expected = acc0 + a.astype(np.int64) @ b.astype(np.int64)
@@ -259,7 +264,7 @@ def _run_dot(m, n, depth, warps, k_major_b, seed=0, kind="i8"):
         got[table[:, s]] = values
     if kind == "i8":
         expected &= MASK
-    return got.reshape(m, n), expected
+    return got.reshape(m, n), expected, ways
 
 
 SHAPES = [(16, 16, 32, (1, 1)), (32, 32, 64, (2, 1)), (64, 64, 64, (2, 2)), (32, 64, 64, (1, 2))]
@@ -270,16 +275,20 @@ SHAPES = [(16, 16, 32, (1, 1)), (32, 32, 64, (2, 1)), (64, 64, 64, (2, 2)), (32,
 def test_int8_fragments_and_mma_compute_the_product(m, n, depth, warps, k_major_b):
     """Both B layouts, on 1 to 4 warps, through the swizzled buffers smem-placement picks;
     the accumulator starts from random i32 values so that the sums wrap around."""
-    got, expected = _run_dot(m, n, depth, warps, k_major_b, seed=m + n + depth)
+    got, expected, ways = _run_dot(m, n, depth, warps, k_major_b, seed=m + n + depth)
     np.testing.assert_array_equal(got, expected)
+    # Bank conflicts of the 8x8 reads: none for A and an N-major B (the rows picked for
+    # ldmatrix.trans keep 8 swizzle phases); a K-major B's rows 2 apart share bank groups.
+    assert ways <= (2 if k_major_b else 1)
 
 
 @pytest.mark.parametrize("k_major_b", [False, True], ids=["b_KxN", "b_NxK"])
 def test_the_warp_model_agrees_with_the_f16_path(k_major_b):
     """The model's ldmatrix and mma, run on the m16n8k16 f16 path (proven on the H200 by
     tests/gpu/test_tensorcore.py), give the product: the model reads the ISA as the GPU does."""
-    got, expected = _run_dot(64, 64, 32, (2, 2), k_major_b, seed=3, kind="f16")
+    got, expected, ways = _run_dot(64, 64, 32, (2, 2), k_major_b, seed=3, kind="f16")
     np.testing.assert_array_equal(got, expected)
+    assert ways == 1
 
 
 # ---------------------------------------------------------------------------------------------
