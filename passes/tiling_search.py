@@ -217,10 +217,7 @@ def int8_mma_problem(op: T.DotOp) -> str | None:
     an s8 A register holds. A stored [K, M] (`a[tk, tm].T`) would need `ldmatrix.trans`, which
     moves 16-bit elements, so a lane would get two rows' bytes: such a dot keeps the FMA path.
     B may be either way round (`tilec.lowering.tensorcore` says how each is read)."""
-    v = op.a
-    while isinstance(v, OpResult) and isinstance(v.op, (T.ConvertLayoutOp, T.ReshapeOp)):
-        v = v.op.operands[0]
-    if isinstance(v, OpResult) and isinstance(v.op, T.TransposeOp):
+    if _staged_transposed(op.a):
         return (
             "FMA path: mma.sync m16n8k32 needs an i8 A stored K-major ([M, K]); this one is "
             "stored [K, M] (read transposed), and ldmatrix.trans moves 16-bit elements, not bytes"
@@ -637,9 +634,18 @@ class MmaSearch:
     # -- block order ----------------------------------------------------------------------------
 
 
+def _staged_transposed(v: Value) -> bool:
+    """Whether smem-placement may stage dot operand `v` as the tile it transposes (read back
+    `{transposed}`): `v` is, through layout conversions and reshapes, a `tile.transpose`. (The
+    lowering refuses an i8 A staged so; this errs towards saying yes.)"""
+    while isinstance(v, OpResult) and isinstance(v.op, (T.ConvertLayoutOp, T.ReshapeOp)):
+        v = v.op.operands[0]
+    return isinstance(v, OpResult) and isinstance(v.op, T.TransposeOp)
+
+
 def int8_b_reads(dot: T.DotOp) -> str:
     """How an int8 dot's operands are read from shared memory, and what B costs."""
-    if k_major(dot.b):
+    if _staged_transposed(dot.b):
         return (
             "A and B (stored [N, K], K-major) by ldmatrix.x4, one per m16 tile or pair of n8 "
             "tiles per k-step"
