@@ -240,7 +240,9 @@ class MmaSearch:
             if name in tiled:
                 sizes = [x for x in TILED_SIZES if cap is None or x <= cap] or [max(16, cap)]
             else:
-                sizes = [x for x in CONTRACTED_SIZES if cap is None or x <= max(cap, 16)]
+                # at least one instruction's k (32 for int8), even past a smaller extent
+                floor = max((d.instr_k for d in dots if d.k == name), default=INSTR_K)
+                sizes = [x for x in CONTRACTED_SIZES if cap is None or x <= max(cap, floor)]
             choices.append(sizes)
         for values in itertools.product(*choices):
             for w in warps:
@@ -552,9 +554,12 @@ class MmaSearch:
 
     def pin_error(self, dots: list[TiledDot], free: set[str], why: list[str]) -> None:
         name = self.kernel.sym_name
+        int8 = any(d.int8 for d in dots)
+        instr = "m16n8k32" if int8 else "m16n8k16"
         hint = (
-            "mma.sync m16n8k16 needs M, N and K tiles that are multiples of 16·W_m, 8·W_n and "
-            "16 for W_m x W_n warps; change the pin, or take the FMA path with "
+            f"mma.sync {instr} needs M, N and K tiles that are multiples of 16·W_m, "
+            + ("16·W_n and 32" if int8 else "8·W_n and 16")
+            + " for W_m x W_n warps; change the pin, or take the FMA path with "
             "--pass-option tiling.mma=false (in @tilec.jit: "
             'pass_options={"tiling": {"mma": False}})'
         )
@@ -568,13 +573,14 @@ class MmaSearch:
                 acc = f"{self.size(dots[0].m)}x{self.size(dots[0].n)}"
                 raise TileError(
                     f"kernel '{name}': {self.warps_option} do not tile the {acc} accumulator "
-                    f"into mma.sync warp tiles (multiples of {INSTR_M}x{INSTR_N}): "
+                    f"into mma.sync warp tiles (multiples of {INSTR_M}x"
+                    f"{max(d.warp_columns for d in dots)}): "
                     f"{either_of(fitting)} warps would",
                     self.kernel.loc,
                     hint=hint,
                 )
         raise TileError(
-            f"kernel '{name}': the pinned sizes cannot use mma.sync m16n8k16: " + "; ".join(why),
+            f"kernel '{name}': the pinned sizes cannot use mma.sync {instr}: " + "; ".join(why),
             self.kernel.loc,
             hint=hint,
         )
