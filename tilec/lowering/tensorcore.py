@@ -17,6 +17,29 @@ warp tile of `Mi x Ni` instruction tiles and `Kk = K / 16` steps (`g = lane / 4`
   `(2 mi, 2 ni + 1)`, `(2 mi + 1, 2 ni)`, `(2 mi + 1, 2 ni + 1)` (slot = row index x column
   index, row-major).
 
+int8. i8 operands into an i32 accumulator (`#mma<..., instr_shape = [16, 8, 32]>`) are
+`mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32`: per k-step of 32, A register i holds row
+`g + 8 (i & 1)` at k `4t + 16 (i >> 1) + 0..3`, B register i holds k `4t + 16 i + 0..3` of
+column `g`, c0..c3 are as for f32. The sums wrap around in i32, as the interpreter's do.
+
+* A (stored [M, K]) is read as for f16 with 16-byte steps: an `ldmatrix` b16 register is
+  bytes `4t .. 4t + 3` of a 16-byte row, exactly an s8 register. An A stored [K, M] is not
+  lowered (`ldmatrix.trans` moves 16-bit elements; tiling keeps such dots on the FMA path).
+* The n8 tiles go in pairs over 16 columns: tile `2p` ("even") has column `j` at column
+  `2 j` of pair `p` (`c0 = 16 warp_n + 16 W_n p`), tile `2p + 1` at `2 j + 1`; the
+  accumulator's `#blocked` twin gives lane t columns `4t .. 4t + 3` of each pair, and
+  instruction tile `ni`'s c0, c1 are the thread's columns `ni % 2` and `ni % 2 + 2` of it.
+* B stored [N, K] (K-major): one `ldmatrix.x4` per pair and k-step, matrix `j` having rows
+  (columns of B) `c0 + 2r + (j >> 1)` and k bytes `16 (j & 1) ..`: the registers as loaded.
+* B stored [K, N] (N-major): one `ldmatrix.x4.trans` per pair and k-step over the pair's 16
+  bytes of columns; lane t of a matrix gets its rows `2t`, `2t + 1`, each b16 element the
+  bytes of columns `2g`, `2g + 1` of one k row. Matrix `2 h + s` takes the k rows (of the
+  k-step's half h) `16 h + 4 (r >> 1) + 2 (((r >> 2) & 1) ^ s) + (r & 1)`, so each lane's
+  two matrices of a half hold k `4t + {0, 1}` and `4t + {2, 3}`, and the 8 rows of a matrix
+  lie in 8 swizzle phases. `prmt.b32` then takes the even bytes of the two for the even tile
+  and the odd bytes for the odd tile (4 per pair and k-step; lanes with `t >= 2` have their
+  two matrices the other way round, which flips bit 2 of each selector nibble).
+
 
 """
 
