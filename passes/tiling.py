@@ -58,6 +58,7 @@ from tilec.passes.tiling_search import (
     TileConfig,
     TiledDot,
     from_accumulator,
+    int8_byte_copies,
     int8_mma_problem,
     is_mma_dot,
     operand_load,
@@ -227,6 +228,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
         )
         self.reduces = any(isinstance(op, T.ReduceOp) for op in kernel.walk())
         self.scattered = scattered_operands(kernel)
+        self.byte_copies = int8_byte_copies(kernel)
         self.tiles = _tile_shapes(kernel)
 
     # -- sizes ----------------------------------------------------------------------------------

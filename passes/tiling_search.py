@@ -18,7 +18,7 @@ from tilec.dialects.tile import MmaLayout
 from tilec.ir.attributes import ArrayAttr
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.types import TileType, bf16, f16, f32, i8, i32
-from tilec.lowering.abi import argument_name
+from tilec.lowering.abi import argument_name, kernel_specialization
 from tilec.lowering.layouts import MMA_I8_INSTR_SHAPE, MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
 from tilec.passes.occupancy import SM_SHARED_SM90
 from tilec.passes.pipeline import stages_in_flight
@@ -29,6 +29,7 @@ __all__ = [
     "TileConfig",
     "TiledDot",
     "from_accumulator",
+    "int8_byte_copies",
     "int8_mma_problem",
     "is_mma_dot",
     "operand_load",
@@ -62,6 +63,7 @@ TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for smal
 CONTRACTED_SIZES = (64, 32, 16)
 DEFAULT_GROUP_M = 8  # blocks per group along grid axis 0 (Triton's GROUP_M), mma.sync tilings
 PREFERRED_K_ROW_BYTES = 64  # BK = 32 for 16-bit operands: one 64-byte row per k-step
+BYTE_COPY_K_ROW_BYTES = 32  # int8 operands copied in short runs (`int8_byte_copies`)
 INSTR_M, INSTR_N, INSTR_K = MMA_INSTR_SHAPE
 
 
@@ -199,6 +201,39 @@ def scattered_operands(kernel: FuncOp) -> list[str]:
             stride = f"{argument_name(kernel, view.index)}.stride.{view.type.rank - 1}"
             if stride not in unit and stride not in found:
                 found.append(stride)
+    return found
+
+
+def int8_byte_copies(kernel: FuncOp) -> list[str]:
+    """Why operands of the kernel's int8 mma dots would be copied to shared memory in runs of
+    fewer than 8 bytes (`lower_async_copy` copies runs of 4, 8 or 16 bytes, else element by
+    element): a view not known to be 16-byte aligned, or a stride other than the last not
+    known to be a multiple of 8 (`tilec.divisible`, `tilec.multiples`). A thread then makes
+    4 to 16 times the copies of a 16-byte one, each with its own address, so such kernels
+    keep smaller tiles (`SCATTERED_ACCUMULATORS`, 32-byte K rows). At 128x128x64 on sm_90a
+    ptxas spilled 17 KiB with byte copies, 384 bytes with 4-byte ones, 4 with 8-byte ones;
+    at 64x64x32 none."""
+    aligned = {str(x) for x in (kernel.attributes.get("tilec.aligned") or ArrayAttr(())).value}
+    divisible = {str(x) for x in (kernel.attributes.get("tilec.divisible") or ArrayAttr(())).value}
+    multiples = dict(kernel_specialization(kernel).multiples)
+    found: list[str] = []
+    for op in kernel.walk():
+        if not (isinstance(op, T.DotOp) and is_mma_dot(op) and op.a.type.element == i8):
+            continue
+        for v in (op.a, op.b):
+            load = operand_load(v)
+            if load is None:
+                continue
+            view = load.view
+            if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
+                continue
+            name = argument_name(kernel, view.index)
+            why = [] if name in aligned else [f"{name} not known to be 16-byte aligned"]
+            for d in range(view.type.rank - 1):
+                stride = f"{name}.stride.{d}"
+                if stride not in divisible and multiples.get(stride, 1) < 8:
+                    why.append(f"{stride} not known to be a multiple of 8")
+            found.extend(w for w in why if w not in found)
     return found
 
 
@@ -450,13 +485,19 @@ class MmaSearch:
             n = max(1, self.size(d.n, c) // c.warps[1])
             fragments += (m + n) / (m * n)
         k_row = sum(
-            abs(self.size(d.k, c) * d.element_bytes - PREFERRED_K_ROW_BYTES)
+            abs(
+                self.size(d.k, c) * d.element_bytes
+                - (BYTE_COPY_K_ROW_BYTES if d.int8 and self.byte_copies else PREFERRED_K_ROW_BYTES)
+            )
             for d in dots
             if isinstance(d.k, str) and d.k in c.sizes
         )
         taller = -sum(self.size(d.m, c) for d in dots)
         # Operands copied element by element: a big accumulator would spill.
-        crowded = bool(self.scattered) and self.registers(dots, c) > SCATTERED_ACCUMULATORS
+        crowded = (
+            bool(self.scattered or self.byte_copies)
+            and self.registers(dots, c) > SCATTERED_ACCUMULATORS
+        )
         return (
             crowded,
             -fill,
@@ -625,6 +666,12 @@ class MmaSearch:
         blocks = self.blocks(c)
         if blocks is not None:
             text += f"; grid of {blocks} blocks for {self.opts.sm_count} SMs (option sm_count)"
+        if self.byte_copies and not self.scattered:
+            text += (
+                f"; at most {SCATTERED_ACCUMULATORS} accumulator registers/thread and 32-byte K "
+                f"rows preferred: int8 operands are copied in runs of fewer than 8 bytes "
+                f"({', '.join(self.byte_copies)})"
+            )
         if self.scattered:
             text += (
                 f"; at most {SCATTERED_ACCUMULATORS} accumulator registers/thread preferred: "

@@ -378,3 +378,28 @@ def test_the_f16_tiling_is_unchanged():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in program.ptx
     assert MMA_S8 not in program.ptx
     assert "instr_shape = [16, 8, 16]" in print_op(program.module)
+
+
+@pytest.mark.parametrize("multiple", [1, 4])
+def test_int8_operands_copied_in_short_runs_keep_a_smaller_tile(multiple):
+    """Rows whose stride is not a known multiple of 8 bytes are copied in runs of 1 or 4
+    bytes: each a load and a store (or a cp.async) with its own address, so the tiling keeps
+    32 accumulators a thread and 32-byte K rows (at 128x128x64, ptxas spilled 17 KiB and 384
+    bytes), and says why."""
+    facts = 'unit="a.stride.1,b.stride.1,c.stride.1" aligned="a,b,row_scale,col_scale,c"'
+    if multiple > 1:
+        facts += f' multiples="a.stride.0={multiple},b.stride.0={multiple}"'
+    pipeline = f"assume{{{facts}}}," + tilec.compiler.build_pipeline(
+        options={"tiling": {"extents": "M=1000,N=3000,K=1000"}}
+    )
+    program = tilec.compile(
+        INT8_GEMM, kernels=["int8_gemm"], pipeline=pipeline, target="ptx", arch="sm_90a"
+    )
+    remarks = [r.message for stage in program.stages for r in stage.remarks]
+    (mma,) = [m for m in remarks if MMA_S8 in m]
+    assert mma.startswith("BM=64, BN=64, BK=32, 4 warps")
+    assert "int8 operands are copied in runs of fewer than 8 bytes" in mma
+    assert "a.stride.0 not known to be a multiple of 8" in mma
+    if find_ptxas() is not None:
+        resources = assemble(program.ptx, "sm_90a")["int8_gemm"]
+        assert resources.spill_stores == 0, resources
