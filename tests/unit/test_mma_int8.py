@@ -267,7 +267,16 @@ def _run_dot(m, n, depth, warps, k_major_b, seed=0, kind="i8"):
     return got.reshape(m, n), expected, ways
 
 
-SHAPES = [(16, 16, 32, (1, 1)), (32, 32, 64, (2, 1)), (64, 64, 64, (2, 2)), (32, 64, 64, (1, 2))]
+# Buffers of 32-, 64- and 128-byte rows (every swizzle smem-placement gives them), 1 to 4
+# warps, the example's 128x128x64 on 2x2 warps.
+SHAPES = [
+    (16, 16, 32, (1, 1)),
+    (32, 32, 64, (2, 1)),
+    (64, 64, 64, (2, 2)),
+    (32, 64, 64, (1, 2)),
+    (64, 64, 32, (4, 1)),
+    (128, 128, 64, (2, 2)),
+]
 
 
 @pytest.mark.parametrize("k_major_b", [False, True], ids=["b_KxN", "b_NxK"])
