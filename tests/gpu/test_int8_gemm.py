@@ -61,9 +61,6 @@ def test_int8_gemm_matches_torch(m, n, k, layout):
     expected = _expected(a, b, row_scale, col_scale)
     # the kernel rounds to f32 after each of its two multiplications: within 2 ulp of f16
     torch.testing.assert_close(c.float(), expected.float(), rtol=2e-3, atol=1e-5)
-    if hasattr(torch, "_int_mm") and m > 16 and k % 8 == 0 and n % 8 == 0:
-        exact = torch._int_mm(a, b)  # cuBLAS's i32 product, for the record
-        assert torch.equal(exact.double(), a.double() @ b.double())
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt"])
