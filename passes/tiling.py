@@ -78,7 +78,9 @@ class Tiling(Pass):
     accumulator take `mma.sync.m16n8k32.row.col.s32.s8.s8.s32` (sm_80 and later, on sm_90a
     too: never wgmma) with multiples of 16·W_m, 16·W_n (its n8 tiles go in pairs) and 32, and
     `#mma<..., instr_shape = [16, 8, 32]>`; the sums wrap around in i32 as the interpreter's
-    do. Its A must be stored [M, K] (`tiling_search.int8_mma_problem`: else the FMA path). Among the sizes (M, N: 128
+    do. Its A must be stored [M, K] (`tiling_search.int8_mma_problem`: else the FMA path);
+    operands copied in runs under 8 bytes prefer the scattered operands' small accumulators
+    (`tiling_search.int8_byte_copies`). Among the sizes (M, N: 128
     or 64, less only for smaller known extents; K: 64, 32, 16) and warps (4, 8, 2, 1, or the
     pin) that qualify and keep the operand buffers (2 copies of each operand loaded in the
     loop, or the pinned stages; the remark budgets pipeline's own choice: of the stage counts up
