@@ -13,3 +13,9 @@ def int8_gemm(
     acc = a.astype(np.int64) @ b.astype(np.int64)
     scaled = acc * row_scale.astype(np.float64)[:, None] * col_scale.astype(np.float64)[None, :]
     return scaled.astype(np.float16)
+
+
+def int8_gemm_nt(
+    a: np.ndarray, b: np.ndarray, row_scale: np.ndarray, col_scale: np.ndarray, c: np.ndarray
+) -> np.ndarray:
+    return int8_gemm(a, b.T, row_scale, col_scale, c)

@@ -139,7 +139,9 @@ def swizzle_for(tile: TileType) -> tuple[SharedLayout, str]:
     _, columns = tile.shape
     size = element_bytes(tile.element)
     row_bytes = columns * size
-    if tile.element not in _LDMATRIX_ELEMENTS:
+    if str(tile.element) == "i8":
+        note = "i8, read by ldmatrix as 16-byte rows (its b16 view); "
+    elif tile.element not in _LDMATRIX_ELEMENTS:
         note = f"{tile.element} is not 16-bit (no ldmatrix): 16-byte chunks swizzled as for f16; "
     else:
         note = ""
@@ -307,6 +309,8 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
                 if stored.transposed
                 else f"{major}-major"
             )
+            if str(tile.element) == "i8" and dot.result.type.layout.version == 2:
+                why += "; " + _int8_read(index, stored.transposed)
             ctx.remark(alloc, f"operand {'ab'[index]} of a tensor-core dot, {how}: {layout}: {why}")
             if zero is None:
                 zero = _index_constant(top, 0)
@@ -355,6 +359,22 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             if not op.result.uses:
                 op.erase()
         ctx.remark(dot, f"operand {'ab'[index]}: read from where an earlier loop's dot staged it")
+
+
+def _int8_read(index: int, transposed: bool) -> str:
+    """How `mma.sync.m16n8k32` reads an i8 operand from its buffer (`tilec.lowering.tensorcore`)."""
+    if index == 0:
+        return "mma.sync m16n8k32 reads it by ldmatrix.x4, one per m16 tile and k-step of 32"
+    if transposed:
+        return (
+            "mma.sync m16n8k32 reads it by ldmatrix.x4, one per pair of n8 tiles and k-step of "
+            "32 (rows 2 apart: 2 reads a bank where rows are 64 or 128 bytes)"
+        )
+    return (
+        "mma.sync m16n8k32 reads it by ldmatrix.x4.trans of 16-bit column pairs, one per pair "
+        "of n8 tiles and k-step of 32, then 4 prmt.b32 byte permutes give each lane 4 "
+        "consecutive k of one column (rows chosen so that each 8x8 read keeps 8 swizzle phases)"
+    )
 
 
 def _comes_before(first: Operation, later: Operation) -> bool:

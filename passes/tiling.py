@@ -4,7 +4,8 @@ It binds every tile-size symbol as `specialize` does (and with its mechanism: st
 `tilec.tile_sizes`, `tilec.max_extent`), but chooses the sizes of dots itself: a kernel whose
 `tile.dot`s take f16/bf16 operands into an f32 accumulator is tiled for `mma.sync.m16n8k16`
 (warp tiles, instruction tiles, the shared memory of the operand pipeline, accumulator
-registers), and those accumulators get their `#mma` layout. It writes `tilec.num_warps` on every
+registers), one whose dots take i8 operands into i32 for `mma.sync.m16n8k32`, and those
+accumulators get their `#mma` layout. It writes `tilec.num_warps` on every
 kernel and regroups the blocks of a 2-D dot grid so that blocks that run together share operand
 tiles in L2. `docs/passes.md` is the contract.
 """
@@ -18,8 +19,10 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import IntegerAttr
 from tilec.ir.core import Operation
-from tilec.ir.types import TileType
+from tilec.ir.types import TileType, i8
 from tilec.lowering.layouts import (
+    MMA_I8_INSTR_SHAPE,
+    MMA_INSTR_SHAPE,
     WARP_SIZE,
     element_bytes,
     mma_accumulator_layout,
@@ -55,6 +58,8 @@ from tilec.passes.tiling_search import (
     TileConfig,
     TiledDot,
     from_accumulator,
+    int8_byte_copies,
+    int8_mma_problem,
     is_mma_dot,
     operand_load,
     scattered_operands,
@@ -69,7 +74,13 @@ class Tiling(Pass):
     Sizes: pins win (`@kernel(tile=...)`, then the option `tiles`); whole dimensions take their
     extent as in `specialize`. A kernel with a `tile.dot` of f16/bf16 operands and an f32
     accumulator (and `mma=true`) is tiled for `mma.sync.m16n8k16`: every dot's M, N and K tile
-    must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. Among the sizes (M, N: 128
+    must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. i8 operands into an i32
+    accumulator take `mma.sync.m16n8k32.row.col.s32.s8.s8.s32` (sm_80 and later, on sm_90a
+    too: never wgmma) with multiples of 16·W_m, 16·W_n (its n8 tiles go in pairs) and 32, and
+    `#mma<..., instr_shape = [16, 8, 32]>`; the sums wrap around in i32 as the interpreter's
+    do. Its A must be stored [M, K] (`tiling_search.int8_mma_problem`: else the FMA path);
+    operands copied in runs under 8 bytes prefer the scattered operands' small accumulators
+    (`tiling_search.int8_byte_copies`). Among the sizes (M, N: 128
     or 64, less only for smaller known extents; K: 64, 32, 16) and warps (4, 8, 2, 1, or the
     pin) that qualify and keep the operand buffers (2 copies of each operand loaded in the
     loop, or the pinned stages; the remark budgets pipeline's own choice: of the stage counts up
@@ -127,7 +138,9 @@ class Tiling(Pass):
             "tensor types: a launch with another extent is refused)",
         )
         num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
-        mma: bool = option(True, "tile f16/bf16 dots for mma.sync m16n8k16 (false: FMA path)")
+        mma: bool = option(
+            True, "tile f16/bf16 dots for mma.sync m16n8k16, i8 for m16n8k32 (false: FMA path)"
+        )
         wgmma: bool = option(
             True,
             "on sm_90a (option arch), a single matmul dot with free tile sizes takes wgmma "
@@ -217,6 +230,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
         )
         self.reduces = any(isinstance(op, T.ReduceOp) for op in kernel.walk())
         self.scattered = scattered_operands(kernel)
+        self.byte_copies = int8_byte_copies(kernel)
         self.tiles = _tile_shapes(kernel)
 
     # -- sizes ----------------------------------------------------------------------------------
@@ -255,10 +269,12 @@ class _KernelTiling(MmaSearch, BlockOrder):
                     op,
                     f"FMA path: mma.sync m16n8k16 takes f16/bf16 operands and an f32 "
                     f"accumulator, this dot has {op.a.type.element} x {op.b.type.element} "
-                    f"-> {op.acc.type.element}",
+                    f"-> {op.acc.type.element} (and m16n8k32 i8 operands and an i32 one)",
                 )
             elif not self.opts.mma:
                 self.ctx.remark(op, "FMA path: option mma=false")
+            elif op.a.type.element == i8 and int8_mma_problem(op) is not None:
+                self.ctx.remark(op, int8_mma_problem(op))
             else:
                 mma_dots.append(
                     TiledDot(
@@ -342,9 +358,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 set_accumulator_layout(dot.op, wgmma_accumulator_layout(config.num_warps, n))
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         elif config is not None:
-            layout = mma_accumulator_layout(config.warps)
             for dot in mma_dots:
-                set_accumulator_layout(dot.op, layout)
+                shape = MMA_I8_INSTR_SHAPE if dot.int8 else MMA_INSTR_SHAPE
+                set_accumulator_layout(dot.op, mma_accumulator_layout(config.warps, shape))
 
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         self.group(bool(dot_ops), wgmma=config is not None and wgmma)

@@ -17,9 +17,9 @@ from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout
 from tilec.ir.attributes import ArrayAttr
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
-from tilec.ir.types import TileType, bf16, f16, f32
-from tilec.lowering.abi import argument_name
-from tilec.lowering.layouts import MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
+from tilec.ir.types import TileType, bf16, f16, f32, i8, i32
+from tilec.lowering.abi import argument_name, kernel_specialization
+from tilec.lowering.layouts import MMA_I8_INSTR_SHAPE, MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
 from tilec.passes.occupancy import SM_SHARED_SM90
 from tilec.passes.pipeline import stages_in_flight
 from tilec.passes.specialize import attribute_pairs
@@ -29,6 +29,8 @@ __all__ = [
     "TileConfig",
     "TiledDot",
     "from_accumulator",
+    "int8_byte_copies",
+    "int8_mma_problem",
     "is_mma_dot",
     "operand_load",
     "program_axes",
@@ -61,6 +63,7 @@ TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for smal
 CONTRACTED_SIZES = (64, 32, 16)
 DEFAULT_GROUP_M = 8  # blocks per group along grid axis 0 (Triton's GROUP_M), mma.sync tilings
 PREFERRED_K_ROW_BYTES = 64  # BK = 32 for 16-bit operands: one 64-byte row per k-step
+BYTE_COPY_K_ROW_BYTES = 32  # int8 operands copied in short runs (`int8_byte_copies`)
 INSTR_M, INSTR_N, INSTR_K = MMA_INSTR_SHAPE
 
 
@@ -79,6 +82,26 @@ class TiledDot:
     # A is computed from another dot's accumulator (attention's P): on warps [W, 1] it stays
     # in registers (assign-layouts' `register_a_operand`), with no shared buffer.
     register_a: bool = False
+
+    @property
+    def int8(self) -> bool:
+        """i8 operands into i32: `mma.sync.m16n8k32.s32.s8.s8.s32` rather than m16n8k16."""
+        return self.element_bytes == 1
+
+    @property
+    def instr_k(self) -> int:
+        """The k of one instruction: 32 bytes of each operand row for either kind."""
+        return MMA_I8_INSTR_SHAPE[2] if self.int8 else INSTR_K
+
+    @property
+    def warp_columns(self) -> int:
+        """Accumulator columns a warp holds side by side: m16n8k32's n8 tiles go in pairs
+        (`tilec.lowering.layouts.as_blocked`), so an int8 warp tile is 16 columns wide."""
+        return 2 * INSTR_N if self.int8 else INSTR_N
+
+    @property
+    def instr_name(self) -> str:
+        return "m16n8k32" if self.int8 else "m16n8k16"
 
 
 @dataclass(frozen=True)
@@ -181,9 +204,60 @@ def scattered_operands(kernel: FuncOp) -> list[str]:
     return found
 
 
+def int8_byte_copies(kernel: FuncOp) -> list[str]:
+    """Why operands of the kernel's int8 mma dots would be copied to shared memory in runs of
+    fewer than 8 bytes (`lower_async_copy` copies runs of 4, 8 or 16 bytes, else element by
+    element): a view not known to be 16-byte aligned, or a stride other than the last not
+    known to be a multiple of 8 (`tilec.divisible`, `tilec.multiples`). A thread then makes
+    4 to 16 times the copies of a 16-byte one, each with its own address, so such kernels
+    keep smaller tiles (`SCATTERED_ACCUMULATORS`, 32-byte K rows). At 128x128x64 on sm_90a
+    ptxas spilled 17 KiB with byte copies, 384 bytes with 4-byte ones, 4 with 8-byte ones;
+    at 64x64x32 none."""
+    aligned = {str(x) for x in (kernel.attributes.get("tilec.aligned") or ArrayAttr(())).value}
+    divisible = {str(x) for x in (kernel.attributes.get("tilec.divisible") or ArrayAttr(())).value}
+    multiples = dict(kernel_specialization(kernel).multiples)
+    found: list[str] = []
+    for op in kernel.walk():
+        if not (isinstance(op, T.DotOp) and is_mma_dot(op) and op.a.type.element == i8):
+            continue
+        for v in (op.a, op.b):
+            load = operand_load(v)
+            if load is None:
+                continue
+            view = load.view
+            if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
+                continue
+            name = argument_name(kernel, view.index)
+            why = [] if name in aligned else [f"{name} not known to be 16-byte aligned"]
+            for d in range(view.type.rank - 1):
+                stride = f"{name}.stride.{d}"
+                if stride not in divisible and multiples.get(stride, 1) < 8:
+                    why.append(f"{stride} not known to be a multiple of 8")
+            found.extend(w for w in why if w not in found)
+    return found
+
+
 def is_mma_dot(op: T.DotOp) -> bool:
+    """Whether the element types of `op` are ones mma.sync takes: f16/bf16 into f32
+    (m16n8k16) or i8 into i32 (m16n8k32; `int8_mma_problem` has its further condition)."""
     a, b, c = op.a.type, op.b.type, op.acc.type
-    return a.element == b.element and a.element in (f16, bf16) and c.element == f32
+    if a.element != b.element:
+        return False
+    return (a.element in (f16, bf16) and c.element == f32) or (a.element == i8 and c.element == i32)
+
+
+def int8_mma_problem(op: T.DotOp) -> str | None:
+    """Why an i8 dot cannot take mma.sync m16n8k32 (None: it can). Its A must be K-major in
+    shared memory: `ldmatrix` (b16) then gives each lane the four consecutive k of a row that
+    an s8 A register holds. A stored [K, M] (`a[tk, tm].T`) would need `ldmatrix.trans`, which
+    moves 16-bit elements, so a lane would get two rows' bytes: such a dot keeps the FMA path.
+    B may be either way round (`tilec.lowering.tensorcore` says how each is read)."""
+    if _staged_transposed(op.a):
+        return (
+            "FMA path: mma.sync m16n8k32 needs an i8 A stored K-major ([M, K]); this one is "
+            "stored [K, M] (read transposed), and ldmatrix.trans moves 16-bit elements, not bytes"
+        )
+    return None
 
 
 class MmaSearch:
@@ -201,7 +275,9 @@ class MmaSearch:
             if name in tiled:
                 sizes = [x for x in TILED_SIZES if cap is None or x <= cap] or [max(16, cap)]
             else:
-                sizes = [x for x in CONTRACTED_SIZES if cap is None or x <= max(cap, 16)]
+                # at least one instruction's k (32 for int8), even past a smaller extent
+                floor = max((d.instr_k for d in dots if d.k == name), default=INSTR_K)
+                sizes = [x for x in CONTRACTED_SIZES if cap is None or x <= max(cap, floor)]
             choices.append(sizes)
         for values in itertools.product(*choices):
             for w in warps:
@@ -220,15 +296,17 @@ class MmaSearch:
                     f"{self.describe(dot.m, 'M', c)} is not a multiple of {INSTR_M * wm} "
                     f"({INSTR_M} rows per mma x {wm} warp{'s' if wm > 1 else ''} along M)"
                 )
-            if n % (INSTR_N * wn):
+            columns = dot.warp_columns
+            if n % (columns * wn):
+                per = "columns per pair of m16n8k32" if dot.int8 else "columns per mma"
                 found.append(
-                    f"{self.describe(dot.n, 'N', c)} is not a multiple of {INSTR_N * wn} "
-                    f"({INSTR_N} columns per mma x {wn} warp{'s' if wn > 1 else ''} along N)"
+                    f"{self.describe(dot.n, 'N', c)} is not a multiple of {columns * wn} "
+                    f"({columns} {per} x {wn} warp{'s' if wn > 1 else ''} along N)"
                 )
-            if k % INSTR_K:
+            if k % dot.instr_k:
                 found.append(
-                    f"{self.describe(dot.k, 'K', c)} is not a multiple of {INSTR_K} "
-                    "(the k of mma.sync m16n8k16)"
+                    f"{self.describe(dot.k, 'K', c)} is not a multiple of {dot.instr_k} "
+                    f"(the k of mma.sync {dot.instr_name})"
                 )
         shared = self.shared_bytes(dots, c)
         if shared > self.opts.shared_limit:
@@ -339,11 +417,13 @@ class MmaSearch:
             if (d.register_a and wn == 1) or not d.streamed[0]:
                 # a warp holds the A fragments of its own rows for all of K: the warps along
                 # N each hold the same rows (attention at d256 on [2, 4]: 128 words, not 32)
-                held += (m // wm) * k // WARP_SIZE // 2
+                held += (m // wm) * k * d.element_bytes // WARP_SIZE // 4
                 a_step = 0
             else:
-                a_step = (m // wm) * INSTR_K // WARP_SIZE // 2
-            b_step = 0 if wgmma else INSTR_K * (n // wn) // WARP_SIZE // 2  # wgmma reads B
+                a_step = (m // wm) * d.instr_k * d.element_bytes // WARP_SIZE // 4
+            b_step = 0  # wgmma reads B from shared memory
+            if not wgmma:
+                b_step = d.instr_k * d.element_bytes * (n // wn) // WARP_SIZE // 4
             step = max(step, a_step + b_step)
         return self.registers(dots, c) + held + step
 
@@ -405,13 +485,19 @@ class MmaSearch:
             n = max(1, self.size(d.n, c) // c.warps[1])
             fragments += (m + n) / (m * n)
         k_row = sum(
-            abs(self.size(d.k, c) * d.element_bytes - PREFERRED_K_ROW_BYTES)
+            abs(
+                self.size(d.k, c) * d.element_bytes
+                - (BYTE_COPY_K_ROW_BYTES if d.int8 and self.byte_copies else PREFERRED_K_ROW_BYTES)
+            )
             for d in dots
             if isinstance(d.k, str) and d.k in c.sizes
         )
         taller = -sum(self.size(d.m, c) for d in dots)
         # Operands copied element by element: a big accumulator would spill.
-        crowded = bool(self.scattered) and self.registers(dots, c) > SCATTERED_ACCUMULATORS
+        crowded = (
+            bool(self.scattered or self.byte_copies)
+            and self.registers(dots, c) > SCATTERED_ACCUMULATORS
+        )
         return (
             crowded,
             -fill,
@@ -509,9 +595,12 @@ class MmaSearch:
 
     def pin_error(self, dots: list[TiledDot], free: set[str], why: list[str]) -> None:
         name = self.kernel.sym_name
+        int8 = any(d.int8 for d in dots)
+        instr = "m16n8k32" if int8 else "m16n8k16"
         hint = (
-            "mma.sync m16n8k16 needs M, N and K tiles that are multiples of 16·W_m, 8·W_n and "
-            "16 for W_m x W_n warps; change the pin, or take the FMA path with "
+            f"mma.sync {instr} needs M, N and K tiles that are multiples of 16·W_m, "
+            + ("16·W_n and 32" if int8 else "8·W_n and 16")
+            + " for W_m x W_n warps; change the pin, or take the FMA path with "
             "--pass-option tiling.mma=false (in @tilec.jit: "
             'pass_options={"tiling": {"mma": False}})'
         )
@@ -525,13 +614,14 @@ class MmaSearch:
                 acc = f"{self.size(dots[0].m)}x{self.size(dots[0].n)}"
                 raise TileError(
                     f"kernel '{name}': {self.warps_option} do not tile the {acc} accumulator "
-                    f"into mma.sync warp tiles (multiples of {INSTR_M}x{INSTR_N}): "
+                    f"into mma.sync warp tiles (multiples of {INSTR_M}x"
+                    f"{max(d.warp_columns for d in dots)}): "
                     f"{either_of(fitting)} warps would",
                     self.kernel.loc,
                     hint=hint,
                 )
         raise TileError(
-            f"kernel '{name}': the pinned sizes cannot use mma.sync m16n8k16: " + "; ".join(why),
+            f"kernel '{name}': the pinned sizes cannot use mma.sync {instr}: " + "; ".join(why),
             self.kernel.loc,
             hint=hint,
         )
@@ -553,6 +643,13 @@ class MmaSearch:
                     "with A in registers"
                 )
                 continue
+            if dot.int8:
+                tiles.append(
+                    f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} "
+                    "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 instructions per warp per "
+                    f"k-step of 32: {int8_b_reads(dot.op)}"
+                )
+                continue
             tiles.append(
                 f"{wm}x{wn} warp tiles of {m}x{n}; {m // INSTR_M}x{n // INSTR_N} m16n8k16 "
                 "instructions per warp per k-step"
@@ -569,6 +666,12 @@ class MmaSearch:
         blocks = self.blocks(c)
         if blocks is not None:
             text += f"; grid of {blocks} blocks for {self.opts.sm_count} SMs (option sm_count)"
+        if self.byte_copies and not self.scattered:
+            text += (
+                f"; at most {SCATTERED_ACCUMULATORS} accumulator registers/thread and 32-byte K "
+                f"rows preferred: int8 operands are copied in runs of fewer than 8 bytes "
+                f"({', '.join(self.byte_copies)})"
+            )
         if self.scattered:
             text += (
                 f"; at most {SCATTERED_ACCUMULATORS} accumulator registers/thread preferred: "
@@ -582,6 +685,29 @@ class MmaSearch:
         return text
 
     # -- block order ----------------------------------------------------------------------------
+
+
+def _staged_transposed(v: Value) -> bool:
+    """Whether smem-placement may stage dot operand `v` as the tile it transposes (read back
+    `{transposed}`): `v` is, through layout conversions and reshapes, a `tile.transpose`. (The
+    lowering refuses an i8 A staged so; this errs towards saying yes.)"""
+    while isinstance(v, OpResult) and isinstance(v.op, (T.ConvertLayoutOp, T.ReshapeOp)):
+        v = v.op.operands[0]
+    return isinstance(v, OpResult) and isinstance(v.op, T.TransposeOp)
+
+
+def int8_b_reads(dot: T.DotOp) -> str:
+    """How an int8 dot's operands are read from shared memory, and what B costs."""
+    if _staged_transposed(dot.b):
+        return (
+            "A and B (stored [N, K], K-major) by ldmatrix.x4, one per m16 tile or pair of n8 "
+            "tiles per k-step"
+        )
+    return (
+        "A by ldmatrix.x4; B (stored [K, N], N-major) by ldmatrix.x4.trans of 16-bit pairs of "
+        "columns, one per pair of n8 tiles per k-step, and 4 prmt.b32 byte permutes that make "
+        "each lane's 4 consecutive k of one column (the pair's columns interleave)"
+    )
 
 
 def either_of(values: list[int]) -> str:

@@ -105,7 +105,8 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"M": 1, "N": 1, "K": 1},
             {"M": 130, "N": 77, "K": 100},
             {"M": 256, "N": 256, "K": 256},
-        ]
+        ],
+        "int8_gemm_nt": [{"M": 130, "N": 77, "K": 100}, {"M": 256, "N": 256, "K": 256}],
     },
     "rmsnorm": {
         "rmsnorm": [

@@ -241,7 +241,8 @@ class _Kernel:
                 )
                 reasons += [m_ for m_ in self.said(self.kernel, "tiling") if "wgmma" in m_]
             else:
-                text += f": {wm}x{wn} warp tiles of {m // wm}x{n // wn}, mma.sync m16n8k16"
+                shape = "m16n8k32 (s8)" if tuple(layout.instr_shape)[2] == 32 else "m16n8k16"
+                text += f": {wm}x{wn} warp tiles of {m // wm}x{n // wn}, mma.sync {shape}"
                 reasons += [
                     m_ for m_ in self.said(self.kernel, "tiling") if "accumulator registers" in m_
                 ]

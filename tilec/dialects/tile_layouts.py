@@ -61,7 +61,8 @@ class DotOperandLayout(ParametricAttr):
 
     `index` 0 is the left operand (M x K), 1 the right one (K x N); `warps_per_cta` are those
     of the dot's `#mma` accumulator. Each warp holds the rows of A (columns of B) that its
-    accumulator elements need, for all of K, as m16n8k16 fragments in the register order
+    accumulator elements need, for all of K, as m16n8k16 (f16/bf16) or m16n8k32 (i8)
+    fragments in the register order
     `tilec.lowering.tensorcore` documents.
     """
 

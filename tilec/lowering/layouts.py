@@ -40,6 +40,7 @@ from tilec.ir.attributes import Attribute, BlockedLayout
 from tilec.ir.types import IndexType, IntegerType, Type
 
 __all__ = [
+    "MMA_I8_INSTR_SHAPE",
     "MMA_INSTR_SHAPE",
     "WARP_SIZE",
     "DimMap",
@@ -56,6 +57,7 @@ __all__ = [
     "layout_error",
     "local_source_slots",
     "mma_accumulator_layout",
+    "mma_warp_columns",
     "permute_layout",
     "remove_unit_dims",
     "row_major_strides",
@@ -66,6 +68,9 @@ __all__ = [
 
 WARP_SIZE = 32
 MMA_INSTR_SHAPE = (16, 8, 16)  # mma.sync.m16n8k16: f16/bf16 operands, f32 accumulator
+# mma.sync.m16n8k32: s8 operands, s32 accumulator. Its accumulator pairs two n8 tiles whose
+# columns interleave (`as_blocked`), which is what lets ldmatrix.trans read an N-major B.
+MMA_I8_INSTR_SHAPE = (16, 8, 32)
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -88,9 +93,18 @@ def element_bytes(t: Type) -> int:
     return t.width // 8  # type: ignore[attr-defined]
 
 
-def mma_accumulator_layout(warps_per_cta: Sequence[int]) -> MmaLayout:
-    """The `#mma` layout of an `mma.sync.m16n8k16` accumulator tiled over `warps_per_cta`."""
-    return MmaLayout(2, tuple(warps_per_cta), MMA_INSTR_SHAPE)
+def mma_accumulator_layout(
+    warps_per_cta: Sequence[int], instr_shape: tuple[int, int, int] = MMA_INSTR_SHAPE
+) -> MmaLayout:
+    """The `#mma` layout of an `mma.sync` accumulator tiled over `warps_per_cta`: m16n8k16
+    (f16/bf16) unless `instr_shape` is `MMA_I8_INSTR_SHAPE` (m16n8k32, s8)."""
+    return MmaLayout(2, tuple(warps_per_cta), tuple(instr_shape))
+
+
+def mma_warp_columns(layout: MmaLayout) -> int:
+    """Accumulator columns one warp holds side by side in an `#mma` version-2 layout: 8 for
+    m16n8k16, 16 for m16n8k32 (two n8 tiles with interleaved columns)."""
+    return 16 if tuple(layout.instr_shape) == MMA_I8_INSTR_SHAPE else 8
 
 
 def wgmma_accumulator_layout(warps: int, n: int) -> MmaLayout:
@@ -108,6 +122,12 @@ def as_blocked(layout: Attribute) -> BlockedLayout:
     rows `8 w_m + 8 W_m i + l/4`): an instruction's two row halves are then `8 W_m` rows apart,
     which `mma.sync` does not mind (`ldmatrix` takes one address per row), and every op that
     works on `#blocked` tiles works on accumulators unchanged.
+
+    The m16n8k32 accumulator (s8 operands, s32, `MMA_I8_INSTR_SHAPE`) has the same rows, and
+    its instruction tiles go in pairs over 16 columns: the "even" tile's column `j` is column
+    `2 j` of the 16, the "odd" one's `2 j + 1`, so lane `l` holds columns `4(l%4) .. 4(l%4) + 3`
+    (size_per_thread [1, 4]) and warps interleave every 16 columns. That is the column order
+    in which `ldmatrix.trans` delivers an N-major int8 B (`tilec.lowering.tensorcore`).
     """
     if isinstance(layout, MmaLayout):
         if layout.version == 3:
@@ -118,9 +138,13 @@ def as_blocked(layout: Attribute) -> BlockedLayout:
             if len(warps) != 2 or warps[1] != 1 or warps[0] % 4:
                 raise ValueError(f"{layout}: wgmma needs warps_per_cta [4 k, 1]")
             return BlockedLayout((1, 2), (8, 4), warps, (1, 0))
-        if layout.version != 2 or tuple(layout.instr_shape) != MMA_INSTR_SHAPE:
-            raise ValueError(f"{layout}: only version 2 with instr_shape [16, 8, 16] is lowered")
-        return BlockedLayout((1, 2), (8, 4), tuple(layout.warps_per_cta), (1, 0))
+        shape = tuple(layout.instr_shape)
+        if layout.version != 2 or shape not in (MMA_INSTR_SHAPE, MMA_I8_INSTR_SHAPE):
+            raise ValueError(
+                f"{layout}: only version 2 with instr_shape [16, 8, 16] or [16, 8, 32] is lowered"
+            )
+        columns = 4 if shape == MMA_I8_INSTR_SHAPE else 2
+        return BlockedLayout((1, columns), (8, 4), tuple(layout.warps_per_cta), (1, 0))
     if not isinstance(layout, BlockedLayout):
         raise ValueError(f"{layout} has no #blocked equivalent")
     return layout
@@ -141,7 +165,8 @@ def copy_layout(shape: Sequence[int], num_warps: int, vector: int) -> BlockedLay
 def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str | None:
     """Why `layout` cannot hold a tile of `shape` in a block of `num_warps` warps (None: it
     can). Sizes must be powers of two, lanes must multiply to 32 and warps to `num_warps`;
-    an `#mma` accumulator must be 2-D and a whole number of warp tiles (16 W_m x 8 W_n)."""
+    an `#mma` accumulator must be 2-D and a whole number of warp tiles (16 W_m x 8 W_n;
+    16 W_n for m16n8k32)."""
     if isinstance(layout, (MmaLayout, DotOperandLayout)):
         warps = tuple(layout.warps_per_cta)
         if len(shape) != 2 or len(warps) != 2:
@@ -153,7 +178,8 @@ def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str
                 as_blocked(layout)
             except ValueError as e:
                 return str(e)
-            m, n = 16 * warps[0], 8 * warps[1]
+            m = 16 * warps[0]
+            n = (mma_warp_columns(layout) if layout.version == 2 else 8) * warps[1]
             if layout.version == 3 and tuple(shape) != (m, layout.instr_shape[1]):
                 return f"a wgmma accumulator on {warps[0]} warps is {m}x{layout.instr_shape[1]}"
             if shape[0] % m or shape[1] % n:

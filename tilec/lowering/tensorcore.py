@@ -17,6 +17,29 @@ warp tile of `Mi x Ni` instruction tiles and `Kk = K / 16` steps (`g = lane / 4`
   `(2 mi, 2 ni + 1)`, `(2 mi + 1, 2 ni)`, `(2 mi + 1, 2 ni + 1)` (slot = row index x column
   index, row-major).
 
+int8. i8 operands into an i32 accumulator (`#mma<..., instr_shape = [16, 8, 32]>`) are
+`mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32`: per k-step of 32, A register i holds row
+`g + 8 (i & 1)` at k `4t + 16 (i >> 1) + 0..3`, B register i holds k `4t + 16 i + 0..3` of
+column `g`, c0..c3 are as for f32. The sums wrap around in i32, as the interpreter's do.
+
+* A (stored [M, K]) is read as for f16 with 16-byte steps: an `ldmatrix` b16 register is
+  bytes `4t .. 4t + 3` of a 16-byte row, exactly an s8 register. An A stored [K, M] is not
+  lowered (`ldmatrix.trans` moves 16-bit elements; tiling keeps such dots on the FMA path).
+* The n8 tiles go in pairs over 16 columns: tile `2p` ("even") has column `j` at column
+  `2 j` of pair `p` (`c0 = 16 warp_n + 16 W_n p`), tile `2p + 1` at `2 j + 1`; the
+  accumulator's `#blocked` twin gives lane t columns `4t .. 4t + 3` of each pair, and
+  instruction tile `ni`'s c0, c1 are the thread's columns `ni % 2` and `ni % 2 + 2` of it.
+* B stored [N, K] (K-major): one `ldmatrix.x4` per pair and k-step, matrix `j` having rows
+  (columns of B) `c0 + 2r + (j >> 1)` and k bytes `16 (j & 1) ..`: the registers as loaded.
+* B stored [K, N] (N-major): one `ldmatrix.x4.trans` per pair and k-step over the pair's 16
+  bytes of columns; lane t of a matrix gets its rows `2t`, `2t + 1`, each b16 element the
+  bytes of columns `2g`, `2g + 1` of one k row. Matrix `2 h + s` takes the k rows (of the
+  k-step's half h) `16 h + 4 (r >> 1) + 2 (((r >> 2) & 1) ^ s) + (r & 1)`, so each lane's
+  two matrices of a half hold k `4t + {0, 1}` and `4t + {2, 3}`, and the 8 rows of a matrix
+  lie in 8 swizzle phases. `prmt.b32` then takes the even bytes of the two for the even tile
+  and the odd bytes for the odd tile (4 per pair and k-step; lanes with `t >= 2` have their
+  two matrices the other way round, which flips bit 2 of each selector nibble).
+
 
 """
 
@@ -268,29 +291,27 @@ def _fragments(
     wm, wn = layout.warps_per_cta
     warp_m, warp_n = _warp_coordinates(k, (wm, wn))
     p = k.prologue
+    # Elements in one 16-byte ldmatrix row, and the k of one instruction (two such rows): 8
+    # and 16 for f16/bf16, 16 and 32 for i8 (m16n8k32, whose s8 fragments are the same bytes).
+    chunk = 16 // element_bytes(t.element)
+    step = 2 * chunk
+    int8 = chunk == 16
+    if int8 and layout.index == 1:
+        return _int8_b_fragments(k, buf, slot_base, t, transposed, warp_n)
+    if int8 and transposed:
+        raise ValueError(
+            "mma.sync m16n8k32 needs an i8 A stored K-major: ldmatrix.trans moves 16-bit "
+            "elements (tiling keeps such dots on the FMA path)"
+        )
     rr = p.and_(k.lane, _i32(7))
     j = p.lshr(k.lane, _i32(3))
     j_lo, j_hi = p.and_(j, _i32(1)), p.lshr(j, _i32(1))
-    four = ir.LiteralStructType([I32] * 4)
     slot_address = _shared_address(k, slot_base)
 
     def ldmatrix(
         where: _SwizzledAddresses, row_c: int, col_c: int, count: int, trans: str
     ) -> list[ir.Value]:
-        b = k.b
-        part, constant = where.offset(row_c, col_c)
-        address = b.add(slot_address, part)
-        if constant:
-            address = b.add(address, _i32(constant))
-        names = ", ".join(f"${i}" for i in range(count))
-        out = _asm(
-            k,
-            four if count == 4 else ir.LiteralStructType([I32] * count),
-            [address],
-            f"ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {{{names}}}, [${count}];",
-            ",".join(["=r"] * count) + ",r",
-        )
-        return [b.extract_value(out, i) for i in range(count)]
+        return _ldmatrix(k, slot_address, where, row_c, col_c, count, trans)
 
     if layout.index == 0:
         rows, depth = t.shape
@@ -301,7 +322,7 @@ def _fragments(
         if transposed:  # stored [K, M]: rows are k
             where = _SwizzledAddresses(k, buf, p.add(rr, p.shl(j_hi, _i32(3))), m_t, 16 * wm)
         else:
-            where = _SwizzledAddresses(k, buf, p.add(m_t, rr), p.shl(j_hi, _i32(3)), 16)
+            where = _SwizzledAddresses(k, buf, p.add(m_t, rr), p.mul(j_hi, _i32(chunk)), step)
 
         def load_a(kk: int) -> dict:
             if transposed:
@@ -310,11 +331,11 @@ def _fragments(
                     for mi in range(rows // (16 * wm))
                 }
             return {
-                (mi, kk): ldmatrix(where, 16 * wm * mi, 16 * kk, 4, "")
+                (mi, kk): ldmatrix(where, 16 * wm * mi, step * kk, 4, "")
                 for mi in range(rows // (16 * wm))
             }
 
-        return Fragments(depth // 16, load_a)
+        return Fragments(depth // step, load_a)
 
     depth, cols = t.shape
     # lanes 8j..8j+7 address the 8 stored rows of matrix j: j & 1 picks the k half, j >> 1
@@ -345,8 +366,108 @@ def _fragments(
     return Fragments(depth // 16, load_b)
 
 
+def _ldmatrix(
+    k: _KernelLowering,
+    slot_address: ir.Value,
+    where: _SwizzledAddresses,
+    row_c: int,
+    col_c: int,
+    count: int,
+    trans: str,
+) -> list[ir.Value]:
+    """One `ldmatrix.x{count}{trans}` of the 8x8 b16 matrices whose rows lanes 8j..8j+7
+    address, at `where`'s per-thread row and column plus (`row_c`, `col_c`)."""
+    b = k.b
+    part, constant = where.offset(row_c, col_c)
+    address = b.add(slot_address, part)
+    if constant:
+        address = b.add(address, _i32(constant))
+    names = ", ".join(f"${i}" for i in range(count))
+    out = _asm(
+        k,
+        ir.LiteralStructType([I32] * count),
+        [address],
+        f"ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {{{names}}}, [${count}];",
+        ",".join(["=r"] * count) + ",r",
+    )
+    return [b.extract_value(out, i) for i in range(count)]
+
+
+def _int8_b_fragments(
+    k: _KernelLowering,
+    buf: SharedBuffer,
+    slot_base: ir.Value,
+    t: TileType,
+    transposed: bool,
+    warp_n: ir.Value,
+) -> Fragments:
+    """The B fragments of `mma.sync.m16n8k32` (s8) for a pair of n8 tiles per `ldmatrix.x4`
+    (module docstring, "int8"). K-major (stored [N, K]): matrix `j` has rows
+    `n0 + 2r + (j >> 1)`, k bytes `16 (j & 1) ..`: the fragments as loaded. N-major (stored
+    [K, N]): `.trans` of 16-byte rows of k, then `prmt` splits each lane's two b16 columns
+    into the even and the odd tile."""
+    layout: DotOperandLayout = t.layout  # type: ignore[assignment]
+    wn = layout.warps_per_cta[1]
+    depth, cols = t.shape
+    pairs = cols // (16 * wn)
+    p = k.prologue
+    lane = k.lane
+    jm = p.lshr(lane, _i32(3))  # the matrix this lane addresses a row of
+    r = p.and_(lane, _i32(7))
+    n_warp = p.shl(warp_n, _i32(4))
+    slot_address = _shared_address(k, slot_base)
+    if transposed:
+        row_t = p.add(p.add(n_warp, p.shl(r, _i32(1))), p.lshr(jm, _i32(1)))
+        where = _SwizzledAddresses(k, buf, row_t, p.shl(p.and_(jm, _i32(1)), _i32(4)), 32)
+
+        def load_k_major(kk: int) -> dict:
+            regs = {}
+            for pair in range(pairs):
+                got = _ldmatrix(k, slot_address, where, 16 * wn * pair, 32 * kk, 4, "")
+                regs[(2 * pair, kk)], regs[(2 * pair + 1, kk)] = got[:2], got[2:]
+            return regs
+
+        return Fragments(depth // 32, load_k_major)
+    # Row r of matrix j = 2 half + s: k = 16 half + 4 (r >> 1) + 2 (((r >> 2) & 1) ^ s) +
+    # (r & 1). Lane t of a matrix gets its rows 2t, 2t + 1: k 4t + {0, 1} from the matrix
+    # with s = t >> 1, 4t + {2, 3} from the other. Rows 2t, 2t + 1 of lanes t and t + 2 are 8
+    # apart plus 2, so the 8 rows of a matrix fall in 8 different swizzle phases.
+    half = p.lshr(jm, _i32(1))
+    s = p.and_(jm, _i32(1))
+    pair_bits = p.shl(p.xor(p.and_(p.lshr(r, _i32(2)), _i32(1)), s), _i32(1))
+    row_t = p.add(
+        p.add(p.shl(half, _i32(4)), p.shl(p.lshr(r, _i32(1)), _i32(2))),
+        p.add(pair_bits, p.and_(r, _i32(1))),
+    )
+    where = _SwizzledAddresses(k, buf, row_t, n_warp, 16 * wn)
+    # A b16 element of a `.trans` register is (k row, 2 columns): bytes (k0, n 2g), (k0, 2g+1),
+    # (k1, 2g), (k1, 2g+1). `prmt` takes the even bytes of the (lo, hi) pair of k rows for the
+    # even tile, the odd ones for the odd tile; lanes with t >= 2 hold the pair swapped
+    # (their lo pair is matrix s = 1), which flips bit 2 of every selector nibble.
+    swap = p.mul(p.and_(p.lshr(lane, _i32(1)), _i32(1)), _i32(0x4444))
+    even_select = p.xor(_i32(0x6420), swap)
+    odd_select = p.xor(_i32(0x7531), swap)
+
+    def prmt(x: ir.Value, y: ir.Value, select: ir.Value) -> ir.Value:
+        return _asm(
+            k, I32, [x, y, select], "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", side_effect=False
+        )
+
+    def load_n_major(kk: int) -> dict:
+        regs = {}
+        for pair in range(pairs):
+            d = _ldmatrix(k, slot_address, where, 32 * kk, 16 * wn * pair, 4, ".trans")
+            regs[(2 * pair, kk)] = [prmt(d[0], d[1], even_select), prmt(d[2], d[3], even_select)]
+            regs[(2 * pair + 1, kk)] = [prmt(d[0], d[1], odd_select), prmt(d[2], d[3], odd_select)]
+        return regs
+
+    return Fragments(depth // 32, load_n_major)
+
+
 def lower_mma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     """`mma.sync.m16n8k16` over the warp tile, for every k-step (module docstring)."""
+    if str(op.a.type.element) == "i8":
+        return _lower_int8_mma_dot(k, op)
     b = k.b
     a: Fragments = k.values[op.a]
     bb: Fragments = k.values[op.b]
@@ -384,6 +505,52 @@ def lower_mma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
                     [*a.regs[(mi, kk)], *bb.regs[(ni, kk)], *(acc[s] for s in slots)],
                     text,
                     "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3",
+                    side_effect=False,
+                )
+                for i, s in enumerate(slots):
+                    acc[s] = b.extract_value(out, i)
+    return [acc]
+
+
+def _lower_int8_mma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
+    """`mma.sync.m16n8k32.row.col.s32.s8.s8.s32` over the warp tile, for every k-step of 32.
+    Instruction tile `ni` is the even (`ni` even) or odd column half of 16-column pair
+    `ni // 2`: its `c0, c1` are the thread's columns `e` and `e + 2` of the pair, `e = ni % 2`
+    (module docstring, "int8"). The sums wrap around in i32, as the hardware's do."""
+    b = k.b
+    a: Fragments = k.values[op.a]
+    bb: Fragments = k.values[op.b]
+    acc_t: TileType = op.result.type
+    if str(acc_t.element) != "i32" or str(op.b.type.element) != "i8":
+        raise ValueError(f"mma.sync m16n8k32 takes i8 operands into i32, not {acc_t.element}")
+    wm, wn = acc_t.layout.warps_per_cta
+    rows, cols = acc_t.shape
+    m_tiles, n_tiles, k_steps = rows // (16 * wm), cols // (8 * wn), op.a.type.shape[1] // 32
+    width = 2 * n_tiles  # accumulator slots per row index: 4 per pair of n8 tiles
+    acc = list(k.values[op.acc])
+    four = ir.LiteralStructType([I32] * 4)
+    text = (
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+        "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
+    )
+    for kk in range(k_steps):
+        a.load(kk)
+        bb.load(kk)
+        for mi in range(m_tiles):
+            for ni in range(n_tiles):
+                column = 4 * (ni // 2) + ni % 2
+                slots = [
+                    (2 * mi) * width + column,
+                    (2 * mi) * width + column + 2,
+                    (2 * mi + 1) * width + column,
+                    (2 * mi + 1) * width + column + 2,
+                ]
+                out = _asm(
+                    k,
+                    four,
+                    [*a.regs[(mi, kk)], *bb.regs[(ni, kk)], *(acc[s] for s in slots)],
+                    text,
+                    "=r,=r,=r,=r,r,r,r,r,r,r,0,1,2,3",
                     side_effect=False,
                 )
                 for i, s in enumerate(slots):
