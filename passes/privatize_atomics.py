@@ -42,9 +42,10 @@ from tilec.dialects.builtin import FuncOp
 from tilec.dialects.gather import BincountOp
 from tilec.ir.attributes import BoolAttr, IntegerAttr
 from tilec.ir.builder import Builder
-from tilec.ir.core import Operation, OpResult, Value
+from tilec.ir.core import Operation, Value
 from tilec.ir.types import IntegerType, TileType, i1, index
 from tilec.passes.specialize import next_power_of_two, parse_assignments
+from tilec.passes.split_reduction import constant_index
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["PrivatizeAtomics"]
@@ -111,7 +112,7 @@ def _unsuitable(op: AtomicScatterOp) -> str | None:
         return f"memory order {op.sem}"
     if op.result.uses:
         return "its old values are read"
-    if _constant(op.offsets[0]) != 0:
+    if constant_index(op.offsets[0]) != 0:
         return "the region does not start at 0"
     if op.indices.type.shape != op.value.type.shape:
         return "the indices are not one per element"
@@ -177,11 +178,3 @@ def _privatize(op: AtomicScatterOp, bins: int) -> Operation:
 
 def _true(b: Builder, t: TileType) -> Value:
     return b.create(T.FullOp, value=BoolAttr(True), result_types=[t]).result
-
-
-def _constant(v: Value) -> int | None:
-    if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp):
-        attr = v.op.attributes["value"]
-        if isinstance(attr, IntegerAttr):
-            return attr.value
-    return None

@@ -29,7 +29,15 @@ from tilec.ir.types import FloatType, IntegerType, TileType, i1, index
 from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["COMBINES", "Combine", "SplitReduction", "identity_attr", "is_identity", "split_plan"]
+__all__ = [
+    "COMBINES",
+    "Combine",
+    "SplitReduction",
+    "constant_index",
+    "identity_attr",
+    "is_identity",
+    "split_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -158,9 +166,9 @@ def split_plan(kernel: FuncOp) -> _Plan:
     for op in body.ops[:position]:
         if _stores(op):
             raise _NotSplit("a store before the loop would run in every split")
-    if _constant(loop.lower) != 0:
+    if constant_index(loop.lower) != 0:
         raise _NotSplit("the loop does not start at 0")
-    step = _constant(loop.step)
+    step = constant_index(loop.step)
     if step is None or step < 1:
         raise _NotSplit("the loop's step is not a positive constant")
     upper = loop.upper
@@ -306,7 +314,8 @@ def _effect(op: Operation) -> Operation | None:
 _SHARED_EFFECTS = {"tile.async_copy", "tile.store_shared", "tile.barrier", "tile.scatter"}
 
 
-def _constant(v: Value) -> int | None:
+def constant_index(v: Value) -> int | None:
+    """The integer `v` is when an `arith.constant` defines it, else None."""
     if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp):
         attr = v.op.attributes["value"]
         if isinstance(attr, IntegerAttr):
