@@ -12,4 +12,5 @@ from tilec.dialects import (  # noqa: F401
     shared,
     split,
     tile,
+    tma,
 )

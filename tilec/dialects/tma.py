@@ -1,0 +1,184 @@
+"""Copies by the tensor memory accelerator and the mbarriers that track them (sm_90a).
+
+`tma` (passes/tma.py) turns a pipelined loop's `tile.async_copy` streams into copies that one
+thread of the block asks the TMA unit for, each completing on an *mbarrier* of its stage
+instead of a cp.async group. The barriers are one 8-byte slot per stage of a shared buffer:
+
+    %bars = tile.alloc_shared : !smem<3x1xi64>                // one mbarrier per stage
+    tile.mbarrier_init %bars {arrivals = 1}                   // every slot, phase 0
+    tile.barrier                                              // the block sees them
+    tile.mbarrier_expect %bars[%s], 49152, pred %p            // the phase's bytes
+    tile.tma_copy %A[%m, %k], %a_smem[%s], %bars[%s], pred %p {box = [8, 64]}
+    ...
+    tile.mbarrier_wait %bars[%s], %phase                      // step landed, visible
+    %a = tile.load_shared %a_smem[%s]
+    ...
+    tile.barrier
+    tile.mbarrier_inval %bars                                 // the bytes may be reused
+
+* An mbarrier goes through phases 0, 1, 2, ...; a phase completes when it has had its
+  `arrivals` arrivals and every byte it expects has landed. `tile.mbarrier_expect` is one
+  arrival that also announces `bytes` more to land in the current phase (PTX
+  `mbarrier.arrive.expect_tx`); a `tile.tma_copy` lands its slot's bytes on the barrier it
+  names (`complete_tx`). Both are issued by one thread, and only when `pred` (if given) is
+  true.
+* `tile.mbarrier_wait %bars[%s], %phase` waits until the phase of parity `%phase` (0 or 1)
+  has completed -- the hardware's `try_wait.parity`, which returns at once when the current
+  phase has the other parity. Waiting on the right phase makes the copies that completed it
+  visible to every waiting thread: no `tile.barrier` is needed to read them.
+* Outside the view, elements are written as zero (the TMA unit fills them), as
+  `tile.async_copy` does. `box` is the box of the tensor map the copy uses, in the view's
+  dimension order; the lowering covers the slot with boxes of it (`tilec.lowering.tma`).
+* Writing a slot follows `tile.async_copy`'s rules (never while it is read or in flight).
+
+The interpreter checks the protocol: a wait on a phase that no arrival or copy can complete
+(it would hang), bytes that do not match the expectation, an arrival on a phase that already
+had all of its, a read of a slot whose copy is still in flight (a wait on the wrong phase
+returns early), and a slot reused before its readers released it.
+"""
+
+from __future__ import annotations
+
+from tilec.ir.attributes import ArrayAttr, IntegerAttr
+from tilec.ir.constraints import BOOL_LIKE, INDEX, SHARED, TENSOR
+from tilec.ir.core import Attr, Operand, Operation, register_op
+from tilec.ir.types import IntegerType, SharedType, TensorType
+
+__all__ = [
+    "MbarrierExpectOp",
+    "MbarrierInitOp",
+    "MbarrierInvalOp",
+    "MbarrierWaitOp",
+    "TmaCopyOp",
+    "is_barrier_buffer",
+]
+
+
+def is_barrier_buffer(t: object) -> bool:
+    """Whether `t` is a buffer of mbarriers: `!smem<S x 1 x i64>`, one 8-byte barrier a slot."""
+    return (
+        isinstance(t, SharedType)
+        and t.rank == 2
+        and t.shape[1] == 1
+        and isinstance(t.element, IntegerType)
+        and t.element.width == 64
+    )
+
+
+def _check_barriers(op: Operation, t: object) -> None:
+    if not is_barrier_buffer(t):
+        raise op.error(f"needs a buffer of mbarriers (!smem<Sx1xi64>), not {t}")
+
+
+@register_op
+class MbarrierInitOp(Operation):
+    """Initialize every mbarrier of `barriers` at phase 0, each expecting `arrivals` arrivals
+    a phase (one thread does it; the block sees it after the next `tile.barrier`)."""
+
+    name = "tile.mbarrier_init"
+    summary = "Initialize a buffer of mbarriers (phase 0, `arrivals` arrivals a phase)."
+    barriers = Operand(SHARED)
+    arrivals = Attr(IntegerAttr, doc="arrivals that complete a phase")
+    assembly_format = "$barriers attr-dict `:` type($barriers)"
+
+    def verify_(self) -> None:
+        _check_barriers(self, self.barriers.type)
+        if self.arrivals < 1:
+            raise self.error(f"arrivals must be at least 1, got {self.arrivals}")
+
+
+@register_op
+class MbarrierExpectOp(Operation):
+    """Arrive once on mbarrier `barriers[slot]` and announce `bytes` more bytes to land in
+    its current phase (`mbarrier.arrive.expect_tx`), when `pred` holds (default: always)."""
+
+    name = "tile.mbarrier_expect"
+    summary = "Arrive on an mbarrier, expecting `bytes` more to land in its phase."
+    barriers = Operand(SHARED)
+    slot = Operand(INDEX)
+    pred = Operand(BOOL_LIKE, optional=True)
+    bytes = Attr(IntegerAttr, doc="bytes the copies of this phase bring")
+    assembly_format = "$barriers `[` $slot `]` (`,` `pred` $pred)? attr-dict `:` type($barriers)"
+
+    def verify_(self) -> None:
+        _check_barriers(self, self.barriers.type)
+        if not 0 < self.bytes < 2**20:
+            raise self.error(f"bytes must be in 1..2^20-1 (the tx-count), got {self.bytes}")
+
+
+@register_op
+class TmaCopyOp(Operation):
+    """Copy one tile from a tensor view into slot `slot` of a shared buffer by the TMA unit;
+    its bytes land on mbarrier `barriers[barrier_slot]`. Outside the view: zeros. One thread
+    issues it, when `pred` holds (default: always). `box`: the tensor map's box (elements
+    per view dimension) whose copies cover the slot."""
+
+    name = "tile.tma_copy"
+    summary = "Copy one tile global->shared with the TMA unit, completing on an mbarrier."
+    view = Operand(TENSOR)
+    offsets = Operand(INDEX, variadic=True)
+    buffer = Operand(SHARED)
+    slot = Operand(INDEX)
+    barriers = Operand(SHARED)
+    barrier_slot = Operand(INDEX)
+    pred = Operand(BOOL_LIKE, optional=True)
+    box = Attr(ArrayAttr, doc="the tensor map's box, elements per view dimension")
+    assembly_format = (
+        "$view `[` $offsets `]` `,` $buffer `[` $slot `]` `,` $barriers `[` $barrier_slot `]` "
+        "(`,` `pred` $pred)? attr-dict `:` type($view) `,` type($buffer) `,` type($barriers)"
+    )
+
+    @property
+    def box_shape(self) -> tuple[int, ...]:
+        return tuple(int(e.value) for e in self.attributes["box"].elements)
+
+    def verify_(self) -> None:
+        view_t, buffer_t = self.view.type, self.buffer.type
+        _check_barriers(self, self.barriers.type)
+        if not isinstance(view_t, TensorType) or len(self.offsets) != view_t.rank:
+            raise self.error(f"needs one offset per dimension of {view_t}")
+        if buffer_t.rank != view_t.rank + 1:
+            raise self.error(f"a slot of {buffer_t} must have the rank of the view {view_t}")
+        if buffer_t.element != view_t.element:
+            raise self.error(
+                f"buffer element type {buffer_t.element} differs from the view's {view_t.element}"
+            )
+        box = self.box_shape
+        if len(box) != view_t.rank or any(not 1 <= b <= 256 for b in box):
+            raise self.error(
+                f"box {list(box)} must give 1..256 elements for each of the view's {view_t.rank} "
+                "dimensions"
+            )
+        slot = buffer_t.shape[1:]
+        if any(isinstance(s, int) and s % b for s, b in zip(slot, box)):
+            raise self.error(f"box {list(box)} does not tile a slot of {list(slot)}")
+
+
+@register_op
+class MbarrierWaitOp(Operation):
+    """Wait until the phase of parity `phase` (0 or 1) of mbarrier `barriers[slot]` has
+    completed; the bytes that completed it are then visible to every waiting thread."""
+
+    name = "tile.mbarrier_wait"
+    summary = "Wait for an mbarrier's phase of a parity to complete (try_wait.parity)."
+    barriers = Operand(SHARED)
+    slot = Operand(INDEX)
+    phase = Operand(INDEX)
+    assembly_format = "$barriers `[` $slot `]` `,` $phase attr-dict `:` type($barriers)"
+
+    def verify_(self) -> None:
+        _check_barriers(self, self.barriers.type)
+
+
+@register_op
+class MbarrierInvalOp(Operation):
+    """Invalidate every mbarrier of `barriers` (after the block's last wait on them), so that
+    their bytes may hold other data."""
+
+    name = "tile.mbarrier_inval"
+    summary = "Invalidate a buffer of mbarriers before its bytes are reused."
+    barriers = Operand(SHARED)
+    assembly_format = "$barriers attr-dict `:` type($barriers)"
+
+    def verify_(self) -> None:
+        _check_barriers(self, self.barriers.type)
