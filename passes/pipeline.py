@@ -36,12 +36,15 @@ from dataclasses import dataclass
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
+from tilec.dialects import tma as TM
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.attributes import IntegerAttr
+from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
-from tilec.ir.types import SharedType
+from tilec.ir.types import SharedType, i64
+from tilec.lowering.layouts import element_bytes
+from tilec.lowering.tma import box_plan
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.occupancy import (
     DRIVER_RESERVED_SHARED,
@@ -49,6 +52,7 @@ from tilec.passes.occupancy import (
     REGISTERS_PER_SM,
     SM_SHARED_SM90,
 )
+from tilec.passes.pipeline_tma import TMA_ARCHES, stream_box, tma_blocker
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -121,6 +125,15 @@ class Pipeline(Pass):
             "waits for the previous iteration's wgmmas after issuing its own, and copies run "
             "S-2 steps ahead (the slot the running wgmma reads stays untouched)",
         )
+        tma: int = option(
+            -1,
+            "copies by the TMA unit on mbarriers (sm_90a): -1 where every stream of a loop can "
+            "be (passes/pipeline_tma.py says when), 0 never (cp.async), 1 required (an error "
+            "names the stream that cannot)",
+        )
+        arch: str = option(
+            "", "the target architecture (the compiler sets it when lowering; '': unknown)"
+        )
         sm_shared: int = option(
             SM_SHARED_SM90,
             "shared memory per SM in bytes (sm_90: 228 KiB), shared by the blocks a kernel's "
@@ -184,8 +197,11 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
             f"pipeline: option dots_in_flight must be -1 (automatic), 0 or 1, got "
             f"{options.dots_in_flight}"
         )
+    if options.tma not in (-1, 0, 1):
+        raise TileError(f"pipeline: option tma must be -1 (automatic), 0 or 1, got {options.tma}")
     for loop_streams in by_loop.values():
-        _pipeline_loop(kernel, loop_streams, stages, options.dots_in_flight, ctx)
+        tma = _tma_choice(kernel, loop_streams, stages, options, ctx)
+        _pipeline_loop(kernel, loop_streams, stages, options.dots_in_flight, ctx, tma)
     remove_redundant_barriers(kernel)
     plan = plan_shared_memory(kernel)
     check_shared_plan(
@@ -416,8 +432,76 @@ def _recomputable(roots: list[Value], loop: scf.ForOp) -> list[Operation] | str:
 # Rewriting one loop
 
 
+def _tma_choice(
+    kernel: FuncOp, streams: list[_Stream], stages: int, options: Pipeline.Options, ctx: PassContext
+) -> bool:
+    """Whether the loop of `streams` copies by the TMA unit (option `tma`), with a remark."""
+    loop = streams[0].loop
+    if options.tma == 0:
+        if options.arch in TMA_ARCHES:
+            ctx.remark(loop, "copies by cp.async: option tma = 0")
+        return False
+    if options.arch not in TMA_ARCHES:
+        if options.tma == 1:
+            raise TileError(
+                f"pipeline: option tma = 1 needs the TMA unit of {', '.join(TMA_ARCHES)}, not "
+                f"{options.arch or 'an unknown architecture'}",
+                loop.loc,
+            )
+        return False
+    blockers = [(s, tma_blocker(kernel, s, stages)) for s in streams]
+    blocked = [(s, why) for s, why in blockers if why]
+    if blocked:
+        text = "; ".join(f"{_stream_name(s)}: {why}" for s, why in blocked)
+        if options.tma == 1:
+            raise TileError(
+                f"pipeline: option tma = 1, but the TMA unit cannot copy {text}",
+                blocked[0][0].load.loc,
+                hint="give the tensor 16-byte aligned rows (strides multiples of 16 bytes), "
+                "or leave tma automatic (-1) so such streams keep cp.async",
+            )
+        ctx.remark(loop, f"copies by cp.async, not the TMA unit: {text}")
+        return False
+    parts = []
+    for s in streams:
+        t = s.alloc.result.type
+        planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
+        box, boxes = box_plan(planned)  # type: ignore[misc]
+        shape = "x".join(map(str, box))
+        count = f"{len(boxes)} boxes" if len(boxes) > 1 else "one box"
+        parts.append(f"{_stream_name(s)} in {count} of {shape}")
+    step_bytes = sum(_slot_bytes(s) for s in streams)
+    ctx.remark(
+        loop,
+        "copies by the TMA unit (option tma): " + ", ".join(parts) + f"; thread 0 issues "
+        f"them and each stage's mbarrier expects their {step_bytes} bytes; tensor maps from "
+        "the arguments' shapes and strides (docs/abi.md)",
+    )
+    return True
+
+
+def _stream_name(s: _Stream) -> str:
+    view = s.load.view
+    name = getattr(view, "name_hint", None) or "a view"
+    buffer = s.alloc.result.name_hint
+    return f"{name} -> %{buffer}" if buffer else name
+
+
+def _slot_bytes(s: _Stream) -> int:
+    t = s.alloc.result.type
+    count = 1
+    for d in t.shape[1:]:
+        count *= d
+    return count * element_bytes(t.element)
+
+
 def _pipeline_loop(
-    kernel: FuncOp, streams: list[_Stream], stages: int, in_flight: int, ctx: PassContext
+    kernel: FuncOp,
+    streams: list[_Stream],
+    stages: int,
+    in_flight: int,
+    ctx: PassContext,
+    tma: bool = False,
 ) -> None:
     loop = streams[0].loop
     # With a wgmma chain left in flight across the back edge, iteration i's copies may not
@@ -456,16 +540,31 @@ def _pipeline_loop(
         s.alloc.result.type = SharedType((stages, *slot.shape[1:]), slot.element, slot.layout)
 
     # Prologue: steps 0..S-2 into slots 0..S-2, one group each. The barrier orders the copies
-    # after earlier uses of the same bytes (removed when there are none).
+    # after earlier uses of the same bytes (removed when there are none). With the TMA unit:
+    # the stages' mbarriers, initialized before that barrier (which publishes them); each
+    # step's copies arrive on its slot's barrier, and only steps inside the loop are copied.
+    barriers = None
+    if tma:
+        entry = Builder.at_start(kernel.body.block, loop.loc)
+        barriers = entry.create(
+            shared.AllocSharedOp, result_types=[SharedType((stages, 1), i64)]
+        ).result
+        barriers.name_hint = "stage_barriers"
+        before.create(TM.MbarrierInitOp, barriers=barriers, arrivals=IntegerAttr(1))
     before.create(shared.BarrierOp)
+    step_bytes = sum(_slot_bytes(s) for s in streams)
     for j in range(lead):
         if j == 0:
             iv_j = loop.lower
         else:
             offset = before.create(arith.MulIOp, lhs=loop.step, rhs=constant(before, j)).result
             iv_j = before.create(arith.AddIOp, lhs=loop.lower, rhs=offset).result
+        slot_j = constant(before, j)
+        if barriers is not None:
+            _tma_step(before, streams, iv_j, slot_j, barriers, stages, step_bytes)
+            continue
         for s in streams:
-            _copy(before, s, iv_j, constant(before, j))
+            _copy(before, s, iv_j, slot_j)
         before.create(shared.AsyncCommitOp)
     distance = before.create(arith.MulIOp, lhs=loop.step, rhs=constant(before, lead)).result
     distance.name_hint = "prefetch_distance"
@@ -474,14 +573,22 @@ def _pipeline_loop(
     # that iteration i-1 read.
     body = loop.body.block
     top = Builder.at_start(body, loop.loc)
-    top.create(shared.AsyncWaitOp, pending=lead - 1)
-    top.create(shared.BarrierOp)
+    if barriers is None:
+        top.create(shared.AsyncWaitOp, pending=lead - 1)
+        top.create(shared.BarrierOp)
     since = top.create(arith.SubIOp, lhs=iv, rhs=loop.lower).result
     step_index = top.create(arith.DivSIOp, lhs=since, rhs=loop.step).result
     step_index.name_hint = "step_index"
     count = constant(top, stages, "num_stages")
     slot = top.create(arith.RemSIOp, lhs=step_index, rhs=count).result
     slot.name_hint = "slot"
+    if barriers is not None:
+        # Step i is on its slot's barrier in phase i / S (parity (i / S) % 2).
+        round_ = top.create(arith.DivSIOp, lhs=step_index, rhs=count).result
+        phase = top.create(arith.RemSIOp, lhs=round_, rhs=constant(top, 2)).result
+        phase.name_hint = "phase"
+        top.create(TM.MbarrierWaitOp, barriers=barriers, slot=slot, phase=phase)
+        top.create(shared.BarrierOp)  # every thread is past its reads of the slot refilled next
     ahead = top.create(arith.AddIOp, lhs=step_index, rhs=constant(top, lead)).result
     slot_ahead = top.create(arith.RemSIOp, lhs=ahead, rhs=count).result
     slot_ahead.name_hint = "slot_ahead"
@@ -492,9 +599,15 @@ def _pipeline_loop(
     # the barrier); other loops copy where the tile was stored.
     after_dot = any(is_wgmma_dot(op) for op in body.ops)
     last_copy = None
+    if barriers is not None:
+        anchor = loop.yield_op if after_dot else streams[0].store
+        _tma_step(
+            Builder.before_op(anchor), streams, iv_ahead, slot_ahead, barriers, stages, step_bytes
+        )
     for s in streams:
-        anchor = loop.yield_op if after_dot else s.store
-        last_copy = _copy(Builder.before_op(anchor), s, iv_ahead, slot_ahead)
+        if barriers is None:
+            anchor = loop.yield_op if after_dot else s.store
+            last_copy = _copy(Builder.before_op(anchor), s, iv_ahead, slot_ahead)
         for use in list(s.alloc.result.uses):
             if isinstance(use, shared.LoadSharedOp):
                 use.set_operand(1, slot)
@@ -504,12 +617,19 @@ def _pipeline_loop(
             s.alloc,
             f"{stages} slots: copies run {lead} step{'s' if lead > 1 else ''} ahead of their use",
         )
-    Builder.after_op(last_copy).create(shared.AsyncCommitOp)
+    if last_copy is not None:
+        Builder.after_op(last_copy).create(shared.AsyncCommitOp)
 
     # After the loop: the last copies (past the end, never read) land before the bytes are
-    # reused; a barrier when later code touches shared memory.
+    # reused; a barrier when later code touches shared memory. With the TMA unit every copy
+    # issued was waited for; once every thread is past its last wait the barriers are
+    # invalidated, so that their bytes may be reused.
     after = Builder.after_op(loop)
-    after.create(shared.AsyncWaitOp, pending=0)
+    if barriers is not None:
+        after.create(shared.BarrierOp)
+        after.create(TM.MbarrierInvalOp, barriers=barriers)
+    else:
+        after.create(shared.AsyncWaitOp, pending=0)
     if _shared_memory_used_after(kernel, loop):
         after.create(shared.BarrierOp)
 
@@ -552,8 +672,49 @@ def _copy(b: Builder, s: _Stream, iv_value: Value, slot: Value) -> Operation:
     )
 
 
+def _tma_step(
+    b: Builder,
+    streams: list[_Stream],
+    iv_value: Value,
+    slot: Value,
+    barriers: Value,
+    stages: int,
+    step_bytes: int,
+) -> None:
+    """The copies of one step by the TMA unit, into `slot`, arriving on that slot's barrier,
+    issued only when the step is one the loop runs (`iv_value` < its upper bound)."""
+    loop = streams[0].loop
+    inside = b.create(
+        arith.CmpIOp, predicate=StringAttr("slt"), lhs=iv_value, rhs=loop.upper
+    ).result
+    b.create(
+        TM.MbarrierExpectOp,
+        barriers=barriers,
+        slot=slot,
+        pred=inside,
+        bytes=IntegerAttr(step_bytes),
+    )
+    for s in streams:
+        mapping: dict[Value, Value] = {s.loop.induction_var: iv_value}
+        for op in s.recompute:
+            b.insert(op.clone(mapping))
+        box = stream_box(s, stages)
+        b.create(
+            TM.TmaCopyOp,
+            view=s.load.view,
+            offsets=[mapping.get(v, v) for v in s.load.offsets],
+            buffer=s.alloc.result,
+            slot=slot,
+            barriers=barriers,
+            barrier_slot=slot,
+            pred=inside,
+            box=ArrayAttr(tuple(IntegerAttr(d) for d in box)),  # type: ignore[union-attr]
+            loc=s.load.loc,
+        )
+
+
 def _shared_memory_used_after(kernel: FuncOp, loop: Operation) -> bool:
     ops = list(kernel.walk())
     end = ops.index(list(loop.walk())[-1])
-    accesses = (shared.StoreSharedOp, shared.LoadSharedOp, shared.AsyncCopyOp)
+    accesses = (shared.StoreSharedOp, shared.LoadSharedOp, shared.AsyncCopyOp, TM.TmaCopyOp)
     return any(isinstance(op, accesses) for op in ops[end + 1 :])

@@ -13,10 +13,11 @@ import math
 from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
-from tilec.dialects import arith, scf, shared
+from tilec.dialects import arith, scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import DotOperandLayout, MmaLayout, SharedLayout
+from tilec.dialects.tma import is_barrier_buffer
 from tilec.ir.attributes import IntegerAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
@@ -488,9 +489,9 @@ def _needs_barrier_after(op: Operation) -> bool:
     """Whether `op` touches shared memory in a way a later barrier must order: a write (or a
     landed copy) other threads will read, or a read a later write must wait for. Issuing a
     copy does not: it lands at a `tile.async_wait`."""
+    lands = (shared.AsyncWaitOp, tma.MbarrierInitOp, tma.MbarrierWaitOp)
     return any(
-        isinstance(o, (shared.StoreSharedOp, shared.LoadSharedOp, shared.AsyncWaitOp))
-        for o in op.walk()
+        isinstance(o, (shared.StoreSharedOp, shared.LoadSharedOp, *lands)) for o in op.walk()
     )
 
 
@@ -578,7 +579,8 @@ def plan_shared_memory(kernel: Operation, slots: dict[int, int] | None = None) -
         planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
         buffers.append(BufferPlace(op, planned, buffer_bytes(planned), first, last))
     placed: list[BufferPlace] = []
-    for b in sorted(buffers, key=lambda b: (b.first, -b.bytes)):
+    # mbarriers (8 bytes each) go after the operand buffers, which keep their 1 KiB alignment.
+    for b in sorted(buffers, key=lambda b: (is_barrier_buffer(b.type), b.first, -b.bytes)):
         live = sorted((p for p in placed if p.overlaps_in_time(b)), key=lambda p: p.offset)
         offset = 0
         for p in live:

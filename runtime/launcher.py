@@ -48,6 +48,7 @@ from tilec.runtime.arguments import (
 )
 from tilec.runtime.device import GPUError, check, cuda_modules, device_arch, get_device
 from tilec.runtime.split import split_grid
+from tilec.runtime.tensormap import TENSORMAP_BYTES, TensorMapEncoder
 
 __all__ = ["Launcher", "stream_handle"]
 
@@ -56,9 +57,11 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 DEFAULT_SHARED_LIMIT = 48 * 1024
 _STREAMS_KEPT = 64  # `CUstream`s a launcher keeps for its fast launches
 
-_POINTER, _EXTENT, _STRIDE, _SCALAR, _WORKSPACE, _COUNTERS = range(6)
-# The hidden parameters of a split kernel (docs/abi.md): not arguments, filled per launch.
-HIDDEN_KINDS = {"workspace": _WORKSPACE, "counters": _COUNTERS}
+_POINTER, _EXTENT, _STRIDE, _SCALAR, _WORKSPACE, _COUNTERS, _TENSORMAP = range(7)
+# The hidden parameters (docs/abi.md): not arguments, filled per launch -- a split kernel's
+# workspace and counters, and the tensor maps of TMA copies (`tilec.runtime.tensormap`).
+HIDDEN_KINDS = {"workspace": _WORKSPACE, "counters": _COUNTERS, "tensormap": _TENSORMAP}
+_TENSORMAP_ALIGNMENT = 64
 
 
 class Launcher:
@@ -107,7 +110,21 @@ class Launcher:
         self._fields: list[tuple[int, int, int]] = []
         self._scalar_codes: dict[int, str] = {}  # argument index -> its `struct` code
         layout, offsets, offset = "<", [], 0
+        # (argument index, encoder) of each tensor-map parameter, in order.
+        self._encoders: list[tuple[int, TensorMapEncoder]] = []
         for p in self.abi.parameters:
+            if p.kind == "tensormap":
+                j = len(self._encoders)
+                what = f"argument '{p.argument}' of kernel '{self.name}'"
+                encoder = TensorMapEncoder(p.dtype, tuple(p.box), what)
+                self._encoders.append((index[p.argument], encoder))
+                padding = -offset % _TENSORMAP_ALIGNMENT
+                layout += "x" * padding + f"{TENSORMAP_BYTES}s"
+                offset += padding
+                offsets.append(offset)
+                offset += TENSORMAP_BYTES
+                self._fields.append((index[p.argument], _TENSORMAP, j))
+                continue
             if p.kind in HIDDEN_KINDS:
                 code, kind = "Q", HIDDEN_KINDS[p.kind]
                 layout += "x" * (-offset % 8) + code
@@ -135,8 +152,9 @@ class Launcher:
         getters = {_POINTER: "v[{i}].pointer", _EXTENT: "v[{i}].shape[{a}]"}
         getters.update({_STRIDE: "v[{i}].strides[{a}]", _SCALAR: "v[{i}]"})
         getters.update({_WORKSPACE: "h[0]", _COUNTERS: "h[1]"})  # h: the hidden addresses
+        getters[_TENSORMAP] = "t[{a}]"  # t: the tensor maps' bytes
         items = "".join(getters[k].format(i=i, a=a) + ", " for i, k, a in self._fields)
-        self._gather = eval(f"lambda v, h=(0, 0): ({items})")  # only indices: safe
+        self._gather = eval(f"lambda v, h=(0, 0), t=(): ({items})")  # only indices: safe
         self._struct = struct.Struct(layout)
         self._buffer = ctypes.create_string_buffer(max(offset, 1))
         base = ctypes.addressof(self._buffer)
@@ -311,7 +329,11 @@ class Launcher:
     def parameters(self, values: list, hidden: tuple = (0, 0)) -> tuple[int | float, ...]:
         """The value of every kernel parameter, in order, for converted argument `values`
         (and a split kernel's workspace and counters addresses, `hidden`)."""
-        return self._gather(values, hidden)
+        return self._gather(values, hidden, self._tensormaps(values))
+
+    def _tensormaps(self, values: list) -> tuple[bytes, ...]:
+        """The bytes of each tensor-map parameter for converted argument `values`."""
+        return tuple(encode(values[i]) for i, encode in self._encoders)
 
     def _launch(
         self, function: Any, grid: tuple, values: list, stream: int, ordinal: int, hidden=(0, 0)
@@ -320,7 +342,9 @@ class Launcher:
 
     def _pack_values(self, source: tuple) -> None:
         values, hidden = source
-        self._struct.pack_into(self._buffer, 0, *self._gather(values, hidden))
+        self._struct.pack_into(
+            self._buffer, 0, *self._gather(values, hidden, self._tensormaps(values))
+        )
 
     def send(self, function: Any, grid: tuple, pack: Any, source: Any, stream: int, ordinal: int):
         """Fill the parameter buffer with `pack(source)` and queue the kernel: no checks left
@@ -405,6 +429,12 @@ class Launcher:
         for i, kind, axis in self._fields:
             if kind in (_WORKSPACE, _COUNTERS):
                 code, changes, term = "Q", True, f"hidden[{kind - _WORKSPACE}]"
+            elif kind == _TENSORMAP:  # by address: the extents and strides are fixed here
+                encoder = self._encoders[axis][1]
+                namespace[f"tensormap{axis}"] = encoder.for_layout(
+                    tuple(values[i].shape), tuple(values[i].strides)
+                )
+                code, changes, term = f"{TENSORMAP_BYTES}s", True, f"tensormap{axis}(v{i})"
             elif kind == _POINTER:
                 code, changes, term = "Q", True, f"v{i}"
             elif kind == _SCALAR:

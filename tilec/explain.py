@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from tilec.diagnostics import format_bytes
 from tilec.dialects import gather as G
-from tilec.dialects import scf, shared
+from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout, SharedLayout
@@ -343,7 +343,8 @@ class _Kernel:
         streamed = [
             alloc
             for alloc in self.buffers()
-            if any(isinstance(u, shared.AsyncCopyOp) for u in alloc.result.uses)
+            if any(isinstance(u, (shared.AsyncCopyOp, tma.TmaCopyOp)) for u in alloc.result.uses)
+            and not tma.is_barrier_buffer(alloc.result.type)
         ]
         if not self.ran("pipeline"):
             self.line("stages", "1 (pipeline did not run)")
@@ -353,9 +354,16 @@ class _Kernel:
         if streamed:
             counts = sorted({a.result.type.shape[0] for a in streamed})
             names = ", ".join(f"%{a.result.name_hint}" for a in streamed)
-            text = f"{'/'.join(map(str, counts))} ({names} filled by cp.async)"
+            by_tma = any(isinstance(u, tma.TmaCopyOp) for a in streamed for u in a.result.uses)
+            how = "the TMA unit" if by_tma else "cp.async"
+            text = f"{'/'.join(map(str, counts))} ({names} filled by {how})"
             loops = [op for op in self.ops if isinstance(op, scf.ForOp)]
-            flight = [m for loop in loops for m in self.said(loop, "pipeline") if "flight" in m]
+            flight = [
+                m
+                for loop in loops
+                for m in self.said(loop, "pipeline")
+                if "flight" in m or m.startswith("copies by")
+            ]
             self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen] + flight)
             return
         why = chosen + [
@@ -365,11 +373,8 @@ class _Kernel:
         self.line("stages", text, why)
 
     def vectors(self) -> None:
-        accesses = [
-            op
-            for op in self.ops
-            if isinstance(op, (T.LoadOp, T.StoreOp, G.GatherOp, G.ScatterOp, shared.AsyncCopyOp))
-        ]
+        kinds = (T.LoadOp, T.StoreOp, G.GatherOp, G.ScatterOp, shared.AsyncCopyOp, tma.TmaCopyOp)
+        accesses = [op for op in self.ops if isinstance(op, kinds)]
         if not accesses:
             self.line("vectors", "no global loads or stores")
             return
@@ -378,6 +383,12 @@ class _Kernel:
             view = self.name_of(op.view)
             size = element_bytes(op.view.type.element)
             width = (_int_attr(op, "vector") or 1) * size
+            if isinstance(op, tma.TmaCopyOp):
+                box = "x".join(map(str, op.box_shape))
+                key = f"TMA {view} -> %{op.buffer.name_hint or 'buffer'}: boxes of {box}"
+                count, reasons = groups.get(key, (0, []))
+                groups[key] = (count + 1, reasons)
+                continue
             if isinstance(op, shared.AsyncCopyOp):
                 what = f"cp.async {view} -> %{op.buffer.name_hint or 'buffer'}"
             elif isinstance(op, (G.GatherOp, G.ScatterOp)):

@@ -39,6 +39,7 @@ from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
 from tilec.lowering.layouts import WARP_SIZE
 from tilec.lowering.shared_memory import shared_bytes
+from tilec.lowering.tma import tensormap_boxes, tensormap_parameter_name
 
 __all__ = [
     "ALIGNMENT",
@@ -74,7 +75,10 @@ COUNTERS_PARAMETER = "tilec.counters"
 class Parameter:
     """One kernel parameter. `kind`: "pointer" (dtype: the element type), "extent" or
     "stride" (dtype "i64", of dimension `axis`), or "scalar" (dtype: its type). For an extent,
-    `dim` is the dimension's name (`"M"`), its fixed size (`4` in `f32[M, 4]`), or None (`?`)."""
+    `dim` is the dimension's name (`"M"`), its fixed size (`4` in `f32[M, 4]`), or None (`?`).
+    Hidden ones: "workspace" and "counters" (a split kernel's), and "tensormap": the 128-byte
+    TMA descriptor of tensor `argument` (dtype: its element type) with box `box`, passed by
+    value (`__grid_constant__`; `tilec.lowering.tma`)."""
 
     name: str
     kind: str
@@ -82,6 +86,11 @@ class Parameter:
     dtype: str
     axis: int | None = None
     dim: str | int | None = None
+    box: tuple[int, ...] | None = None  # a "tensormap": its box, elements per dimension
+
+    def __post_init__(self) -> None:
+        if self.box is not None:  # from JSON: a list
+            object.__setattr__(self, "box", tuple(int(b) for b in self.box))
 
 
 def known_multiple(value: int) -> int:
@@ -358,6 +367,20 @@ def kernel_parameters(kernel: FuncOp) -> tuple[Parameter, ...]:
         # Hidden, after every argument's: what the split blocks share (docs/abi.md).
         params.append(Parameter(WORKSPACE_PARAMETER, "workspace", "", "u8"))
         params.append(Parameter(COUNTERS_PARAMETER, "counters", "", "u32"))
+    for view, box in tensormap_boxes(kernel):
+        # Hidden, last: the tensor maps of the TMA copies (one per argument and box).
+        if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
+            raise ValueError("tile.tma_copy reads a view that is not a kernel argument")
+        name = argument_name(kernel, view.index)
+        params.append(
+            Parameter(
+                tensormap_parameter_name(name, box),
+                "tensormap",
+                name,
+                str(view.type.element),
+                box=box,
+            )
+        )
     return tuple(params)
 
 

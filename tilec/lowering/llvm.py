@@ -81,6 +81,7 @@ from tilec.lowering import (
     shared_memory,
     split,
     tensorcore,
+    tma,
     wgmma,
 )
 from tilec.lowering.abi import (
@@ -219,10 +220,24 @@ class _KernelLowering(
         if debug_info is not None:
             self.subprogram = debug_info.subprogram(self.fn, func.loc)
             self.subprogram_file = func.loc.file or "<unknown>"
-        for arg, p in zip(self.fn.args, self.abi.parameters):
+        grid_constants = []
+        for i, (arg, p) in enumerate(zip(self.fn.args, self.abi.parameters)):
             arg.name = p.name
             if p.name in specialization.aligned:
                 arg.attributes.align = ALIGNMENT
+            if p.kind == "tensormap":  # by value, read in place (`tilec.lowering.tma`)
+                arg.attributes.add("byval")
+                arg.attributes.align = tma.TENSORMAP_ALIGNMENT
+                grid_constants.append(ir.Constant(I32, i + 1))
+        if grid_constants:
+            llmod.add_named_metadata(
+                "nvvm.annotations",
+                [
+                    self.fn,
+                    ir.MetaDataString(llmod, "grid_constant"),
+                    llmod.add_metadata(grid_constants),
+                ],
+            )
         # Every launch uses exactly this many threads; ptxas may plan registers for it.
         llmod.add_named_metadata(
             "nvvm.annotations",
@@ -267,6 +282,12 @@ class _KernelLowering(
         self._bases: dict[tuple[DimMap, ...], list[ir.Value]] = {}
         self._owners: dict[tuple[DimMap, ...], ir.Value | None] = {}
         self._bind_arguments()
+        # Each tensor map's generic address (`cvta.param`), for `cp.async.bulk.tensor`.
+        self.tensormaps: dict[tuple[Value, tuple[int, ...]], ir.Value] = {}
+        boxes = iter(tma.tensormap_boxes(func))
+        for arg, p in zip(self.fn.args, self.abi.parameters):
+            if p.kind == "tensormap":
+                self.tensormaps[next(boxes)] = self.prologue.ptrtoint(arg, I64)
 
     def _sreg(self, name: str) -> ir.Value:
         return mathlib.call_intrinsic(self.b, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
@@ -552,6 +573,8 @@ class _KernelLowering(
 
 
 def _parameter_type(kind: str, dtype: str) -> ir.Type:
+    if kind == "tensormap":
+        return ir.PointerType(ir.ArrayType(I8, tma.TENSORMAP_BYTES))  # byval: 128 bytes
     if kind in ("pointer", "workspace", "counters"):
         return GLOBAL_PTR
     if kind in ("extent", "stride"):
@@ -643,6 +666,7 @@ LOWERINGS: dict[type, Any] = {
     W.LastArrivalOp: split.lower_last_arrival,
     R.PhiloxOp: random.lower_philox,
     **atomic_lowering.LOWERINGS,
+    **tma.LOWERINGS,  # tile.tma_copy and the mbarrier ops
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
     **scan.LOWERINGS,  # tile.scan, tile.arg_reduce, tile.topk

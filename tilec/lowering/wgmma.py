@@ -14,6 +14,7 @@ from tilec.dialects import scf
 from tilec.dialects import shared as S
 from tilec.dialects import tile as T
 from tilec.dialects.tile import DotOperandLayout, MmaLayout
+from tilec.dialects.tma import MbarrierInvalOp, MbarrierWaitOp
 from tilec.ir.core import Operation, OpResult
 from tilec.ir.types import FloatType, TileType
 from tilec.lowering.layouts import (
@@ -45,6 +46,7 @@ __all__ = [
     "is_wgmma_dot",
     "lower_barrier",
     "lower_wgmma_dot",
+    "pipelined_loop",
     "uses_wgmma",
     "wgmma_descriptor_low",
     "wgmma_operand_walk",
@@ -118,17 +120,7 @@ def deferred_wgmma_slots(loop: Operation) -> list[int]:
     `lower_wgmma_dot` then issues without waiting, and the wait comes later: at the barrier
     at the top of the next iteration (`carried_in_flight`), or at the end of the iteration,
     after the copies that follow the dot were issued (`finish_iteration`)."""
-    body = loop.body.block.ops
-    block = loop.block
-    after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
-    shaped = (
-        len(body) > 2
-        and isinstance(body[0], S.AsyncWaitOp)
-        and isinstance(body[1], S.BarrierOp)
-        and bool(after)
-        and isinstance(after[0], S.AsyncWaitOp)
-    )
-    if not shaped:
+    if not pipelined_loop(loop):
         return []
     return [
         j
@@ -138,6 +130,30 @@ def deferred_wgmma_slots(loop: Operation) -> list[int]:
         and is_wgmma_dot(v.op)
         and all(u is loop.yield_op for u in v.uses)
     ]
+
+
+def pipelined_loop(loop: Operation) -> bool:
+    """Whether `loop` has the shape `pipeline` gives a loop: its body waits for its step's
+    copies (`tile.async_wait`; with the TMA unit, index arithmetic then `tile.mbarrier_wait`)
+    and synchronizes before anything else, and the loop is followed by the drain of its
+    copies (`tile.async_wait`; with the TMA unit, a barrier and `tile.mbarrier_inval`)."""
+    body = loop.body.block.ops
+    block = loop.block
+    after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
+    waits = [i for i, op in enumerate(body) if isinstance(op, (S.AsyncWaitOp, MbarrierWaitOp))]
+    if not waits or len(body) <= waits[0] + 2 or not isinstance(body[waits[0] + 1], S.BarrierOp):
+        return False
+    if isinstance(body[waits[0]], S.AsyncWaitOp):
+        if waits[0] != 0:
+            return False
+        return bool(after) and isinstance(after[0], S.AsyncWaitOp)
+    if any(isinstance(op, T.DotOp) for op in body[: waits[0]]):
+        return False
+    return (
+        len(after) > 1
+        and isinstance(after[0], S.BarrierOp)
+        and isinstance(after[1], MbarrierInvalOp)
+    )
 
 
 def chained_wgmma_slots(loop: Operation) -> list[int]:

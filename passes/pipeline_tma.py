@@ -1,0 +1,78 @@
+"""Which pipelined copies the TMA unit makes (`pipeline`'s option `tma`), and why not.
+
+On sm_90a a stream whose buffer is a wgmma operand's -- rows of 128 bytes in the 128-byte
+swizzle, which the TMA unit writes itself (`tilec.lowering.tma.box_plan`) -- can be filled by
+one thread asking the TMA unit for the whole tile, instead of every thread issuing 16-byte
+`cp.async` copies with their own addresses and bounds: the copies cost the block a few
+instructions instead of a dozen a thread, keep no registers, and the unit zero-fills what lies
+outside the tensor, so awkward extents cost nothing. A tensor map describes the argument
+(`tilec.runtime.tensormap`), so the argument must keep its promises at every launch: its
+address 16-byte aligned, its last stride 1, its other strides multiples of 16 bytes -- the
+kernel's specialization says so, or the stream keeps cp.async (a launch with another layout
+gets another specialization).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tilec.dialects import shared
+from tilec.dialects.builtin import FuncOp
+from tilec.ir.core import BlockArgument
+from tilec.ir.types import SharedType
+from tilec.lowering.abi import argument_name, kernel_specialization
+from tilec.lowering.layouts import element_bytes
+from tilec.lowering.tma import box_plan
+
+if TYPE_CHECKING:
+    from tilec.passes.pipeline import _Stream
+
+__all__ = ["TMA_ARCHES", "TMA_ELEMENTS", "stream_box", "tma_blocker"]
+
+TMA_ARCHES = ("sm_90a",)
+# Element types a tensor map describes here (CU_TENSOR_MAP_DATA_TYPE_*).
+TMA_ELEMENTS = ("f16", "bf16", "f32", "i8", "i32")
+
+
+def stream_box(stream: _Stream, stages: int) -> tuple[int, ...] | str:
+    """The box of the tensor map that fills one slot of `stream`'s buffer, or why none."""
+    t = stream.alloc.result.type
+    planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
+    plan = box_plan(planned)
+    return plan if isinstance(plan, str) else plan[0]
+
+
+def tma_blocker(kernel: FuncOp, stream: _Stream, stages: int) -> str:
+    """Why `stream` cannot be copied by the TMA unit ("" when it can)."""
+    load = stream.load
+    view = load.view
+    if load.mask is not None:
+        return "its load is masked (a copy by the TMA unit writes whole boxes)"
+    if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
+        return "it reads a view the kernel computes, not an argument (a tensor map describes one)"
+    name = argument_name(kernel, view.index)
+    element = str(view.type.element)
+    if element not in TMA_ELEMENTS:
+        return f"{name}'s elements are {element}"
+    rank = view.type.rank
+    if rank > 5:
+        return f"{name} has {rank} dimensions (a tensor map has at most 5)"
+    spec = kernel_specialization(kernel)
+    if name not in spec.aligned:
+        return f"{name}'s address is not known to be 16-byte aligned"
+    last = f"{name}.stride.{rank - 1}"
+    if last not in spec.unit:
+        return f"{name}'s last stride ({last}) is not known to be 1"
+    size = element_bytes(view.type.element)
+    for axis in range(rank - 1):
+        stride = f"{name}.stride.{axis}"
+        if (spec.multiple(stride) * size) % 16:
+            return f"stride {axis} of {name} ({stride}) is not known to be a multiple of 16 bytes"
+    box = stream_box(stream, stages)
+    if isinstance(box, str):
+        return f"its buffer's slots are not what the TMA unit writes: {box}"
+    return ""
+
+
+def is_copy(op: object) -> bool:
+    return isinstance(op, shared.AsyncCopyOp)

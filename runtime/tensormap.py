@@ -1,0 +1,119 @@
+"""Tensor maps for the TMA unit: the 128-byte descriptors a kernel's `tile.tma_copy` ops read
+(hidden "tensormap" parameters, docs/abi.md), encoded per launch from each argument's address,
+shape and strides by the driver's `cuTensorMapEncodeTiled`, and cached by address.
+
+A descriptor says: the element type; the tensor's extents and strides (innermost dimension
+first, strides in bytes, the last dimension's stride 1); the box the copies move (the kernel
+parameter's `box`, innermost first); the 128-byte swizzle the kernel's shared buffers use;
+promotion to L2 in 256-byte lines; and zeros for elements outside the tensor. The kernel was
+compiled only for arguments whose address is 16-byte aligned and whose strides are multiples
+of 16 bytes (`passes/pipeline_tma.py`, the launcher checks the specialization), which is what
+the encoding needs; a driver that still refuses one raises `LaunchError` naming the argument.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+from tilec.runtime.arguments import LaunchError
+from tilec.runtime.device import cuda_modules
+
+__all__ = ["TENSORMAP_BYTES", "TensorMapEncoder"]
+
+TENSORMAP_BYTES = 128
+_CACHED = 64  # descriptors a parameter keeps, by address (a training loop reuses a few)
+_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i8": 1, "i32": 4}
+
+
+def _data_type(driver: Any, dtype: str) -> Any:
+    t = driver.CUtensorMapDataType
+    table = {
+        "f16": t.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        "bf16": t.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        "f32": t.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        "i8": t.CU_TENSOR_MAP_DATA_TYPE_UINT8,  # bytes: the copy does not interpret them
+        "i32": t.CU_TENSOR_MAP_DATA_TYPE_INT32,
+    }
+    return table[dtype]
+
+
+def encode_tensormap(
+    dtype: str,
+    pointer: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    box: tuple[int, ...],
+    what: str = "a tensor",
+) -> bytes:
+    """The 128 bytes of the tensor map of a tensor of `dtype` at `pointer` with `shape` and
+    `strides` (elements, outermost first) whose copies move boxes of `box` (outermost first)."""
+    _, driver = cuda_modules()
+    size = _ELEMENT_BYTES[dtype]
+    rank = len(shape)
+    dims = [max(int(d), 1) for d in reversed(shape)]
+    byte_strides = [int(s) * size for s in reversed(strides)][1:]
+    err, tensormap = driver.cuTensorMapEncodeTiled(
+        _data_type(driver, dtype),
+        rank,
+        pointer,
+        dims,
+        byte_strides,
+        [int(b) for b in reversed(box)],
+        [1] * rank,
+        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise LaunchError(
+            f"cannot encode the tensor map of {what} (address {pointer:#x}, shape "
+            f"{tuple(shape)}, strides {tuple(strides)} elements, box {tuple(box)}): "
+            f"cuTensorMapEncodeTiled returned {err.name if hasattr(err, 'name') else err}",
+            hint="the kernel's TMA copies need 16-byte aligned addresses and strides that are "
+            "multiples of 16 bytes; compile with pass option pipeline.tma=0 to use cp.async",
+        )
+    return ctypes.string_at(tensormap.getPtr(), TENSORMAP_BYTES)
+
+
+class TensorMapEncoder:
+    """Encodes one tensor-map parameter (`dtype`, `box`) for the tensors a launch passes,
+    keeping the last descriptors by (address, shape, strides)."""
+
+    def __init__(self, dtype: str, box: tuple[int, ...], what: str):
+        self.dtype = dtype
+        self.box = tuple(box)
+        self.what = what
+        self._cache: dict[tuple, bytes] = {}
+
+    def __call__(self, tensor: Any) -> bytes:
+        key = (tensor.pointer, tensor.shape, tensor.strides)
+        found = self._cache.get(key)
+        if found is None:
+            if len(self._cache) >= _CACHED:
+                self._cache.clear()
+            found = self._cache[key] = encode_tensormap(
+                self.dtype, tensor.pointer, tensor.shape, tensor.strides, self.box, self.what
+            )
+        return found
+
+    def for_layout(
+        self, shape: tuple[int, ...], strides: tuple[int, ...]
+    ) -> Callable[[int], bytes]:
+        """A function of the address alone, for launches whose tensors all have `shape` and
+        `strides` (the jit's fast path)."""
+        cache: dict[int, bytes] = {}
+
+        def by_address(pointer: int) -> bytes:
+            found = cache.get(pointer)
+            if found is None:
+                if len(cache) >= _CACHED:
+                    cache.clear()
+                found = cache[pointer] = encode_tensormap(
+                    self.dtype, pointer, shape, strides, self.box, self.what
+                )
+            return found
+
+        return by_address

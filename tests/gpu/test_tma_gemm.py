@@ -1,0 +1,84 @@
+"""GEMMs whose operands the TMA unit copies (sm_90a), against torch: every operand layout of
+examples/gemm_layouts.tile, f16 and bf16, at shapes with partial tiles along M, N and K (the
+unit zero-fills outside the tensor), K a multiple of 8 but not 16 (rows of 16-byte multiples),
+and tiny ones; the same kernels with `pipeline.tma = 0` (cp.async) give the same bits; and a
+layout the unit cannot take keeps cp.async."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+TMA = "cp.async.bulk.tensor"
+
+
+def _kernel(name: str, tma: int):
+    from tilec.jit import load_kernel
+
+    return load_kernel(
+        EXAMPLES / "gemm_layouts.tile", name, pass_options={"pipeline": {"tma": tma}}
+    )
+
+
+def _operands(m, n, k, layout, dtype, seed):
+    torch.manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    a_stored = a.t().contiguous() if layout[0] == "t" else a
+    b_stored = b.t().contiguous() if layout[1] == "t" else b
+    return a, b, a_stored, b_stored
+
+
+SHAPES = [
+    (4096, 4096, 4096),
+    (4000, 3000, 1000),  # partial tiles along M and N, K a multiple of 8 only
+    (1000, 520, 72),  # K: one full and one partial tile of 64
+    (257, 129, 136),
+    (8, 64, 8),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_tma_gemm_matches_torch_and_cp_async(m, n, k, layout, dtype):
+    name = f"gemm_{layout}" + ("_bf16" if dtype == torch.bfloat16 else "")
+    kernel = _kernel(name, -1)
+    a, b, a_stored, b_stored = _operands(m, n, k, layout, dtype, m + n + k)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    kernel(a_stored, b_stored, c)
+    expected = (a.float() @ b.float()).to(dtype)
+    torch.testing.assert_close(c, expected, rtol=2e-2, atol=0.5)
+    plain = _kernel(name, 0)
+    c0 = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    plain(a_stored, b_stored, c0)
+    assert torch.equal(c, c0), "TMA copies and cp.async copies must give the same bits"
+    ptx = kernel.compile_for(a_stored, b_stored, c).ptx
+    if layout in ("nn", "nt"):
+        assert TMA in ptx
+    assert TMA not in plain.compile_for(a_stored, b_stored, c0).ptx
+
+
+def test_rows_not_16_byte_aligned_keep_cp_async():
+    """K = 1001: rows of 2002 bytes cannot be described to the TMA unit: cp.async, right."""
+    kernel = _kernel("gemm_nt", -1)
+    a, b, a_stored, b_stored = _operands(300, 200, 1001, "nt", torch.float16, 3)
+    c = torch.empty(300, 200, device="cuda", dtype=torch.float16)
+    kernel(a_stored, b_stored, c)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2e-2, atol=0.5)
+    assert TMA not in kernel.compile_for(a_stored, b_stored, c).ptx
+
+
+def test_a_pinned_tma_on_unaligned_rows_is_a_clear_error():
+    from tilec.diagnostics import TileError
+
+    kernel = _kernel("gemm_nt", 1)
+    a, b, a_stored, b_stored = _operands(64, 64, 1001, "nt", torch.float16, 4)
+    c = torch.empty(64, 64, device="cuda", dtype=torch.float16)
+    with pytest.raises(TileError, match=r"stride 0 of a \(a.stride.0\)"):
+        kernel(a_stored, b_stored, c)

@@ -1,0 +1,288 @@
+"""The tensor memory accelerator on sm_90a: the boxes that fill a swizzled slot, the tensor
+maps they need, and the lowering of `tile.tma_copy` and the mbarrier ops.
+
+A slot of a wgmma operand buffer (`smem-placement`'s `wgmma_swizzle_for`) is a column of
+128-byte swizzle atoms: rows of 128 bytes, the 16-byte chunk c of row r at chunk
+c ^ (r % 8), rows wider than 128 bytes in blocks of 64 (f16) columns each holding every row
+(`col_block`), and an A operand's 8-row groups in the accumulator's order (`interleave = 2`).
+The TMA unit's 128-byte swizzle writes a box of rows of 128 bytes in the same pattern,
+relative to a 1024-byte aligned address. So a slot is covered by boxes of (rows, 128 bytes):
+one per column block and, where rows are interleaved, one per 8-row group (each lands on its
+own atom); `box_plan` says where each goes. Every box of one copy has one shape, so one
+tensor map per (argument, box) serves all of them (`tensormap_parameter_name`).
+
+Tensor maps are encoded by the runtime (`tilec.runtime.tensormap`) from the argument's shape
+and strides and passed as 128-byte `__grid_constant__` kernel parameters (docs/abi.md); the
+copy names the parameter's generic address. Outside the tensor, the unit writes zeros.
+
+mbarriers: `tile.mbarrier_init` (thread 0: `mbarrier.init` per slot, then
+`fence.mbarrier_init`), `tile.mbarrier_expect` (thread 0: `mbarrier.arrive.expect_tx`),
+`tile.tma_copy` (thread 0: one `cp.async.bulk.tensor` per box, `complete_tx` on the
+barrier), `tile.mbarrier_wait` (every thread: `mbarrier.try_wait.parity` until it holds),
+`tile.mbarrier_inval` (thread 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from tilec.dialects import tma as M
+from tilec.dialects.tile import SharedLayout
+from tilec.ir.core import Operation
+from tilec.ir.types import SharedType
+from tilec.lowering.layouts import element_bytes
+from tilec.lowering.shared_memory import (
+    I32,
+    SharedBuffer,
+    _asm,
+    _i32,
+    _shared_address,
+    _slot_base,
+    swizzled_offset,
+)
+
+if TYPE_CHECKING:
+    from tilec.lowering.llvm import _KernelLowering
+
+__all__ = [
+    "TENSORMAP_ALIGNMENT",
+    "TENSORMAP_BYTES",
+    "Box",
+    "box_plan",
+    "lower_mbarrier_expect",
+    "lower_mbarrier_init",
+    "lower_mbarrier_inval",
+    "lower_mbarrier_wait",
+    "lower_tma_copy",
+    "tensormap_boxes",
+    "tensormap_parameter_name",
+]
+
+TENSORMAP_BYTES = 128  # a CUtensorMap
+TENSORMAP_ALIGNMENT = 64
+SWIZZLE_BYTES = 128  # the 128-byte swizzle's row
+ATOM_BYTES = 1024  # 8 rows of 128 bytes: the swizzle repeats
+MAX_BOX = 256  # elements per box dimension
+
+
+@dataclass(frozen=True)
+class Box:
+    """One box of a slot: the bytes from the slot's start where it lands, and the element
+    offsets (per slot dimension) of its first element within the slot's tile."""
+
+    smem_offset: int
+    start: tuple[int, ...]
+
+
+def box_plan(buffer: SharedType) -> tuple[tuple[int, ...], list[Box]] | str:
+    """The box shape (elements per slot dimension) and the boxes that fill one slot of
+    `buffer` with the TMA unit's 128-byte swizzle, or why the slot's layout is not one the
+    unit writes. The slot's dimensions before the last two must be 1 (a batch's)."""
+    layout = buffer.layout
+    slot = tuple(buffer.shape[1:])
+    size = element_bytes(buffer.element)
+    if not isinstance(layout, SharedLayout):
+        return "its layout is not a swizzled #shared one"
+    if len(slot) < 2 or any(d != 1 for d in slot[:-2]):
+        return f"a slot of {list(slot)} is not a 2-D tile (with leading 1s)"
+    rows, cols = slot[-2], slot[-1]
+    width = layout.col_block or cols
+    if (layout.vec * size, layout.per_phase, layout.max_phase) != (16, 1, 8):
+        return (
+            f"#shared<vec = {layout.vec}, per_phase = {layout.per_phase}, max_phase = "
+            f"{layout.max_phase}> is not the 128-byte swizzle (16-byte chunks XOR row % 8)"
+        )
+    if width * size != SWIZZLE_BYTES or cols % width:
+        return f"its rows (blocks) are {width * size} bytes, not the swizzle's {SWIZZLE_BYTES}"
+    if rows % 8 or (rows * cols * size) % ATOM_BYTES:
+        return f"{rows} rows are not whole 1 KiB swizzle atoms"
+    box_rows = 8 if layout.interleave != 1 else rows
+    while box_rows > MAX_BOX:
+        box_rows //= 2
+    if rows % box_rows:
+        return f"{rows} rows do not split into boxes of at most {MAX_BOX}"
+    boxes = []
+    lead = (0,) * (len(slot) - 2)
+    for c in range(0, cols, width):
+        for r in range(0, rows, box_rows):
+            offset = swizzled_offset(layout, slot, r, c) * size
+            if offset % ATOM_BYTES:
+                return f"the box at row {r}, column {c} does not start a swizzle atom"
+            boxes.append(Box(offset, (*lead, r, c)))
+    return (*(1,) * len(lead), box_rows, width), boxes
+
+
+def tensormap_parameter_name(argument: str, box: tuple[int, ...]) -> str:
+    """The hidden kernel parameter holding the tensor map of `argument` with `box`."""
+    return f"{argument}.tensormap.{'x'.join(map(str, box))}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering
+
+
+def _elected(k: _KernelLowering, pred: ir.Value | None) -> ir.Value:
+    """i1: this thread is the block's thread 0 (and `pred`, if any, holds)."""
+    b = k.b
+    tid = b.or_(b.shl(k.warp, _i32(5)), k.lane)
+    first = b.icmp_unsigned("==", tid, _i32(0))
+    return b.and_(first, pred) if pred is not None else first
+
+
+def _predicated(k: _KernelLowering, pred: ir.Value | None, emit) -> None:
+    """Run `emit()` in thread 0 only (and where `pred` holds): a branch around it."""
+    b = k.b
+    then = k.fn.append_basic_block("tma.issue")
+    done = k.fn.append_basic_block("tma.issued")
+    b.cbranch(_elected(k, pred), then, done)
+    b.position_at_end(then)
+    emit()
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _as_i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    return b.trunc(v, I32) if v.type != I32 else v
+
+
+def _barrier_address(k: _KernelLowering, barriers: SharedBuffer, slot: ir.Value) -> ir.Value:
+    return _shared_address(k, _slot_base(k, barriers, slot))
+
+
+def _pred(k: _KernelLowering, op: Operation) -> ir.Value | None:
+    if op.pred is None:
+        return None
+    value = k.values[op.pred]
+    return value if value.type == ir.IntType(1) else k.b.trunc(value, ir.IntType(1))
+
+
+def lower_mbarrier_init(k: _KernelLowering, op: Operation) -> None:
+    barriers: SharedBuffer = k.values[op.barriers]
+
+    def emit() -> None:
+        for s in range(barriers.type.shape[0]):
+            address = _barrier_address(k, barriers, _i32(s))
+            _asm(
+                k,
+                ir.VoidType(),
+                [address],
+                f"mbarrier.init.shared::cta.b64 [$0], {int(op.arrivals)};",
+                "r,~{memory}",
+            )
+        _asm(k, ir.VoidType(), [], "fence.mbarrier_init.release.cluster;", "~{memory}")
+
+    _predicated(k, None, emit)
+
+
+def lower_mbarrier_expect(k: _KernelLowering, op: Operation) -> None:
+    barriers: SharedBuffer = k.values[op.barriers]
+    address = _barrier_address(k, barriers, k.values[op.slot])
+    _predicated(
+        k,
+        _pred(k, op),
+        lambda: _asm(
+            k,
+            ir.VoidType(),
+            [address],
+            f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {int(op.bytes)};",
+            "r,~{memory}",
+        ),
+    )
+
+
+def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
+    """One `cp.async.bulk.tensor` per box of the slot (`box_plan`), by thread 0; coordinates
+    innermost dimension first, as the tensor map orders them."""
+    buffer: SharedBuffer = k.values[op.buffer]
+    barriers: SharedBuffer = k.values[op.barriers]
+    plan = box_plan(buffer.type)
+    if isinstance(plan, str):
+        raise ValueError(f"tile.tma_copy into {buffer.type}: {plan}")
+    box, boxes = plan
+    if box != op.box_shape:
+        raise ValueError(f"tile.tma_copy box {list(op.box_shape)} differs from the plan's {box}")
+    b = k.b
+    tensormap = k.tensormaps[(op.view, box)]
+    slot_start = _shared_address(k, _slot_base(k, buffer, k.values[op.slot]))
+    bar = _barrier_address(k, barriers, k.values[op.barrier_slot])
+    offsets = [_as_i32(b, k.values[v]) for v in op.offsets]
+    rank = len(offsets)
+
+    def emit() -> None:
+        for piece in boxes:
+            dst = b.add(slot_start, _i32(piece.smem_offset))
+            coords = [b.add(o, _i32(s)) if s else o for o, s in zip(offsets, piece.start)]
+            inner_first = coords[::-1]
+            names = ", ".join(f"${3 + i}" for i in range(rank))
+            _asm(
+                k,
+                ir.VoidType(),
+                [dst, tensormap, bar, *inner_first],
+                f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                f"[$0], [$1, {{{names}}}], [$2];",
+                "r,l,r," + ",".join(["r"] * rank) + ",~{memory}",
+            )
+
+    _predicated(k, _pred(k, op), emit)
+
+
+def lower_mbarrier_wait(k: _KernelLowering, op: Operation) -> None:
+    """Every thread spins on `mbarrier.try_wait.parity` (which itself waits a while in
+    hardware before it gives up) until the phase has completed."""
+    barriers: SharedBuffer = k.values[op.barriers]
+    address = _barrier_address(k, barriers, k.values[op.slot])
+    phase = k.values[op.phase]
+    b = k.b
+    parity = _as_i32(b, phase)
+    spin = k.fn.append_basic_block("mbarrier.wait")
+    done = k.fn.append_basic_block("mbarrier.done")
+    b.branch(spin)
+    b.position_at_end(spin)
+    ready = _asm(
+        k,
+        I32,
+        [address, parity],
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\n\t"
+        "selp.u32 $0, 1, 0, p;\n\t}",
+        "=r,r,r,~{memory}",
+    )
+    b.cbranch(b.icmp_unsigned("!=", ready, _i32(0)), done, spin)
+    b.position_at_end(done)
+
+
+def lower_mbarrier_inval(k: _KernelLowering, op: Operation) -> None:
+    barriers: SharedBuffer = k.values[op.barriers]
+
+    def emit() -> None:
+        for s in range(barriers.type.shape[0]):
+            _asm(
+                k,
+                ir.VoidType(),
+                [_barrier_address(k, barriers, _i32(s))],
+                "mbarrier.inval.shared::cta.b64 [$0];",
+                "r,~{memory}",
+            )
+
+    _predicated(k, None, emit)
+
+
+def tensormap_boxes(kernel: Operation) -> list[tuple[Any, tuple[int, ...]]]:
+    """The (view, box) pairs of the kernel's `tile.tma_copy` ops, in order of first use: one
+    tensor-map parameter each."""
+    seen: list[tuple[Any, tuple[int, ...]]] = []
+    for op in kernel.walk():
+        if isinstance(op, M.TmaCopyOp) and (op.view, op.box_shape) not in seen:
+            seen.append((op.view, op.box_shape))
+    return seen
+
+
+LOWERINGS: dict[type, Any] = {
+    M.MbarrierInitOp: lower_mbarrier_init,
+    M.MbarrierExpectOp: lower_mbarrier_expect,
+    M.TmaCopyOp: lower_tma_copy,
+    M.MbarrierWaitOp: lower_mbarrier_wait,
+    M.MbarrierInvalOp: lower_mbarrier_inval,
+}
