@@ -52,16 +52,17 @@ def encode_tensormap(
     _, driver = cuda_modules()
     size = _ELEMENT_BYTES[dtype]
     rank = len(shape)
-    dims = [max(int(d), 1) for d in reversed(shape)]
-    byte_strides = [int(s) * size for s in reversed(strides)][1:]
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    dims = [u64(max(int(d), 1)) for d in reversed(shape)]
+    byte_strides = [u64(int(s) * size) for s in reversed(strides)][1:]
     err, tensormap = driver.cuTensorMapEncodeTiled(
         _data_type(driver, dtype),
         rank,
         pointer,
         dims,
         byte_strides,
-        [int(b) for b in reversed(box)],
-        [1] * rank,
+        [u32(int(b)) for b in reversed(box)],
+        [u32(1)] * rank,
         driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
