@@ -312,6 +312,8 @@ class _Kernel:
             )
             return
         first = True
+        # The stages' mbarriers after the buffers they guard.
+        buffers.sort(key=lambda a: tma.is_barrier_buffer(a.result.type))
         for alloc in buffers:
             t = alloc.result.type
             size = element_bytes(t.element)
@@ -322,7 +324,9 @@ class _Kernel:
             text = f"%{alloc.result.name_hint or 'buffer'} {shape}  {format_bytes(size)}"
             text += f" @{offset}" if offset is not None else " (no offset yet)"
             layout = t.layout
-            if isinstance(layout, SharedLayout) and layout.max_phase > 1:
+            if tma.is_barrier_buffer(t):
+                text += f"  {t.shape[0]} mbarriers (one a stage)"
+            elif isinstance(layout, SharedLayout) and layout.max_phase > 1:
                 text += (
                     f"  swizzle vec={layout.vec} per_phase={layout.per_phase} "
                     f"max_phase={layout.max_phase}"

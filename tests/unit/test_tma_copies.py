@@ -1,0 +1,143 @@
+"""TMA copies on the CPU: the boxes that fill a wgmma operand's slot put every element where
+the cp.async path puts it (the unit's 128-byte swizzle, modelled from the PTX ISA, against
+`swizzled_offset`); layouts the unit cannot write are refused with a reason; the kernel ABI
+carries one tensor-map parameter per (argument, box), through JSON; the launcher packs each
+map's 128 bytes, 64-byte aligned, after every other parameter; the lowering's PTX."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+import tilec
+from tilec.compiler import DEFAULT_PIPELINE
+from tilec.dialects.tile import SharedLayout
+from tilec.ir.types import SharedType, bf16, f16, f32
+from tilec.lowering import compile_to_ptx, module_abi
+from tilec.lowering.abi import KernelABI, Specialization
+from tilec.lowering.shared_memory import swizzled_offset
+from tilec.lowering.tma import box_plan
+from tilec.runtime import DeviceTensor, Launcher
+
+EXAMPLES = "examples"
+
+
+def _tma_byte(row: int, col: int, element: int) -> int:
+    """Where the TMA unit's 128-byte swizzle puts element (row, col) of a box whose rows are
+    128 bytes, relative to its 1024-byte aligned start: the 16-byte chunk index (address bits
+    4-6) XOR the row within the 1 KiB atom (bits 7-9)."""
+    linear = row * 128 + col * element
+    return linear ^ (((linear >> 7) & 7) << 4)
+
+
+def _layout(interleave: int = 1, col_block: int = 0, rank: int = 2) -> SharedLayout:
+    return SharedLayout(8, 1, 8, tuple(range(rank - 1, -1, -1)), interleave, col_block)
+
+
+CASES = [
+    ("A [M, K] 128x64, interleaved", (4, 128, 64), _layout(2), f16),
+    ("A [M, K] 64x64, interleaved", (3, 64, 64), _layout(2), bf16),
+    ("A 64x128 in blocks of 64, interleaved", (1, 64, 128), _layout(2, 64), f16),
+    ("B [K, N] 64x256 in blocks of 64", (4, 64, 256), _layout(1, 64), f16),
+    ("B [N, K] 256x64", (4, 256, 64), _layout(), f16),
+    ("B [N, K] of a batch 1x1x64x128", (3, 1, 1, 64, 128), _layout(1, 64, 4), f16),
+]
+
+
+@pytest.mark.parametrize("what, shape, layout, element", CASES, ids=[c[0] for c in CASES])
+def test_the_boxes_put_every_element_where_the_copies_do(what, shape, layout, element):
+    buffer = SharedType(shape, element, layout)
+    plan = box_plan(buffer)
+    assert not isinstance(plan, str), plan
+    box, boxes = plan
+    slot = shape[1:]
+    size = element.width // 8
+    rows, cols = slot[-2], slot[-1]
+    assert box[-1] * size == 128 and all(b <= 256 for b in box)
+    seen = {}
+    for piece in boxes:
+        assert piece.smem_offset % 1024 == 0
+        r0, c0 = piece.start[-2], piece.start[-1]
+        for r in range(box[-2]):
+            for c in range(box[-1]):
+                at = piece.smem_offset + _tma_byte(r, c, size)
+                assert (r0 + r, c0 + c) not in seen
+                seen[(r0 + r, c0 + c)] = at
+    assert len(seen) == rows * cols  # every element once
+    for (r, c), at in seen.items():
+        assert at == swizzled_offset(layout, slot, r, c) * size, (r, c)
+
+
+def test_layouts_the_unit_does_not_write_are_refused_with_a_reason():
+    mma_sync = SharedType((4, 128, 32), f16, SharedLayout(8, 2, 4, (1, 0)))
+    assert "not the 128-byte swizzle" in box_plan(mma_sync)
+    assert "not a swizzled" in box_plan(SharedType((4, 128, 64), f16))
+    wide = SharedType((4, 64, 128), f16, _layout())
+    assert "not the swizzle's 128" in box_plan(wide)
+    f32_rows = SharedType((2, 64, 64), f32, SharedLayout(4, 1, 8, (1, 0)))
+    assert "256 bytes" in box_plan(f32_rows)
+
+
+def _compiled(kernel: str, extents: str = "M=4096,N=4096,K=4096"):
+    pipeline = DEFAULT_PIPELINE.replace("tiling,", f'tiling{{arch="sm_90a",extents="{extents}"}},')
+    pipeline = pipeline.replace("pipeline,", 'pipeline{arch="sm_90a"},')
+    pipeline = 'assume{all="aligned,unit,divisible"},' + pipeline
+    return tilec.compile(f"{EXAMPLES}/gemm_layouts.tile", kernels=[kernel], pipeline=pipeline)
+
+
+def test_the_abi_has_a_tensor_map_per_argument_and_box_through_json():
+    abi = module_abi(_compiled("gemm_nt").module)["gemm_nt"]
+    maps = [p for p in abi.parameters if p.kind == "tensormap"]
+    assert [(p.name, p.argument, p.dtype, p.box) for p in maps] == [
+        ("a.tensormap.8x64", "a", "f16", (8, 64)),
+        ("b.tensormap.256x64", "b", "f16", (256, 64)),
+    ]
+    assert abi.parameters[-2:] == tuple(maps)  # hidden, after every argument's
+    again = KernelABI.from_json(abi.to_json())
+    assert again == abi and again.parameters[-1].box == (256, 64)
+
+
+def test_the_launcher_packs_each_map_after_the_other_parameters(monkeypatch):
+    program = _compiled("gemm_nn")
+    module = program.module
+    spec = Specialization.from_json(
+        {
+            "aligned": ["a", "b", "c"],
+            "unit": ["a.stride.1", "b.stride.1", "c.stride.1"],
+            "divisible": [
+                f"{t}.{k}.{i}"
+                for t in "abc"
+                for k in ("extent", "stride")
+                for i in (0, 1)
+                if not (k == "stride" and i == 1)
+            ],
+        }
+    )
+    ptx = compile_to_ptx(module, "sm_90a", {"gemm_nn": spec})
+    assert ".param .align 64 .b8 gemm_nn_param_15[128]" in ptx
+    assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" not in ptx
+    launcher = Launcher(ptx, module_abi(module)["gemm_nn"], spec)
+    calls = []
+
+    def fake_encode(dtype, pointer, shape, strides, box, what):
+        calls.append((dtype, pointer, shape, strides, box))
+        return bytes([len(calls)]) * 128
+
+    monkeypatch.setattr("tilec.runtime.tensormap.encode_tensormap", fake_encode)
+    a = DeviceTensor(1 << 20, (512, 256), (256, 1), "f16", 0)
+    b = DeviceTensor(1 << 21, (256, 1024), (1024, 1), "f16", 0)
+    c = DeviceTensor(1 << 22, (512, 1024), (1024, 1), "f16", 0)
+    values = launcher.checker.convert([a, b, c]).values
+    packed = launcher.parameters(values)
+    assert packed[-2:] == (b"\x01" * 128, b"\x02" * 128)
+    assert calls == [
+        ("f16", 1 << 20, (512, 256), (256, 1), (8, 64)),
+        ("f16", 1 << 21, (256, 1024), (1024, 1), (64, 64)),
+    ]
+    launcher.parameters(values)
+    assert len(calls) == 2  # encoded once per address, shape and strides
+    layout = launcher._struct.format
+    assert layout.endswith("128s128s")
+    offset = struct.calcsize(layout[: layout.index("128s")])
+    assert offset % 64 == 0
