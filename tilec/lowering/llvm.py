@@ -282,7 +282,6 @@ class _KernelLowering(
         self._bases: dict[tuple[DimMap, ...], list[ir.Value]] = {}
         self._owners: dict[tuple[DimMap, ...], ir.Value | None] = {}
         self._bind_arguments()
-        self.tma_issuer = 0  # the warp that issues the next TMA box (`tma.lower_tma_copy`)
         # Each tensor map's generic address (`cvta.param`), for `cp.async.bulk.tensor`.
         self.tensormaps: dict[tuple[Value, tuple[int, ...]], ir.Value] = {}
         boxes = iter(tma.tensormap_boxes(func))

@@ -124,21 +124,20 @@ def tensormap_parameter_name(argument: str, box: tuple[int, ...]) -> str:
 # Lowering
 
 
-def _elected(k: _KernelLowering, pred: ir.Value | None, warp: int = 0) -> ir.Value:
-    """i1: this thread is lane 0 of warp `warp` (and `pred`, if any, holds)."""
+def _elected(k: _KernelLowering, pred: ir.Value | None) -> ir.Value:
+    """i1: this thread is the block's thread 0 (and `pred`, if any, holds)."""
     b = k.b
     tid = b.or_(b.shl(k.warp, _i32(5)), k.lane)
-    first = b.icmp_unsigned("==", tid, _i32(32 * warp))
+    first = b.icmp_unsigned("==", tid, _i32(0))
     return b.and_(first, pred) if pred is not None else first
 
 
-def _predicated(k: _KernelLowering, pred: ir.Value | None, emit, warp: int = 0) -> None:
-    """Run `emit()` in lane 0 of warp `warp` only (and where `pred` holds): a branch around
-    it."""
+def _predicated(k: _KernelLowering, pred: ir.Value | None, emit) -> None:
+    """Run `emit()` in thread 0 only (and where `pred` holds): a branch around it."""
     b = k.b
     then = k.fn.append_basic_block("tma.issue")
     done = k.fn.append_basic_block("tma.issued")
-    b.cbranch(_elected(k, pred, warp), then, done)
+    b.cbranch(_elected(k, pred), then, done)
     b.position_at_end(then)
     emit()
     b.branch(done)
@@ -195,12 +194,8 @@ def lower_mbarrier_expect(k: _KernelLowering, op: Operation) -> None:
 
 
 def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
-    """One `cp.async.bulk.tensor` per box of the slot (`box_plan`); coordinates innermost
-    dimension first, as the tensor map orders them. The boxes are dealt to the warps in turn
-    (lane 0 of each issues its share; the next copy continues where this one stopped): one
-    thread issuing A's 16 boxes and B's 4 each step kept the other warps waiting at the next
-    barrier. A box may land before thread 0's `expect_tx` of its phase: the phase still
-    needs that arrival, and the tx-count may go below zero meanwhile (PTX ISA, mbarrier)."""
+    """One `cp.async.bulk.tensor` per box of the slot (`box_plan`), by thread 0; coordinates
+    innermost dimension first, as the tensor map orders them."""
     buffer: SharedBuffer = k.values[op.buffer]
     barriers: SharedBuffer = k.values[op.barriers]
     plan = box_plan(buffer.type)
@@ -216,8 +211,8 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
     offsets = [_as_i32(b, k.values[v]) for v in op.offsets]
     rank = len(offsets)
 
-    def emit(pieces: list[Box]) -> None:
-        for piece in pieces:
+    def emit() -> None:
+        for piece in boxes:
             dst = b.add(slot_start, _i32(piece.smem_offset))
             coords = [b.add(o, _i32(s)) if s else o for o, s in zip(offsets, piece.start)]
             inner_first = coords[::-1]
@@ -231,13 +226,7 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
                 "r,l,r," + ",".join(["r"] * rank) + ",~{memory}",
             )
 
-    pred = _pred(k, op)
-    by_warp: dict[int, list[Box]] = {}
-    for j, piece in enumerate(boxes):
-        by_warp.setdefault((k.tma_issuer + j) % k.num_warps, []).append(piece)
-    k.tma_issuer = (k.tma_issuer + len(boxes)) % k.num_warps
-    for warp, pieces in by_warp.items():
-        _predicated(k, pred, lambda pieces=pieces: emit(pieces), warp)
+    _predicated(k, _pred(k, op), emit)
 
 
 def lower_mbarrier_wait(k: _KernelLowering, op: Operation) -> None:
