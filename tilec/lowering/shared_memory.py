@@ -32,7 +32,7 @@ from llvmlite import ir
 from tilec.dialects import scf
 from tilec.dialects import shared as S
 from tilec.dialects.tile import SharedLayout
-from tilec.dialects.tma import TmaCopyOp
+from tilec.dialects.tma import MbarrierInitOp, TmaCopyOp
 from tilec.ir.core import Operation
 from tilec.ir.types import SharedType, TileType
 from tilec.lowering.exchange import SCRATCH_ALIGNMENT, op_scratch_bytes
@@ -162,7 +162,8 @@ def _loops_refilling(alloc: Operation, position: dict[int, int]) -> set[int]:
     one iteration's last use and the next one's first (a K loop run once per expert: the
     conversions after it may reuse its buffers)."""
     uses = sorted(alloc.result.uses, key=lambda u: position[id(u)])
-    if not uses or not isinstance(uses[0], (S.AsyncCopyOp, TmaCopyOp, S.StoreSharedOp)):
+    whole = (S.AsyncCopyOp, TmaCopyOp, S.StoreSharedOp, MbarrierInitOp)  # write every slot
+    if not uses or not isinstance(uses[0], whole):
         return set()
     block = uses[0].parent
     for use in uses[1:]:

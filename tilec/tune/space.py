@@ -13,6 +13,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
+| `pipeline.tma` (streamed loops on sm_90a: copies by the TMA unit or by cp.async) | pass option | pipeline |
 
 The values come from where the compiler declares them: warp counts and the stage range from
 the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
@@ -35,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tilec.dialects import scf, shared
+from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout
@@ -127,8 +128,12 @@ def _streamed_buffers(kernel: FuncOp) -> list[shared.AllocSharedOp]:
         op
         for op in kernel.walk()
         if isinstance(op, shared.AllocSharedOp)
-        and any(isinstance(u, shared.AsyncCopyOp) for u in op.result.uses)
+        and any(isinstance(u, _COPIES) for u in op.result.uses)
+        and not tma.is_barrier_buffer(op.result.type)
     ]
+
+
+_COPIES = (shared.AsyncCopyOp, tma.TmaCopyOp)  # what fills a streamed buffer
 
 
 def _tile_dims(kernel: FuncOp) -> dict[str, int]:
@@ -147,7 +152,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     dots, else absent), `split` (`auto`: chosen at launch), the occupancy the kernel asks
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
     rewrote a loop, `defer-reduction.enable`; where a pipelined loop carries a wgmma chain,
-    `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1)."""
+    `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
+    `pipeline.tma` (1: the TMA unit copies them)."""
     decisions: dict[str, Any] = {
         f"tile.{d}": size for d, size in sorted(_tile_dims(kernel).items())
     }
@@ -172,6 +178,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     decisions["assign-layouts.min_blocks_per_sm"] = int(blocks.value) if blocks is not None else 0
     if kernel.attributes.get("tilec.deferred_reductions") is not None:
         decisions["defer-reduction.enable"] = True
+    if buffers:
+        decisions["pipeline.tma"] = int(any(isinstance(op, tma.TmaCopyOp) for op in kernel.walk()))
     if any(_chained(op) for op in kernel.walk() if isinstance(op, scf.ForOp)):
         decisions["pipeline.dots_in_flight"] = max(
             scf.dots_in_flight(op) for op in kernel.walk() if isinstance(op, scf.ForOp)
@@ -181,7 +189,7 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
 
 def _chained(loop: scf.ForOp) -> bool:
     """Whether `loop` carries a wgmma chain that `pipeline` could leave in flight."""
-    streamed = any(isinstance(op, shared.AsyncCopyOp) for op in loop.body.block.ops)
+    streamed = any(isinstance(op, _COPIES) for op in loop.body.block.ops)
     return streamed and bool(chained_wgmma_slots(loop))
 
 
@@ -223,6 +231,8 @@ def applicable(
         options.append(("defer-reduction.enable", (True, False)))
     if "pipeline.dots_in_flight" in chosen and arch == "sm_90a":
         options.append(("pipeline.dots_in_flight", (0, 1)))
+    if chosen.get("pipeline.tma") == 1 and arch == "sm_90a":  # where the unit copies them all
+        options.append(("pipeline.tma", (0, 1)))
     for name, values in options:
         if name in fixed:
             continue
