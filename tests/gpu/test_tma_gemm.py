@@ -79,7 +79,7 @@ def test_a_pinned_tma_on_unaligned_rows_is_a_clear_error():
     from tilec.diagnostics import TileError
 
     kernel = _kernel("gemm_nt", 1)
-    a, b, a_stored, b_stored = _operands(64, 64, 1001, "nt", torch.float16, 4)
+    _a, _b, a_stored, b_stored = _operands(64, 64, 1001, "nt", torch.float16, 4)
     c = torch.empty(64, 64, device="cuda", dtype=torch.float16)
     with pytest.raises(TileError, match=r"stride 0 of a \(a.stride.0\)"):
         kernel(a_stored, b_stored, c)
