@@ -220,6 +220,22 @@ def test_a_slot_refilled_without_a_barrier_after_its_read():
     )
 
 
+def test_a_copy_into_a_slot_whose_copy_is_in_flight():
+    copy = (
+        "  tile.tma_copy %A[%row, %c0], %a_buf[%c0], %bars[%c0] {box = [32, 16]} : "
+        "!tile.tensor<MxKxf16>, !smem<3x32x16xf16>, !smem<3x1xi64>\n"
+    )
+    text = _edit(KERNEL, copy, copy + copy.replace("{box = [32, 16]}", "{box = [16, 16]}"))
+    err = _fails(
+        text,
+        "tile.tma_copy",
+        "{box = [16, 16]}",
+        "writes slot 0 while an asynchronous copy into it ('tile.tma_copy' at matmul_tma.tir:",
+        hint="tile.mbarrier_wait",
+    )
+    assert "tile.async_wait" not in err.hint
+
+
 def test_a_use_before_the_barrier_that_publishes_the_init():
     text = _edit(KERNEL, "  // the init's barrier\n  tile.barrier\n", "")
     _fails(

@@ -65,9 +65,6 @@ class Mbarrier:
     def landing_bytes(self) -> int:
         return sum(n for _, n in self.copies)
 
-    def pending(self) -> bool:
-        return bool(self.arrived or self.copies)
-
 
 @dataclass(eq=False)
 class MbarrierBuffer:
