@@ -20,6 +20,7 @@ loads and stores touch exactly the elements the GPU's would.
 * `tilec.interp.launch` — arguments, symbol binding (extents, tile sizes), the grid;
 * `tilec.interp.machine` — the per-block execution state and the walk over blocks;
 * `tilec.interp.pipeline` — shared memory and asynchronous copies, with their race checks;
+* `tilec.interp.tma` — TMA copies and their mbarriers, with the protocol's checks;
 * `tilec.interp.split` — split reductions' workspace and tickets, with their checks;
 * `tilec.interp.random` — `tile.philox`, the counter-based random bits;
 * `tilec.interp.runner` — `tilec run`: random inputs, numpy references, the report.
@@ -29,7 +30,7 @@ what it got) and `InterpreterError` (an op that cannot execute, at its location)
 `TileError`s.
 """
 
-from tilec.interp import gather, pipeline, random, scan, split  # noqa: F401  (registers those ops' semantics)
+from tilec.interp import gather, pipeline, random, scan, split, tma  # noqa: F401  (registers those ops' semantics)
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.launch import (
     DEFAULT_TILE_SIZE,

@@ -21,6 +21,9 @@ luck as a race, located at the op:
   group comes after the next dot's issue), or the loop ends; then, as any read, until a
   barrier.
 
+`tilec.interp.tma` adds the copies of the tensor memory accelerator, which land on an mbarrier
+instead of a copy group, on the same slots and with the same write checks.
+
 So a pipeline with too few waits, a missing barrier, or a prefetch distance that reaches a
 stage still in use fails here, on the CPU, before it reaches a GPU.
 """
@@ -34,6 +37,7 @@ import numpy as np
 
 from tilec.dialects import scf, shared
 from tilec.dialects import tile as tile_ops
+from tilec.dialects.tma import TmaCopyOp
 from tilec.interp.numerics import dtype_of
 from tilec.interp.semantics import SEMANTICS, _in_bounds, semantics
 from tilec.ir.core import Operation
@@ -89,6 +93,8 @@ class AsyncState:
     buffers: list[SharedBuffer] = field(default_factory=list)
     dots_issued: dict[int, int] = field(default_factory=dict)  # loop id -> dots issued so far
     held: list[_HeldRead] = field(default_factory=list)
+    # id of a buffer of mbarriers -> the state of its barriers (tilec.interp.tma)
+    mbarriers: dict[int, Any] = field(default_factory=dict)
 
 
 def _async(state: BlockState) -> AsyncState:
@@ -99,6 +105,17 @@ def _async(state: BlockState) -> AsyncState:
 
 def _where(op: Operation) -> str:
     return f"'{op.name}' at {op.loc}" if op.loc.known else f"'{op.name}'"
+
+
+def _wait_hint(copy: Operation, cp_async: str) -> str:
+    """How to wait for the copy `copy`: `cp_async` for a `tile.async_copy`, or for a
+    `tile.tma_copy`, the phase of its mbarrier."""
+    if isinstance(copy, TmaCopyOp):
+        return (
+            "wait on the phase of its mbarrier that the copy completes (tile.mbarrier_wait, "
+            "with that phase's parity)"
+        )
+    return cp_async
 
 
 def _slot(state: BlockState, op: Operation, buffer: SharedBuffer, slot: Any) -> _Slot:
@@ -125,7 +142,8 @@ def _check_write(state: BlockState, op: Operation, s: _Slot, index: int) -> None
             op,
             f"writes slot {index} while an asynchronous copy into it "
             f"({_where(s.in_flight.op)}) is still in flight",
-            hint="wait for that copy (tile.async_wait) before reusing the slot",
+            hint=_wait_hint(s.in_flight.op, "wait for that copy (tile.async_wait)")
+            + " before reusing the slot",
         )
     if s.read_since_barrier is not None:
         raise state.error(
@@ -188,10 +206,7 @@ def _async_commit(state: BlockState, op: Operation, args: list[Any]) -> Any:
 @semantics(shared.AsyncWaitOp)
 def _async_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
     a = _async(state)
-    ops = op.parent.ops
-    at = ops.index(op)
-    if at > 0 and isinstance(ops[at - 1], scf.ForOp):  # the drain after a pipelined loop
-        _release_loop(state, ops[at - 1])
+    _release_after_loop(state, op)  # the drain after a pipelined loop
     while len(a.committed) > op.pending:
         for copy in a.committed.pop(0):
             buffer, index = copy.buffer, copy.slot
@@ -252,6 +267,16 @@ def _release_loop(state: BlockState, loop: Operation) -> None:
     a.dots_issued.pop(id(loop), None)
 
 
+def _release_after_loop(state: BlockState, op: Operation) -> None:
+    """When `op` directly follows a loop (the drain of a pipelined loop: `tile.async_wait`,
+    or `tile.barrier` and `tile.mbarrier_inval` after a TMA loop), that loop's dots left in
+    flight are waited for there."""
+    ops = op.parent.ops
+    at = ops.index(op)
+    if at > 0 and isinstance(ops[at - 1], scf.ForOp):
+        _release_loop(state, ops[at - 1])
+
+
 def _drained_past_the_end(copy: Operation, wait: Operation) -> bool:
     """Whether `wait` directly follows a loop and `copy` is in that loop or before it in the
     same block (its prologue)."""
@@ -271,10 +296,13 @@ def _drained_past_the_end(copy: Operation, wait: Operation) -> bool:
 @semantics(shared.BarrierOp)
 def _barrier(state: BlockState, op: Operation, args: list[Any]) -> Any:
     if state.async_state is not None:
+        _release_after_loop(state, op)
         for buffer in state.async_state.buffers:
             for s in buffer.slots:
                 s.unpublished_write = None
                 s.read_since_barrier = None
+        for barriers in state.async_state.mbarriers.values():
+            barriers.publish()  # tilec.interp.tma: the block sees inits, waits are over
     return []
 
 
@@ -288,7 +316,8 @@ def _load_shared(state: BlockState, op: Operation, args: list[Any]) -> Any:
             op,
             f"reads slot {index} while an asynchronous copy into it "
             f"({_where(s.in_flight.op)}) is still in flight",
-            hint="wait for the copy's group (tile.async_wait) before reading the slot",
+            hint=_wait_hint(s.in_flight.op, "wait for the copy's group (tile.async_wait)")
+            + " before reading the slot",
         )
     if not s.written:
         raise state.error(op, f"reads slot {index}, which nothing has written")
