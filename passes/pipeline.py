@@ -38,13 +38,13 @@ from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
+from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType, i64
 from tilec.lowering.layouts import element_bytes
-from tilec.lowering.tma import box_plan
+from tilec.lowering.tma import box_plan, folded_plan
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.occupancy import (
     DRIVER_RESERVED_SHARED,
@@ -469,6 +469,16 @@ def _tma_choice(
         box, boxes = box_plan(planned)  # type: ignore[misc]
         shape = "x".join(map(str, box))
         count = f"{len(boxes)} boxes" if len(boxes) > 1 else "one box"
+        folded = folded_plan(planned)
+        if folded is not None:
+            per = "one box" if len(folded[1]) == 1 else f"{len(folded[1])} boxes"
+            rows = planned.shape[1]
+            parts.append(
+                f"{_stream_name(s)} in {per} of {'x'.join(map(str, folded[0]))} for a whole "
+                f"tile of {rows} rows (a 5-D map that folds its interleaved 8-row groups), "
+                f"else {count} of {shape}"
+            )
+            continue
         parts.append(f"{_stream_name(s)} in {count} of {shape}")
     step_bytes = sum(_slot_bytes(s) for s in streams)
     ctx.remark(
@@ -699,6 +709,9 @@ def _tma_step(
         for op in s.recompute:
             b.insert(op.clone(mapping))
         box = stream_box(s, stages)
+        t = s.alloc.result.type
+        planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
+        fold = {"folded": UnitAttr()} if folded_plan(planned) is not None else {}
         b.create(
             TM.TmaCopyOp,
             view=s.load.view,
@@ -709,6 +722,7 @@ def _tma_step(
             barrier_slot=slot,
             pred=inside,
             box=ArrayAttr(tuple(IntegerAttr(d) for d in box)),  # type: ignore[union-attr]
+            **fold,
             loc=s.load.loc,
         )
 

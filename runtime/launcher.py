@@ -116,7 +116,7 @@ class Launcher:
             if p.kind == "tensormap":
                 j = len(self._encoders)
                 what = f"argument '{p.argument}' of kernel '{self.name}'"
-                encoder = TensorMapEncoder(p.dtype, tuple(p.box), what)
+                encoder = TensorMapEncoder(p.dtype, tuple(p.box), what, getattr(p, "fold", 0))
                 self._encoders.append((index[p.argument], encoder))
                 padding = -offset % _TENSORMAP_ALIGNMENT
                 layout += "x" * padding + f"{TENSORMAP_BYTES}s"

@@ -46,15 +46,26 @@ def encode_tensormap(
     strides: tuple[int, ...],
     box: tuple[int, ...],
     what: str = "a tensor",
+    fold: int = 0,
 ) -> bytes:
     """The 128 bytes of the tensor map of a tensor of `dtype` at `pointer` with `shape` and
-    `strides` (elements, outermost first) whose copies move boxes of `box` (outermost first)."""
+    `strides` (elements, outermost first) whose copies move boxes of `box` (outermost first).
+    `fold` > 0: a matrix whose tiles of `fold` rows are seen in 5 dimensions (tile, group q,
+    half h, row r, column) with row = fold t + (fold / 2) h + 8 q + r, so that one box writes
+    a tile's 8-row groups in the interleaved order (`tilec.lowering.tma.folded_plan`); only
+    whole tiles are described."""
     _, driver = cuda_modules()
     size = _ELEMENT_BYTES[dtype]
     rank = len(shape)
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     dims = [u64(max(int(d), 1)) for d in reversed(shape)]
     byte_strides = [u64(int(s) * size) for s in reversed(strides)][1:]
+    if fold:
+        rows, row = int(shape[0]), int(strides[0]) * size
+        half = fold // 16
+        dims = [u64(int(shape[1])), u64(8), u64(2), u64(half), u64(max(rows // fold, 1))]
+        byte_strides = [u64(row), u64(8 * half * row), u64(8 * row), u64(fold * row)]
+        rank = 5
     err, tensormap = driver.cuTensorMapEncodeTiled(
         _data_type(driver, dtype),
         rank,
@@ -83,10 +94,11 @@ class TensorMapEncoder:
     """Encodes one tensor-map parameter (`dtype`, `box`) for the tensors a launch passes,
     keeping the last descriptors by (address, shape, strides)."""
 
-    def __init__(self, dtype: str, box: tuple[int, ...], what: str):
+    def __init__(self, dtype: str, box: tuple[int, ...], what: str, fold: int = 0):
         self.dtype = dtype
         self.box = tuple(box)
         self.what = what
+        self.fold = fold
         self._cache: dict[tuple, bytes] = {}
 
     def __call__(self, tensor: Any) -> bytes:
@@ -96,7 +108,13 @@ class TensorMapEncoder:
             if len(self._cache) >= _CACHED:
                 self._cache.clear()
             found = self._cache[key] = encode_tensormap(
-                self.dtype, tensor.pointer, tensor.shape, tensor.strides, self.box, self.what
+                self.dtype,
+                tensor.pointer,
+                tensor.shape,
+                tensor.strides,
+                self.box,
+                self.what,
+                self.fold,
             )
         return found
 
@@ -113,7 +131,7 @@ class TensorMapEncoder:
                 if len(cache) >= _CACHED:
                     cache.clear()
                 found = cache[pointer] = encode_tensormap(
-                    self.dtype, pointer, shape, strides, self.box, self.what
+                    self.dtype, pointer, shape, strides, self.box, self.what, self.fold
                 )
             return found
 

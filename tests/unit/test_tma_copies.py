@@ -17,7 +17,7 @@ from tilec.ir.types import SharedType, bf16, f16, f32
 from tilec.lowering import compile_to_ptx, module_abi
 from tilec.lowering.abi import KernelABI, Specialization
 from tilec.lowering.shared_memory import swizzled_offset
-from tilec.lowering.tma import box_plan
+from tilec.lowering.tma import box_plan, folded_plan
 from tilec.runtime import DeviceTensor, Launcher
 
 EXAMPLES = "examples"
@@ -69,6 +69,29 @@ def test_the_boxes_put_every_element_where_the_copies_do(what, shape, layout, el
         assert at == swizzled_offset(layout, slot, r, c) * size, (r, c)
 
 
+@pytest.mark.parametrize("rows, cols", [(128, 64), (64, 64), (64, 128), (256, 64)])
+def test_a_folded_box_puts_an_interleaved_tile_where_the_copies_do(rows, cols):
+    """The 5-D box (1, G/2, 2, 8, 64) of a whole tile: the unit writes it innermost dimension
+    first, so element (q, h, r, c) -- tile row 8 (G/2) h + 8 q + r -- lands on row
+    (2 q + h) 8 + r of its column block, swizzled; the copies put that row there too."""
+    layout = _layout(2, 64 if cols > 64 else 0)
+    buffer = SharedType((2, rows, cols), f16, layout)
+    box, pieces = folded_plan(buffer)
+    half = rows // 16
+    assert box == (1, half, 2, 8, 64) and len(pieces) == cols // 64
+    for piece in pieces:
+        for q in range(half):
+            for h in range(2):
+                for r in range(8):
+                    for c in range(64):
+                        smem_row = (2 * q + h) * 8 + r
+                        at = piece.smem_offset + _tma_byte(smem_row, c, 2)
+                        row, col = 8 * half * h + 8 * q + r, piece.start[1] + c
+                        assert at == swizzled_offset(layout, (rows, cols), row, col) * 2
+    plain = SharedType((2, rows, cols), f16, _layout(1, 64 if cols > 64 else 0))
+    assert folded_plan(plain) is None
+
+
 def test_layouts_the_unit_does_not_write_are_refused_with_a_reason():
     mma_sync = SharedType((4, 128, 32), f16, SharedLayout(8, 2, 4, (1, 0)))
     assert "not the 128-byte swizzle" in box_plan(mma_sync)
@@ -89,11 +112,12 @@ def _compiled(kernel: str, extents: str = "M=4096,N=4096,K=4096"):
 def test_the_abi_has_a_tensor_map_per_argument_and_box_through_json():
     abi = module_abi(_compiled("gemm_nt").module)["gemm_nt"]
     maps = [p for p in abi.parameters if p.kind == "tensormap"]
-    assert [(p.name, p.argument, p.dtype, p.box) for p in maps] == [
-        ("a.tensormap.8x64", "a", "f16", (8, 64)),
-        ("b.tensormap.256x64", "b", "f16", (256, 64)),
+    assert [(p.name, p.argument, p.dtype, p.box, p.fold) for p in maps] == [
+        ("a.tensormap.8x64", "a", "f16", (8, 64), 0),
+        ("a.tensormap.1x8x2x8x64.fold128", "a", "f16", (1, 8, 2, 8, 64), 128),
+        ("b.tensormap.256x64", "b", "f16", (256, 64), 0),
     ]
-    assert abi.parameters[-2:] == tuple(maps)  # hidden, after every argument's
+    assert abi.parameters[-3:] == tuple(maps)  # hidden, after every argument's
     again = KernelABI.from_json(abi.to_json())
     assert again == abi and again.parameters[-1].box == (256, 64)
 
@@ -115,13 +139,14 @@ def test_the_launcher_packs_each_map_after_the_other_parameters(monkeypatch):
         }
     )
     ptx = compile_to_ptx(module, "sm_90a", {"gemm_nn": spec})
-    assert ".param .align 64 .b8 gemm_nn_param_15[128]" in ptx
+    assert ".param .align 64 .b8 gemm_nn_param_17[128]" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" not in ptx
+    assert "cp.async.bulk.tensor.5d" in ptx  # A's whole tiles
     launcher = Launcher(ptx, module_abi(module)["gemm_nn"], spec)
     calls = []
 
-    def fake_encode(dtype, pointer, shape, strides, box, what):
-        calls.append((dtype, pointer, shape, strides, box))
+    def fake_encode(dtype, pointer, shape, strides, box, what, fold=0):
+        calls.append((dtype, pointer, shape, strides, box, fold))
         return bytes([len(calls)]) * 128
 
     monkeypatch.setattr("tilec.runtime.tensormap.encode_tensormap", fake_encode)
@@ -130,14 +155,15 @@ def test_the_launcher_packs_each_map_after_the_other_parameters(monkeypatch):
     c = DeviceTensor(1 << 22, (512, 1024), (1024, 1), "f16", 0)
     values = launcher.checker.convert([a, b, c]).values
     packed = launcher.parameters(values)
-    assert packed[-2:] == (b"\x01" * 128, b"\x02" * 128)
+    assert packed[-3:] == (b"\x01" * 128, b"\x02" * 128, b"\x03" * 128)
     assert calls == [
-        ("f16", 1 << 20, (512, 256), (256, 1), (8, 64)),
-        ("f16", 1 << 21, (256, 1024), (1024, 1), (64, 64)),
+        ("f16", 1 << 20, (512, 256), (256, 1), (8, 64), 0),
+        ("f16", 1 << 20, (512, 256), (256, 1), (1, 8, 2, 8, 64), 128),
+        ("f16", 1 << 21, (256, 1024), (1024, 1), (64, 64), 0),
     ]
     launcher.parameters(values)
-    assert len(calls) == 2  # encoded once per address, shape and strides
+    assert len(calls) == 3  # encoded once per address, shape and strides
     layout = launcher._struct.format
-    assert layout.endswith("128s128s")
+    assert layout.endswith("128s128s128s")
     offset = struct.calcsize(layout[: layout.index("128s")])
     assert offset % 64 == 0

@@ -7,7 +7,7 @@ instead of a cp.async group. The barriers are one 8-byte slot per stage of a sha
     %bars = tile.alloc_shared : !smem<3x1xi64>                // one mbarrier per stage
     tile.mbarrier_init %bars {arrivals = 1}                   // every slot, phase 0
     tile.barrier                                              // the block sees them
-    tile.mbarrier_expect %bars[%s], 49152, pred %p            // the phase's bytes
+    tile.mbarrier_expect %bars[%s], pred %p {bytes = 49152}   // the phase's bytes
     tile.tma_copy %A[%m, %k], %a_smem[%s], %bars[%s], pred %p {box = [8, 64]}
     ...
     tile.mbarrier_wait %bars[%s], %phase                      // step landed, visible
@@ -39,7 +39,7 @@ returns early), and a slot reused before its readers released it.
 
 from __future__ import annotations
 
-from tilec.ir.attributes import ArrayAttr, IntegerAttr
+from tilec.ir.attributes import ArrayAttr, IntegerAttr, UnitAttr
 from tilec.ir.constraints import BOOL_LIKE, INDEX, SHARED, TENSOR
 from tilec.ir.core import Attr, Operand, Operation, register_op
 from tilec.ir.types import IntegerType, SharedType, TensorType
@@ -123,10 +123,19 @@ class TmaCopyOp(Operation):
     barrier_slot = Operand(INDEX)
     pred = Operand(BOOL_LIKE, optional=True)
     box = Attr(ArrayAttr, doc="the tensor map's box, elements per view dimension")
+    folded = Attr(
+        UnitAttr,
+        optional=True,
+        doc="interleaved rows: a whole tile of rows in one 5-D box (tilec.lowering.tma)",
+    )
     assembly_format = (
         "$view `[` $offsets `]` `,` $buffer `[` $slot `]` `,` $barriers `[` $barrier_slot `]` "
         "(`,` `pred` $pred)? attr-dict `:` type($view) `,` type($buffer) `,` type($barriers)"
     )
+
+    @property
+    def is_folded(self) -> bool:
+        return "folded" in self.attributes
 
     @property
     def box_shape(self) -> tuple[int, ...]:

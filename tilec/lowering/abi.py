@@ -87,6 +87,7 @@ class Parameter:
     axis: int | None = None
     dim: str | int | None = None
     box: tuple[int, ...] | None = None  # a "tensormap": its box, elements per dimension
+    fold: int = 0  # a "tensormap" of a tile's rows folded into 5 dimensions: those rows
 
     def __post_init__(self) -> None:
         if self.box is not None:  # from JSON: a list
@@ -367,18 +368,19 @@ def kernel_parameters(kernel: FuncOp) -> tuple[Parameter, ...]:
         # Hidden, after every argument's: what the split blocks share (docs/abi.md).
         params.append(Parameter(WORKSPACE_PARAMETER, "workspace", "", "u8"))
         params.append(Parameter(COUNTERS_PARAMETER, "counters", "", "u32"))
-    for view, box in tensormap_boxes(kernel):
+    for view, box, fold in tensormap_boxes(kernel):
         # Hidden, last: the tensor maps of the TMA copies (one per argument and box).
         if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
             raise ValueError("tile.tma_copy reads a view that is not a kernel argument")
         name = argument_name(kernel, view.index)
         params.append(
             Parameter(
-                tensormap_parameter_name(name, box),
+                tensormap_parameter_name(name, box, fold),
                 "tensormap",
                 name,
                 str(view.type.element),
                 box=box,
+                fold=fold,
             )
         )
     return tuple(params)

@@ -283,7 +283,7 @@ class _KernelLowering(
         self._owners: dict[tuple[DimMap, ...], ir.Value | None] = {}
         self._bind_arguments()
         # Each tensor map's generic address (`cvta.param`), for `cp.async.bulk.tensor`.
-        self.tensormaps: dict[tuple[Value, tuple[int, ...]], ir.Value] = {}
+        self.tensormaps: dict[tuple[Value, tuple[int, ...], int], ir.Value] = {}
         boxes = iter(tma.tensormap_boxes(func))
         for arg, p in zip(self.fn.args, self.abi.parameters):
             if p.kind == "tensormap":

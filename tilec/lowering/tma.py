@@ -52,6 +52,7 @@ __all__ = [
     "TENSORMAP_BYTES",
     "Box",
     "box_plan",
+    "folded_plan",
     "lower_mbarrier_expect",
     "lower_mbarrier_init",
     "lower_mbarrier_inval",
@@ -115,9 +116,31 @@ def box_plan(buffer: SharedType) -> tuple[tuple[int, ...], list[Box]] | str:
     return (*(1,) * len(lead), box_rows, width), boxes
 
 
-def tensormap_parameter_name(argument: str, box: tuple[int, ...]) -> str:
-    """The hidden kernel parameter holding the tensor map of `argument` with `box`."""
-    return f"{argument}.tensormap.{'x'.join(map(str, box))}"
+def folded_plan(buffer: SharedType) -> tuple[tuple[int, ...], list[Box]] | None:
+    """For a 2-D slot with interleaved rows (`interleave = 2`: 8-row group L of G stored at
+    2 (L mod G/2) + L div G/2), the one box per column block that fills a whole tile of rows
+    through a 5-D view of the tensor -- (tile t, group q < G/2, half h < 2, row r < 8,
+    column), row 16 (G/2) t + 8 (G/2) h + 8 q + r -- whose box (1, G/2, 2, 8, 64) the unit
+    writes q-major, so group L = (G/2) h + q lands at 2 q + h: the interleaved order. Only a
+    tile whose rows all lie inside the tensor may take it (the view folds rows, so its bounds
+    cannot stop a partial tile); None for other slots."""
+    plan = box_plan(buffer)
+    slot = tuple(buffer.shape[1:])
+    layout = buffer.layout
+    if isinstance(plan, str) or len(slot) != 2 or layout.interleave == 1:  # type: ignore[union-attr]
+        return None
+    rows = slot[0]
+    width = plan[0][-1]
+    size = element_bytes(buffer.element)
+    boxes = [Box(c * rows * size, (0, c)) for c in range(0, slot[1], width)]
+    return (1, rows // 16, 2, 8, width), boxes
+
+
+def tensormap_parameter_name(argument: str, box: tuple[int, ...], fold: int = 0) -> str:
+    """The hidden kernel parameter holding the tensor map of `argument` with `box` (`fold`:
+    the rows of a tile folded into 5 dimensions, `folded_plan`; 0 for a plain map)."""
+    name = f"{argument}.tensormap.{'x'.join(map(str, box))}"
+    return f"{name}.fold{fold}" if fold else name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +218,9 @@ def lower_mbarrier_expect(k: _KernelLowering, op: Operation) -> None:
 
 def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
     """One `cp.async.bulk.tensor` per box of the slot (`box_plan`), by thread 0; coordinates
-    innermost dimension first, as the tensor map orders them."""
+    innermost dimension first, as the tensor map orders them. A `folded` copy (interleaved
+    rows, `folded_plan`) takes one 5-D box per column block when the whole tile of rows lies
+    inside the tensor, the 8-row boxes otherwise (a branch on the row offset)."""
     buffer: SharedBuffer = k.values[op.buffer]
     barriers: SharedBuffer = k.values[op.barriers]
     plan = box_plan(buffer.type)
@@ -205,26 +230,58 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
     if box != op.box_shape:
         raise ValueError(f"tile.tma_copy box {list(op.box_shape)} differs from the plan's {box}")
     b = k.b
-    tensormap = k.tensormaps[(op.view, box)]
     slot_start = _shared_address(k, _slot_base(k, buffer, k.values[op.slot]))
     bar = _barrier_address(k, barriers, k.values[op.barrier_slot])
     offsets = [_as_i32(b, k.values[v]) for v in op.offsets]
-    rank = len(offsets)
 
-    def emit() -> None:
+    def issue(tensormap: ir.Value, dst: ir.Value, inner_first: list[ir.Value]) -> None:
+        rank = len(inner_first)
+        names = ", ".join(f"${3 + i}" for i in range(rank))
+        _asm(
+            k,
+            ir.VoidType(),
+            [dst, tensormap, bar, *inner_first],
+            f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            f"[$0], [$1, {{{names}}}], [$2];",
+            "r,l,r," + ",".join(["r"] * rank) + ",~{memory}",
+        )
+
+    def emit_boxes() -> None:
+        tensormap = k.tensormaps[(op.view, box, 0)]
         for piece in boxes:
             dst = b.add(slot_start, _i32(piece.smem_offset))
             coords = [b.add(o, _i32(s)) if s else o for o, s in zip(offsets, piece.start)]
-            inner_first = coords[::-1]
-            names = ", ".join(f"${3 + i}" for i in range(rank))
-            _asm(
-                k,
-                ir.VoidType(),
-                [dst, tensormap, bar, *inner_first],
-                f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                f"[$0], [$1, {{{names}}}], [$2];",
-                "r,l,r," + ",".join(["r"] * rank) + ",~{memory}",
-            )
+            issue(tensormap, dst, coords[::-1])
+
+    folded = folded_plan(buffer.type) if op.is_folded else None
+    if folded is None:
+        _predicated(k, _pred(k, op), emit_boxes)
+        return
+    fold_box, pieces = folded
+    rows = buffer.slot_shape[0]
+
+    def emit_folded() -> None:
+        tensormap = k.tensormaps[(op.view, fold_box, rows)]
+        tile = b.udiv(offsets[0], _i32(rows))
+        for piece in pieces:
+            dst = b.add(slot_start, _i32(piece.smem_offset))
+            column = b.add(offsets[1], _i32(piece.start[1])) if piece.start[1] else offsets[1]
+            issue(tensormap, dst, [column, _i32(0), _i32(0), _i32(0), tile])
+
+    def emit() -> None:
+        extent = _as_i32(b, k.values[op.view].extents[0])
+        whole = b.icmp_signed("<=", b.add(offsets[0], _i32(rows)), extent)
+        full = k.fn.append_basic_block("tma.folded")
+        partial = k.fn.append_basic_block("tma.boxes")
+        done = k.fn.append_basic_block("tma.copied")
+        b.cbranch(whole, full, partial)
+        b.position_at_end(full)
+        emit_folded()
+        b.branch(done)
+        b.position_at_end(partial)
+        emit_boxes()
+        b.branch(done)
+        b.position_at_end(done)
 
     _predicated(k, _pred(k, op), emit)
 
@@ -269,13 +326,19 @@ def lower_mbarrier_inval(k: _KernelLowering, op: Operation) -> None:
     _predicated(k, None, emit)
 
 
-def tensormap_boxes(kernel: Operation) -> list[tuple[Any, tuple[int, ...]]]:
-    """The (view, box) pairs of the kernel's `tile.tma_copy` ops, in order of first use: one
-    tensor-map parameter each."""
-    seen: list[tuple[Any, tuple[int, ...]]] = []
+def tensormap_boxes(kernel: Operation) -> list[tuple[Any, tuple[int, ...], int]]:
+    """The (view, box, fold) triples of the kernel's `tile.tma_copy` ops, in order of first
+    use: one tensor-map parameter each (a folded copy has two: its 8-row boxes' map, and the
+    5-D map of `folded_plan` with `fold` = the slot's rows)."""
+    seen: list[tuple[Any, tuple[int, ...], int]] = []
     for op in kernel.walk():
-        if isinstance(op, M.TmaCopyOp) and (op.view, op.box_shape) not in seen:
-            seen.append((op.view, op.box_shape))
+        if not isinstance(op, M.TmaCopyOp):
+            continue
+        wanted = [(op.view, op.box_shape, 0)]
+        folded = folded_plan(op.buffer.type) if op.is_folded else None
+        if folded is not None:
+            wanted.append((op.view, folded[0], op.buffer.type.shape[1]))
+        seen += [w for w in wanted if w not in seen]
     return seen
 
 
