@@ -211,11 +211,12 @@ def matmul_arrays():
 def test_disabled_passes_and_pass_options_change_the_pipeline_and_the_key(monkeypatch, tmp_path):
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     base = matmul.compile_for(*matmul_arrays(), arch="sm_90a")
-    # The jit tells tiling the target (sm_90a: the wgmma path) and the extents' size classes.
+    # The jit tells tiling the target (sm_90a: the wgmma path) and the extents' size classes,
+    # and pipeline the target (the TMA unit's copies).
     assert base.pipeline.endswith(
         tilec.compiler.DEFAULT_PIPELINE.replace(
             "tiling", 'tiling{extents="K=64,M=128,N=128" arch=sm_90a}'
-        )
+        ).replace(",pipeline,", ",pipeline{arch=sm_90a},")
     )
     plain = tilec.jit(matmul.fn, tile={"M": 64, "K": 32}, warps=4, disable=("pipeline", "tiling"))
     off = plain.compile_for(*matmul_arrays(), arch="sm_90a")
