@@ -103,8 +103,15 @@ class Pipeline(Pass):
     (`wgmma.wait_group 1`) instead of before the barrier, and the copies run S-2 steps ahead,
     so that none fills the slot the running group reads (the interpreter's race check holds
     that slot until the group is waited for).
-    Remarks: the stages and why, each stream, groups in flight, and why each store into
-    shared memory in a loop is not one.
+    On sm_90a (option `arch`), a loop whose every stream fills a wgmma operand buffer from an
+    argument its specialization describes copies by the TMA unit instead (option `tma`;
+    `passes/pipeline_tma.py` says when): a buffer of one mbarrier a stage, initialized before
+    the prologue's barrier; per step an expect of the step's bytes and one `tile.tma_copy` a
+    stream, predicated on the step being one the loop runs; the body waits on its slot's
+    phase `(i / S) % 2` and then synchronizes (the slot refilled next is free); after the
+    loop a barrier and `tile.mbarrier_inval` (docs/passes.md, "Copies by the TMA unit").
+    Remarks: the stages and why, each stream, groups in flight, how the copies are made and
+    why not by the TMA unit, and why each store into shared memory in a loop is not one.
     """
 
     name = "pipeline"

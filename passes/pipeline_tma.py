@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tilec.dialects import shared
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import BlockArgument
 from tilec.ir.types import SharedType
@@ -72,7 +71,3 @@ def tma_blocker(kernel: FuncOp, stream: _Stream, stages: int) -> str:
     if isinstance(box, str):
         return f"its buffer's slots are not what the TMA unit writes: {box}"
     return ""
-
-
-def is_copy(op: object) -> bool:
-    return isinstance(op, shared.AsyncCopyOp)
