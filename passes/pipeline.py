@@ -43,7 +43,7 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType, i64
-from tilec.lowering.layouts import element_bytes
+from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan, folded_plan
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.occupancy import (
@@ -52,7 +52,7 @@ from tilec.passes.occupancy import (
     REGISTERS_PER_SM,
     SM_SHARED_SM90,
 )
-from tilec.passes.pipeline_tma import TMA_ARCHES, stream_box, tma_blocker
+from tilec.passes.pipeline_tma import TMA_ARCHES, planned_buffer, tma_blocker
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -471,8 +471,7 @@ def _tma_choice(
         return False
     parts = []
     for s in streams:
-        t = s.alloc.result.type
-        planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
+        planned = planned_buffer(s, stages)
         box, boxes = box_plan(planned)  # type: ignore[misc]
         shape = "x".join(map(str, box))
         count = f"{len(boxes)} boxes" if len(boxes) > 1 else "one box"
@@ -487,7 +486,7 @@ def _tma_choice(
             )
             continue
         parts.append(f"{_stream_name(s)} in {count} of {shape}")
-    step_bytes = sum(_slot_bytes(s) for s in streams)
+    step_bytes = _step_bytes(streams)
     ctx.remark(
         loop,
         "copies by the TMA unit (option tma): " + ", ".join(parts) + f"; thread 0 issues "
@@ -504,12 +503,9 @@ def _stream_name(s: _Stream) -> str:
     return f"{name} -> %{buffer}" if buffer else name
 
 
-def _slot_bytes(s: _Stream) -> int:
-    t = s.alloc.result.type
-    count = 1
-    for d in t.shape[1:]:
-        count *= d
-    return count * element_bytes(t.element)
+def _step_bytes(streams: list[_Stream]) -> int:
+    """The bytes one step's copies bring: a slot of each stream's buffer."""
+    return sum(slot_bytes(s.alloc.result.type) for s in streams)
 
 
 def _pipeline_loop(
@@ -569,7 +565,7 @@ def _pipeline_loop(
         barriers.name_hint = "stage_barriers"
         before.create(TM.MbarrierInitOp, barriers=barriers, arrivals=IntegerAttr(1))
     before.create(shared.BarrierOp)
-    step_bytes = sum(_slot_bytes(s) for s in streams)
+    step_bytes = _step_bytes(streams)
     for j in range(lead):
         if j == 0:
             iv_j = loop.lower
@@ -578,7 +574,7 @@ def _pipeline_loop(
             iv_j = before.create(arith.AddIOp, lhs=loop.lower, rhs=offset).result
         slot_j = constant(before, j)
         if barriers is not None:
-            _tma_step(before, streams, iv_j, slot_j, barriers, stages, step_bytes)
+            _tma_step(before, streams, iv_j, slot_j, barriers, step_bytes)
             continue
         for s in streams:
             _copy(before, s, iv_j, slot_j)
@@ -618,9 +614,7 @@ def _pipeline_loop(
     last_copy = None
     if barriers is not None:
         anchor = loop.yield_op if after_dot else streams[0].store
-        _tma_step(
-            Builder.before_op(anchor), streams, iv_ahead, slot_ahead, barriers, stages, step_bytes
-        )
+        _tma_step(Builder.before_op(anchor), streams, iv_ahead, slot_ahead, barriers, step_bytes)
     for s in streams:
         if barriers is None:
             anchor = loop.yield_op if after_dot else s.store
@@ -695,11 +689,11 @@ def _tma_step(
     iv_value: Value,
     slot: Value,
     barriers: Value,
-    stages: int,
     step_bytes: int,
 ) -> None:
     """The copies of one step by the TMA unit, into `slot`, arriving on that slot's barrier,
-    issued only when the step is one the loop runs (`iv_value` < its upper bound)."""
+    issued only when the step is one the loop runs (`iv_value` < its upper bound). The
+    streams' buffers have their stages already."""
     loop = streams[0].loop
     inside = b.create(
         arith.CmpIOp, predicate=StringAttr("slt"), lhs=iv_value, rhs=loop.upper
@@ -715,10 +709,9 @@ def _tma_step(
         mapping: dict[Value, Value] = {s.loop.induction_var: iv_value}
         for op in s.recompute:
             b.insert(op.clone(mapping))
-        box = stream_box(s, stages)
         t = s.alloc.result.type
-        planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
-        fold = {"folded": UnitAttr()} if folded_plan(planned) is not None else {}
+        box = box_plan(t)[0]  # type: ignore[index]
+        fold = {"folded": UnitAttr()} if folded_plan(t) is not None else {}
         b.create(
             TM.TmaCopyOp,
             view=s.load.view,
@@ -728,7 +721,7 @@ def _tma_step(
             barriers=barriers,
             barrier_slot=slot,
             pred=inside,
-            box=ArrayAttr(tuple(IntegerAttr(d) for d in box)),  # type: ignore[union-attr]
+            box=ArrayAttr(tuple(IntegerAttr(d) for d in box)),
             **fold,
             loc=s.load.loc,
         )

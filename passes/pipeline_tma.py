@@ -26,18 +26,22 @@ from tilec.lowering.tma import box_plan
 if TYPE_CHECKING:
     from tilec.passes.pipeline import _Stream
 
-__all__ = ["TMA_ARCHES", "TMA_ELEMENTS", "stream_box", "tma_blocker"]
+__all__ = ["TMA_ARCHES", "TMA_ELEMENTS", "planned_buffer", "stream_box", "tma_blocker"]
 
 TMA_ARCHES = ("sm_90a",)
 # Element types a tensor map describes here (CU_TENSOR_MAP_DATA_TYPE_*).
 TMA_ELEMENTS = ("f16", "bf16", "f32", "i8", "i32")
 
 
+def planned_buffer(stream: _Stream, stages: int) -> SharedType:
+    """`stream`'s buffer as it will be with `stages` slots."""
+    t = stream.alloc.result.type
+    return SharedType((stages, *t.shape[1:]), t.element, t.layout)
+
+
 def stream_box(stream: _Stream, stages: int) -> tuple[int, ...] | str:
     """The box of the tensor map that fills one slot of `stream`'s buffer, or why none."""
-    t = stream.alloc.result.type
-    planned = SharedType((stages, *t.shape[1:]), t.element, t.layout)
-    plan = box_plan(planned)
+    plan = box_plan(planned_buffer(stream, stages))
     return plan if isinstance(plan, str) else plan[0]
 
 

@@ -17,14 +17,13 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from tilec.runtime.arguments import LaunchError
+from tilec.runtime.arguments import ELEMENT_BYTES, LaunchError
 from tilec.runtime.device import cuda_modules
 
 __all__ = ["TENSORMAP_BYTES", "TensorMapEncoder"]
 
 TENSORMAP_BYTES = 128
 _CACHED = 64  # descriptors a parameter keeps, by address (a training loop reuses a few)
-_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i8": 1, "i32": 4}
 
 
 def _data_type(driver: Any, dtype: str) -> Any:
@@ -55,7 +54,7 @@ def encode_tensormap(
     a tile's 8-row groups in the interleaved order (`tilec.lowering.tma.folded_plan`); only
     whole tiles are described."""
     _, driver = cuda_modules()
-    size = _ELEMENT_BYTES[dtype]
+    size = ELEMENT_BYTES[dtype]
     rank = len(shape)
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     dims = [u64(max(int(d), 1)) for d in reversed(shape)]
@@ -92,37 +91,29 @@ def encode_tensormap(
 
 class TensorMapEncoder:
     """Encodes one tensor-map parameter (`dtype`, `box`) for the tensors a launch passes,
-    keeping the last descriptors by (address, shape, strides)."""
+    keeping the last descriptors of each layout by address."""
 
     def __init__(self, dtype: str, box: tuple[int, ...], what: str, fold: int = 0):
         self.dtype = dtype
         self.box = tuple(box)
         self.what = what
         self.fold = fold
-        self._cache: dict[tuple, bytes] = {}
+        self._layouts: dict[tuple, Callable[[int], bytes]] = {}
 
     def __call__(self, tensor: Any) -> bytes:
-        key = (tensor.pointer, tensor.shape, tensor.strides)
-        found = self._cache.get(key)
-        if found is None:
-            if len(self._cache) >= _CACHED:
-                self._cache.clear()
-            found = self._cache[key] = encode_tensormap(
-                self.dtype,
-                tensor.pointer,
-                tensor.shape,
-                tensor.strides,
-                self.box,
-                self.what,
-                self.fold,
-            )
-        return found
+        key = (tensor.shape, tensor.strides)
+        by_address = self._layouts.get(key)
+        if by_address is None:
+            if len(self._layouts) >= _CACHED:
+                self._layouts.clear()
+            by_address = self._layouts[key] = self.for_layout(tensor.shape, tensor.strides)
+        return by_address(tensor.pointer)
 
     def for_layout(
         self, shape: tuple[int, ...], strides: tuple[int, ...]
     ) -> Callable[[int], bytes]:
         """A function of the address alone, for launches whose tensors all have `shape` and
-        `strides` (the jit's fast path)."""
+        `strides` (the jit's fast path calls it directly)."""
         cache: dict[int, bytes] = {}
 
         def by_address(pointer: int) -> bytes:

@@ -87,6 +87,7 @@ from tilec.lowering import (
 from tilec.lowering.abi import (
     ALIGNMENT,
     Specialization,
+    argument_name,
     kernel_abi,
     kernel_specialization,
     set_kernel_specialization,
@@ -283,11 +284,13 @@ class _KernelLowering(
         self._owners: dict[tuple[DimMap, ...], ir.Value | None] = {}
         self._bind_arguments()
         # Each tensor map's generic address (`cvta.param`), for `cp.async.bulk.tensor`.
+        # Keyed as `tile.tma_copy` asks: (view, box, fold).
         self.tensormaps: dict[tuple[Value, tuple[int, ...], int], ir.Value] = {}
-        boxes = iter(tma.tensormap_boxes(func))
+        views = {argument_name(func, i): a for i, a in enumerate(func.arguments)}
         for arg, p in zip(self.fn.args, self.abi.parameters):
             if p.kind == "tensormap":
-                self.tensormaps[next(boxes)] = self.prologue.ptrtoint(arg, I64)
+                key = (views[p.argument], p.box, p.fold)
+                self.tensormaps[key] = self.prologue.ptrtoint(arg, I64)
 
     def _sreg(self, name: str) -> ir.Value:
         return mathlib.call_intrinsic(self.b, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])

@@ -56,6 +56,7 @@ __all__ = [
     "scratch_bases_for",
     "scratch_fences",
     "shared_bytes",
+    "slot_bytes",
     "stored_row",
     "swizzled_offset",
 ]
@@ -74,7 +75,7 @@ def _aligned(n: int, alignment: int = BUFFER_ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-def _slot_bytes(t: SharedType) -> int:
+def slot_bytes(t: SharedType) -> int:
     return math.prod(t.shape[1:]) * element_bytes(t.element)
 
 
@@ -88,11 +89,11 @@ def buffer_offsets(kernel: Operation) -> dict[Operation, int]:
         attr = op.attributes.get("offset")
         if attr is not None:
             offsets[op] = attr.value
-            end = max(end, attr.value + _slot_bytes(op.result.type) * op.result.type.shape[0])
+            end = max(end, attr.value + slot_bytes(op.result.type) * op.result.type.shape[0])
     for op in allocs:
         if op not in offsets:
             offsets[op] = _aligned(end)
-            end = offsets[op] + _slot_bytes(op.result.type) * op.result.type.shape[0]
+            end = offsets[op] + slot_bytes(op.result.type) * op.result.type.shape[0]
     return offsets
 
 
@@ -101,7 +102,7 @@ def buffer_bytes(kernel: Operation) -> int:
     end = 0
     for op, offset in buffer_offsets(kernel).items():
         t = op.result.type
-        end = max(end, offset + _slot_bytes(t) * t.shape[0])
+        end = max(end, offset + slot_bytes(t) * t.shape[0])
     attr = kernel.attributes.get("tilec.shared_bytes")
     if attr is not None:
         end = max(end, attr.value)
@@ -205,7 +206,7 @@ def scratch_bases(kernel: Operation) -> dict[Operation, int]:
     ends = {}
     for alloc, offset in buffer_offsets(kernel).items():
         t = alloc.result.type
-        ends[alloc] = offset + _slot_bytes(t) * t.shape[0]
+        ends[alloc] = offset + slot_bytes(t) * t.shape[0]
     return scratch_bases_for(kernel, ends)
 
 
@@ -284,7 +285,7 @@ class SharedBuffer:
 
     @property
     def slot_bytes(self) -> int:
-        return _slot_bytes(self.type)
+        return slot_bytes(self.type)
 
 
 def _asm(
