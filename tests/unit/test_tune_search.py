@@ -116,7 +116,9 @@ def test_a_numpy_reference_checks_the_heuristic_too():
 
 
 def test_a_worker_that_dies_is_recorded_as_crashed_and_the_search_goes_on():
-    settings = _settings(builder=crash_on_two_warps, max_candidates=12)
+    # Enough candidates for the search to reach decisions after warps (the heuristic's tile
+    # takes 12 before the warps batch is done: a budget that ends at the crash shows nothing).
+    settings = _settings(builder=crash_on_two_warps, max_candidates=18)
     result = Tuner(settings).run(_problem(), FakeClock(prefers_64_rows_and_2_warps))
     crashed = [c for c in result.candidates if c.status == "crashed"]
     assert [c.config.get("warps") for c in crashed] == [2] * len(crashed) and crashed
