@@ -28,9 +28,11 @@ dimension's size class (the power of two that covers it, from 64 up to 16384: `t
 tile sizes by it, so a column sum of 128 columns gets tiles of 128). The pinned options are
 fixed per kernel. A new specialization is compiled (the default pipeline, `specialize` told the
 whole extents, then PTX with the argument facts folded in: `tilec.lowering.Specialization`) for
-the GPU's architecture, through the on-disk cache (`tilec.kernel_cache`), and kept in memory,
-so a second call with arguments of the same kind goes straight to the launch. It runs on torch's
-current stream when torch tensors are passed (`stream=` picks another; the keyword is reserved).
+the GPU's architecture, through the on-disk cache (`tilec.kernel_cache`: processes that share
+it, such as the ranks of a job, compile each specialization once, under a lock, and each loads
+it on its own device), and kept in memory, so a second call with arguments of the same kind
+goes straight to the launch. It runs on torch's current stream when torch tensors are passed
+(`stream=` picks another; the keyword is reserved).
 
 **Autotuning** (`@tilec.jit(autotune=True)`, or `autotune=tilec.tune.Settings(...)` for the
 search's budget): a specialization's first compile searches the decisions the passes expose as
@@ -40,7 +42,8 @@ pins and compile the winner only. `TILEC_AUTOTUNE=0` turns it off.
 
 **In the interpreter** (`TILEC_INTERPRET=1` in the environment, or
 `@tilec.jit(interpret=True)`) a call runs the kernel on the CPU on numpy arrays or CPU torch
-tensors; tile sizes are the pinned ones, else the interpreter's defaults (`tilec.interp`).
+tensors; tile sizes are the pinned ones, else the interpreter's defaults (`tilec.interp`). It
+keeps nothing on disk: the tile IR it runs is made in memory, once per object.
 
 **Under `torch.compile`** a call is traced as one `tilec::launch` operator (the tensors the
 kernel writes are mutated in place; `tilec.torch_trace`), with no graph break: `fullgraph=True`
@@ -432,26 +435,28 @@ class JitFunction:
         adopted = self._adopted.get(key.digest())
         if adopted is not None:
             return adopted
-        entry = kernel_cache.load(key)
-        if entry is not None:
-            return CompiledKernel(
-                self.name,
-                arch,
-                entry["ptx"],
-                KernelABI.from_json(entry["abi"]),
-                Specialization.from_json(entry["specialization"]),
-                pipeline,
-                key,
-                True,
+
+        def compile_entry() -> dict[str, Any]:
+            program = self._compile(pipeline)
+            name = program.kernels[0]
+            ptx = compile_to_ptx(
+                program.module, arch, {name: specialization}, line_info=self.line_info
             )
-        program = self._compile(pipeline)
-        name = program.kernels[0]
-        ptx = compile_to_ptx(program.module, arch, {name: specialization}, line_info=self.line_info)
-        abi = module_abi(program.module)[name]
-        kernel_cache.store(
-            key, {"ptx": ptx, "abi": abi.to_json(), "specialization": specialization.to_json()}
+            abi = module_abi(program.module)[name]
+            return {"ptx": ptx, "abi": abi.to_json(), "specialization": specialization.to_json()}
+
+        # Processes sharing the cache compile a specialization once (`load_or_compile`).
+        entry, from_disk = kernel_cache.load_or_compile(key, compile_entry)
+        return CompiledKernel(
+            self.name,
+            arch,
+            entry["ptx"],
+            KernelABI.from_json(entry["abi"]),
+            Specialization.from_json(entry["specialization"]),
+            pipeline,
+            key,
+            from_disk,
         )
-        return CompiledKernel(name, arch, ptx, abi, specialization, pipeline, key, False)
 
     def adopt(self, kernel: CompiledKernel) -> None:
         """Use `kernel` (compiled in another process from this object's source and options)

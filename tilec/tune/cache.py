@@ -7,8 +7,10 @@ and tilec's and LLVM's versions (`tilec.kernel_cache`: tilec's includes a hash o
 source, so an edited compiler never reuses a winner). The clock is in it too: a fake clock's
 winner never serves a GPU. The directory is tilec's cache (`tilec.cache.cache_dir`:
 `TILEC_CACHE_DIR`, else the user cache directory), and entries are written atomically
-(`tilec.cache.write_entry`: a temporary file renamed into place), so concurrent tuners each write a
-whole entry, the last rename wins, and an interrupted one leaves none at all.
+(`tilec.cache.write_entry`: a temporary file renamed into place), so a reader sees a whole entry
+or none, and an interrupted tuner leaves none at all. Processes that miss one key together tune
+it once: `tilec.tune.api.tune` searches under the entry's lock (`tilec.cache.entry_lock`), the
+others wait for it and read the winner.
 
 An entry is used only when its recorded key is the one asked for and it holds a winner made of
 decisions the tuner knows (`valid`); anything else — another version, a half-understood file
