@@ -8,6 +8,8 @@ says what is searched, how candidates are checked and timed, and where winners a
 * `worker`: one candidate compiled, in a worker process (pruned by the passes' own checks);
 * `clock`: checking and timing — `GpuClock` (`tilec.benchmarks.gpu.time_ms`) or `FakeClock`;
 * `search`: the coordinate descent within a budget, its worker pool and progress bar;
+* `devices`: where candidates are checked and timed — the tuner's own process, or one
+  measuring process per GPU (`Settings.gpus`), the final round on the first;
 * `cache`: winners on disk; `report`: the candidates table; `api`: the entry points.
 """
 

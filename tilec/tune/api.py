@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from tilec.cache import entry_lock, lock_path
 from tilec.tune import cache
 from tilec.tune.clock import Clock, FakeClock
 from tilec.tune.search import Settings, Tuner, TuneResult
@@ -164,10 +165,19 @@ def tune(
         entry = cache.load(key)
         if entry is not None:
             return None, entry
-    result = Tuner(settings).run(problem, clock)
-    entry = result.to_json()
-    if not result.interrupted:
-        cache.store(key, entry)
+    # Processes that miss the same key together (the ranks of a job, each at its first call)
+    # tune it once: the others wait on the entry's lock, at most the search's budget and a
+    # minute, then find the winner (`tilec.cache.entry_lock`).
+    budget = (settings or Settings()).budget_s
+    with entry_lock(lock_path(cache.SUBDIRECTORY, key.digest()), budget + 60.0):
+        if not refresh:
+            entry = cache.load(key)
+            if entry is not None:
+                return None, entry
+        result = Tuner(settings).run(problem, clock)
+        entry = result.to_json()
+        if not result.interrupted:
+            cache.store(key, entry)
     return result, entry
 
 
@@ -216,10 +226,14 @@ def fake_cost(decisions: Mapping[str, Any]) -> float:
     return 1.0 + int.from_bytes(digest[:4], "big") / 2**32
 
 
+# The fake clock's host: two fake GPUs, the second 7% slower (`tilec tune --clock fake --gpus`).
+FAKE_SPEEDS = (1.0, 1.07)
+
+
 def default_clock(name: str, reference: Any = None) -> Clock:
     """The clock `tilec tune --clock NAME` uses."""
     if name == "fake":
-        return FakeClock(fake_cost, reference=reference)
+        return FakeClock(fake_cost, reference=reference, speeds=FAKE_SPEEDS)
     from tilec.diagnostics import TileError
     from tilec.runtime import gpu_available
 

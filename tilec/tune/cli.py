@@ -5,7 +5,8 @@ were), the heuristic's choice, the winner and the regret; `--emit-pins` adds the
 line that reproduces the winner without tuning. A winner found in the cache is printed as it
 was measured (`--refresh` tunes again). `--sweep DECISION=V1,V2` times exactly the configs
 given (every combination) instead of searching, and caches nothing: the one way to sweep
-configurations. docs/tuning.md.
+configurations. `--gpus all` times candidates on every GPU of the host in parallel.
+docs/tuning.md.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers", type=int, default=0, help="compile processes (default: the CPUs, up to 8)"
+    )
+    parser.add_argument(
+        "--gpus",
+        metavar="all|0,1,...",
+        default="",
+        help="time candidates on these GPUs in parallel, one measuring process each; the final "
+        "round, the winner and the regret on the first (default: the current GPU, in this "
+        "process)",
     )
     parser.add_argument(
         "--emit-pins",
@@ -150,7 +159,12 @@ def run(args: argparse.Namespace) -> int:
         reference = None
     problem = problem_for(function, sizes, arch=args.arch)
     clock = default_clock(args.clock, reference)
-    settings = Settings(budget_s=budget, max_candidates=args.max_candidates, workers=args.workers)
+    settings = Settings(
+        budget_s=budget,
+        max_candidates=args.max_candidates,
+        workers=args.workers,
+        gpus=args.gpus.strip(),
+    )
     if args.sweep:
         from tilec.tune.search import Tuner
 

@@ -16,11 +16,16 @@ sides then carry rounding error).
 * `FakeClock` runs each candidate's tile IR in the interpreter (`tilec.interp`) at the
   problem's (small) sizes to check it, and takes its "time" from a cost function of the
   decisions it compiled to: deterministic, so the search, pruning, caching and the CLI are
-  tested for real without a GPU.
+  tested for real without a GPU. Its `speeds` make it a host of several fake GPUs (GPU k's
+  times are the cost times `speeds[k]`), for the search over several GPUs.
+
+A clock that can be made again in another process has a `factory`: a picklable callable that
+builds the same clock for one GPU there (`tilec.tune.devices`: a measuring process per GPU).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -89,11 +94,22 @@ class Reference:
 class Clock:
     """What the tuner asks of a timing backend. `prepare` once per search, with the problem
     and the heuristic's build; then per candidate `check` (None: right, else why not) and
-    `time` (the milliseconds of each round: the tuner takes their median, and their spread). `device` and `driver` name the machine in the cache key."""
+    `time` (the milliseconds of each round: the tuner takes their median, and their spread).
+    `device` and `driver` name the machine in the cache key. To time on several GPUs, the
+    tuner asks `device_count` (the GPUs it may name) and `factory` (module docstring)."""
 
     name = "clock"
     device = ""
     driver = ""
+
+    def device_count(self) -> int:
+        """The GPUs this clock can time on (ordinals 0 to count - 1)."""
+        return 1
+
+    def factory(self) -> Callable[[int], Clock] | None:
+        """A picklable callable making this clock again, for GPU `ordinal`, in a measuring
+        process (None: it cannot be made elsewhere, and times in the tuner's process only)."""
+        return None
 
     def prepare(self, problem: Problem, heuristic: Build) -> None:
         raise NotImplementedError
@@ -107,8 +123,9 @@ class Clock:
 
 class FakeClock(Clock):
     """Times are `cost(decisions)` (`space.read_back`'s dict of what the candidate compiled
-    to, plus `config`: the pins it was given); checks run the interpreter on the candidate's
-    tile IR. `reference`: a numpy reference module (else the heuristic's output)."""
+    to, plus `config`: the pins it was given) times `speeds[ordinal]`, the speed of the fake
+    GPU it stands for; checks run the interpreter on the candidate's tile IR. `reference`: a
+    numpy reference module (else the heuristic's output)."""
 
     name = "fake"
 
@@ -119,13 +136,31 @@ class FakeClock(Clock):
         reference: Any = None,
         device: str = "fake GPU",
         check: bool = True,
+        speeds: Sequence[float] = (1.0,),
+        ordinal: int = 0,
     ):
         self.cost = cost
         self.reference_module = reference
         self.device = device
         self.driver = "none"
         self.checking = check
+        self.speeds = tuple(speeds)
+        self.ordinal = ordinal
         self.reference: Reference | None = None
+
+    def device_count(self) -> int:
+        return len(self.speeds)
+
+    def factory(self) -> Callable[[int], Clock] | None:
+        arguments = {
+            "cost": self.cost,
+            "device": self.device,
+            "check": self.checking,
+            "speeds": self.speeds,
+        }
+        return functools.partial(
+            _remade_fake, type(self), _reference_file(self.reference_module), arguments
+        )
 
     def prepare(self, problem: Problem, heuristic: Build) -> None:
         self.problem = problem
@@ -156,7 +191,8 @@ class FakeClock(Clock):
         return self.reference.compare(self.outputs(build))
 
     def time(self, build: Build) -> list[float]:
-        return [float(self.cost({**build.decisions, "config": build.config}))]
+        cost = float(self.cost({**build.decisions, "config": build.config}))
+        return [cost * self.speeds[self.ordinal]]
 
 
 class GpuClock(Clock):
@@ -178,6 +214,19 @@ class GpuClock(Clock):
         self.inputs = list(inputs)
         self.device = torch.cuda.get_device_name()
         self.driver = _driver_version()
+
+    def device_count(self) -> int:
+        import torch
+
+        return torch.cuda.device_count()
+
+    def factory(self) -> Callable[[int], Clock] | None:
+        # The inputs travel as host copies (a process's CUDA tensors are its own), and are
+        # put back on the GPU there with their strides.
+        inputs = [_HostTensor.of(v) for v in self.inputs]
+        return functools.partial(
+            _remade_gpu, _reference_file(self.reference_module), self.rounds, inputs
+        )
 
     def prepare(self, problem: Problem, heuristic: Build) -> None:
         import torch
@@ -277,6 +326,9 @@ class RunnerClock(GpuClock):
         self.rtol = rtol
         self.first: Any = None
 
+    def factory(self) -> Callable[[int], Clock] | None:
+        return None  # the caller's runner and input sets live in this process
+
     def prepare(self, problem: Problem, heuristic: Build) -> None:
         self.problem = problem
         self.sets = self.given_sets
@@ -304,6 +356,66 @@ class RunnerClock(GpuClock):
 
         run = self.make(self.function(build))
         return [time_ms(run, self.sets) for _ in range(self.rounds)]
+
+
+def _reference_file(module: Any) -> str | None:
+    """Where a numpy reference module was loaded from (a module does not pickle: a
+    measuring process loads it again from its file)."""
+    if module is None:
+        return None
+    path = getattr(module, "__file__", None)
+    if not path:
+        from tilec.diagnostics import TileError
+
+        raise TileError(
+            f"the reference module {getattr(module, '__name__', module)!r} has no file: a "
+            "measuring process cannot load it"
+        )
+    return str(path)
+
+
+def _load_reference(path: str | None) -> Any:
+    if path is None:
+        return None
+    from tilec.interp.runner import load_reference
+
+    return load_reference(path)
+
+
+def _remade_fake(
+    kind: type, reference: str | None, arguments: dict[str, Any], ordinal: int
+) -> Clock:
+    return kind(reference=_load_reference(reference), ordinal=ordinal, **arguments)
+
+
+def _remade_gpu(reference: str | None, rounds: int, inputs: list[Any], ordinal: int) -> Clock:
+    # This process sees its GPU alone (CUDA_VISIBLE_DEVICES): `ordinal` is the parent's name.
+    values = [v.on_gpu() if isinstance(v, _HostTensor) else v for v in inputs]
+    return GpuClock(reference=_load_reference(reference), rounds=rounds, inputs=values)
+
+
+class _HostTensor:
+    """A CUDA tensor's values on the host, and its strides, to make it again on a GPU."""
+
+    def __init__(self, values: Any, stride: tuple[int, ...]):
+        self.values, self.stride = values, stride
+
+    @staticmethod
+    def of(value: Any) -> Any:
+        import torch
+
+        if not isinstance(value, torch.Tensor):
+            return value
+        return _HostTensor(value.detach().cpu(), tuple(value.stride()))
+
+    def on_gpu(self) -> Any:
+        import torch
+
+        copy = torch.empty_strided(
+            self.values.shape, self.stride, dtype=self.values.dtype, device="cuda"
+        )
+        copy.copy_(self.values)
+        return copy
 
 
 def _clone(value: Any) -> Any:

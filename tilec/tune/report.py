@@ -54,13 +54,19 @@ def table(candidates: Sequence[Mapping[str, Any]], limit: int = 0) -> list[str]:
     rows = timed + rest
     if limit and len(rows) > limit:
         rows = rows[:limit]
-    lines = [f"  {'#':>3}  {'ms':>9}  {'spread':>6}  {'status':<9}  config -> decisions"]
+    # Over several GPUs, the GPU each time is from.
+    gpus = any(c.get("device") is not None for c in candidates)
+    gpu_header = f"{'gpu':>3}  " if gpus else ""
+    lines = [
+        f"  {'#':>3}  {'ms':>9}  {'spread':>6}  {gpu_header}{'status':<9}  config -> decisions"
+    ]
     for c in rows:
         reason = f"  ({_short(c['reason'])})" if c["reason"] else ""
+        gpu = f"{'-' if c.get('device') is None else c['device']:>3}  " if gpus else ""
         lines.append(
             f"  {c['index']:>3}  {_number(c['ms'], '9.4f')}  {_number(c['spread'], '6.3f')}  "
-            f"{c['status']:<9}  {config_text(c['config'])} -> {_decisions_text(c['decisions'])}"
-            f"{reason}"
+            f"{gpu}{c['status']:<9}  {config_text(c['config'])} -> "
+            f"{_decisions_text(c['decisions'])}{reason}"
         )
     if limit and len(candidates) > limit:
         lines.append(f"  ... {len(candidates) - limit} more")
@@ -83,6 +89,22 @@ def _summary(entry: Mapping[str, Any]) -> list[str]:
         f"  searched   {', '.join(entry['searched']) or 'nothing'}; {len(entry['candidates'])} "
         f"candidates ({tally}) in {entry['elapsed_s']:.1f} s, "
         f"{entry['candidates_per_s']:.2f} candidates/s; stopped: {entry['stopped']}",
+        *_gpus(entry.get("gpus")),
+    ]
+
+
+def _gpus(gpus: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """The GPUs line of a search over several: each GPU and the scale of its times."""
+    if not gpus:
+        return []
+    each = ", ".join(
+        str(g["gpu"])
+        + ("" if g["scale"] == 1 else f" (times x{g['scale']:.3f})")
+        + (f" (left out: {g['left_out']})" if g.get("left_out") else "")
+        for g in gpus
+    )
+    return [
+        f"  gpus       {each}; the final round, the winner and the regret on GPU {gpus[0]['gpu']}"
     ]
 
 

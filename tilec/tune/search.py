@@ -14,11 +14,21 @@
    rounds, so that the winner is not a lucky first measurement.
 
 Candidates of one sweep compile in parallel worker processes (`ProcessPoolExecutor`, spawn:
-no state of the parent leaks in) while the parent checks and times those already built, one at
-a time. A candidate that a pass refuses is *pruned* with the pass's reason; one whose lowering
-fails, whose worker dies (*crashed*: it is retried alone to find which), or that compiles past
-`compile_timeout_s` (*timeout*) is recorded and excluded; one whose output is wrong is never
-timed. Two configs that give the same PTX are one kernel: the second is not timed again.
+no state of the parent leaks in) while those already built are checked and timed as they
+arrive: by the parent's own clock, one at a time, or — given several GPUs (`Settings.gpus`) —
+by one measuring process per GPU, each built candidate dealt to a free one
+(`tilec.tune.devices`). A candidate that a pass refuses is *pruned* with the pass's reason;
+one whose lowering fails, whose worker dies (*crashed*: it is retried alone to find which),
+or that compiles past `compile_timeout_s` (*timeout*) is recorded and excluded, as is one
+whose measuring process dies (*crashed*: the process is started again); one whose output is
+wrong is never timed. Two configs that give the same code are one kernel: the second takes
+the first's outcome and is not measured again.
+
+Over several GPUs, times from every GPU rank candidates during the descent (each GPU's scaled
+by its time for the heuristic), but the last round times every finalist on the first GPU, and
+the winner and the regret come from that GPU's times alone: GPUs of one host differ by a few
+percent in clocks and thermals, which must not decide the winner. (When the budget stops the
+search, the finalists timed elsewhere are still timed once on the first GPU.)
 
 The budget (`budget_s` of wall time, `max_candidates` compiled) stops the search between
 candidates; Ctrl-C stops it at once, keeping every measurement made (`interrupted`).
@@ -30,15 +40,18 @@ import concurrent.futures as futures
 import math
 import multiprocessing
 import os
+import queue
 import statistics
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tilec.diagnostics import TileError
 from tilec.tune.clock import Clock
+from tilec.tune.devices import Outcome, open_devices
 from tilec.tune.space import Decision, applicable, current_value
 from tilec.tune.worker import Build, Problem, build_candidate, config_key
 
@@ -60,6 +73,9 @@ class Settings:
     # `@tilec.jit(autotune=Settings(...))`: the clock for a call's arguments (None: the GPU's,
     # on copies of them).
     clock: Callable[[Sequence[Any]], Clock] | None = None
+    # The GPUs to time on: () the current one, in this process; "all", "0,1" or [0, 1]: a
+    # measuring process on each, the final round on the first (`tilec.tune.devices`).
+    gpus: Sequence[int] | str = ()
 
 
 @dataclass
@@ -76,6 +92,10 @@ class Candidate:
     compile_s: float = 0.0
     same_as: int | None = None
     code: str = ""
+    device: int | None = None  # the GPU its `times` are from (None: the tuner's own process)
+    # A finalist ranked on another GPU than the final round's: that GPU and its times there.
+    descent_device: int | None = None
+    descent_times: list[float] = field(default_factory=list)
 
     @property
     def ms(self) -> float:
@@ -100,6 +120,9 @@ class Candidate:
             "spread": None if math.isnan(self.spread) else self.spread,
             "compile_s": self.compile_s,
             "same_as": self.same_as,
+            "device": self.device,
+            "descent_device": self.descent_device,
+            "descent_ms": statistics.median(self.descent_times) if self.descent_times else None,
         }
 
 
@@ -115,6 +138,7 @@ class TuneResult:
     searched: list[str]  # the decisions searched
     elapsed_s: float
     stopped: str  # "converged" ("swept": `Tuner.sweep`), "budget", "max-candidates", "interrupted"
+    gpus: list[dict[str, Any]] | None = None  # each GPU timed on, and its times' scale
 
     @property
     def interrupted(self) -> bool:
@@ -170,6 +194,7 @@ class TuneResult:
             "elapsed_s": self.elapsed_s,
             "candidates_per_s": self.candidates_per_s,
             "stopped": self.stopped,
+            "gpus": self.gpus,
             "tuned_at": time.time(),
         }
 
@@ -201,15 +226,21 @@ class Tuner:
         self.problem, self.clock = problem, clock
         self.candidates: list[Candidate] = []
         self.tried: dict[str, Candidate] = {}
-        self.codes: dict[str, Candidate] = {}
+        # The first candidate of each code: None while it is being measured.
+        self.codes: dict[str, Candidate | None] = {}
         self._builds: dict[int, Build] = {}
         self.frontend_attributes: set[str] = set()
         self.start = time.perf_counter()
+        # Compiles finished and outcomes of the devices, in the order they happen.
+        self.events: queue.Queue = queue.Queue()
+        self.tickets = 0
+        self.devices = open_devices(clock, s.gpus, self.events)
         self.progress = _Progress(problem.kernel, s) if s.progress else None
-        self.pool = self._new_pool()
         stopped = "converged"
         searched: list[str] = []
+        self.pool: futures.ProcessPoolExecutor | None = None
         try:
+            self.pool = self._new_pool()
             heuristic = self._evaluate([{}], prepare=True)[0]
             if not heuristic.timed:
                 raise TileError(
@@ -231,18 +262,24 @@ class Tuner:
                     self._evaluate(configs)
             except _Stop as stop:
                 stopped = stop.why
-            if stopped != "budget":
-                self._final_round(heuristic)
+            self._final_round(heuristic, spent=stopped == "budget")
         except _Stop as stop:
             stopped = stop.why
         except KeyboardInterrupt:
             stopped = "interrupted"
         finally:
             self._shutdown()
+            self.devices.close()
             if self.progress is not None:
                 self.progress.close()
+        if not self.candidates:  # stopped before the heuristic's kernel was measured
+            if stopped == "interrupted":
+                raise KeyboardInterrupt
+            raise TileError(f"the search stopped ({stopped}) before the heuristic was measured")
         heuristic = self.candidates[0]
-        timed = [c for c in self.candidates if c.timed and c.status == "ok"]
+        # The winner from one clock: the first GPU's times (the final round's).
+        first = self.devices.first
+        timed = [c for c in self.candidates if c.status == "ok" and c.timed and c.device == first]
         winner = min(timed, key=lambda c: c.ms) if timed else heuristic
         return TuneResult(
             problem,
@@ -253,6 +290,7 @@ class Tuner:
             searched,
             time.perf_counter() - self.start,
             stopped,
+            self.devices.gpus(),
         )
 
     # -- the search ---------------------------------------------------------------------------
@@ -291,18 +329,40 @@ class Tuner:
                 if fastest.ms < best.ms * (1 - self.settings.min_gain):
                     best, changed = fastest, True
 
-    def _final_round(self, heuristic: Candidate) -> None:
+    def _final_round(self, heuristic: Candidate, spent: bool = False) -> None:
+        """The finalists timed again on the first GPU, which ranks them. A finalist ranked on
+        another GPU is first timed on the first, its times there replacing the others (kept as
+        `descent_times`), even when the budget is spent: the winner comes from one clock."""
         ranked = sorted(
             (c for c in self.candidates if c.status == "ok" and c.timed), key=lambda c: c.ms
         )
         finalists = ranked[: self.settings.finalists]
         if heuristic not in finalists:
             finalists.append(heuristic)
-        if len(finalists) < 2:
+        first = self.devices.first
+        for candidate in finalists:
+            if candidate.device != first:
+                candidate.descent_device, candidate.descent_times = (
+                    candidate.device,
+                    candidate.times,
+                )
+                candidate.times, candidate.device = [], first
+                self._time_again(candidate)
+        if spent or len(finalists) < 2:
             return
         for candidate in finalists:
-            self._check_budget(final=True)
-            candidate.times += self.clock.time(self._builds[candidate.index])
+            if candidate.status == "ok":
+                self._check_budget(final=True)
+                self._time_again(candidate)
+
+    def _time_again(self, candidate: Candidate) -> None:
+        outcome = self.devices.time_on_first(self._builds[candidate.index])
+        if outcome.status == "ok":
+            candidate.times += outcome.times
+            return
+        # A finalist that fails when timed again cannot win.
+        candidate.status = outcome.status
+        candidate.reason = f"timed again: {outcome.reason}"
 
     # -- compiling and measuring --------------------------------------------------------------
 
@@ -319,79 +379,148 @@ class Tuner:
         return sum(1 for c in self.candidates if c.status != "pruned")
 
     def _evaluate(self, configs: Sequence[dict], prepare: bool = False) -> list[Candidate]:
-        """Compile `configs` in the workers, then check and time each as it is built."""
+        """Compile `configs` in the workers, and check and time each on a free device as it
+        is built; the candidates, in the order their outcomes came. `prepare`: the heuristic's
+        batch, which starts the devices."""
         s = self.settings
-        fresh = []
-        for config in configs:
-            if config_key(config) in self.tried:
-                continue
-            fresh.append(config)
+        fresh = [c for c in configs if config_key(c) not in self.tried]
         if s.max_candidates:
             fresh = fresh[: max(s.max_candidates - self._counted(), 0)]
-        if not fresh:
-            self._check_budget()
-            return []
         self._check_budget()
-        pending = {self.pool.submit(s.builder, self.problem, c): c for c in fresh}
-        results: list[Candidate] = []
-        alone: list[dict] = []
-        while pending:
-            left = s.budget_s - (time.perf_counter() - self.start)
-            done, _ = futures.wait(
-                pending,
-                timeout=max(min(left, s.compile_timeout_s), 0.01),
-                return_when=futures.FIRST_COMPLETED,
-            )
-            if not done:
-                if time.perf_counter() - self.start > s.budget_s:
-                    for f in pending:
-                        f.cancel()
-                    raise _Stop("budget")
-                # The compiles under way ran past the limit (when none shows as started, the
-                # pool is stuck: every one left is abandoned).
-                running = [f for f in pending if f.running()] or list(pending)
-                for f in running:
-                    results.append(self._record(Build(pending.pop(f), "timeout")))
-                    results[-1].reason = f"compile ran past {s.compile_timeout_s:g} s"
-                rest = list(pending.values())
+        if not fresh:
+            return []
+        self.batch: list[Candidate] = []
+        self.compiling: dict[futures.Future, tuple[dict, bool]] = {}  # -> (config, alone)
+        self.alone: list[dict] = []  # configs whose pool broke: compiled one at a time
+        self.built: deque[Build] = deque()  # waiting for a free device
+        self.measuring: dict[int, Build] = {}  # by ticket
+        self.same_code: dict[str, list[Build]] = {}  # waiting for the outcome of their code
+        for config in fresh:
+            self._compile(config, alone=False)
+        last_compile = time.perf_counter()
+        while self.compiling or self.alone or self.built or self.measuring:
+            if not self.compiling and self.alone:
                 self._restart_pool()
-                pending = {self.pool.submit(s.builder, self.problem, c): c for c in rest}
-                continue
-            for f in done:
-                config = pending.pop(f)
-                try:
-                    build = f.result()
-                except futures.process.BrokenProcessPool:
-                    alone.append(config)
-                    continue
-                except Exception as e:
-                    build = Build(config, "failed", f"worker: {type(e).__name__}: {e}")
-                results.append(self._measure(build, prepare and not results))
-            if alone and pending:
-                alone += list(pending.values())
-                pending = {}
-        if alone:
-            results += self._retry_alone(alone)
-        return results
-
-    def _retry_alone(self, configs: list[dict]) -> list[Candidate]:
-        """Configs whose worker pool broke: each compiled alone, so the one that kills its
-        worker is found (and recorded as crashed) and the others are measured."""
-        results = []
-        for config in configs:
-            self._restart_pool()
+                self._compile(self.alone.pop(0), alone=True)
+                last_compile = time.perf_counter()
+            while self.built and self.devices.free():
+                self.tickets += 1
+                self.measuring[self.tickets] = build = self.built.popleft()
+                self.devices.measure(self.tickets, build)
+            now = time.perf_counter()
+            wait = s.budget_s - (now - self.start)
+            if self.compiling:
+                wait = min(wait, s.compile_timeout_s - (now - last_compile))
             try:
-                build = self.pool.submit(self.settings.builder, self.problem, config).result(
-                    timeout=self.settings.compile_timeout_s
-                )
+                event = self.events.get(timeout=max(wait, 0.01))
+            except queue.Empty:
+                now = time.perf_counter()
+                if now - self.start > s.budget_s:
+                    for f in self.compiling:
+                        f.cancel()
+                    raise _Stop("budget") from None
+                if self.compiling and now - last_compile >= s.compile_timeout_s:
+                    self._abandon_compiles()
+                    last_compile = now
+                continue
+            if event[0] != "compiled":
+                for ticket, outcome in self.devices.handle(event):
+                    self._measured(ticket, outcome)
+                continue
+            entry = self.compiling.pop(event[1], None)
+            if entry is None:
+                continue  # a compile abandoned with its pool
+            last_compile = time.perf_counter()
+            config, alone = entry
+            try:
+                build = event[1].result()
             except futures.process.BrokenProcessPool:
-                build = Build(config, "crashed", "the compiling worker process died")
-            except futures.TimeoutError:
-                build = Build(
-                    config, "timeout", f"compile ran past {self.settings.compile_timeout_s:g} s"
-                )
-            results.append(self._measure(build, False))
-        return results
+                if alone:
+                    build = Build(config, "crashed", "the compiling worker process died")
+                else:
+                    self._pool_broke(config)
+                    continue
+            except Exception as e:
+                build = Build(config, "failed", f"worker: {type(e).__name__}: {e}")
+            self._built(build, prepare)
+        return self.batch
+
+    def _compile(self, config: dict, alone: bool) -> None:
+        future = self.pool.submit(self.settings.builder, self.problem, config)
+        self.compiling[future] = (config, alone)
+        future.add_done_callback(lambda f, events=self.events: events.put(("compiled", f)))
+
+    def _pool_broke(self, config: dict) -> None:
+        """A worker died: `config` and every compile not finished go to be compiled alone, so
+        that the one that kills its worker is found (and recorded as crashed)."""
+        self.alone.append(config)
+        for f, (other, _) in list(self.compiling.items()):
+            if not (f.done() and not f.cancelled() and f.exception() is None):
+                del self.compiling[f]
+                self.alone.append(other)
+
+    def _abandon_compiles(self) -> None:
+        """The compiles under way ran past the limit (when none shows as started, the pool is
+        stuck: every one left is abandoned); the rest go to a new pool."""
+        limit = self.settings.compile_timeout_s
+        running = [f for f in self.compiling if f.running()] or list(self.compiling)
+        for f in running:
+            config, _ = self.compiling.pop(f)
+            self._record(Build(config, "timeout", f"compile ran past {limit:g} s"))
+        rest = list(self.compiling.values())
+        self.compiling = {}
+        self._restart_pool()
+        for config, alone in rest:
+            self._compile(config, alone)
+
+    def _built(self, build: Build, heuristic: bool) -> None:
+        """A build back from its worker: recorded when it was not built, measured first on
+        every device when it is the heuristic's, else queued for a device (or for the outcome
+        of the same code, when one is being measured)."""
+        if build.status != "built":
+            self._record(build)
+            return
+        if heuristic:
+            outcome = self.devices.start(self.problem, build, self.start + self.settings.budget_s)
+            self.frontend_attributes = _frontend_attributes(self.problem)
+            self._outcome(self._record(build), outcome)
+            return
+        if build.code in self.codes:
+            same = self.codes[build.code]
+            if same is None:
+                self.same_code.setdefault(build.code, []).append(build)
+            else:
+                self._same_as(self._record(build), same)
+            return
+        self.codes[build.code] = None
+        self.built.append(build)
+
+    def _measured(self, ticket: int, outcome: Outcome) -> None:
+        build = self.measuring.pop(ticket, None)
+        if build is None:
+            return  # abandoned when the budget ran out
+        candidate = self._record(build)
+        self._outcome(candidate, outcome)
+        for twin in self.same_code.pop(build.code, []):
+            self._same_as(self._record(twin), candidate)
+
+    def _outcome(self, candidate: Candidate, outcome: Outcome) -> None:
+        candidate.status, candidate.reason = outcome.status, outcome.reason
+        candidate.times, candidate.device = list(outcome.times), outcome.device
+        self.codes[candidate.code] = candidate
+        if self.progress is not None:
+            self.progress.update(self)
+
+    def _same_as(self, candidate: Candidate, same: Candidate) -> None:
+        """`candidate` is the same code as `same`: it takes its outcome."""
+        candidate.same_as = same.index
+        candidate.reason = f"the same code as #{same.index}"
+        if same.status == "ok":
+            candidate.status = "duplicate"
+            candidate.times, candidate.device = list(same.times), same.device
+        else:
+            candidate.status = same.status
+            candidate.reason += f": {same.reason}"
 
     def _record(self, build: Build) -> Candidate:
         candidate = Candidate(
@@ -404,40 +533,9 @@ class Tuner:
             code=build.code,
         )
         self.candidates.append(candidate)
+        self.batch.append(candidate)
         self.tried[config_key(build.config)] = candidate
         self._builds[candidate.index] = build
-        if self.progress is not None:
-            self.progress.update(self)
-        return candidate
-
-    def _measure(self, build: Build, heuristic: bool) -> Candidate:
-        if heuristic and build.status == "built":
-            self.clock.prepare(self.problem, build)
-            self.frontend_attributes = _frontend_attributes(self.problem)
-        candidate = self._record(build)
-        if build.status != "built":
-            return candidate
-        same = self.codes.get(build.code)
-        if same is not None:
-            candidate.status, candidate.same_as = "duplicate", same.index
-            candidate.reason = f"the same code as #{same.index}"
-            candidate.times = list(same.times)
-            return candidate
-        try:
-            wrong = self.clock.check(build)
-        except Exception as e:
-            candidate.status, candidate.reason = "failed", f"run: {type(e).__name__}: {e}"[:300]
-            return candidate
-        if wrong is not None:
-            candidate.status, candidate.reason = "wrong", wrong
-            return candidate
-        try:
-            candidate.times = list(self.clock.time(build))
-        except Exception as e:
-            candidate.status, candidate.reason = "failed", f"timing: {type(e).__name__}: {e}"[:300]
-            return candidate
-        candidate.status = "ok"
-        self.codes[build.code] = candidate
         if self.progress is not None:
             self.progress.update(self)
         return candidate
@@ -453,9 +551,12 @@ class Tuner:
     def _shutdown(self) -> None:
         # Killing is safe: a worker only compiles (its kernel-cache writes are atomic), and
         # waiting for an abandoned compile would hold up Ctrl-C and the budget.
-        for process in list(getattr(self.pool, "_processes", {}).values()):
+        pool = getattr(self, "pool", None)
+        if pool is None:
+            return
+        for process in list(getattr(pool, "_processes", {}).values()):
             process.kill()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def _restart_pool(self) -> None:
         self._shutdown()
