@@ -47,6 +47,7 @@ from tilec.compiler import build_pipeline, compile_source, target_pipeline
 from tilec.diagnostics import InternalCompilerError, TileError
 from tilec.fuzz.generate import GeneratedProgram, sample_program
 from tilec.ir.printer import print_op
+from tilec.ir.structure import structure
 from tilec.ir.types import TensorType
 from tilec.ir.verifier import VerifyError, verify
 from tilec.passmanager import Pass, PassContext, parse_pipeline
@@ -368,14 +369,14 @@ def _check(
         inputs[name] = random_arguments(
             func, _kernel_extents(func, program.extents), seed=program.seed
         )
-    finals: dict[str, str] = {}
+    finals: dict[str, tuple] = {}
     for arch in arches:
         stages = _run_passes(program, frontend, arch, passes, found)
         if stages is None:
             continue
-        final_text = stages[-1][2]
-        duplicate = final_text in finals.values()
-        finals[arch] = final_text
+        final = stages[-1][2]
+        duplicate = final in finals.values()
+        finals[arch] = final
         if not duplicate:  # sm_80 often takes the same decisions as sm_90a: run them once
             result.stages += _interpret(stages, funcs, inputs, arch, found)
         if ptxas:
@@ -438,8 +439,9 @@ def _pins_to_blame(
     return True
 
 
-def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, str]] | None:
-    """[(stage name, module after it, its text)], frontend first; None when a pass failed."""
+def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, tuple]] | None:
+    """[(stage name, module after it, its `structure` key)], frontend first; None when a pass
+    failed."""
     module = frontend.clone()
     tiles = _small_tiles(frontend) if program.seed % 4 else ""
     pipeline = parse_pipeline(
@@ -448,7 +450,8 @@ def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, 
     if passes is not None:
         pipeline = passes(arch, pipeline)
     context = PassContext()
-    stages: list[tuple[str, Any, str]] = [("frontend", frontend, print_op(frontend))]
+    # Each stage's `structure` key tells a pass that changed nothing (same key: same results).
+    stages: list[tuple[str, Any, tuple]] = [("frontend", frontend, structure(frontend))]
     for p in pipeline:
         before = stages[-1][1]
         context.current_pass = p.name
@@ -464,7 +467,7 @@ def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, 
         except (InternalCompilerError, Exception):
             found("internal-error", p.name, traceback.format_exc(), arch=arch, before=before)
             return None
-        stages.append((p.name, module.clone(), print_op(module)))
+        stages.append((p.name, module.clone(), structure(module)))
     return stages
 
 
@@ -478,8 +481,8 @@ def _interpret(stages, funcs, inputs, arch, found) -> int:
             found("interpreter-error", stages[-1][0], _message(e), kernel=name, arch=arch)
             continue
         previous = None
-        for index, (stage, module, text) in enumerate(stages):
-            if index and text == stages[index - 1][2]:
+        for index, (stage, module, key) in enumerate(stages):
+            if index and key == stages[index - 1][2]:
                 continue  # the pass changed nothing: same IR, same results
             try:
                 outputs, _ = _run(module, name, inputs[name], tile_sizes)
