@@ -298,8 +298,19 @@ def _torch_array(tensor: Any) -> np.ndarray:
     # numpy has no bfloat16 or f8; the same bits, viewed as ml_dtypes' types, share memory.
     for name, (bits, element) in _ML_DTYPES_OF_TORCH.items():
         if tensor.dtype == getattr(torch, name, None):
-            return tensor.view(getattr(torch, bits)).numpy().view(dtype_of(FloatType(element)))
-    return tensor.numpy()
+            bits_array = _shared_array(tensor.view(getattr(torch, bits)))
+            return bits_array.view(dtype_of(FloatType(element)))
+    return _shared_array(tensor)
+
+
+def _shared_array(tensor: Any) -> np.ndarray:
+    """A numpy array over `tensor`'s memory. Through DLPack first: `Tensor.numpy()` marks the
+    storage as never resizable again, and FSDP2 frees gathered parameters by resizing theirs
+    to nothing (examples/torch/train_ddp.py --fsdp runs the interpreter under it)."""
+    try:
+        return np.from_dlpack(tensor)
+    except (BufferError, TypeError, RuntimeError):  # an older numpy, a conjugate view
+        return tensor.numpy()
 
 
 # torch dtypes numpy lacks: the integer dtype of their bits, and the element type.
