@@ -85,6 +85,7 @@ def test_hypothesis_programs_pass_the_differential_check(program):
 # The differential check
 
 
+@pytest.mark.xdist_group("fuzz")
 def test_generated_kernels_through_every_pass_and_ptxas(tmp_path):
     """The CI figure: DIFFERENTIAL_KERNELS kernels, each through the interpreter after the
     frontend and after every pass of the default pipeline (sm_90a and sm_80), one program in
@@ -224,6 +225,7 @@ def test_the_command_reproduces_a_seed():
 # Bad programs
 
 
+@pytest.mark.xdist_group("fuzz")
 def test_mutated_programs_give_located_errors():
     """The CI figure: MUTANTS mutated generated programs through `tilec compile` (in-process,
     every thousandth through the tilec executable): a located error and exit 1, or success."""
