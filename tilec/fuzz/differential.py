@@ -138,6 +138,7 @@ class ProgramResult:
     # Located errors for pins no block can hold (the same kernel without its pins compiles):
     # the program's fault, the right answer, counted apart.
     pin_rejections: int = 0
+    cpu_seconds: float = 0.0  # the checking process's CPU time and its ptxas runs'
 
 
 @dataclass
@@ -153,6 +154,9 @@ class Summary:
     known: list[Finding] = field(default_factory=list)  # findings of `KNOWN_BUGS`
     features: Counter = field(default_factory=Counter)
     pin_rejections: int = 0
+    # CPU time the checks took, summed over the worker processes and their ptxas runs: the
+    # work done, whatever else shared the machine (wall time `seconds` stretches with it).
+    cpu_seconds: float = 0.0
 
     @property
     def kernels_per_second(self) -> float:
@@ -164,6 +168,7 @@ class Summary:
         self.stages += result.stages
         self.ptxas_kernels += result.ptxas_kernels
         self.pin_rejections += result.pin_rejections
+        self.cpu_seconds += result.cpu_seconds
         for finding in result.findings:
             (self.known if known_bug(finding) else self.findings).append(finding)
         self.features.update(result.features)
@@ -171,7 +176,8 @@ class Summary:
     def render(self) -> str:
         lines = [
             f"{self.kernels} generated kernels ({self.programs} programs) in {self.seconds:.1f} s"
-            f" ({self.kernels_per_second:.1f} kernels/s): {self.stages} interpreter runs "
+            f" ({self.kernels_per_second:.1f} kernels/s; {self.cpu_seconds:.0f} s of CPU): "
+            f"{self.stages} interpreter runs "
             f"compared, {self.ptxas_kernels} kernel x arch assembled by ptxas; "
             f"{self.pin_rejections} kernel x arch refused for their pins (located errors; "
             "without the pins they compile)",
@@ -191,6 +197,7 @@ class Summary:
             "ptxas_kernels": self.ptxas_kernels,
             "pin_rejections": self.pin_rejections,
             "seconds": round(self.seconds, 1),
+            "cpu_seconds": round(self.cpu_seconds, 1),
             "kernels_per_second": round(self.kernels_per_second, 2),
             "findings": [f.__dict__ for f in self.findings],
             "known": [f.__dict__ for f in self.known],
@@ -577,7 +584,18 @@ def _save(out_dir: str, program: GeneratedProgram, finding: Finding, details: di
 
 def _check_seed(job: tuple) -> ProgramResult:
     seed, kernels, ptxas, out_dir = job
-    return check_program(sample_program(seed, kernels), ptxas=ptxas, out_dir=out_dir)
+    start = _cpu_seconds()
+    result = check_program(sample_program(seed, kernels), ptxas=ptxas, out_dir=out_dir)
+    result.cpu_seconds = _cpu_seconds() - start
+    return result
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time and that of its children that ended (ptxas)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _assembles(seed: int, every: int) -> bool:
