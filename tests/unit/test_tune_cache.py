@@ -168,3 +168,28 @@ def test_pins_in_the_source_are_not_searched():
     )
     assert not {"warps", "stages", "tile.M", "tile.N", "tile.K"} & set(result.searched)
     assert "tiling.group_m" in result.searched
+
+
+def test_a_process_that_misses_a_key_another_is_tuning_waits_for_its_winner(monkeypatch):
+    """Ranks starting together tune a key once: `tune` looks again under the entry's lock,
+    so one that waited for another's search reads its winner instead of searching."""
+    import threading
+    import time
+
+    from tilec.cache import entry_lock, lock_path
+
+    problem = problem_for(load_kernel(EXAMPLES / "softmax.tile", "softmax"), SIZES, arch="sm_90a")
+    clock = FakeClock(fake_cost)
+    key = tune_key(problem, clock)
+    monkeypatch.setattr(Tuner, "run", lambda *a: pytest.fail("searched although another had"))
+    answer: list = []
+    with entry_lock(lock_path(tune_cache.SUBDIRECTORY, key.digest()), 10) as held:
+        assert held  # this thread is the process tuning the key
+        waiter = threading.Thread(target=lambda: answer.append(tune(problem, clock)))
+        waiter.start()
+        time.sleep(0.5)
+        assert not answer  # it waits on the lock...
+        tune_cache.store(key, {"pins": {"warps": 2}, "regret": 1.0, "candidates": []})
+    waiter.join(30)
+    result, entry = answer[0]  # ...then reads the winner stored under it
+    assert result is None and entry["pins"] == {"warps": 2}
