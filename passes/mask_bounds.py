@@ -42,10 +42,25 @@ causal attention: the diagonal tile, and a partial last tile), carrying on from 
 results. Exact, with no assumption about the values. Remarks: the split, its bound and the
 masks dropped. `split=false` keeps one loop.
 
+**Conjunctions, shifts, hidden prefixes.** A condition `a & b` (`arith.andi`) is false
+wherever one conjunct is and true only where all are, so each conjunct bounds the hidden tiles
+on its own and the shown tiles only together. A range may be shifted by scalars defined before
+the loop or constants (`offsets(ts) - W`: an `arith.subi` of a `tile.splat`); the loop's own
+shifts move to the fixed side. A lower comparison (`t + [0, n) > r + [0, m)`, `sgt`; `sge`) is
+false everywhere while `t < r - n + 2` (`r - n + 1`): a prefix. With the same identity
+argument as for the suffix, the loop's lower bound becomes `first_tile`, the first tile on its
+steps at or past that bound (`lower + ceil(max(0, b - lower) / step) * step`, at most the
+upper bound). A sliding window `(keys <= queries) & (keys > queries - W)` so runs only the key
+tiles it reaches (`examples/attention_window.tile`); its carried values must be finite on the
+hidden prefix too (the kernel starts its row max at -1e30). Remarks: the masks, and the new
+lower and upper bounds. The tiles a window shows entirely lie in the middle of the loop and
+keep its mask (only prefixes are split off).
+
 **Longest first.** A shortened bound `program_id(a) * c + k` (c > 0) makes the trip count
 grow with the block's index along grid axis a; that axis is then walked backwards
 (`num_programs(a) - 1 - program_id(a)`, `tilec.longest_first = a`), so the blocks that start
-last are the shortest and the SMs finish together (causal attention's diagonal).
+last are the shortest and the SMs finish together (causal attention's diagonal). Not done when
+the lower bound moves too (a window: the trip count no longer grows with the block).
 
 Assumes static tile shapes (after `tiling`). The interpreter runs the IR before and after
 (translation validation) and finds the same results for finite inputs.
@@ -71,8 +86,9 @@ __all__ = ["MaskBounds"]
 
 @register_pass
 class MaskBounds(Pass):
-    """Ends a loop over tiles before the suffix of tiles a mask hides entirely, when the body
-    provably leaves its carried values unchanged there (module docstring: which masks, why,
+    """Ends a loop over tiles before the suffix of tiles a mask hides entirely, and starts it
+    after the prefix a mask hides, when the body provably leaves its carried values unchanged
+    there (module docstring: which masks, why,
     what it assumes). Remarks: each loop shortened, with its bound; each loop with a
     constant-filling mask left whole, and why."""
 
@@ -100,20 +116,126 @@ class MaskBounds(Pass):
 
 @dataclass(frozen=True)
 class _Range:
-    """`start + [0, size)` as a 1-D i32 tile: what `offsets(t)` builds."""
+    """`start + shifts + offset + [0, size)` as a 1-D i32 tile: what `offsets(t)` builds, and
+    `offsets(t) - W` (shifted by a scalar or a constant): `shifts` are (scalar, +1 or -1)."""
 
     start: Value  # an index scalar
     size: int
+    shifts: tuple[tuple[Value, int], ...] = ()
+    offset: int = 0
+
+
+def _shift_text(shifts: tuple[tuple[Value, int], ...], offset: int = 0) -> str:
+    text = "".join(f" {'+' if k > 0 else '-'} {v.name_hint or 'a scalar'}" for v, k in shifts)
+    return text + (f" {'+' if offset > 0 else '-'} {abs(offset)}" if offset else "")
 
 
 @dataclass(frozen=True)
-class _Suffix:
-    """Tiles with `t >= start + offset` are masked everywhere by `select`."""
+class _Bound:
+    """The index `start + shifts + offset`, computed before the loop."""
+
+    start: Value
+    shifts: tuple[tuple[Value, int], ...]
+    offset: int
+
+    @property
+    def text(self) -> str:
+        start = self.start.name_hint or "the block's offset"
+        sign = "+" if self.offset >= 0 else "-"
+        return f"{start}{_shift_text(self.shifts)} {sign} {abs(self.offset)}"
+
+    def build(self, b: Builder) -> Value:
+        value = self.start
+        for scalar, sign in self.shifts:
+            if not isinstance(scalar.type, IndexType):
+                scalar = b.create(
+                    arith.IndexCastOp, input=scalar, result_types=[IndexType()]
+                ).result
+            op = arith.AddIOp if sign > 0 else arith.SubIOp
+            value = b.create(op, lhs=value, rhs=scalar).result
+        offset = b.create(
+            arith.ConstantOp, value=IntegerAttr(self.offset), result_types=[IndexType()]
+        )
+        return b.create(arith.AddIOp, lhs=value, rhs=offset.result).result
+
+
+@dataclass(frozen=True)
+class _Hidden:
+    """The tiles on which `select`'s condition is false everywhere: those with
+    `t >= min(suffix)` and those with `t < max(prefix)` (each bound: one conjunct false)."""
 
     select: T.SelectOp
-    start: Value
-    offset: int
+    suffix: list[tuple[_Bound, str]]
+    prefix: list[tuple[_Bound, str]]
+
+
+_SWAPPED = {"sge": "sle", "sgt": "slt", "sle": "sge", "slt": "sgt"}
+_SYMBOL = {"sle": "<=", "slt": "<", "sge": ">=", "sgt": ">"}
+
+
+def _atoms(cond: Value) -> list[Value]:
+    """The conjuncts of a condition: `a & b` split, broadcasts looked through."""
+    cond = _condition_root(cond)
+    if isinstance(cond, OpResult) and isinstance(cond.op, arith.AndIOp):
+        return _atoms(cond.op.lhs) + _atoms(cond.op.rhs)
+    return [cond]
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """`t + [0, n) <predicate> fixed`: the loop's range moved to the left, its own shifts
+    moved to the fixed side."""
+
+    predicate: str
+    size: int  # n
+    fixed: _Range
     text: str
+
+
+def _comparison(atom: Value, loop: scf.ForOp, name: str) -> _Comparison | None:
+    if not isinstance(atom, OpResult) or not isinstance(atom.op, arith.CmpIOp):
+        return None
+    cmp = atom.op
+    predicate = str(cmp.attributes["predicate"].value)
+    left, right = _spread(cmp.lhs, loop), _spread(cmp.rhs, loop)
+    if left is None or right is None or predicate not in _SYMBOL:
+        return None
+    (l_range, l_moves), (r_range, r_moves) = left, right
+    if l_moves == r_moves:
+        return None
+    if r_moves:  # put the moving range on the left
+        predicate, l_range, r_range = _SWAPPED[predicate], r_range, l_range
+    mine = "offsets of the loop" + _shift_text(l_range.shifts, l_range.offset)
+    others = "others" + _shift_text(r_range.shifts, r_range.offset)
+    fixed = _Range(
+        r_range.start,
+        r_range.size,
+        r_range.shifts + tuple((v, -k) for v, k in l_range.shifts),
+        r_range.offset - l_range.offset,
+    )
+    text = f"{name} ({mine} {_SYMBOL[predicate]} {others})"
+    return _Comparison(predicate, l_range.size, fixed, text)
+
+
+def _hidden(select: T.SelectOp, loop: scf.ForOp) -> _Hidden | None:
+    """Where `select`'s condition is false everywhere: a suffix of the loop's tiles for an
+    upper comparison (`t + [0, n) <= r + [0, m)`: from `t >= r + m`), a prefix for a lower
+    one (`t + [0, n) > r + [0, m)`: while `t < r - n + 2`); one false conjunct hides."""
+    cond = select.operands[0]
+    name = _condition_root(cond).name_hint or "the mask"
+    suffix, prefix = [], []
+    for atom in _atoms(cond):
+        c = _comparison(atom, loop, name)
+        if c is None:
+            continue
+        r = c.fixed
+        if c.predicate in ("sle", "slt"):  # min(t + [0, n)) = t > max(r + [0, m)) (>= for slt)
+            offset = r.offset + r.size - (1 if c.predicate == "slt" else 0)
+            suffix.append((_Bound(r.start, r.shifts, offset), c.text))
+        else:  # max(t + [0, n)) <= min(r + [0, m)) = r (< r for sge)
+            offset = r.offset - c.size + (2 if c.predicate == "sgt" else 1)
+            prefix.append((_Bound(r.start, r.shifts, offset), c.text))
+    return _Hidden(select, suffix, prefix) if suffix or prefix else None
 
 
 def _shorten(loop: scf.ForOp, ctx: PassContext) -> None:
@@ -121,66 +243,112 @@ def _shorten(loop: scf.ForOp, ctx: PassContext) -> None:
     masks = [op for op in body.ops if isinstance(op, T.SelectOp) and _constant(op.operands[2])]
     if not masks:
         return
-    suffixes = [s for s in (_suffix(op, loop) for op in masks) if s is not None]
-    if not suffixes:
-        return
-    for suffix in suffixes:
-        unchanged = _neutral(loop, suffix.select)
-        if unchanged is None:
+    step = constant_value(loop.step)
+    counts_up = isinstance(getattr(step, "value", None), int) and step.value > 0
+    for hidden in [h for h in (_hidden(op, loop) for op in masks) if h is not None]:
+        prefix = hidden.prefix if counts_up else []  # the grid arithmetic needs a known step
+        if not hidden.suffix and not prefix:
+            continue
+        texts = ", ".join(dict.fromkeys(t for _, t in hidden.suffix + prefix))
+        if _neutral(loop, hidden.select) is None:
             ctx.remark(
                 loop,
-                f"not shortened: the tiles where {suffix.text} is false everywhere still "
+                f"not shortened: the tiles where {texts} is false everywhere still "
                 "change what the loop carries (the body is not the identity there)",
             )
             continue
-        b = Builder.before_op(loop)
-        offset = b.create(
-            arith.ConstantOp, value=IntegerAttr(suffix.offset), result_types=[IndexType()]
-        )
-        bound = b.create(arith.AddIOp, lhs=suffix.start, rhs=offset.result).result
-        upper = b.create(arith.MinSIOp, lhs=loop.upper, rhs=bound).result
-        loop.set_operand(1, upper)
-        start = suffix.start.name_hint or "the block's offset"
         carried = (
             ", ".join(a.name_hint or f"#{i}" for i, a in enumerate(loop.iter_args)) or "nothing"
         )
-        ctx.remark(
-            loop,
-            f"stops at min(upper, {start} + {suffix.offset}): from there {suffix.text} is false "
-            f"for every element, and the body leaves {carried} unchanged on such a tile "
-            "(assuming finite values: docs/passes.md, mask-bounds)",
-        )
-        _longest_first(loop, suffix.start, ctx)
+        b = Builder.before_op(loop)
+        if hidden.suffix:
+            upper = loop.upper
+            for bound, _ in hidden.suffix:
+                upper = b.create(arith.MinSIOp, lhs=upper, rhs=bound.build(b)).result
+            loop.set_operand(1, upper)
+            bounds = ", ".join(bound.text for bound, _ in hidden.suffix)
+            text = ", ".join(dict.fromkeys(t for _, t in hidden.suffix))
+            ctx.remark(
+                loop,
+                f"stops at min(upper, {bounds}): from there {text} is false "
+                f"for every element, and the body leaves {carried} unchanged on such a tile "
+                "(assuming finite values: docs/passes.md, mask-bounds)",
+            )
+        if prefix:
+            _raise_lower(loop, [bound for bound, _ in prefix], b, step.value)
+            bounds = ", ".join(bound.text for bound, _ in prefix)
+            bounds = f"max({bounds})" if len(prefix) > 1 else bounds
+            text = ", ".join(dict.fromkeys(t for _, t in prefix))
+            ctx.remark(
+                loop,
+                f"starts at first_tile = the first of its tiles at or past {bounds} (at most "
+                f"upper): before it {text} is false for every element, and the body leaves "
+                f"{carried} unchanged on such a tile (assuming finite values: docs/passes.md, "
+                "mask-bounds)",
+            )
+        else:  # with both bounds moving, the trip count need not grow with the block
+            _longest_first(loop, hidden.suffix[0][0].start, ctx)
         return
+
+
+def _raise_lower(loop: scf.ForOp, bounds: list[_Bound], b: Builder, step: int) -> None:
+    """lower := min(upper, lower + ceil(max(0, first - lower) / step) * step), `first` the
+    largest bound: the first tile of the loop's steps that is not hidden."""
+
+    def index(value: int) -> Value:
+        return b.create(
+            arith.ConstantOp, value=IntegerAttr(value), result_types=[IndexType()]
+        ).result
+
+    first: Value | None = None
+    for bound in bounds:
+        value = bound.build(b)
+        first = value if first is None else b.create(arith.MaxSIOp, lhs=first, rhs=value).result
+    assert first is not None
+    lower, upper = loop.lower, loop.upper
+    since = b.create(arith.SubIOp, lhs=first, rhs=lower).result
+    since = b.create(arith.MaxSIOp, lhs=since, rhs=index(0)).result
+    rounded = b.create(arith.AddIOp, lhs=since, rhs=index(step - 1)).result
+    steps = b.create(arith.DivSIOp, lhs=rounded, rhs=index(step)).result
+    distance = b.create(arith.MulIOp, lhs=steps, rhs=index(step)).result
+    start = b.create(arith.AddIOp, lhs=lower, rhs=distance).result
+    start = b.create(arith.MinSIOp, lhs=start, rhs=upper).result
+    start.name_hint = "first_tile"
+    loop.set_operand(0, start)
 
 
 def _constant(v: Value) -> bool:
     return constant_value(v) is not None
 
 
-def _suffix(select: T.SelectOp, loop: scf.ForOp) -> _Suffix | None:
-    cond = select.operands[0]
-    if not isinstance(cond, OpResult) or not isinstance(cond.op, arith.CmpIOp):
+def _integer(v: Value) -> int | None:
+    value = getattr(constant_value(v), "value", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _shift(v: Value, loop: scf.ForOp) -> tuple[tuple[tuple[Value, int], ...], int] | None:
+    """A shift added to an offset range, as (scalars, constant): a constant tile, or a splat
+    of a scalar defined before the loop."""
+    if _constant(v):
+        value = _integer(v)
+        return None if value is None else ((), value)
+    while isinstance(v, OpResult) and isinstance(v.op, (T.BroadcastOp, T.ExpandDimsOp)):
+        v = v.op.operands[0]
+    if not (isinstance(v, OpResult) and isinstance(v.op, T.SplatOp)):
         return None
-    cmp = cond.op
-    predicate = str(cmp.attributes["predicate"].value)
-    left, right = _spread(cmp.lhs, loop), _spread(cmp.rhs, loop)
-    if left is None or right is None:
+    scalar = v.op.input
+    if isinstance(scalar, OpResult) and isinstance(scalar.op, arith.IndexCastOp):
+        scalar = scalar.op.operands[0]
+    if _defined_inside(scalar, loop):
         return None
-    (l_range, l_moves), (r_range, r_moves) = left, right
-    if l_moves == r_moves:
-        return None
-    if r_moves:  # put the moving range on the left
-        flipped = {"sge": "sle", "sgt": "slt", "sle": "sge", "slt": "sgt"}.get(predicate)
-        if flipped is None:
-            return None
-        predicate, l_range, r_range = flipped, r_range, l_range
-    if predicate not in ("sle", "slt"):
-        return None  # the masked tiles come first (a window's start): not a suffix
-    offset = r_range.size - (1 if predicate == "slt" else 0)
-    symbol = {"sle": "<=", "slt": "<"}[predicate]
-    name = cond.name_hint or "the mask"
-    return _Suffix(select, r_range.start, offset, f"{name} (offsets of the loop {symbol} others)")
+    if _constant(scalar):
+        value = _integer(scalar)
+        return None if value is None else ((), value)
+    return ((scalar, 1),), 0
+
+
+def _is_iota(v: Value) -> bool:
+    return isinstance(v, OpResult) and isinstance(v.op, T.IotaOp)
 
 
 def _spread(v: Value, loop: scf.ForOp) -> tuple[_Range, bool] | None:
@@ -188,11 +356,23 @@ def _spread(v: Value, loop: scf.ForOp) -> tuple[_Range, bool] | None:
     induction variable (None: not such an operand)."""
     while isinstance(v, OpResult) and isinstance(v.op, (T.BroadcastOp, T.ExpandDimsOp)):
         v = v.op.operands[0]
-    if not isinstance(v, OpResult) or not isinstance(v.op, arith.AddIOp):
+    if not isinstance(v, OpResult) or not isinstance(v.op, (arith.AddIOp, arith.SubIOp)):
         return None
     a, b = v.op.lhs, v.op.rhs
+    if isinstance(v.op, arith.SubIOp) or not (_is_iota(a) or _is_iota(b)):
+        # a shifted range: `range - shift`, `range + shift`, `shift + range`
+        sign = -1 if isinstance(v.op, arith.SubIOp) else 1
+        for inner, shifted_by in [(a, b)] if sign < 0 else [(a, b), (b, a)]:
+            shift = _shift(shifted_by, loop)
+            spread = _spread(inner, loop) if shift is not None else None
+            if shift is None or spread is None:
+                continue
+            (r, moves), (scalars, constant) = spread, shift
+            shifts = r.shifts + tuple((s, sign * k) for s, k in scalars)
+            return _Range(r.start, r.size, shifts, r.offset + sign * constant), moves
+        return None
     for iota, splat in ((a, b), (b, a)):
-        if not (isinstance(iota, OpResult) and isinstance(iota.op, T.IotaOp)):
+        if not _is_iota(iota):
             continue
         if not (isinstance(splat, OpResult) and isinstance(splat.op, T.SplatOp)):
             continue
@@ -333,11 +513,10 @@ def _evaluate(op: Operation, select: T.SelectOp, of) -> tuple:
 
 @dataclass(frozen=True)
 class _Prefix:
-    """Tiles with `t <= start + offset` see `compare` true everywhere."""
+    """Tiles with `t <= bound` see `compare` true everywhere."""
 
     compare: arith.CmpIOp
-    start: Value
-    offset: int
+    bound: _Bound
     text: str
 
 
@@ -347,29 +526,19 @@ def _condition_root(v: Value) -> Value:
     return v
 
 
-def _prefix(compare: arith.CmpIOp, loop: scf.ForOp) -> _Prefix | None:
+def _prefix(compare: arith.CmpIOp, loop: scf.ForOp, name: str) -> _Prefix | None:
     """The tiles of `loop` on which `compare` is true everywhere, when they are a prefix."""
-    predicate = str(compare.attributes["predicate"].value)
-    name = compare.result.name_hint or "a mask"
     padding = _padding_bound(compare, loop)
     if padding is not None:
         upper, size = padding
-        return _Prefix(compare, upper, -size, f"{name} (the padding of the loop's tiles)")
-    left, right = _spread(compare.lhs, loop), _spread(compare.rhs, loop)
-    if left is None or right is None:
-        return None
-    (l_range, l_moves), (r_range, r_moves) = left, right
-    if l_moves == r_moves:
-        return None
-    if r_moves:
-        predicate = {"sge": "sle", "sgt": "slt", "sle": "sge", "slt": "sgt"}.get(predicate, "")
-        l_range, r_range = r_range, l_range
-    if predicate not in ("sle", "slt"):
-        return None  # true on a suffix of the tiles (a window's start), not a prefix
+        bound = _Bound(upper, (), -size)
+        return _Prefix(compare, bound, f"{name} (the padding of the loop's tiles)")
+    c = _comparison(compare.result, loop, name)
+    if c is None or c.predicate not in ("sle", "slt"):
+        return None  # a lower comparison is true on a suffix of the tiles, not a prefix
     # max(t + [0, n)) <= min(r + [0, m)) = r: t <= r - n + 1 (slt: r - n)
-    offset = 1 - l_range.size - (1 if predicate == "slt" else 0)
-    symbol = {"sle": "<=", "slt": "<"}[predicate]
-    return _Prefix(compare, r_range.start, offset, f"{name} (offsets of the loop {symbol} others)")
+    offset = c.fixed.offset + 1 - c.size - (1 if c.predicate == "slt" else 0)
+    return _Prefix(compare, _Bound(c.fixed.start, c.fixed.shifts, offset), c.text)
 
 
 def _padding_bound(compare: arith.CmpIOp, loop: scf.ForOp) -> tuple[Value, int] | None:
@@ -398,16 +567,24 @@ def _padding_bound(compare: arith.CmpIOp, loop: scf.ForOp) -> tuple[Value, int] 
     return upper, shape[0]
 
 
-def _shown_selects(loop: scf.ForOp) -> list[tuple[T.SelectOp, _Prefix]]:
+def _shown_selects(loop: scf.ForOp) -> list[tuple[T.SelectOp, list[_Prefix]]]:
+    """The selects whose condition is true everywhere on a prefix of the loop's tiles: every
+    conjunct must be (the prefix is where all are)."""
     found = []
     for op in loop.body.block.ops:
         if not isinstance(op, T.SelectOp):
             continue
-        root = _condition_root(op.operands[0])
-        if isinstance(root, OpResult) and isinstance(root.op, arith.CmpIOp):
-            prefix = _prefix(root.op, loop)
-            if prefix is not None:
-                found.append((op, prefix))
+        name = _condition_root(op.operands[0]).name_hint or "a mask"
+        prefixes = []
+        for atom in _atoms(op.operands[0]):
+            prefix = None
+            if isinstance(atom, OpResult) and isinstance(atom.op, arith.CmpIOp):
+                prefix = _prefix(atom.op, loop, name)
+            if prefix is None:
+                break
+            prefixes.append(prefix)
+        else:
+            found.append((op, prefixes))
     return found
 
 
@@ -418,7 +595,7 @@ def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
     shown = _shown_selects(loop)
     if not shown:
         return
-    prefixes = list({id(p.compare): p for _, p in shown}.values())
+    prefixes = list({id(p.compare): p for _, ps in shown for p in ps}.values())
     b = Builder.before_op(loop)
 
     def index(value: int) -> Value:
@@ -428,7 +605,7 @@ def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
 
     last: Value | None = None  # the last tile start every mask shows entirely
     for p in prefixes:
-        bound = b.create(arith.AddIOp, lhs=p.start, rhs=index(p.offset)).result
+        bound = p.bound.build(b)
         last = bound if last is None else b.create(arith.MinSIOp, lhs=last, rhs=bound).result
     assert last is not None
     lower, upper, step = loop.lower, loop.upper, loop.step
@@ -463,8 +640,9 @@ def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
 
 
 def _bound_text(p: _Prefix) -> str:
-    start = p.start.name_hint or "a bound"
-    return f"{start} {'+' if p.offset >= 0 else '-'} {abs(p.offset)}"
+    start = p.bound.start.name_hint or "a bound"
+    sign = "+" if p.bound.offset >= 0 else "-"
+    return f"{start}{_shift_text(p.bound.shifts)} {sign} {abs(p.bound.offset)}"
 
 
 def _longest_first(loop: scf.ForOp, start: Value, ctx: PassContext) -> None:

@@ -64,6 +64,14 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"B": 1, "H": 4, "G": 1, "M": 20, "N": 33, "D": 48},
         ],
     },
+    # W = 20 (the reference's SCALARS): a window shorter than a tile, cutting across two.
+    "attention_window": {
+        "attention_window": [
+            {"B": 2, "H": 3, "S": 150, "T": 150, "D": 64},
+            {"B": 1, "H": 1, "S": 1, "T": 1, "D": 16},
+            {"B": 1, "H": 2, "S": 300, "T": 300, "D": 128},
+        ],
+    },
     "gemm_layouts": {
         "gemm_nn": [
             {"M": 1, "N": 1, "K": 1},

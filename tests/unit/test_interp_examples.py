@@ -90,6 +90,17 @@ AWKWARD = [
             {"B": 1, "H": 6, "G": 3, "M": 17, "N": 19, "D": 8},
         ],
     ),
+    # W = 20 keys (the reference's SCALARS), tiles of 16: some rows' first key tiles are
+    # hidden, the window spans two or three tiles, and 19 queries fit in one window.
+    (
+        "attention_window",
+        "attention_window",
+        [
+            {"B": 1, "H": 1, "S": 1, "T": 1, "D": 1},
+            {"B": 2, "H": 1, "S": 53, "T": 53, "D": 13},
+            {"B": 1, "H": 2, "S": 19, "T": 19, "D": 7},
+        ],
+    ),
     (
         "gemm_layouts",
         "gemm_nn",
