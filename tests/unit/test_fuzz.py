@@ -271,6 +271,30 @@ def k(x: i64[D], y: i64[D], z: i64[M, D]):
     assert not result.findings
 
 
+def test_a_pass_that_reorders_float_sums_is_held_to_a_tolerance_not_to_the_bit():
+    """accumulate-atomics carries two blocks' `atomic_add` of 2.0 in a register and adds 4.0
+    once: x + 4 rounds otherwise than (x + 2) + 2, and the differential check, comparing every
+    pass bit for bit, called it a mismatch (found by the hypothesis test). The pass declares
+    itself inexact (`Pass.exact = False`: the blocks' atomics add in no defined order either),
+    and the check now holds such a pass to translation validation's tolerance."""
+    source = """
+def k0(y1: f32[4], x2: f32[M, 4], x4: f32[M, 4]):
+    for tm in tiles(M):
+        atomic_add(y1[0], (full([], 2, i32)).to(f32))
+        t3 = x2[tm, :]
+        t5 = x4[tm, :]
+"""
+    program = _program(source, {"M": 37, "N": 37, "K": 19, "D": 5, "E": 2, "B": 2}, seed=1)
+    assert not differential.check_program(program, ptxas=False).findings
+    # The tolerance still sees a wrong sum, a NaN that moved, and an integer off by one.
+    x = np.array([4.0236435, 1.0], np.float32)
+    assert differential._same(np.float32([4.023643, 1.0]), x, exact=False)
+    assert not differential._same(np.float32([4.023643, 1.0]), x, exact=True)
+    assert not differential._same(np.float32([4.03, 1.0]), x, exact=False)
+    assert not differential._same(np.float32([np.nan, 1.0]), x, exact=False)
+    assert not differential._same(np.int32([3]), np.int32([4]), exact=False)
+
+
 def test_a_file_that_is_not_utf8_gives_a_located_error(tmp_path):
     """The CLI's error for a file with invalid UTF-8 had no line and column, and rendering
     it re-read the file as UTF-8 and raised (found by the mutation check)."""
