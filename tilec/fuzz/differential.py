@@ -302,14 +302,6 @@ def _same(a: np.ndarray, b: np.ndarray, exact: bool = True) -> bool:
     return bool(np.all(difference <= REORDER_RTOL * max(scale, 1.0)))
 
 
-def _exact(stage: str) -> bool:
-    """Whether the pass of `stage` keeps every computed bit (`Pass.exact`)."""
-    from tilec.passmanager import registered_passes
-
-    cls = registered_passes().get(stage)
-    return cls is None or cls.exact
-
-
 def _difference(a: np.ndarray, b: np.ndarray) -> str:
     wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
     with np.errstate(invalid="ignore"):
@@ -470,9 +462,11 @@ def _pins_to_blame(
     return True
 
 
-def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, tuple]] | None:
-    """[(stage name, module after it, its `structure` key)], frontend first; None when a pass
-    failed."""
+def _run_passes(
+    program, frontend, arch, passes, found
+) -> list[tuple[str, Any, tuple, bool]] | None:
+    """[(stage name, module after it, its `structure` key, its pass's `exact`)], frontend
+    first; None when a pass failed."""
     module = frontend.clone()
     tiles = _small_tiles(frontend) if program.seed % 4 else ""
     pipeline = parse_pipeline(
@@ -482,7 +476,8 @@ def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, 
         pipeline = passes(arch, pipeline)
     context = PassContext()
     # Each stage's `structure` key tells a pass that changed nothing (same key: same results).
-    stages: list[tuple[str, Any, tuple]] = [("frontend", frontend, structure(frontend))]
+    # (stage, module, key, whether its pass keeps every bit: `Pass.exact`)
+    stages: list[tuple[str, Any, tuple, bool]] = [("frontend", frontend, structure(frontend), True)]
     for p in pipeline:
         before = stages[-1][1]
         context.current_pass = p.name
@@ -498,7 +493,7 @@ def _run_passes(program, frontend, arch, passes, found) -> list[tuple[str, Any, 
         except (InternalCompilerError, Exception):
             found("internal-error", p.name, traceback.format_exc(), arch=arch, before=before)
             return None
-        stages.append((p.name, module.clone(), structure(module)))
+        stages.append((p.name, module.clone(), structure(module), p.exact))
     return stages
 
 
@@ -512,7 +507,7 @@ def _interpret(stages, funcs, inputs, arch, found) -> int:
             found("interpreter-error", stages[-1][0], _message(e), kernel=name, arch=arch)
             continue
         previous = None
-        for index, (stage, module, key) in enumerate(stages):
+        for index, (stage, module, key, exact) in enumerate(stages):
             if index and key == stages[index - 1][2]:
                 continue  # the pass changed nothing: same IR, same results
             try:
@@ -530,7 +525,6 @@ def _interpret(stages, funcs, inputs, arch, found) -> int:
                 break
             runs += 1
             if previous is not None:
-                exact = _exact(stage)
                 changed = [
                     i for i, (a, b) in enumerate(zip(outputs, previous)) if not _same(a, b, exact)
                 ]
