@@ -30,7 +30,7 @@ __all__ = ["TMA_ARCHES", "TMA_ELEMENTS", "planned_buffer", "stream_box", "tma_bl
 
 TMA_ARCHES = ("sm_90a",)
 # Element types a tensor map describes here (CU_TENSOR_MAP_DATA_TYPE_*).
-TMA_ELEMENTS = ("f16", "bf16", "f32", "i8", "i32")
+TMA_ELEMENTS = ("f8e4m3", "f8e5m2", "f16", "bf16", "f32", "i8", "i32")
 
 
 def planned_buffer(stream: _Stream, stages: int) -> SharedType:

@@ -12,14 +12,16 @@ tiles in L2. `docs/passes.md` is the contract.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import IntegerAttr
+from tilec.ir.builder import Builder
 from tilec.ir.core import Operation
-from tilec.ir.types import TileType, i8
+from tilec.ir.types import TileType, f16, i8
 from tilec.lowering.layouts import (
     MMA_I8_INSTR_SHAPE,
     MMA_INSTR_SHAPE,
@@ -57,9 +59,11 @@ from tilec.passes.tiling_search import (
     MmaSearch,
     TileConfig,
     TiledDot,
+    eight_bit_wgmma_problem,
     from_accumulator,
     int8_byte_copies,
     int8_mma_problem,
+    is_f8_dot,
     is_mma_dot,
     operand_load,
     scattered_operands,
@@ -272,6 +276,8 @@ class _KernelTiling(MmaSearch, BlockOrder):
                     f"-> {op.acc.type.element} (and m16n8k32 i8 operands and an i32 one)",
                 )
             elif not self.opts.mma:
+                if is_f8_dot(op):
+                    widen_operands(op)  # the FMA path multiplies f16 values, not f8 bytes
                 self.ctx.remark(op, "FMA path: option mma=false")
             elif op.a.type.element == i8 and int8_mma_problem(op) is not None:
                 self.ctx.remark(op, int8_mma_problem(op))
@@ -290,6 +296,10 @@ class _KernelTiling(MmaSearch, BlockOrder):
         wgmma_config = None
         if self.opts.wgmma and self.opts.arch == "sm_90a":
             wgmma_config = self.wgmma_tiling(mma_dots)
+        if wgmma_config is None and any(is_f8_dot(d.op) for d in mma_dots):
+            mma_dots = [self.widen_f8(d) if is_f8_dot(d.op) else d for d in mma_dots]
+            if self.opts.wgmma and self.opts.arch == "sm_90a":  # as f16, wgmma may take it
+                wgmma_config = self.wgmma_tiling(mma_dots)
         wgmma = wgmma_config is not None
         if wgmma_config is not None:
             config: TileConfig | None = wgmma_config
@@ -323,7 +333,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
             dot = mma_dots[0]
             bm, bn, bk = (self.size(x, config) for x in (dot.m, dot.n, dot.k))
             warps = config.num_warps
-            set_accumulator_layout(dot.op, wgmma_accumulator_layout(warps, bn))
+            set_accumulator_layout(
+                dot.op, wgmma_accumulator_layout(warps, bn, 32 // dot.element_bytes)
+            )
             blocks = self.wgmma_blocks_per_sm(config, dot)
             kernel.attributes.setdefault("tilec.min_blocks_per_sm", IntegerAttr(blocks))
             pinned = [
@@ -337,12 +349,13 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 kernel,
                 f"BM={bm}, BN={bn}, BK={bk}, {warps} warps"
                 + (f" ({', '.join(pinned)} pinned)" if pinned else "")
-                + f": wgmma m64n{bn}k16 (sm_90a, option wgmma), {groups} warpgroup"
+                + f": wgmma m64n{bn}k{32 // dot.element_bytes} (sm_90a, option wgmma), "
+                f"{groups} warpgroup"
                 + ("s" if groups > 1 else "")
                 + f" of 64x{bn}, both operands staged in shared memory (smem-placement says how "
                 f"each is read); {blocks} block{'s' if blocks > 1 else ''} per SM "
                 f"(tilec.min_blocks_per_sm = {blocks}: a thread holds {bm * bn // (32 * warps)} "
-                f"accumulator words, {bk // 4} of descriptors"
+                f"accumulator words, {bk * dot.element_bytes // 8} of descriptors"
                 + " and about 48 besides"
                 + (
                     f"; the epilogue holds {epilogue} more of the tiles it combines with the "
@@ -382,12 +395,18 @@ class _KernelTiling(MmaSearch, BlockOrder):
         if len(dots) != 1 or self.scattered:
             return None
         dot = dots[0]
-        if dot.element_bytes != 2 or len({dot.m, dot.n, dot.k}) != 3:
+        if dot.element_bytes not in (1, 2) or len({dot.m, dot.n, dot.k}) != 3:
             return None
         if operand_load(dot.op.a) is None or operand_load(dot.op.b) is None:
             return None
+        if dot.element_bytes == 1:
+            problem = eight_bit_wgmma_problem(dot.op)
+            if problem is not None:
+                self.ctx.remark(dot.op, f"not wgmma: {problem}")
+                return None
+        row = (WGMMA_ROW_BYTES // dot.element_bytes,)  # BK: one 128-byte row of each operand
         choices: list[dict[str, int]] = [{}]
-        for name, values in ((dot.m, WGMMA_SIZES), (dot.n, WGMMA_SIZES), (dot.k, (64,))):
+        for name, values in ((dot.m, WGMMA_SIZES), (dot.n, WGMMA_SIZES), (dot.k, row)):
             if not isinstance(name, str):
                 return None
             symbol = self.plan.symbols[name]
@@ -417,6 +436,25 @@ class _KernelTiling(MmaSearch, BlockOrder):
             return None
         return min(configs, key=lambda c: self.wgmma_preference(c, dot))
 
+    def widen_f8(self, dot: TiledDot) -> TiledDot:
+        """An f8 dot that wgmma does not take natively becomes an f16 dot: each operand is
+        converted to f16 -- exactly, f16 holds every f8e4m3 and f8e5m2 value -- where the dot
+        reads it, and the dot then tiles as any f16 dot (the copies still move f8 bytes)."""
+        op = dot.op
+        kind = op.a.type.element
+        why = (
+            "wgmma is not used here"
+            if self.opts.arch != "sm_90a" or not self.opts.wgmma
+            else eight_bit_wgmma_problem(op) or "the wgmma tiling does not take this kernel"
+        )
+        widen_operands(op)
+        self.ctx.remark(
+            op,
+            f"{kind} operands widened to f16 (exact) for the tensor cores: only wgmma "
+            f"multiplies f8 natively (sm_90a, both operands K-major), and {why}",
+        )
+        return dataclasses.replace(dot, element_bytes=2)
+
     def wgmma_preference(self, c: TileConfig, dot: TiledDot) -> tuple:
         """Sort key of wgmma tilings, best first: the least time the SM model predicts for the
         grid (`wgmma_model.grid_clocks`: per k-step, the tensor cores' or shared memory's
@@ -445,7 +483,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
     def wgmma_model_remark(self, dot: TiledDot, config: TileConfig) -> str:
         """What the SM model says of the chosen wgmma tile, for the tiling remark."""
         bm, bn = self.size(dot.m, config), self.size(dot.n, config)
-        tensor = bm * bn * 16 / TENSOR_MACS_PER_CLOCK
+        tensor = bm * bn * 16 * dot.element_bytes / (2 * TENSOR_MACS_PER_CLOCK)
         step = step_clocks(bm, bn, dot.element_bytes)
         text = (
             f"per k-step of 16 the SM model gives {tensor:.0f} clocks of tensor-core work and "
@@ -467,7 +505,8 @@ class _KernelTiling(MmaSearch, BlockOrder):
         spilled) and at 0.59 on one without spills (docs/benchmarks.md)."""
         threads = WARP_SIZE * config.num_warps
         accumulator = self.size(dot.m, config) * self.size(dot.n, config) // threads
-        words = accumulator + 4 * (self.size(dot.k, config) // 16) + 48
+        k_steps = self.size(dot.k, config) * dot.element_bytes // 32  # k16 (16-bit) or k32
+        words = accumulator + 4 * k_steps + 48
         per_thread = -(-words // 8) * 8
         if per_thread > 255 or threads * per_thread > REGISTERS_PER_SM:
             return None
@@ -499,6 +538,18 @@ class _KernelTiling(MmaSearch, BlockOrder):
 MAX_BLOCK_TILE_ELEMENTS = 1 << 20
 # The BM and BN the wgmma tiling chooses among (BM: one to four warpgroups of 64 rows).
 WGMMA_SIZES = (256, 128, 64)
+WGMMA_ROW_BYTES = 128  # a K tile of wgmma's operands: one 128-byte swizzle row (64 or 128 k)
+
+
+def widen_operands(op: T.DotOp) -> None:
+    """Convert both operands of `op` to f16 where it reads them (exact for f8 operands)."""
+    for index in (0, 1):
+        v = op.operands[index]
+        t = v.type
+        cast = Builder.before_op(op).create(
+            T.CastOp, input=v, result_types=[TileType(t.shape, f16, t.layout)]
+        )
+        op.set_operand(index, cast.result)
 
 
 def _check_tile_elements(kernel: FuncOp) -> None:

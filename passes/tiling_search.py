@@ -243,7 +243,30 @@ def is_mma_dot(op: T.DotOp) -> bool:
     a, b, c = op.a.type, op.b.type, op.acc.type
     if a.element != b.element:
         return False
+    if is_f8_dot(op):
+        return c.element == f32
     return (a.element in (f16, bf16) and c.element == f32) or (a.element == i8 and c.element == i32)
+
+
+def is_f8_dot(op: T.DotOp) -> bool:
+    """Whether `op` multiplies f8 operands (f8e4m3 or f8e5m2): wgmma takes them natively
+    (`eight_bit_wgmma_problem`); every other path widens them to f16 first (exactly)."""
+    return str(op.a.type.element) in ("f8e4m3", "f8e5m2")
+
+
+def eight_bit_wgmma_problem(op: T.DotOp) -> str | None:
+    """Why `wgmma` cannot take the 8-bit operands (i8, f8) of `op` from shared memory (None:
+    it can). Its k32 forms read both operands K-major only -- the transpose bits of the 16-bit
+    forms do not exist for 8-bit types -- so A must be stored [M, K] and B stored [N, K] (read
+    transposed, `b[tn, tk].T`: the nn.Linear layout)."""
+    if _staged_transposed(op.a):
+        return "wgmma reads 8-bit operands K-major only, and A is stored [K, M]"
+    if not _staged_transposed(op.b):
+        return (
+            "wgmma reads 8-bit operands K-major only, and B is stored [K, N] (store it [N, K] "
+            "and read b[tn, tk].T, as nn.Linear keeps its weight)"
+        )
+    return None
 
 
 def int8_mma_problem(op: T.DotOp) -> str | None:

@@ -33,6 +33,8 @@ def _data_type(driver: Any, dtype: str) -> Any:
         "bf16": t.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         "f32": t.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         "i8": t.CU_TENSOR_MAP_DATA_TYPE_UINT8,  # bytes: the copy does not interpret them
+        "f8e4m3": t.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        "f8e5m2": t.CU_TENSOR_MAP_DATA_TYPE_UINT8,
         "i32": t.CU_TENSOR_MAP_DATA_TYPE_INT32,
     }
     return table[dtype]

@@ -114,7 +114,19 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"M": 130, "N": 77, "K": 100},
             {"M": 256, "N": 256, "K": 256},
         ],
-        "int8_gemm_nt": [{"M": 130, "N": 77, "K": 100}, {"M": 256, "N": 256, "K": 256}],
+        "int8_gemm_nt": [
+            {"M": 130, "N": 77, "K": 100},
+            {"M": 256, "N": 256, "K": 256},
+            {"M": 300, "N": 520, "K": 400},  # wgmma k32: partial tiles, a partial K tile
+        ],
+    },
+    "fp8_gemm": {
+        "fp8_gemm": [
+            {"M": 1, "N": 1, "K": 1},
+            {"M": 130, "N": 77, "K": 100},  # rows of 100 bytes: widened to f16, copied per byte
+            {"M": 300, "N": 520, "K": 400},  # wgmma k32 e4m3: partial tiles along M, N and K
+        ],
+        "fp8_gemm_e5m2": [{"M": 17, "N": 31, "K": 13}, {"M": 256, "N": 384, "K": 512}],
     },
     "rmsnorm": {
         "rmsnorm": [

@@ -236,9 +236,7 @@ class _Kernel:
             m, n = mma[0].result.type.shape
             if layout.version == 3:
                 groups = wm // 4
-                text += (
-                    f": {groups} warpgroup{'s' if groups > 1 else ''} of 64x{n}, wgmma m64n{n}k16"
-                )
+                text += f": {groups} warpgroup{'s' if groups > 1 else ''} of 64x{n}, wgmma m64n{n}k{layout.instr_shape[2]}"
                 reasons += [m_ for m_ in self.said(self.kernel, "tiling") if "wgmma" in m_]
             else:
                 shape = "m16n8k32 (s8)" if tuple(layout.instr_shape)[2] == 32 else "m16n8k16"

@@ -1,4 +1,5 @@
-"""int8 GEMM on tensor cores (mma.sync m16n8k32) against torch: examples/int8_gemm.tile with B
+"""int8 GEMM on tensor cores (mma.sync m16n8k32, and wgmma k32 on sm_90a when both operands are
+K-major) against torch: examples/int8_gemm.tile with B
 stored [K, N] (`int8_gemm`: ldmatrix.trans and byte permutes) and [N, K] (`int8_gemm_nt`:
 plain ldmatrix), at shapes with partial tiles, K not a multiple of the K tile of 64, rows
 that are not 16-byte aligned (copied element by element), and a sum that wraps around in i32."""
@@ -14,6 +15,7 @@ pytestmark = pytest.mark.gpu
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+WGMMA_S8 = "k32.s32.s8.s8"  # wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8
 
 
 def _kernel(name: str):
@@ -57,7 +59,9 @@ def test_int8_gemm_matches_torch(m, n, k, layout):
     a, b, stored, row_scale, col_scale = _operands(m, n, k, layout, m + n + k)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
     kernel(a, stored, row_scale, col_scale, c)
-    assert MMA_S8 in kernel.compile_for(a, stored, row_scale, col_scale, c).ptx
+    ptx = kernel.compile_for(a, stored, row_scale, col_scale, c).ptx
+    # B stored [N, K] with 16-byte rows: both operands K-major, wgmma k32; else mma.sync
+    assert (WGMMA_S8 if layout == "nt" and k % 16 == 0 else MMA_S8) in ptx
     expected = _expected(a, b, row_scale, col_scale)
     # the kernel rounds to f32 after each of its two multiplications: within 2 ulp of f16
     torch.testing.assert_close(c.float(), expected.float(), rtol=2e-3, atol=1e-5)

@@ -35,7 +35,7 @@ def test_a_pattern_that_picks_nothing_is_an_error():
 def test_the_suite_holds_the_workloads_of_the_issue():
     expected = {
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
-        "bmm", "matmul_bias_gelu", "int8_gemm", "attention", "attention_causal", "attention_gqa",
+        "bmm", "matmul_bias_gelu", "int8_gemm", "int8_gemm_nt", "fp8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
         "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding", "embedding_backward", "histogram", "cumsum_rows",
         "topk_softmax", "paged_decode", "moe_gemm",
@@ -79,6 +79,8 @@ TINY = {
     "bmm": (2, 32, 32, 16),
     "matmul_bias_gelu": (64, 48, 32),
     "int8_gemm": (32, 32, 32),
+    "int8_gemm_nt": (20, 24, 40),
+    "fp8_gemm": (20, 24, 40),
     "attention": (1, 2, 2, 128, 16),
     "attention_causal": (1, 2, 2, 128, 16),
     "attention_gqa": (1, 4, 2, 128, 16),
@@ -134,7 +136,7 @@ def test_each_case_builds_and_its_eager_peers_are_right(name, monkeypatch, tmp_p
     missing = {r.implementation for r in results if r.status == "missing"}
     assert (
         "torch.compile" in missing
-        or name in ("bmm", "moe_gemm")
+        or name in ("bmm", "moe_gemm", "fp8_gemm")
         or name.startswith(("gemm_", "attention"))
     )
     assert case.amount > 0 and case.unit in ("GB/s", "TFLOP/s", "TOPS")

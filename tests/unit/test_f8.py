@@ -1,5 +1,5 @@
 """The f8 element types (f8e4m3, f8e5m2): the interpreter's conversions against hand-computed
-values and ml_dtypes, the IR text form, the frontend's refusals of f8 arithmetic and dots,
+values and ml_dtypes, the IR text form, the frontend's refusals of f8 arithmetic, f8 dots in the interpreter,
 and the PTX of f8 conversions (sm_90 and later, through ptxas)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import tilec
 from tests.interp_cases import BF16, F8E4M3, F8E5M2, F16, F32, F64, apply, same_bits
 from tilec.compiler import DEFAULT_PIPELINE, target_pipeline
 from tilec.diagnostics import TileError
+from tilec.interp import run_kernel
 from tilec.ir import parse_module, print_op
 from tilec.lowering import compile_to_ptx, module_abi
 from tilec.lowering.ptxas import assemble, find_ptxas
@@ -144,16 +145,32 @@ def test_arithmetic_on_f8_is_an_error_that_says_to_cast_to_f32(expression, what)
     assert "cast to f32 first" in error.value.render()
 
 
-def test_a_dot_of_f8_operands_is_an_error_at_the_dot():
+def test_a_dot_of_f8_operands_accumulates_in_f32_exactly_in_the_interpreter():
+    """f8 x f8 products are exact in f32 (4 + 4 significant bits); the interpreter sums them in
+    f32, and the frontend gives `@` of f8 tiles an f32 result."""
     source = (
         "def k(a: f8e4m3[M, K], b: f8e4m3[K, N], c: f32[M, N]):\n"
         "    for tm, tn in tiles(M, N):\n"
         "        c[tm, tn] = a[tm, :] @ b[:, tn]\n"
     )
-    with pytest.raises(TileError, match="f8 operands of a dot are not supported yet") as error:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 7)).astype(F8E4M3)
+    b = rng.standard_normal((7, 3)).astype(F8E4M3)
+    c = np.zeros((5, 3), np.float32)
+    run_kernel(tilec.compile(source), "k", [a, b, c])
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_dot_of_mixed_f8_kinds_is_an_error_at_the_dot():
+    source = (
+        "def k(a: f8e4m3[M, K], b: f8e5m2[K, N], c: f32[M, N]):\n"
+        "    for tm, tn in tiles(M, N):\n"
+        "        c[tm, tn] = a[tm, :] @ b[:, tn]\n"
+    )
+    with pytest.raises(TileError, match="operands must have the same dtype") as error:
         tilec.compile(source)
     assert (error.value.loc.line, error.value.loc.col) == (3, 30)  # the '@'
-    assert "cast to f16 or bf16" in error.value.render()
 
 
 def test_a_scalar_argument_cannot_be_f8():

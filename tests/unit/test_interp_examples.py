@@ -132,6 +132,8 @@ AWKWARD = [
         [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}, {"M": 67, "N": 45, "K": 129}],
     ),
     ("int8_gemm", "int8_gemm_nt", [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}]),
+    ("fp8_gemm", "fp8_gemm", [{"M": 1, "N": 1, "K": 1}, {"M": 67, "N": 45, "K": 129}]),
+    ("fp8_gemm", "fp8_gemm_e5m2", [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 31, "K": 13}]),
     ("rmsnorm", "rmsnorm", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
     ("softmax", "softmax_f16", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
     # V spans many tiles, so the running max and sum are rescaled many times.

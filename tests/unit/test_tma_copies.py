@@ -178,6 +178,10 @@ TMA_KERNELS = [
     ("bmm.tile", "bmm", {"Z": 2, "M": 96, "N": 160, "K": 48}),
     ("matmul_bias_gelu.tile", "matmul_bias_gelu", {"M": 176, "N": 256, "K": 96}),
     ("attention.tile", "attention", {"B": 1, "H": 2, "M": 80, "N": 112, "D": 64}),
+    # 8-bit operands on wgmma k32: K tiles of 128, the last one partial
+    ("fp8_gemm.tile", "fp8_gemm", {"M": 144, "N": 272, "K": 208}),
+    ("fp8_gemm.tile", "fp8_gemm_e5m2", {"M": 80, "N": 48, "K": 400}),
+    ("int8_gemm.tile", "int8_gemm_nt", {"M": 208, "N": 80, "K": 272}),
 ]
 
 

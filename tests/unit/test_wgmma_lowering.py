@@ -19,7 +19,7 @@ import pytest
 import tilec
 from tilec.benchmarks.wgmma_probe import descriptor, k_major_address, mn_major_address
 from tilec.dialects.tile import MmaLayout, SharedLayout
-from tilec.ir.types import TileType, f16
+from tilec.ir.types import TileType, f16, i8
 from tilec.lowering.layouts import ThreadMap, as_blocked, wgmma_accumulator_layout
 from tilec.lowering.shared_memory import stored_row, swizzled_offset
 from tilec.lowering.wgmma import SWIZZLE_ATOM, wgmma_operand_walk, wgmma_step_offset
@@ -290,3 +290,92 @@ def test_operands_of_unknown_strides_keep_mma_sync():
         str(EXAMPLES / "matmul.tile"), kernels=["matmul"], target="ptx", arch="sm_90a"
     ).ptx
     assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
+
+
+# -- 8-bit operands (i8, f8e4m3, f8e5m2): wgmma k32, both operands K-major ---------------------
+
+
+@pytest.mark.parametrize("depth", [128, 256])
+def test_8_bit_operands_are_what_the_descriptors_read(depth):
+    """A [128, K] (interleaved rows) and B stored [N, K] of bytes: a k-step of k32 is 32 bytes
+    of each row, as k16 of 16-bit elements is, so the hardware's K-major canonical layout of
+    16-byte core-matrix rows reads byte k of row r where the copies wrote it -- the f16 model
+    at element k // 2, plus the byte within it (the swizzle moves whole 16-byte chunks)."""
+    for index, rows in ((0, BM), (1, BN)):
+        plane = (rows, depth)
+        layout, _ = wgmma_swizzle_for(TileType(plane, i8), index, transposed=index == 1)
+        assert layout.vec == 16 and layout.col_block == (128 if depth > 128 else 0)
+        base = 2 * SWIZZLE_ATOM
+        for kk in range(depth // 32):
+            for g in range(rows // 64 if index == 0 else 1):
+                major, lbo, block, group_bytes = wgmma_operand_walk(
+                    index, index == 1, depth, rows, element_size=1
+                )
+                assert major
+                step = wgmma_step_offset(major, block, kk)
+                desc = descriptor(base + g * group_bytes + step, lbo, SWIZZLE_ATOM)
+                for s in range(64 if index == 0 else rows):
+                    row = _hardware_row_to_logical(g, s) if index == 0 else s
+                    for kc in range(32):
+                        written = base + swizzled_offset(layout, plane, row, 32 * kk + kc)
+                        read = k_major_address(desc, s, kc // 2) + kc % 2
+                        assert read == written, (index, g, s, kk, kc)
+
+
+FP8 = EXAMPLES / "fp8_gemm.tile"
+INT8 = EXAMPLES / "int8_gemm.tile"
+
+
+@pytest.mark.parametrize(
+    "path, kernel, instruction",
+    [
+        (FP8, "fp8_gemm", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"),
+        (FP8, "fp8_gemm_e5m2", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2"),
+        (INT8, "int8_gemm_nt", "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8"),
+    ],
+)
+def test_8_bit_dots_with_both_operands_k_major_take_wgmma_k32(path, kernel, instruction):
+    compiled = tilec.compile(
+        str(path), kernels=[kernel], pipeline=CONTIGUOUS, target="ptx", arch="sm_90a"
+    )
+    ptx = compiled.ptx
+    # BK = 128 bytes of each row: 4 k-steps of 32, one instruction each
+    assert ptx.count(instruction) == 4
+    assert "mma.sync" not in ptx and "cp.async.bulk.tensor" in ptx
+    remarks = [r.message for r in compiled.remarks if r.pass_name == "tiling"]
+    assert any("BK=128" in r and "wgmma m64n256k32 (sm_90a" in r for r in remarks), remarks
+    assert "#mma<version = 3, warps_per_cta = [8, 1], instr_shape = [64, 256, 32]>" in compiled.tir
+
+
+def test_an_int8_b_stored_k_by_n_keeps_mma_sync_and_says_why():
+    compiled = tilec.compile(
+        str(INT8), kernels=["int8_gemm"], pipeline=CONTIGUOUS, target="ptx", arch="sm_90a"
+    )
+    assert "wgmma" not in compiled.ptx and "mma.sync.aligned.m16n8k32" in compiled.ptx
+    said = [r.message for r in compiled.remarks if r.pass_name == "tiling"]
+    assert any(
+        "not wgmma: wgmma reads 8-bit operands K-major only, and B is stored [K, N]" in r
+        for r in said
+    ), said
+
+
+FP8_NN = """
+def fp8_nn(a: f8e4m3[M, K], b: f8e4m3[K, N], c: f32[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ b[tk, tn]
+        c[tm, tn] = acc
+"""
+
+
+def test_an_f8_dot_wgmma_cannot_take_is_widened_to_f16_exactly():
+    """B stored [K, N]: wgmma has no transposed 8-bit form, so both operands are converted to
+    f16 where the dot reads them (every f8 value is an f16) and the dot runs as an f16 one."""
+    compiled = tilec.compile(FP8_NN, pipeline=CONTIGUOUS, target="ptx", arch="sm_90a")
+    assert "m64n256k16.f32.f16.f16" in compiled.ptx and "e4m3.e4m3" not in compiled.ptx
+    said = [r.message for r in compiled.remarks if r.pass_name == "tiling"]
+    assert any(
+        r.startswith("f8e4m3 operands widened to f16 (exact)") and "B is stored [K, N]" in r
+        for r in said
+    ), said

@@ -63,6 +63,7 @@ CEILINGS = {  # which ceiling: (label, implementation); measured when a chosen w
     "f16": ("cuBLAS f16 8192³", "cuBLAS"),
     "bf16": ("cuBLAS bf16 8192³", "cuBLAS"),
     "int8": ("cuBLAS int8 8192³", "torch._int_mm"),
+    "fp8": ("cuBLAS fp8 e4m3 8192³", "torch._scaled_mm"),
 }
 
 
@@ -340,8 +341,9 @@ def _ceiling(which: str, quick: bool) -> list[Result]:
             "ceiling", size, [copy], [(src, dst), (dst, src)], None, 2 * n * 4, "GB/s", **fields
         )
     n = 8192
-    if which == "int8":
-        if not hasattr(torch, "_int_mm"):
+    if which in ("int8", "fp8"):
+        function = "_int_mm" if which == "int8" else "_scaled_mm"
+        if not hasattr(torch, function):
             return [
                 Result(
                     "ceiling",
@@ -351,17 +353,35 @@ def _ceiling(which: str, quick: bool) -> list[Result]:
                     math.nan,
                     "TOPS",
                     None,
-                    "this torch has no torch._int_mm",
+                    f"this torch has no torch.{function}",
                     status="missing",
                     **fields,
                 )
             ]
+        # B stored [N, K] and passed as its column-major view: cuBLASLt's fast layout (a
+        # row-major int8 B takes a path several times slower).
+        if which == "int8":
+            operands = [
+                tuple(
+                    torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8) for _ in "ab"
+                )
+                for _ in range(2)
+            ]
+            gemm = Implementation(name, lambda a, b: torch._int_mm(a, b.t()), role="ceiling")
+            return _measure("ceiling", label, [gemm], operands, None, 2 * n**3, "TOPS", **fields)
+        one = torch.ones((), device="cuda")
         operands = [
-            tuple(torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8) for _ in "ab")
+            tuple(torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn) for _ in "ab")
             for _ in range(2)
         ]
-        gemm = Implementation(name, torch._int_mm, role="ceiling")
-        return _measure("ceiling", label, [gemm], operands, None, 2 * n**3, "TOPS", **fields)
+        gemm = Implementation(
+            name,
+            lambda a, b: torch._scaled_mm(
+                a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
+            ),
+            role="ceiling",
+        )
+        return _measure("ceiling", label, [gemm], operands, None, 2 * n**3, "TFLOP/s", **fields)
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[which]
     operands = [tuple(torch.randn(n, n, device="cuda").to(dtype) for _ in "ab") for _ in range(2)]
     gemm = Implementation(name, torch.matmul, role="ceiling")

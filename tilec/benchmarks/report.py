@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["chart", "geometric_mean", "rows", "summary", "table", "to_json", "write_json"]
 
-CEILING_NAMES = {"copy": "copy", "f16": "f16", "bf16": "bf16", "int8": "i8"}
+CEILING_NAMES = {"copy": "copy", "f16": "f16", "bf16": "bf16", "int8": "i8", "fp8": "e4m3"}
 WORST = 3  # workloads named in the summary line
 
 

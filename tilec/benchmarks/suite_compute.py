@@ -180,43 +180,109 @@ def _matmul_bias_gelu(size: tuple, ctx: Context) -> Case:
     return Case(implementations, sets, expected, 2 * m * n * k, "TFLOP/s", 4e-3)
 
 
-def _int8_gemm(size: tuple, ctx: Context) -> Case:
+def _int8_gemm(layout: str) -> Callable[[tuple, Context], Case]:
+    """int8 GEMM with row and column scales, B stored [K, N] ("nn") or [N, K] ("nt", as
+    nn.Linear keeps its weight). The peer takes B as it is stored: `torch._int_mm(a, b)` on a
+    row-major [K, N] B (cuBLASLt's slow int8 path: what a user with that layout gets), and on
+    the column-major view `b.t()` of an [N, K] B (its fast path)."""
+
+    def build(size: tuple, ctx: Context) -> Case:
+        import torch
+
+        m, n, k = size
+        b_shape = (k, n) if layout == "nn" else (n, k)
+
+        def operands() -> tuple[Any, Any]:
+            a = torch.randint(-128, 128, (m, k), device=suite_core.DEVICE, dtype=torch.int8)
+            return a, torch.randint(-128, 128, b_shape, device=suite_core.DEVICE, dtype=torch.int8)
+
+        def b_kn(b: Any) -> Any:
+            return b if layout == "nn" else b.t()
+
+        row_scale = torch.rand(m, device=suite_core.DEVICE) * 1e-2
+        col_scale = torch.rand(n, device=suite_core.DEVICE) * 1e-2
+        sets = ctx.sets(operands, (m + n) * k)
+        c = torch.empty(m, n, device=suite_core.DEVICE, dtype=torch.float16)
+        a, b = sets[0]
+        product = a.double() @ b_kn(b).double()  # exact: |sums| < 2^53
+        expected = (product * row_scale.double()[:, None] * col_scale.double()[None, :]).half()
+
+        def expression(a: Any, b: Any) -> Any:
+            product = torch._int_mm(a, b_kn(b)).float()
+            return (product * row_scale[:, None] * col_scale[None, :]).half()
+
+        kernel = "int8_gemm" if layout == "nn" else "int8_gemm_nt"
+        implementations = [
+            ctx.tilec(
+                "int8_gemm.tile",
+                kernel,
+                lambda f: lambda a, b: f(a, b, row_scale, col_scale, c),
+                lambda: c,
+            )
+        ]
+        if hasattr(torch, "_int_mm"):
+            implementations += [
+                _eager("torch._int_mm", expression),
+                ctx.compiled(expression, sets[0]),
+            ]
+        else:
+            missing = "this torch has no torch._int_mm"
+            implementations += [
+                Implementation("torch._int_mm", None, missing=missing),
+                Implementation("torch.compile", None, missing=missing),
+            ]
+        return Case(implementations, sets, expected, 2 * m * n * k, "TOPS")
+
+    return build
+
+
+def _fp8_gemm(size: tuple, ctx: Context) -> Case:
+    """An fp8 linear layer: x [M, K] and w [N, K] in f8e4m3 with a scale per row of each, out
+    in bf16. The peer is `torch._scaled_mm` with the same row-wise scales (cuBLASLt's fp8
+    GEMM); without row-wise support in this torch, the note says so."""
     import torch
 
     m, n, k = size
 
     def operands() -> tuple[Any, Any]:
-        a = torch.randint(-128, 128, (m, k), device=suite_core.DEVICE, dtype=torch.int8)
-        return a, torch.randint(-128, 128, (k, n), device=suite_core.DEVICE, dtype=torch.int8)
+        x = torch.randn(m, k, device=suite_core.DEVICE).to(torch.float8_e4m3fn)
+        return x, torch.randn(n, k, device=suite_core.DEVICE).to(torch.float8_e4m3fn)
 
-    row_scale = torch.rand(m, device=suite_core.DEVICE) * 1e-2
-    col_scale = torch.rand(n, device=suite_core.DEVICE) * 1e-2
+    x_scale = torch.rand(m, device=suite_core.DEVICE) + 0.5
+    w_scale = torch.rand(n, device=suite_core.DEVICE) + 0.5
     sets = ctx.sets(operands, (m + n) * k)
-    c = torch.empty(m, n, device=suite_core.DEVICE, dtype=torch.float16)
-    a, b = sets[0]
-    product = a.double() @ b.double()  # exact: |sums| < 2^53
-    expected = (product * row_scale.double()[:, None] * col_scale.double()[None, :]).half()
+    y = torch.empty(m, n, device=suite_core.DEVICE, dtype=torch.bfloat16)
+    x, w = sets[0]
+    reference = (x.double() @ w.double().T) * x_scale.double()[:, None] * w_scale.double()[None, :]
 
-    def expression(a: Any, b: Any) -> Any:
-        return (torch._int_mm(a, b).float() * row_scale[:, None] * col_scale[None, :]).half()
+    def close(output: Any, rtol: float) -> bool:
+        # fp8 wgmma sums in fewer bits than IEEE f32: the largest error over the largest value
+        error = (output.double() - reference).abs().max() / reference.abs().max()
+        return bool(error < rtol)
+
+    def scaled(x: Any, w: Any) -> Any:
+        return torch._scaled_mm(
+            x,
+            w.t(),
+            scale_a=x_scale[:, None],
+            scale_b=w_scale[None, :],
+            out_dtype=torch.bfloat16,
+        )
 
     implementations = [
         ctx.tilec(
-            "int8_gemm.tile",
-            "int8_gemm",
-            lambda f: lambda a, b: f(a, b, row_scale, col_scale, c),
-            lambda: c,
+            "fp8_gemm.tile",
+            "fp8_gemm",
+            lambda f: lambda x, w: f(x, w, x_scale, w_scale, y),
+            lambda: y,
         )
     ]
-    if hasattr(torch, "_int_mm"):
-        implementations += [_eager("torch._int_mm", expression), ctx.compiled(expression, sets[0])]
+    if hasattr(torch, "_scaled_mm"):
+        implementations.append(_eager("torch._scaled_mm (row-wise scales)", scaled))
     else:
-        missing = "this torch has no torch._int_mm"
-        implementations += [
-            Implementation("torch._int_mm", None, missing=missing),
-            Implementation("torch.compile", None, missing=missing),
-        ]
-    return Case(implementations, sets, expected, 2 * m * n * k, "TOPS")
+        missing = "this torch has no torch._scaled_mm"
+        implementations.append(Implementation("torch._scaled_mm", None, missing=missing))
+    return Case(implementations, sets, close, 2 * m * n * k, "TFLOP/s", 1e-2)
 
 
 def _attention(variant: str) -> Callable[[tuple, Context], Case]:

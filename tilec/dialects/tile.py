@@ -322,6 +322,8 @@ class StoreOp(Operation):
 
 # Element types a dot takes, and the accumulator each needs.
 _DOT_ACCUMULATORS: dict[Type, Type] = {
+    FloatType("f8e4m3"): f32,
+    FloatType("f8e5m2"): f32,
     FloatType("f16"): f32,
     FloatType("bf16"): f32,
     f32: f32,
@@ -365,7 +367,9 @@ class DotOp(Operation):
             )
         expected_acc = _DOT_ACCUMULATORS.get(a.element)
         if expected_acc is None:
-            raise self.error(f"element type {a.element} is not supported (f16, bf16, f32, f64, i8)")
+            raise self.error(
+                f"element type {a.element} is not supported (f8e4m3, f8e5m2, f16, bf16, f32, f64, i8)"
+            )
         if acc.element != expected_acc:
             raise self.error(
                 f"accumulator must be {expected_acc} for {a.element} operands, got {acc.element}"

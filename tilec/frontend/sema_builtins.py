@@ -247,17 +247,11 @@ class BuiltinChecks:
             )
         dtype = lhs.type.dtype
         result = _DOT_RESULTS.get(dtype)
-        if dtype.is_f8:
-            raise TileError(
-                f"f8 operands of a dot are not supported yet ({dtype} @ {dtype})",
-                loc,
-                hint="cast to f16 or bf16: a.to(f16) @ b.to(f16)",
-            )
         if result is None:
             raise TileError(
                 f"'@' does not support {dtype} tiles",
                 loc,
-                hint="'@' takes f16, bf16, f32, f64 or i8 tiles",
+                hint="'@' takes f8e4m3, f8e5m2, f16, bf16, f32, f64 or i8 tiles",
             )
         (m, k), (k2, n) = lhs.type.shape, rhs.type.shape
         if k != k2:
@@ -413,7 +407,9 @@ class BuiltinChecks:
         return self._transpose(self._expr(args["x"]), node.loc)
 
 
-_DOT_RESULTS = {
+_DOT_RESULTS = {  # f8 products are exact in f32, as f16's are
+    DType.F8E4M3: DType.F32,
+    DType.F8E5M2: DType.F32,
     DType.F16: DType.F32,
     DType.BF16: DType.F32,
     DType.F32: DType.F32,

@@ -107,10 +107,11 @@ def mma_warp_columns(layout: MmaLayout) -> int:
     return 16 if tuple(layout.instr_shape) == MMA_I8_INSTR_SHAPE else 8
 
 
-def wgmma_accumulator_layout(warps: int, n: int) -> MmaLayout:
-    """The `#mma` layout of a `wgmma.m64nNk16` accumulator on `warps` warps (warpgroups of 4
-    stacked along M, 16 rows per warp) with N = `n`."""
-    return MmaLayout(3, (warps, 1), (64, n, 16))
+def wgmma_accumulator_layout(warps: int, n: int, k: int = 16) -> MmaLayout:
+    """The `#mma` layout of a `wgmma.m64nNkK` accumulator on `warps` warps (warpgroups of 4
+    stacked along M, 16 rows per warp) with N = `n`; K is 16 for 16-bit operands, 32 for
+    8-bit ones (the registers are laid out the same)."""
+    return MmaLayout(3, (warps, 1), (64, n, k))
 
 
 def as_blocked(layout: Attribute) -> BlockedLayout:

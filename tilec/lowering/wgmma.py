@@ -16,7 +16,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.tile import DotOperandLayout, MmaLayout
 from tilec.dialects.tma import MbarrierInvalOp, MbarrierWaitOp
 from tilec.ir.core import Operation, OpResult
-from tilec.ir.types import FloatType, TileType
+from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
     element_bytes,
 )
@@ -24,7 +24,6 @@ from tilec.lowering.layouts import (
 if TYPE_CHECKING:
     from tilec.lowering.llvm import _KernelLowering
 from tilec.lowering.shared_memory import (
-    F32,
     I64,
     _asm,
     _i32,
@@ -193,14 +192,20 @@ def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
     """`wgmma.wait_group 0`, with the accumulator registers it completes tied through it (so
     nothing reads them before)."""
     count = len(values)
+    kind = _register_kind(values[0].type)
     out = _asm(
         k,
-        ir.LiteralStructType([F32] * count),
+        ir.LiteralStructType([values[0].type] * count),
         list(values),
         "wgmma.wait_group.sync.aligned 0;",
-        ",".join(["=f"] * count + [str(r) for r in range(count)]),
+        ",".join([f"={kind}"] * count + [str(r) for r in range(count)]),
     )
     return [k.b.extract_value(out, r) for r in range(count)]
+
+
+def _register_kind(t: ir.Type) -> str:
+    """The inline-asm constraint letter of an accumulator register: f32 or s32."""
+    return "f" if isinstance(t, ir.FloatType) else "r"
 
 
 WGMMA_ROWS = 64  # one warpgroup's rows of the accumulator (m64nNk16)
@@ -218,13 +223,24 @@ def wgmma_descriptor_low(address: ir.Value, lbo: int, b: ir.IRBuilder) -> ir.Val
 
 K_STEP = 16  # the k of wgmma.m64nNk16 for 16-bit operands
 K_MAJOR_STEP = 32  # bytes a k-step advances along a K-major operand's 128-byte row
+# The instruction of each operand kind: its PTX types (accumulator, A, B), and whether it takes
+# the immediate scales (-1 negates) and transpose operands. 8-bit operands go k32 (32 bytes a
+# k-step, as 16-bit ones do), K-major only (no transpose operands).
+_WGMMA_KINDS = {
+    "f16": ("f32.f16.f16", True, True),
+    "bf16": ("f32.bf16.bf16", True, True),
+    "f8e4m3": ("f32.e4m3.e4m3", True, False),
+    "f8e5m2": ("f32.e5m2.e5m2", True, False),
+    "i8": ("s32.s8.s8", False, False),
+}
 
 
 def wgmma_operand_walk(
-    index: int, transposed: bool, depth: int, rows: int = WGMMA_ROWS
+    index: int, transposed: bool, depth: int, rows: int = WGMMA_ROWS, element_size: int = 2
 ) -> tuple[bool, int, int, int]:
-    """How `lower_wgmma_dot` walks operand `index` (0: A, 1: B) of a K tile of `depth` in
-    shared memory, the operand having `rows` rows along M or N: (K-major, leading byte
+    """How `lower_wgmma_dot` walks operand `index` (0: A, 1: B) of a K tile of `depth`
+    elements of `element_size` bytes in shared memory, the operand having `rows` rows along M
+    or N: (K-major, leading byte
     offset, bytes of one column block of 64 -- what a K-major walk adds every 4 k-steps, 0
     for N-major --, bytes from one warpgroup's 64 rows of A to the next; 0 for B).
     K-major (A stored [M, K], B stored [N, K]): LBO unused (16), a k-step is 32 bytes along
@@ -235,13 +251,14 @@ def wgmma_operand_walk(
     if index == 0 and transposed:
         raise ValueError("wgmma's A stored [K, M] is read into registers, not by a descriptor")
     if index == 0 or transposed:
-        block = rows * SWIZZLE_ROW if depth * 2 > SWIZZLE_ROW else 0
+        block = rows * SWIZZLE_ROW if depth * element_size > SWIZZLE_ROW else 0
         return True, 16, block, WGMMA_ROWS * SWIZZLE_ROW if index == 0 else 0
     return False, depth * SWIZZLE_ROW, 0, 0
 
 
 def wgmma_step_offset(k_major: bool, block_bytes: int, kk: int) -> int:
-    """Bytes from an operand's start to k-step `kk` (16 elements of 2 bytes) of its walk."""
+    """Bytes from an operand's start to k-step `kk` (32 bytes of each row: 16 elements of 2
+    bytes, or 32 of 1) of its walk."""
     if not k_major:
         return kk * K_STEP * SWIZZLE_ROW  # 16 rows of 128 bytes
     per_block = SWIZZLE_ROW // K_MAJOR_STEP
@@ -274,13 +291,21 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     acc_t: TileType = op.result.type
     a_t: TileType = op.a.type
     kind = str(a_t.element)
-    if kind not in ("f16", "bf16") or str(op.b.type.element) != kind:
-        raise ValueError(f"wgmma takes f16 or bf16 operands here, not {a_t.element}")
-    if not isinstance(acc_t.element, FloatType) or acc_t.element.width != 32:
-        raise ValueError(f"wgmma accumulates in f32 here, not {acc_t.element}")
+    if kind not in _WGMMA_KINDS or str(op.b.type.element) != kind:
+        raise ValueError(f"wgmma takes f16, bf16, f8 or i8 operands, not {a_t.element}")
+    types, scaled, transposable = _WGMMA_KINDS[kind]
+    if str(acc_t.element) != types[:3].replace("s", "i"):
+        raise ValueError(
+            f"wgmma of {kind} operands accumulates in {types[:3]}, not {acc_t.element}"
+        )
+    size = element_bytes(a_t.element)
     n = acc_t.shape[1]
     depth = a_t.shape[1]
-    row_bytes = depth * element_bytes(a_t.element)
+    row_bytes = depth * size
+    steps = row_bytes // K_MAJOR_STEP  # k-steps of 32 bytes: k16 (16-bit) or k32 (8-bit)
+    instr_k = K_MAJOR_STEP // size
+    if not transposable and (isinstance(a, Fragments) or not bop.transposed or a.transposed):
+        raise ValueError(f"wgmma reads {kind} operands from shared memory K-major only")
     if row_bytes % SWIZZLE_ROW or n % 64 or n > 256:
         raise ValueError(
             "wgmma lowering needs K tiles of a multiple of 128 bytes and N a multiple of 64 <= 256"
@@ -306,14 +331,16 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     walks = []
     for index, operand in ((1, bop),) if in_registers else ((0, a), (1, bop)):
         rows = acc_t.shape[index]
-        major, lbo, block, group_bytes = wgmma_operand_walk(index, operand.transposed, depth, rows)
+        major, lbo, block, group_bytes = wgmma_operand_walk(
+            index, operand.transposed, depth, rows, size
+        )
         address = _shared_address(k, operand.slot_base)
         if group_bytes:
             address = b.add(address, k.prologue.mul(group, _i32(group_bytes)))
         walks.append((address, lbo, major, block))
     high = _i32((SWIZZLE_ATOM >> 4) | _SWIZZLE_128B)
     descriptors: list[ir.Value] = []
-    for kk in range(depth // 16):
+    for kk in range(steps):
         for address, lbo, major, block in walks:
             step = wgmma_step_offset(major, block, kk)
             low = wgmma_descriptor_low(b.add(address, _i32(step)), lbo, b)
@@ -322,7 +349,7 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     trans_b = 0 if bop.transposed else 1  # 0: B is K-major
     a_regs: list[ir.Value] = []
     if in_registers:
-        for kk in range(depth // 16):
+        for kk in range(steps):
             a.load(kk)
             a_regs += a.regs[(0, kk)]
     acc = list(k.values[op.acc])
@@ -331,21 +358,18 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     count = len(order)
     regs = "{" + ", ".join(f"${r}" for r in range(count)) + "}"
     lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;", "wgmma.fence.sync.aligned;"]
-    for kk in range(depth // 16):
+    instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k{instr_k}.{types}"
+    scales = ", 1, 1" if scaled else ""
+    for kk in range(steps):
         if in_registers:  # operands: accumulators, B's descriptors, then A's registers
-            first = 2 * count + depth // 16 + 4 * kk
+            first = 2 * count + steps + 4 * kk
             da = "{" + ", ".join(f"${first + r}" for r in range(4)) + "}"
             db = f"${2 * count + kk}"
-            lines.append(
-                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
-                f"{da}, {db}, p, 1, 1, {trans_b};"
-            )
+            lines.append(f"{instruction} {regs}, {da}, {db}, p{scales}, {trans_b};")
             continue
         da, db = f"${2 * count + 2 * kk}", f"${2 * count + 2 * kk + 1}"
-        lines.append(
-            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {regs}, "
-            f"{da}, {db}, p, 1, 1, 0, {trans_b};"
-        )
+        transposes = f", 0, {trans_b}" if transposable else ""
+        lines.append(f"{instruction} {regs}, {da}, {db}, p{scales}{transposes};")
     loop = op.parent_op
     deferred = isinstance(loop, scf.ForOp) and any(
         loop.yield_op.operands[j] is op.result for j in deferred_wgmma_slots(loop)
@@ -359,15 +383,16 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
         lines.append("wgmma.wait_group.sync.aligned 1;")
     lines.append("}")
     text = "\n\t".join(lines)
+    register = _register_kind(acc[0].type)
     constraints = ",".join(
-        ["=f"] * count
+        [f"={register}"] * count
         + [str(r) for r in range(count)]
         + ["l"] * len(descriptors)
         + ["r"] * len(a_regs)
     )
     out = _asm(
         k,
-        ir.LiteralStructType([F32] * count),
+        ir.LiteralStructType([acc[0].type] * count),
         [*(acc[s] for s in order), *descriptors, *a_regs],
         text,
         constraints,
