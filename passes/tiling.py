@@ -79,8 +79,9 @@ class Tiling(Pass):
     extent as in `specialize`. A kernel with a `tile.dot` of f16/bf16 operands and an f32
     accumulator (and `mma=true`) is tiled for `mma.sync.m16n8k16`: every dot's M, N and K tile
     must be a multiple of 16·W_m, 8·W_n and 16 for W_m x W_n warps. i8 operands into an i32
-    accumulator take `mma.sync.m16n8k32.row.col.s32.s8.s8.s32` (sm_80 and later, on sm_90a
-    too: never wgmma) with multiples of 16·W_m, 16·W_n (its n8 tiles go in pairs) and 32, and
+    accumulator take `mma.sync.m16n8k32.row.col.s32.s8.s8.s32` (sm_80 and later; on sm_90a
+    when wgmma cannot: its 8-bit forms read both operands K-major only, see below) with
+    multiples of 16·W_m, 16·W_n (its n8 tiles go in pairs) and 32, and
     `#mma<..., instr_shape = [16, 8, 32]>`; the sums wrap around in i32 as the interpreter's
     do. Its A must be stored [M, K] (`tiling_search.int8_mma_problem`: else the FMA path);
     operands copied in runs under 8 bytes prefer the scattered operands' small accumulators
@@ -116,6 +117,10 @@ class Tiling(Pass):
     down axis 0 measured faster on the H200 than any group from 2 to 32) and the mma.sync
     tiling groups `DEFAULT_GROUP_M` blocks. A grid axis no streamed dot operand depends on goes
     first instead (`tiling_order.BlockOrder.shared_axis_first`: attention's query tiles).
+    On sm_90a a single dot of loaded operands takes the wgmma tiling (`wgmma_tiling`):
+    f16/bf16, and 8-bit operands (i8 into i32, f8e4m3 and f8e5m2 into f32) when both are
+    K-major, on `wgmma.m64nNk32` with BK = 128. An f8 dot nothing takes natively has its
+    operands widened to f16 (exact) and is tiled as an f16 dot (`widen_f8`).
     On sm_90a, a config whose dots all hold A in registers anyway (computed from an
     accumulator, or loaded before the loop) on warps `[4 g, 1]` with 16 rows a warp runs on
     wgmma with A from registers (`tiling_search.MmaSearch.wgmma_chain`), preferred over
