@@ -16,5 +16,6 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     specialize,
     split_reduction,
     tiling,
+    transpose_dot,
     vectorize,
 )

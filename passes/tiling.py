@@ -352,7 +352,8 @@ class _KernelTiling(MmaSearch, BlockOrder):
             epilogue = epilogue_words(held, bn)
             self.ctx.remark(
                 kernel,
-                f"BM={bm}, BN={bn}, BK={bk}, {warps} warps"
+                f"{_named(dot.m, 'BM')}={bm}, {_named(dot.n, 'BN')}={bn}, "
+                f"{_named(dot.k, 'BK')}={bk}, {warps} warps"
                 + (f" ({', '.join(pinned)} pinned)" if pinned else "")
                 + f": wgmma m64n{bn}k{32 // dot.element_bytes} (sm_90a, option wgmma), "
                 f"{groups} warpgroup"
@@ -544,6 +545,11 @@ MAX_BLOCK_TILE_ELEMENTS = 1 << 20
 # The BM and BN the wgmma tiling chooses among (BM: one to four warpgroups of 64 rows).
 WGMMA_SIZES = (256, 128, 64)
 WGMMA_ROW_BYTES = 128  # a K tile of wgmma's operands: one 128-byte swizzle row (64 or 128 k)
+
+
+def _named(symbol: object, default: str) -> str:
+    """How a remark names a dot dimension: its tile symbol (a swapped dot's M is BN)."""
+    return symbol if isinstance(symbol, str) else default
 
 
 def widen_operands(op: T.DotOp) -> None:

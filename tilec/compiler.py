@@ -64,7 +64,8 @@ __all__ = [
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
 DEFAULT_PIPELINE = (
-    "canonicalize,cse,privatize-atomics,accumulate-atomics,tiling,canonicalize,split-reduction,"
+    "canonicalize,cse,privatize-atomics,accumulate-atomics,transpose-dot,tiling,canonicalize,"
+    "split-reduction,"
     "mask-bounds,defer-reduction,assign-layouts,"
     "smem-placement,pipeline,vectorize,canonicalize,cse,dce,precision"
 )
@@ -77,6 +78,7 @@ DEFAULT_PIPELINE = (
 OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "privatize-atomics": None,
     "accumulate-atomics": None,
+    "transpose-dot": None,
     "tiling": {"mma": False, "group_m": 1},
     "mask-bounds": None,
     "split-reduction": None,

@@ -158,7 +158,13 @@ def _to_torch(array: np.ndarray) -> Any:
 
     if array.dtype.name == "bfloat16":
         return torch.from_numpy(array.view(np.int16)).cuda().view(torch.bfloat16)
+    if array.dtype.name in _F8:  # ml_dtypes' f8: torch takes the bytes
+        bits = np.ascontiguousarray(array).view(np.uint8)
+        return torch.from_numpy(bits).cuda().view(getattr(torch, _F8[array.dtype.name]))
     return torch.from_numpy(np.ascontiguousarray(array)).cuda()
+
+
+_F8 = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}  # ml_dtypes -> torch
 
 
 def _to_numpy(tensor: Any) -> np.ndarray:
@@ -169,6 +175,11 @@ def _to_numpy(tensor: Any) -> np.ndarray:
         import ml_dtypes
 
         return tensor.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    for name in _F8:
+        if tensor.dtype == getattr(torch, name, None):
+            import ml_dtypes
+
+            return tensor.contiguous().view(torch.uint8).numpy().view(getattr(ml_dtypes, name))
     return tensor.numpy()
 
 
