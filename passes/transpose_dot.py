@@ -24,7 +24,9 @@ Recognises a `tile.dot` in an `scf.for` body whose operands are each a `tile.tra
 operands gain nothing: wgmma reads those K-major only, and the swap leaves one M-major), and
 whose accumulator is a loop-carried value used only by the dot, its result only by the
 `scf.yield` (a GEMM's chain). The initial value is transposed before the loop (a `tile.full`
-is rebuilt in the new shape), the loop's result after it. Only where it pays: option `arch`
+is rebuilt in the new shape), the loop's result after it -- after its conversion, when the
+result's one use narrows it (the f16 store of an f32 accumulator: the transpose, which goes
+through shared memory, then moves half the bytes). Only where it pays: option `arch`
 sm_90a (mma.sync reads a transposed A by `ldmatrix.trans` as cheaply); `enable` false turns
 it off. Runs before `tiling`, which then tiles the swapped dot (its M is the output's N).
 
@@ -44,7 +46,7 @@ from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
-from tilec.ir.types import TileType
+from tilec.ir.types import FloatType, TileType
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["TransposeDot"]
@@ -161,13 +163,40 @@ def _swap(dot: T.DotOp) -> None:
     result = loop.results[j]
     users = list(result.uses)
     result.type = swapped_t
-    back = Builder.after_op(loop).create(
-        T.TransposeOp, input=result, perm=_PERM, result_types=[acc_t]
-    )
+    after = Builder.after_op(loop)
+    narrowing = _narrowing_cast(users)
+    if narrowing is not None:
+        # Converted first, the transpose moves the narrow values: half the bytes of an f32
+        # accumulator through shared memory when the result is stored as f16.
+        narrow = narrowing.result.type
+        cast = after.create(
+            T.CastOp,
+            input=result,
+            result_types=[TileType(swapped_t.shape, narrow.element, swapped_t.layout)],
+        )
+        back = Builder.after_op(cast).create(
+            T.TransposeOp, input=cast.result, perm=_PERM, result_types=[narrow]
+        )
+        narrowing.result.replace_all_uses_with(back.result)
+        narrowing.erase()
+        return
+    back = after.create(T.TransposeOp, input=result, perm=_PERM, result_types=[acc_t])
     for user in users:
         for i, operand in enumerate(user.operands):
             if operand is result:
                 user.set_operand(i, back.result)
+
+
+def _narrowing_cast(users: list[Operation]) -> T.CastOp | None:
+    """The one user of a swapped loop's result when it is a cast to a narrower float (the
+    store's conversion), else None."""
+    if len(users) != 1 or not isinstance(users[0], T.CastOp):
+        return None
+    cast = users[0]
+    source, target = cast.input.type.element, cast.result.type.element
+    if not (isinstance(source, FloatType) and isinstance(target, FloatType)):
+        return None
+    return cast if target.width < source.width else None
 
 
 _PERM = ArrayAttr((IntegerAttr(1), IntegerAttr(0)))
