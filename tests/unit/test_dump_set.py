@@ -165,6 +165,7 @@ def test_keep_going_returns_the_stages_before_a_failing_pass(tmp_path):
     assert program.failed_stage == "tiling"
     assert [s.name for s in program.stages] == [
         "frontend", "canonicalize", "cse", "privatize-atomics", "accumulate-atomics",
+        "transpose-dot",
     ]  # fmt: skip
     assert program.module is not None and program.ptx is None
     assert "kernel matmul" in program.explain()  # what was decided before the failure
@@ -178,6 +179,7 @@ def test_keep_going_returns_the_stages_before_a_failing_pass(tmp_path):
         "03-cse.tir",
         "04-privatize-atomics.tir",
         "05-accumulate-atomics.tir",
+        "06-transpose-dot.tir",
         "remarks.json",
     ]
     assert json.loads((tmp_path / "remarks.json").read_text()) == program.remarks_json()

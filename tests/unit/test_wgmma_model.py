@@ -67,7 +67,8 @@ def _decisions(example: str, kernel: str, sizes: dict[str, int]) -> dict:
         ("matmul.tile", "matmul", {"M": 4096, "N": 4096, "K": 4096}, (128, 256), 1, 1),
         ("matmul.tile", "matmul", {"M": 2304, "N": 4608, "K": 1536}, (128, 256), 1, 1),
         ("matmul.tile", "matmul", {"M": 1024, "N": 1024, "K": 1024}, (64, 64), 2, 0),
-        ("gemm_layouts.tile", "gemm_tt", {"M": 3000, "N": 5000, "K": 2000}, (128, 256), 1, 1),
+        # computed as (b @ a).T (transpose-dot): the dot's 128x256 is N x M
+        ("gemm_layouts.tile", "gemm_tt", {"M": 3000, "N": 5000, "K": 2000}, (256, 128), 1, 1),
         ("bmm.tile", "bmm", {"Z": 64, "M": 256, "N": 256, "K": 64}, (128, 128), 2, 0),
         (
             "matmul_bias_gelu.tile",

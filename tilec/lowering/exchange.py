@@ -181,9 +181,8 @@ def op_scratch_bytes(op: Operation) -> int:
         if remap_source_slots(op) is not None:
             return 0
         t = op.operands[0].type
-        strides = remap_scratch_strides(op)
-        last = sum((n - 1) * s for n, s in zip(t.shape, strides))  # the farthest element
-        return (last + 1) * element_bytes(t.element)
+        strides = remap_scratch_strides(op)  # the outermost: its rows, each padded
+        return max(s * n for s, n in zip(strides, t.shape)) * element_bytes(t.element)
     if isinstance(op, T.ReduceOp):
         plan = reduce_plan(op)
         if plan.result_slots is not None:
