@@ -48,7 +48,8 @@ class CallChecks:
         builtin = CALLS.get(name)
         if builtin is not None:
             result = builtin.check(self, node)
-            _refuse_f8_operands(result, f"{name}()", func.loc)
+            if name not in F8_BUILTINS:
+                _refuse_f8_operands(result, f"{name}()", func.loc)
             return result
         if name == "tiles":
             raise TileError(
@@ -79,6 +80,10 @@ class CallChecks:
             func.loc,
             hint=_did_you_mean(name, sorted(BUILTIN_NAMES - {"inf", "kernel"})),
         )
+
+
+# Builtins that take f8 tiles: dot() multiplies them as `@` does (into f32).
+F8_BUILTINS = ("dot",)
 
 
 def _refuse_f8_operands(result: Expr, what: str, loc: Location) -> None:

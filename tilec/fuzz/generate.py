@@ -14,7 +14,8 @@ It covers the language as it stands:
   `rand`/`randn`/`randint` (integer-argument or literal seeds, offsets of any integer value),
   `offsets` (masks made from them), `sum`/`max`/`min`/`mean` with `axis` and `keepdims`, `dot`
   and `@` of read and of computed operands (f16/bf16 products in f32 over tiles that take the
-  tensor-core paths, f32, f64, i8);
+  tensor-core paths, f32, f64, i8, and f8e4m3/f8e5m2 products in f32: wgmma k32 when both
+  operands are K-major, widened to f16 otherwise);
 * sequential `tiles()` loops (tiled and element loops, nested) with carried values and
   augmented assignments, whole dimensions, extents that no tile divides;
 * scalar control flow: `range()` loops over counts from an `i32` argument (empty, negative,
@@ -398,7 +399,7 @@ class KernelWriter(ExpressionWriter):
         from memory (what tiling maps to mma.sync or wgmma)."""
         pad = "    " * indent
         self.has_dot = True
-        dtype = choose(self.c, ("f16", "bf16", "f32", "i8", "f64"))
+        dtype = choose(self.c, ("f16", "bf16", "f32", "i8", "f64", "f8e4m3", "f8e5m2"))
         result = DOT_RESULTS[dtype]
         shape = ("BM", "BN") if self.grid_n else ("BM", "BD")
         acc = self.fresh("acc")

@@ -40,7 +40,18 @@ MATH = (
 )
 MATH_F64 = ("abs", "sqrt", "rsqrt", "floor", "ceil")
 DOT_OPERANDS = ("f16", "bf16", "f32", "i8", "f64")
-DOT_RESULTS = {"f16": "f32", "bf16": "f32", "f32": "f32", "f64": "f64", "i8": "i32"}
+DOT_RESULTS = {
+    "f16": "f32",
+    "bf16": "f32",
+    "f32": "f32",
+    "f64": "f64",
+    "i8": "i32",
+    "f8e4m3": "f32",
+    "f8e5m2": "f32",
+}
+# Element types PTX converts only on sm_90 and later: a program that reads them is not lowered
+# for sm_80 (the lowering's located error there is the defined behaviour, docs/language.md).
+SM90_ONLY = ("f8e4m3", "f8e5m2")
 # Weak operands (Python literals) by kind, lowest first.
 WEAK = ("bool", "int", "float")
 WEAK_DEFAULT = {"bool": "i1", "int": "i32", "float": "f32"}
