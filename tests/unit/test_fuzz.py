@@ -208,10 +208,14 @@ def test_a_batch_with_a_finding_is_checked_kernel_by_kernel():
 
 
 def test_ptxas_sees_every_kernel_of_a_batch():
+    """Every kernel on both architectures, except that a kernel of f8 tensors is not lowered for
+    sm_80 (no f8 conversions in its PTX): seed 4's batch has one, the other three still are."""
     program = sample_program(4, kernels=4)
     result = differential.check_program(program, ptxas=True)
     assert not [f for f in result.findings if differential.known_bug(f) is None]
-    assert result.ptxas_kernels == 2 * len(program.kernels)
+    f8 = [k for k in program.kernel_sources if "f8e" in k]
+    assert len(f8) == 1
+    assert result.ptxas_kernels == 2 * len(program.kernels) - len(f8)
 
 
 def test_the_command_reproduces_a_seed():

@@ -394,10 +394,19 @@ def _check(
             func, _kernel_extents(func, program.extents), seed=program.seed
         )
     finals: dict[str, tuple] = {}
-    sm90_only = any(f"read:{t}" in program.features for t in SM90_ONLY)
+    # f8 tiles: PTX converts them only on sm_90 and later, so kernels with f8 tensors are not
+    # lowered for sm_80; the others of a batch are, as a batch of their own.
+    sm90_only = _sm90_only_kernels(program)
+    if sm90_only and "sm_80" in arches:
+        rest = [i for i in range(len(program.kernels)) if i not in sm90_only]
+        if rest:
+            other = _check(_subset(program, rest), ["sm_80"], ptxas, passes, out_dir)
+            result.stages += other.stages
+            result.ptxas_kernels += other.ptxas_kernels
+            result.findings += other.findings
+            result.pin_rejections += other.pin_rejections
+        arches = [a for a in arches if a != "sm_80"]
     for arch in arches:
-        if sm90_only and arch == "sm_80":
-            continue  # f8 tiles: PTX converts them only on sm_90 and later
         stages = _run_passes(program, frontend, arch, passes, found)
         if stages is None:
             continue
@@ -409,6 +418,26 @@ def _check(
         if ptxas:
             result.ptxas_kernels += _assemble(stages[-1][1], arch, len(funcs), found)
     return result
+
+
+def _sm90_only_kernels(program: GeneratedProgram) -> list[int]:
+    """The kernels of `program` (indices) whose tensors have element types only sm_90 and
+    later convert (`SM90_ONLY`); all of them when the per-kernel texts are not known."""
+    texts = program.kernel_sources or [program.source] * len(program.kernels)
+    return [i for i, text in enumerate(texts) if any(t in text for t in SM90_ONLY)]
+
+
+def _subset(program: GeneratedProgram, indices: list[int]) -> GeneratedProgram:
+    """The program of the kernels `indices` of `program` (same extents, seed and features)."""
+    texts = [program.kernel_sources[i] for i in indices]
+    return GeneratedProgram(
+        "\n\n".join(texts),
+        [program.kernels[i] for i in indices],
+        dict(program.extents),
+        program.seed,
+        set(program.features),
+        texts,
+    )
 
 
 def _small_tiles(module: Any) -> str:
