@@ -101,6 +101,7 @@ def run_example(
         load_reference,
         random_arguments,
         reference_path,
+        reference_tolerance,
     )
     from tilec.ir.types import FloatType, TensorType
     from tilec.jit import load_kernel
@@ -137,7 +138,7 @@ def run_example(
     expected = _expected_outputs(
         func, getattr(reference, kernel)(*before), [n for n in outputs], str(path)
     )
-    tolerance = getattr(reference, "TOLERANCES", {}).get(kernel)
+    tolerance = reference_tolerance(reference, kernel, gpu=True)
     for arg in func.arguments:
         name = parameter_name(arg)
         if name not in expected or not isinstance(arg.type, TensorType):

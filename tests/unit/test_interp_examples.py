@@ -279,6 +279,15 @@ def test_a_wrong_reference_fails_with_a_report():
     assert "out of tolerance" in text
 
 
+def test_a_gpu_tolerance_applies_to_the_gpu_run_only():
+    from tilec.interp.runner import reference_tolerance
+
+    module = load_reference(reference_path(os.path.join(EXAMPLES, "fp8_gemm.tile")))
+    assert reference_tolerance(module, "fp8_gemm_e5m2", gpu=True) == 2e-3
+    assert reference_tolerance(module, "fp8_gemm_e5m2") is None  # the interpreter: f32's
+    assert reference_tolerance(module, "fp8_gemm", gpu=True) is None
+
+
 def test_references_may_set_scalars_and_tolerances():
     class Loose:
         __file__ = "loose_reference.py"
