@@ -226,12 +226,12 @@ K_MAJOR_STEP = 32  # bytes a k-step advances along a K-major operand's 128-byte 
 # The instruction of each operand kind: its PTX types (accumulator, A, B), and whether it takes
 # the immediate scales (-1 negates) and transpose operands. 8-bit operands go k32 (32 bytes a
 # k-step, as 16-bit ones do), K-major only (no transpose operands).
-_WGMMA_KINDS = {
-    "f16": ("f32.f16.f16", True, True),
-    "bf16": ("f32.bf16.bf16", True, True),
-    "f8e4m3": ("f32.e4m3.e4m3", True, False),
-    "f8e5m2": ("f32.e5m2.e5m2", True, False),
-    "i8": ("s32.s8.s8", False, False),
+_WGMMA_KINDS = {  # operand element: (PTX types, accumulator element, scales, transposes)
+    "f16": ("f32.f16.f16", "f32", True, True),
+    "bf16": ("f32.bf16.bf16", "f32", True, True),
+    "f8e4m3": ("f32.e4m3.e4m3", "f32", True, False),
+    "f8e5m2": ("f32.e5m2.e5m2", "f32", True, False),
+    "i8": ("s32.s8.s8", "i32", False, False),
 }
 
 
@@ -293,10 +293,10 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     kind = str(a_t.element)
     if kind not in _WGMMA_KINDS or str(op.b.type.element) != kind:
         raise ValueError(f"wgmma takes f16, bf16, f8 or i8 operands, not {a_t.element}")
-    types, scaled, transposable = _WGMMA_KINDS[kind]
-    if str(acc_t.element) != types[:3].replace("s", "i"):
+    types, accumulator, scaled, transposable = _WGMMA_KINDS[kind]
+    if str(acc_t.element) != accumulator:
         raise ValueError(
-            f"wgmma of {kind} operands accumulates in {types[:3]}, not {acc_t.element}"
+            f"wgmma of {kind} operands accumulates in {accumulator}, not {acc_t.element}"
         )
     size = element_bytes(a_t.element)
     n = acc_t.shape[1]
