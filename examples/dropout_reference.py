@@ -10,11 +10,13 @@ _LOW = np.uint64(0xFFFFFFFF)
 
 
 def uniform(seed: int, offsets: np.ndarray) -> np.ndarray:
-    """rand(seed, offsets) for i32 offsets: word 0 of Philox-4x32-10 with key (seed lo,
-    seed hi) and counter (offset, 0, 0, 0), mapped to f32 in [0, 1) as Triton does."""
+    """rand(seed, offsets) for i32 offsets: word (offset mod 4) of Philox-4x32-10 with key
+    (seed lo, seed hi) and counter (offset div 4, 0, 0, 0), mapped to f32 in [0, 1) as Triton
+    does."""
     key = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
     k0, k1 = np.uint64(key & 0xFFFFFFFF), np.uint64(key >> 32)
-    c0 = offsets.astype(np.uint32).astype(np.uint64)
+    unsigned = offsets.astype(np.uint32).astype(np.uint64)
+    c0 = unsigned >> np.uint64(2)
     c1, c2, c3 = (np.zeros_like(c0) for _ in range(3))
     for _ in range(10):
         p0, p2 = np.uint64(0xD2511F53) * c0, np.uint64(0xCD9E8D57) * c2
@@ -25,7 +27,9 @@ def uniform(seed: int, offsets: np.ndarray) -> np.ndarray:
             p0 & _LOW,
         )
         k0, k1 = (k0 + np.uint64(0x9E3779B9)) & _LOW, (k1 + np.uint64(0xBB67AE85)) & _LOW
-    word = c0.astype(np.uint32).view(np.int32)
+    words = np.stack([c0, c1, c2, c3])
+    which = (unsigned & np.uint64(3)).astype(np.intp)
+    word = np.take_along_axis(words, which[None], axis=0)[0].astype(np.uint32).view(np.int32)
     magnitude = np.where(word < 0, ~word, word)
     return magnitude.astype(np.float32) * np.float32(4.6566127342e-10)
 

@@ -25,6 +25,7 @@ from tilec.dialects import gather as G
 from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
+from tilec.dialects.random import PhiloxOp
 from tilec.dialects.tile import MmaLayout, SharedLayout
 from tilec.ir.core import Operation, Value
 from tilec.ir.types import TileType
@@ -413,6 +414,12 @@ class _Kernel:
                 reasons = [*reasons, "vectorize did not run"]
             self.line("vectors" if first else "", text, reasons)
             first = False
+        said = dict.fromkeys(  # how many elements share a Philox run, once per decision
+            m for op in self.ops if isinstance(op, PhiloxOp) for m in self.said(op, "vectorize")
+        )
+        for m in said:
+            text, _, why = m.removeprefix("philox: ").partition(": ")
+            self.line("", "random: " + text, [why] if why else [])
 
     def precision(self) -> None:
         """The divisions and exps made approximate (precision), and why they could be."""

@@ -1,5 +1,6 @@
-"""Triton kernels that draw tl.rand, tl.randn and tl.randint at row-major offsets m * N + n:
-the streams tilec's rand, randn and randint must reproduce (tests/gpu/test_random.py loads
+"""Triton kernels that draw tl.rand4x, tl.randn4x and tl.randint4x at counters offset // 4 and
+keep word offset % 4, at row-major offsets m * N + n: the streams tilec's rand, randn and
+randint must reproduce (tests/gpu/test_random.py loads
 this file with `tilec.benchmarks.gpu.load_triton_references(path)`, so that it compiles for
 the GPU whatever TRITON_INTERPRET says)."""
 
@@ -11,14 +12,24 @@ import triton.language as tl
 
 
 @triton.jit
+def _word(which, w0, w1, w2, w3):
+    """w0, w1, w2 or w3, as which (0 to 3) says, element by element."""
+    return tl.where(which < 2, tl.where(which == 0, w0, w1), tl.where(which == 2, w2, w3))
+
+
+@triton.jit
 def _streams_kernel(u_ptr, g_ptr, bits_ptr, seed, M, N, BM: tl.constexpr, BN: tl.constexpr):
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
     offs = rows[:, None] * N + cols[None, :]
     inside = (rows[:, None] < M) & (cols[None, :] < N)
-    tl.store(u_ptr + offs, tl.rand(seed, offs), mask=inside)
-    tl.store(g_ptr + offs, tl.randn(seed, offs), mask=inside)
-    tl.store(bits_ptr + offs, tl.randint(seed, offs), mask=inside)
+    counter, which = offs // 4, offs % 4
+    u0, u1, u2, u3 = tl.rand4x(seed, counter)
+    tl.store(u_ptr + offs, _word(which, u0, u1, u2, u3), mask=inside)
+    g0, g1, g2, g3 = tl.randn4x(seed, counter)
+    tl.store(g_ptr + offs, _word(which, g0, g1, g2, g3), mask=inside)
+    i0, i1, i2, i3 = tl.randint4x(seed, counter)
+    tl.store(bits_ptr + offs, _word(which, i0, i1, i2, i3), mask=inside)
 
 
 def streams(m: int, n: int, seed: int, device: str = "cuda") -> tuple[torch.Tensor, ...]:
@@ -36,8 +47,11 @@ def _wide_kernel(u_ptr, bits_ptr, seed, base, N, BLOCK: tl.constexpr):
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs = cols.to(tl.int64) + base
     inside = cols < N
-    tl.store(u_ptr + cols, tl.rand(seed, offs), mask=inside)
-    tl.store(bits_ptr + cols, tl.randint(seed, offs), mask=inside)
+    counter, which = offs // 4, offs % 4
+    u0, u1, u2, u3 = tl.rand4x(seed, counter)
+    tl.store(u_ptr + cols, _word(which, u0, u1, u2, u3), mask=inside)
+    i0, i1, i2, i3 = tl.randint4x(seed, counter)
+    tl.store(bits_ptr + cols, _word(which, i0, i1, i2, i3), mask=inside)
 
 
 def wide(n: int, seed: int, base: int, device: str = "cuda") -> tuple[torch.Tensor, ...]:

@@ -1,7 +1,9 @@
 """rand, randn and randint in the interpreter: the Philox-4x32-10 stream against Random123's
-known answers and an independent Python Philox written here, bit for bit against Triton's
-`tl.rand`/`tl.randn`/`tl.randint` in Triton's CPU interpreter, and statistics that a wrong
-uniform map or normal transform fails. The GPU side is tests/gpu/test_random.py."""
+known answers and an independent Python Philox written here (four consecutive offsets share a
+run, a word each), bit for bit against Triton's `tl.rand4x`/`tl.randn4x`/`tl.randint4x` at
+counter offset // 4 in Triton's CPU interpreter, the `group` promise the lowering relies on,
+and statistics that a wrong uniform map or normal transform fails. The GPU side is
+tests/gpu/test_random.py."""
 
 from __future__ import annotations
 
@@ -44,6 +46,24 @@ def _python_philox(key: int, counter: tuple[int, int, int, int]) -> tuple[int, .
     return c0, c1, c2, c3
 
 
+def _python_word(key: int, offset: int, width: int = 32) -> tuple[int, tuple[int, ...]]:
+    """The stream's word of `offset` and the four words of its run (counter offset // 4)."""
+    unsigned = offset & ((1 << width) - 1)
+    counter = unsigned >> 2
+    words = _python_philox(key, (counter & MASK, counter >> 32, 0, 0))
+    return words[unsigned & 3], words
+
+
+def _python_normal(key: int, offset: int) -> float:
+    """Box-Muller of the offset's pair of words (2j, 2j + 1): cos for even offsets, sin for odd."""
+    _, words = _python_word(key, offset)
+    pair = (offset & 3) >> 1
+    u1 = max(np.float32(1e-7), _python_uniform(words[2 * pair]))
+    u2 = np.float64(_python_uniform(words[2 * pair + 1]))
+    trig = np.cos if offset % 2 == 0 else np.sin
+    return np.sqrt(-2.0 * np.log(np.float64(u1))) * trig(2 * np.pi * u2)
+
+
 def _python_uniform(word: int) -> np.float32:
     signed = word - (1 << 32) if word >> 31 else word
     magnitude = ~signed if signed < 0 else signed
@@ -83,12 +103,10 @@ def test_streams_match_an_independent_philox(kernels, m, n, seed):
     u, g, bits = _streams(kernels, m, n, seed)
     for i in range(m):
         for j in range(n):
-            words = _python_philox(seed, (i * n + j, 0, 0, 0))
-            assert bits[i, j] == np.int32(np.uint32(words[0]).view(np.int32))
-            assert u[i, j] == _python_uniform(words[0])
-            u1 = max(np.float32(1e-7), _python_uniform(words[0]))
-            u2 = _python_uniform(words[1])
-            expected = np.sqrt(-2.0 * np.log(np.float64(u1))) * np.cos(2 * np.pi * np.float64(u2))
+            word, _ = _python_word(seed, i * n + j)
+            assert bits[i, j] == np.int32(np.uint32(word).view(np.int32))
+            assert u[i, j] == _python_uniform(word)
+            expected = _python_normal(seed, i * n + j)
             # The interpreter rounds each f32 step; f64 here differs by a few f32 ulps.
             assert abs(g[i, j] - expected) <= 1e-5 * max(1.0, abs(expected))
 
@@ -114,10 +132,9 @@ def test_wide_seed_and_offsets_use_the_high_words(kernels):
     bits = np.zeros(n, np.int32)
     run_kernel(kernels, "wide", [u, bits, seed, base], tile_sizes={"N": 16})
     for j in range(n):
-        offset = base + j
-        words = _python_philox(seed, (offset & MASK, offset >> 32, 0, 0))
-        assert bits[j] == np.int32(np.uint32(words[0]).view(np.int32))
-        assert u[j] == _python_uniform(words[0])
+        word, _ = _python_word(seed, base + j, 64)
+        assert bits[j] == np.int32(np.uint32(word).view(np.int32))
+        assert u[j] == _python_uniform(word)
 
 
 def test_uniform_statistics(kernels):
@@ -162,9 +179,17 @@ def triton_interpreter():
         cols = tl.program_id(1) * BN + tl.arange(0, BN)
         offs = rows[:, None] * N + cols[None, :]
         inside = (rows[:, None] < M) & (cols[None, :] < N)
-        tl.store(u + offs, tl.rand(seed, offs), mask=inside)
-        tl.store(g + offs, tl.randn(seed, offs), mask=inside)
-        tl.store(bits + offs, tl.randint(seed, offs), mask=inside)
+        counter, word = offs // 4, offs % 4
+        # the stream's word of each offset: word offs % 4 of the run at counter offs // 4
+        u0, u1, u2, u3 = tl.rand4x(seed, counter)
+        u_word = tl.where(word < 2, tl.where(word == 0, u0, u1), tl.where(word == 2, u2, u3))
+        g0, g1, g2, g3 = tl.randn4x(seed, counter)
+        g_word = tl.where(word < 2, tl.where(word == 0, g0, g1), tl.where(word == 2, g2, g3))
+        i0, i1, i2, i3 = tl.randint4x(seed, counter)
+        i_word = tl.where(word < 2, tl.where(word == 0, i0, i1), tl.where(word == 2, i2, i3))
+        tl.store(u + offs, u_word, mask=inside)
+        tl.store(g + offs, g_word, mask=inside)
+        tl.store(bits + offs, i_word, mask=inside)
 
     def run(m: int, n: int, seed: int):
         u, g = torch.zeros(m, n), torch.zeros(m, n)
@@ -226,3 +251,57 @@ def test_the_dropout_suite_row_checks_what_a_dropout_is(monkeypatch, tmp_path):
     assert not case.expected(x, case.rtol)  # nothing dropped
     assert not case.expected(torch.nn.functional.dropout(x.float(), 0.5).half(), case.rtol)
     assert not case.expected(torch.nn.functional.dropout(x.float(), 0.1).half() * 2, case.rtol)
+
+
+GROUPED = """
+@kernel(tile={"M": 2, "N": 512}, warps=4)
+def rows(y: f32[M, N], seed: i32):
+    for tm, tn in tiles(M, N):
+        offs = offsets(tm)[:, None] * N + offsets(tn)[None, :]
+        y[tm, tn] = rand(seed, offs)
+"""
+
+
+def _philox_multiplies(facts: str) -> int:
+    from tilec.compiler import DEFAULT_PIPELINE
+
+    pipeline = f'assume{{all="{facts}"}},{DEFAULT_PIPELINE}' if facts else DEFAULT_PIPELINE
+    program = tilec.compile(GROUPED, target="llvm", arch="sm_90a", pipeline=pipeline)
+    return program.llvm.count('call i32 @"llvm.nvvm.mulhi.ui"')
+
+
+def test_four_offsets_of_a_thread_share_one_philox_run():
+    # With the facts (N a multiple of 16, 4 f32 per thread) vectorize proves the thread's four
+    # offsets consecutive from a multiple of 4: one Philox run of ten rounds per four elements.
+    # Without them every element runs its own: four times the multiplies.
+    grouped, alone = _philox_multiplies("aligned,unit,divisible"), _philox_multiplies("")
+    assert grouped > 0
+    assert alone >= 3.5 * grouped, (grouped, alone)
+
+
+def test_the_interpreter_catches_a_false_group_promise():
+    from tilec.interp.machine import InterpreterError
+    from tilec.ir.parser import parse_module
+
+    # Offsets 1, 2, ..., 8: consecutive, but the runs of 4 start at 1 and 5, not multiples of 4.
+    module = parse_module(
+        """
+func @f(%y: !tile.tensor<8xi32>, %seed: i32) {
+  %c0 = arith.constant 0 : index
+  %one = tile.full 1 : tile<8xi32>
+  %iota = tile.iota : tile<8xi32>
+  %o = arith.addi %iota, %one : tile<8xi32>
+  %r = tile.philox %seed, %o xor 0 {group = 4} : i32, tile<8xi32> -> tile<8xi32>
+  tile.store %y[%c0], %r : !tile.tensor<8xi32>, tile<8xi32>
+  return
+}
+"""
+    )
+    y = np.zeros(8, np.int32)
+    with pytest.raises(InterpreterError, match="group = 4 promise"):
+        run_kernel(module, "f", [y, 3], grid=(1,))
+    (philox_op,) = [op for op in module.walk() if op.name == "tile.philox"]
+    del philox_op.attributes["group"]
+    run_kernel(module, "f", [y, 3], grid=(1,))  # without the promise the same offsets are fine
+    expected = [_python_word(3, o)[0] for o in range(1, 9)]
+    np.testing.assert_array_equal(y.view(np.uint32), np.array(expected, np.uint32))

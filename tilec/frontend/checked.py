@@ -396,14 +396,14 @@ class Math(Expr):
 
 @dataclass(kw_only=True, eq=False, slots=True)
 class Philox(Expr):
-    """Word `word` of Philox-4x32-10 (`tile.philox`, tilec/dialects/random.py) with key
-    `seed` (an i32 or i64 scalar) and counter (offset lo, offset hi, 0, 0) per element of
-    `offsets` (i32 or i64); `type` is i32 of the offsets' shape. `rand`, `randn` and
+    """Per element of `offsets` (i32 or i64) of offset o, word `(o mod 4) xor xor` of
+    Philox-4x32-10 (`tile.philox`, tilec/dialects/random.py) with key `seed` (an i32 or i64
+    scalar) and counter `o div 4`; `type` is i32 of the offsets' shape. `rand`, `randn` and
     `randint` are built from it (tilec/frontend/sema_random.py)."""
 
     seed: Expr
     offsets: Expr
-    word: int
+    xor: int
 
 
 @dataclass(kw_only=True, eq=False, slots=True)

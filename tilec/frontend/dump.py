@@ -155,7 +155,7 @@ def format_expr(expr: Expr) -> str:
         return f"{expr.fn}:{t}({format_expr(expr.operand)})"
     if isinstance(expr, Philox):
         operands = f"{format_expr(expr.seed)}, {format_expr(expr.offsets)}"
-        return f"philox[word {expr.word}]:{t}({operands})"
+        return f"philox[xor {expr.xor}]:{t}({operands})"
     if isinstance(expr, Select):
         operands = (expr.cond, expr.on_true, expr.on_false)
         return f"where:{t}({', '.join(format_expr(e) for e in operands)})"

@@ -101,7 +101,7 @@ def philox_expr(gen: _KernelGenerator, e: sema.Philox, env: dict[str, Value]) ->
     if id(e) not in gen.philox_words:
         seed, offsets = gen.expr(e.seed, env), gen.expr(e.offsets, env)
         gen.philox_words[id(e)] = gen.b.create(
-            PhiloxOp, seed=seed, offsets=offsets, word=e.word, result_types=[gen.ir_type(e.type)]
+            PhiloxOp, seed=seed, offsets=offsets, xor=e.xor, result_types=[gen.ir_type(e.type)]
         ).result
     return gen.philox_words[id(e)]
 

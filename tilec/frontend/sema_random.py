@@ -1,8 +1,9 @@
 """The random-number builtins `rand`, `randn` and `randint`: their arguments, and the checked
-expressions they stand for, built from one `Philox` node (`tile.philox`) and ordinary
-arithmetic -- the same operations, in the same order and f32 constants, as Triton's
-`tl.rand`, `tl.randn` and `tl.randint` (triton/language/random.py), so both give the same
-stream (docs/language.md, "Random numbers").
+expressions they stand for, built from `Philox` nodes (`tile.philox`: four consecutive offsets
+share one Philox run, a word each) and ordinary arithmetic -- the same operations, in the same
+order and f32 constants, as Triton's `tl.rand4x`, `tl.randn4x` and `tl.randint4x`
+(triton/language/random.py) at counter `offset // 4`, so both give the same stream
+(docs/language.md, "Random numbers").
 
 A part of the checker `tilec.frontend.sema._KernelChecker` (a mixin, like
 `tilec.frontend.sema_builtins`)."""
@@ -45,12 +46,12 @@ class RandomChecks:
         seed = self._random_seed(name, args["seed"])
         offsets = self._random_offsets(name, args["offsets"])
 
-        def word(index: int) -> Expr:
+        def word(xor: int) -> Expr:
             shape = offsets.type.shape
             return Philox(
                 seed=seed,
                 offsets=offsets,
-                word=index,
+                xor=xor,
                 type=TileType(DType.I32, shape),
                 loc=node.loc,
             )
@@ -59,7 +60,9 @@ class RandomChecks:
             return word(0)
         if name == "rand":
             return self._uniform(word(0), node.loc)
-        return self._normal(self._uniform(word(0), node.loc), self._uniform(word(1), node.loc))
+        return self._normal(
+            offsets, self._uniform(word(0), node.loc), self._uniform(word(1), node.loc)
+        )
 
     def _random_seed(self, name: str, node: ast.Expr) -> Expr:
         seed = self._expr(node)
@@ -105,19 +108,28 @@ class RandomChecks:
         scale = _constant(_UNIFORM_SCALE, DType.F32, loc)
         return self._binary("mul", as_float, scale, loc, "rand()")
 
-    def _normal(self, u1: Expr, u2: Expr) -> Expr:
-        """Box-Muller's first output, as Triton's pair_uniform_to_normal computes it:
-        sqrt(-2 log(max(1e-7, u1))) * cos(2 pi u2)."""
-        loc = u1.loc
+    def _normal(self, offsets: Expr, own: Expr, partner: Expr) -> Expr:
+        """Box-Muller of the element's pair of words, as Triton's pair_uniform_to_normal:
+        words 2j and 2j + 1 of a run give u1 and u2, and the normals
+        sqrt(-2 log(max(1e-7, u1))) * cos(2 pi u2) (even offsets) and the same times
+        sin(2 pi u2) (odd offsets). `own` is the element's uniform, `partner` its pair's other."""
+        loc = own.loc
         binary = self._binary
+        odd_bit = binary("and", offsets, _constant(1, offsets.type.dtype, loc), loc, "randn()")
+        even = binary("eq", odd_bit, _constant(0, offsets.type.dtype, loc), loc, "randn()")
+
+        def pick(on_even: Expr, on_odd: Expr) -> Expr:
+            return Select(cond=even, on_true=on_even, on_false=on_odd, type=on_even.type, loc=loc)
+
+        u1, u2 = pick(own, partner), pick(partner, own)
         u1 = binary("maximum", _constant(_SMALLEST_UNIFORM, DType.F32, loc), u1, loc, "randn()")
         theta = binary("mul", _constant(_TWO_PI, DType.F32, loc), u2, loc, "randn()")
         log = Math(fn="log", operand=u1, type=u1.type, loc=loc)
         radius_squared = binary("mul", _constant(-2.0, DType.F32, loc), log, loc, "randn()")
         radius = Math(fn="sqrt", operand=radius_squared, type=u1.type, loc=loc)
-        return binary(
-            "mul", radius, Math(fn="cos", operand=theta, type=u1.type, loc=loc), loc, "randn()"
-        )
+        cos = Math(fn="cos", operand=theta, type=u1.type, loc=loc)
+        sin = Math(fn="sin", operand=theta, type=u1.type, loc=loc)
+        return binary("mul", radius, pick(cos, sin), loc, "randn()")
 
 
 def _constant(value: int | float, dtype: DType, loc: Location) -> Constant:

@@ -1,13 +1,21 @@
-"""Lowering of `tile.philox` (`tilec.dialects.random`): Philox-4x32-10, element by element.
+"""Lowering of `tile.philox` (`tilec.dialects.random`): Philox-4x32-10, once per run of offsets
+the op's `group` proves to share a counter, else once per element.
 
 A round needs the high and low halves of two 32 x 32-bit unsigned products: `mul.hi.u32`
 (the `llvm.nvvm.mulhi.ui` intrinsic) and `mul.lo.s32` (a 32-bit `mul`), which ptxas pairs
 into one wide multiply. The rest of the round is 32-bit xors and the key's 32-bit additions,
 so the ten rounds stay in 32-bit registers. (A 64-bit multiply of zero-extended words would
 select `mul.wide.u32` too, but LLVM then folds the xors of its truncated halves into 64-bit
-xors of the products: twice the instructions.) The key words are the same in every element, and LLVM computes them once. Where
-the counter's words are 0 (c2, c3 at the start; c1 for i32 offsets) the first round's
-products fold away.
+xors of the products: twice the instructions.) The key words are the same in every element, and
+LLVM computes them once. Where the counter's words are 0 (c2, c3 at the start; c1 for i32
+offsets) the first round's products fold away.
+
+An element of offset o gets word `(o mod 4) xor x` of the run at counter `o div 4`. With
+`group = g` (vectorize's promise: the thread's slots along the last dimension come in aligned
+runs of g consecutive offsets from a multiple of g), the g slots of a run share one Philox run:
+for g = 4 slot i takes word `i xor x`, known here; for g = 2 the run's first offset says which
+half of the four words is its (one select). Without it each slot runs Philox on its own counter
+and selects its word (three selects).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from llvmlite import ir
 
 from tilec.dialects.random import PHILOX_KEY_STEPS, PHILOX_MULTIPLIERS, PHILOX_ROUNDS
 from tilec.ir.core import Operation
+from tilec.ir.types import TileType
+from tilec.lowering.exchange import thread_map
 from tilec.lowering import mathlib
 
 __all__ = ["lower_philox"]
@@ -39,7 +49,8 @@ def _halves(b: ir.IRBuilder, multiplier: int, word: ir.Value) -> tuple[ir.Value,
 
 def philox_words(b: ir.IRBuilder, seed: ir.Value, offset: ir.Value) -> list[ir.Value]:
     """The four i32 words of Philox-4x32-10 for key `seed` and counter (offset lo, offset hi,
-    0, 0); `seed` and `offset` are i32 or i64 (a 32-bit offset has high word 0)."""
+    0, 0); `seed` and `offset` are i32 or i64 (a 32-bit offset has high word 0). `offset` here
+    is the counter itself (the stream's `o div 4`)."""
     key = _to_i64(b, seed)
     k0, k1 = b.trunc(key, I32), b.trunc(b.lshr(key, ir.Constant(I64, 32)), I32)
     zero = ir.Constant(I32, 0)
@@ -61,8 +72,50 @@ def philox_words(b: ir.IRBuilder, seed: ir.Value, offset: ir.Value) -> list[ir.V
     return [c0, c1, c2, c3]
 
 
+def _counter(b: ir.IRBuilder, offset: ir.Value) -> ir.Value:
+    """`o div 4`, the bits of `o` read unsigned."""
+    return b.lshr(offset, ir.Constant(offset.type, 2))
+
+
+def _pick(b: ir.IRBuilder, words: list[ir.Value], which: ir.Value) -> ir.Value:
+    """`words[which]` for a 2-bit `which` (of any integer width): two levels of selects."""
+    bit = [b.trunc(b.and_(b.lshr(which, ir.Constant(which.type, k)), ir.Constant(which.type, 1)), ir.IntType(1)) for k in (0, 1)]
+    low = b.select(bit[0], words[1], words[0])
+    high = b.select(bit[0], words[3], words[2])
+    return b.select(bit[1], high, low)
+
+
+def _element(b: ir.IRBuilder, seed: ir.Value, offset: ir.Value, xor: int) -> ir.Value:
+    """One element on its own: its run, and its word picked at run time."""
+    which = b.xor(offset, ir.Constant(offset.type, xor))
+    return _pick(b, philox_words(b, seed, _counter(b, offset)), which)
+
+
+def _run(b: ir.IRBuilder, seed: ir.Value, offsets: list[ir.Value], xor: int) -> list[ir.Value]:
+    """The words of a run of g = len(offsets) slots of consecutive offsets from a multiple of
+    g (2 or 4): one Philox run."""
+    first = offsets[0]
+    words = philox_words(b, seed, _counter(b, first))
+    if len(offsets) == 4:
+        return [words[i ^ xor] for i in range(4)]
+    # g = 2: the run is words 0, 1 or 2, 3, as bit 1 of its first offset says.
+    upper = b.trunc(b.and_(b.lshr(first, ir.Constant(first.type, 1)), ir.Constant(first.type, 1)), ir.IntType(1))
+    return [b.select(upper, words[2 | (i ^ xor)], words[i ^ xor]) for i in range(2)]
+
+
 def lower_philox(lowering: Any, op: Operation) -> list[Any]:
-    """`tile.philox`: the op's word of every element the thread holds."""
-    word = op.attributes["word"].value
+    """`tile.philox`: the stream's word of every element the thread holds, one Philox run per
+    run of `group` slots when the op has one."""
+    xor = op.attributes["xor"].value
+    group = op.attributes.get("group")
     b = lowering.b
-    return lowering.elementwise(op, lambda seed, offset: philox_words(b, seed, offset)[word])
+    if group is None or not isinstance(op.result.type, TileType):
+        return lowering.elementwise(op, lambda seed, offset: _element(b, seed, offset, xor))
+    g = group.value
+    n = thread_map(op.result.type).num_slots
+    seed = lowering.values[op.seed]
+    offsets = lowering.operand_slots(op.offsets, n)
+    slots: list[ir.Value] = []
+    for start in range(0, n, g):
+        slots.extend(_run(b, seed, offsets[start : start + g], xor))
+    return [slots]
