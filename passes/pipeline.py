@@ -52,6 +52,12 @@ from tilec.passes.occupancy import (
     REGISTERS_PER_SM,
     SM_SHARED_SM90,
 )
+from tilec.passes.pipeline_persistent import (
+    PipelinedLoop,
+    epilogue_scratch_bytes,
+    make_persistent,
+    persistent_blocker,
+)
 from tilec.passes.pipeline_tma import TMA_ARCHES, planned_buffer, tma_blocker
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
@@ -138,6 +144,12 @@ class Pipeline(Pass):
             "be (passes/pipeline_tma.py says when), 0 never (cp.async), 1 required (an error "
             "names the stream that cannot)",
         )
+        persistent: int = option(
+            -1,
+            "persistent blocks (sm_90a, a kernel whose one main loop the TMA unit fills): -1 "
+            "where the kernel allows (passes/pipeline_persistent.py says when), 0 never, 1 "
+            "required (an error says why not)",
+        )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
         )
@@ -175,7 +187,9 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     if not streams:
         return
     limit = options.shared_limit
-    stages, why = _choose_stages(kernel, streams, options)
+    persistent = _persistent_candidate(kernel, streams, options, ctx)
+    reserve = epilogue_scratch_bytes(persistent) if persistent is not None else 0
+    stages, why = _choose_stages(kernel, streams, options, reserve)
     ctx.remark(kernel, f"{stages} stage{'s' if stages != 1 else ''}: {why}")
     if stages == 1:
         return
@@ -206,10 +220,29 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         )
     if options.tma not in (-1, 0, 1):
         raise TileError(f"pipeline: option tma must be -1 (automatic), 0 or 1, got {options.tma}")
+    made: list[PipelinedLoop] = []
     for loop_streams in by_loop.values():
         tma = _tma_choice(kernel, loop_streams, stages, options, ctx)
-        _pipeline_loop(kernel, loop_streams, stages, options.dots_in_flight, ctx, tma)
+        pipelined = _pipeline_loop(kernel, loop_streams, stages, options.dots_in_flight, ctx, tma)
+        if pipelined is not None:
+            made.append(pipelined)
     remove_redundant_barriers(kernel)
+    if persistent is not None:
+        chosen = [p for p in made if p.loop is persistent]
+        if chosen:
+            make_persistent(kernel, chosen[0])
+            ctx.remark(
+                kernel,
+                "persistent blocks: as many blocks as the GPU holds walk the output tiles "
+                "(launch order); each issues the next tile's first copies before this tile's "
+                f"epilogue, whose scratch ({reserve} bytes) stays out of the stages",
+            )
+        elif options.persistent == 1:
+            raise TileError(
+                "pipeline: option persistent = 1, but the main loop's copies are not made by "
+                "the TMA unit",
+                persistent.loc,
+            )
     plan = plan_shared_memory(kernel)
     check_shared_plan(
         kernel, plan, limit, "option shared_limit of pipeline", "use fewer stages or smaller tiles"
@@ -217,8 +250,38 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     apply_shared_plan(kernel, plan, ctx, limit)
 
 
+def _persistent_candidate(
+    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, ctx: PassContext
+) -> scf.ForOp | None:
+    """The loop of a kernel that persistent blocks will walk (option `persistent`), if its
+    copies will be made by the TMA unit; with a remark when it is not one."""
+    if options.persistent not in (-1, 0, 1):
+        raise TileError(
+            f"pipeline: option persistent must be -1 (automatic), 0 or 1, got "
+            f"{options.persistent}"
+        )
+    loops = {id(s.loop): s.loop for s in streams}
+    if options.persistent == 0 or options.arch not in TMA_ARCHES or options.tma == 0:
+        return None
+    why = ""
+    if len(loops) != 1:
+        why = "more than one loop streams tiles into shared memory"
+    loop = next(iter(loops.values()))
+    why = why or persistent_blocker(kernel, loop)
+    if not why:
+        blocked = [tma_blocker(kernel, s, 2) for s in streams]
+        why = next((w for w in blocked if w), "")
+    if why:
+        if options.persistent == 1:
+            raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
+        if any(is_wgmma_dot(op) for op in loop.body.block.ops):
+            ctx.remark(kernel, f"not persistent: {why}")
+        return None
+    return loop
+
+
 def _choose_stages(
-    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options
+    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, reserve: int = 0
 ) -> tuple[int, str]:
     pin = kernel.attributes.get("tilec.num_stages")
     if pin is not None:
@@ -230,7 +293,7 @@ def _choose_stages(
         return pin.value, "pinned by the kernel"
     if options.num_stages > 0:
         return options.num_stages, "option num_stages"
-    limit = options.shared_limit
+    limit = options.shared_limit - reserve
     blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
     if blocks is not None and blocks.value > 1:  # the occupancy a pass asked for
         limit = min(limit, options.sm_shared // blocks.value - DRIVER_RESERVED_SHARED)
@@ -253,7 +316,10 @@ def _choose_stages(
                 if blocks is not None and blocks.value > 1 and limit < options.shared_limit
                 else ""
             )
-            return stages, f"the most that fit: {plan.total} of {limit} bytes{share}{more}"
+            kept = f", {reserve} kept for the epilogue's scratch (persistent)" if reserve else ""
+            return stages, (
+                f"the most that fit: {plan.total} of {limit} bytes{kept}{share}{more}"
+            )
     return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
 
 
@@ -515,7 +581,8 @@ def _pipeline_loop(
     in_flight: int,
     ctx: PassContext,
     tma: bool = False,
-) -> None:
+) -> PipelinedLoop | None:
+    """Pipeline `streams`' loop; for copies by the TMA unit, what `make_persistent` needs."""
     loop = streams[0].loop
     # With a wgmma chain left in flight across the back edge, iteration i's copies may not
     # fill the slot iteration i-1's wgmmas still read: they run S-2 steps ahead, not S-1.
@@ -564,7 +631,7 @@ def _pipeline_loop(
         ).result
         barriers.name_hint = "stage_barriers"
         before.create(TM.MbarrierInitOp, barriers=barriers, arrivals=IntegerAttr(1))
-    before.create(shared.BarrierOp)
+    published = before.create(shared.BarrierOp)
     step_bytes = _step_bytes(streams)
     for j in range(lead):
         if j == 0:
@@ -581,6 +648,8 @@ def _pipeline_loop(
         before.create(shared.AsyncCommitOp)
     distance = before.create(arith.MulIOp, lhs=loop.step, rhs=constant(before, lead)).result
     distance.name_hint = "prefetch_distance"
+    top_ops = list(loop.parent.ops)
+    prologue = top_ops[top_ops.index(published) + 1 : top_ops.index(loop)]
 
     # The body: wait for step i, synchronize, read slot i % S, copy step i+S-1 into the slot
     # that iteration i-1 read.
@@ -637,12 +706,14 @@ def _pipeline_loop(
     # invalidated, so that their bytes may be reused.
     after = Builder.after_op(loop)
     if barriers is not None:
-        after.create(shared.BarrierOp)
-        after.create(TM.MbarrierInvalOp, barriers=barriers)
+        ends = [after.create(shared.BarrierOp), after.create(TM.MbarrierInvalOp, barriers=barriers)]
     else:
         after.create(shared.AsyncWaitOp, pending=0)
     if _shared_memory_used_after(kernel, loop):
         after.create(shared.BarrierOp)
+    if barriers is None:
+        return None
+    return PipelinedLoop(loop, stages, step_index, prologue, ends)
 
 
 def _why_not_in_flight(kernel: FuncOp, loop: scf.ForOp, stages: int) -> str:

@@ -292,6 +292,8 @@ class Launcher:
         hidden = (0, 0)
         if self.split is not None:
             grid, hidden = self.split_launch(grid, arguments.extents, ordinal, handle)
+        elif getattr(self.abi, "persistent", False):
+            grid = self.persistent_grid(grid, ordinal)
         if arguments.host_tensors:
             self._launch_with_copies(function, grid, arguments, handle, hidden)
         else:
@@ -310,6 +312,15 @@ class Launcher:
         if residency is None:
             residency = self._residency[ordinal] = self._measure_residency(ordinal)
         return split_grid(self.split, self._split_axis, grid, extents, residency, ordinal, stream)
+
+    def persistent_grid(self, grid: tuple[int, int, int], ordinal: int) -> tuple[int, int, int]:
+        """For a persistent kernel: as many blocks along x as GPU `ordinal` holds at once (at
+        most one a tile), which walk the `grid`'s tiles (passes/pipeline_persistent.py)."""
+        residency = self._residency.get(ordinal)
+        if residency is None:
+            residency = self._residency[ordinal] = self._measure_residency(ordinal)
+        tiles = grid[0] * grid[1] * grid[2]
+        return (min(tiles, residency[0] * residency[1]), 1, 1)
 
     def _measure_residency(self, ordinal: int) -> tuple[int, int]:
         """(SMs, blocks of this kernel an SM holds) on GPU `ordinal`."""
@@ -400,11 +411,14 @@ class Launcher:
           docs/runtime.md.)
 
         A split kernel's grid and workspace come from `split_launch` on every call (the
-        stream's workspace may have grown since)."""
+        stream's workspace may have grown since); a persistent kernel's grid is the blocks the
+        GPU holds at once (`persistent_grid`), fixed here."""
         arity = len(self.checker.arguments)
         inputs = ", ".join(f"v{i}" for i in range(arity))
         if 0 in grid:  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
             return eval(f"lambda {inputs}, stream: None")
+        if getattr(self.abi, "persistent", False):  # the blocks the GPU holds walk the tiles
+            grid = self.persistent_grid(grid, ordinal)
         _, driver = cuda_modules()
         streams, make_stream = self._streams, driver.CUstream
 

@@ -182,7 +182,12 @@ class _Kernel:
         group = _int_attr(self.kernel, "tilec.group_m")
         if group is not None:
             text += f", grouped {group} along {grid[0][0]} for L2 reuse"
-        self.line("grid", text, self.said(self.kernel, "tiling", "block order"))
+        persistent = self.said(self.kernel, "pipeline", "persistent blocks")
+        if persistent:
+            text = text.replace(" blocks (rounded up)", " tiles (rounded up), persistent blocks")
+        reasons = self.said(self.kernel, "tiling", "block order")
+        reasons += persistent or self.said(self.kernel, "pipeline", "not persistent")
+        self.line("grid", text, reasons)
 
     def split(self) -> None:
         """The split axis (split-reduction): the loop split and how S is chosen, or why not."""

@@ -218,3 +218,32 @@ def test_a_checker_needs_only_the_parameters():
     abi = launcher("vector_add", "vector_add").abi
     check = ArgumentChecker("vector_add", abi.parameters)
     assert check.signature == "x: f32[N], y: f32[N], out: f32[N]"
+
+
+def test_a_persistent_kernel_launches_the_blocks_the_gpu_holds_on_both_paths(monkeypatch):
+    # A persistent kernel (passes/pipeline_persistent.py) walks its tiles from
+    # program_id(0) by num_programs(0): launched with the tiles' grid, every block along y
+    # would redo the tiles of its x. Both launch paths take min(tiles, SMs x blocks per SM).
+    import dataclasses
+
+    from tilec.runtime import launcher as launcher_module
+
+    saxpy = launcher("vector_add", "saxpy")
+    saxpy.abi = dataclasses.replace(saxpy.abi, persistent=True)
+    grids = []
+
+    def launch_kernel(*args):
+        grids.append(args[1:4])
+        return (0,)
+
+    driver = type("Driver", (), {"cuLaunchKernel": staticmethod(launch_kernel), "CUstream": int})
+    monkeypatch.setattr(launcher_module, "cuda_modules", lambda: (None, driver))
+    saxpy._functions[0] = object()
+    saxpy._residency[0] = (132, 1)  # as the driver reports it for a 200 KiB block on an H200
+    x, y = gpu((1000,), address=0x1000), gpu((1000,), address=0x2000)
+    out = gpu((1000,), (3,), "f32", 0x3000)
+    values = saxpy.checker.convert([1.5, x, y, out]).values
+    saxpy.fast_launch(values, {}, (32, 12, 1), 0)(1.5, 0x1000, 0x2000, 0x3000, 77)
+    saxpy.fast_launch(values, {}, (5, 2, 1), 0)(1.5, 0x1000, 0x2000, 0x3000, 77)
+    assert grids == [(132, 1, 1), (10, 1, 1)]
+    assert saxpy.persistent_grid((32, 12, 1), 0) == (132, 1, 1)

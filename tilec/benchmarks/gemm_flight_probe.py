@@ -26,6 +26,9 @@ __all__ = ["CONFIGS", "main"]
 
 CONFIGS: list[dict] = [
     {},
+    # One block a tile, as before persistent blocks (passes/pipeline_persistent.py).
+    {"pipeline.persistent": 0},
+    {"tile.M": 256, "tile.N": 128, "warps": 16, "pipeline.persistent": 0},
     {"pipeline.dots_in_flight": 0},
     {"tile.N": 128, "warps": 8, "pipeline.dots_in_flight": 0},
     {"tile.N": 128, "warps": 8, "stages": 4, "pipeline.dots_in_flight": 1},

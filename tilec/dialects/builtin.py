@@ -20,6 +20,12 @@ from tilec.ir.core import (
     register_op,
 )
 
+# A kernel with this (unit) attribute runs persistent blocks (`pipeline`'s option
+# `persistent`, passes/pipeline_persistent.py): `tilec.grid` still names the output tiles, but
+# the launch has fewer blocks along x (the runtime: the blocks the GPU holds at once; the
+# interpreter: a few), each walking the tiles `program_id(0)`, `+ num_programs(0)`, ...
+PERSISTENT_ATTRIBUTE = "tilec.persistent"
+
 
 @register_op
 class ModuleOp(Operation):

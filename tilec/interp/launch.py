@@ -50,7 +50,7 @@ import numpy as np
 from tilec.dialects import arith
 from tilec.dialects import tile as tile_ops
 from tilec.dialects.atomic import ATOMIC_OPS
-from tilec.dialects.builtin import FuncOp, ModuleOp
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp, ModuleOp
 from tilec.dialects.gather import ScatterOp
 from tilec.interp.atomic import block_seed, uses_atomics
 from tilec.interp.errors import InterpreterError, LaunchError
@@ -612,6 +612,11 @@ def split_count(func: FuncOp, requested: int | None) -> int | None:
     return int(requested)
 
 
+# Blocks the interpreter launches for a persistent kernel (`tilec.persistent`): few, so that
+# each walks several tiles, and 3, so that with most tile counts some walk one tile more.
+PERSISTENT_BLOCKS = 3
+
+
 def _grid(
     func: FuncOp,
     symbols: dict[str, int],
@@ -640,6 +645,9 @@ def _grid(
             )
         size = tile if isinstance(tile, int) else symbols[tile]
         grid.append(-(-symbols[dim] // size))
+    if PERSISTENT_ATTRIBUTE in func.attributes:  # blocks walk the tiles (pipeline_persistent)
+        tiles = math.prod(grid)
+        return (min(tiles, PERSISTENT_BLOCKS),) if tiles else (0,)
     splits = split_count(func, split)
     return tuple(grid) if splits is None else (*grid, splits)
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from tilec.dialects import tile as T
 from tilec.dialects.atomic import ATOMIC_OPS
-from tilec.dialects.builtin import FuncOp
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
 from tilec.dialects.gather import ScatterOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
 from tilec.ir.core import BlockArgument
@@ -303,6 +303,9 @@ class KernelABI:
     max_extents: dict[str, int] = field(default_factory=dict)
     written: frozenset[str] = frozenset()  # the tensor arguments the kernel stores into
     split: SplitAxis | None = None  # the split axis, and the hidden parameters with it
+    # Persistent blocks (`tilec.persistent`): `grid` names the output tiles; the launch has
+    # min(tiles, the blocks the GPU holds at once) blocks along x, each walking tiles.
+    persistent: bool = False
 
     @property
     def num_threads(self) -> int:
@@ -323,6 +326,7 @@ class KernelABI:
             "max_extents": self.max_extents,
             "written": sorted(self.written),
             "split": self.split.to_json() if self.split is not None else None,
+            "persistent": self.persistent,
         }
 
     @classmethod
@@ -337,6 +341,7 @@ class KernelABI:
             dict(data["max_extents"]),
             frozenset(data["written"]),
             SplitAxis(**data["split"]) if data.get("split") else None,
+            bool(data.get("persistent", False)),
         )
 
 
@@ -416,6 +421,7 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
             and op.view.owner is kernel.body.block
         ),
         split_axis(kernel),
+        PERSISTENT_ATTRIBUTE in kernel.attributes,
     )
 
 

@@ -14,6 +14,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
 | `pipeline.tma` (streamed loops on sm_90a: copies by the TMA unit or by cp.async) | pass option | pipeline |
+| `pipeline.persistent` (kernels whose main loop the TMA unit fills: persistent blocks or one a tile) | pass option | pipeline |
 
 The values come from where the compiler declares them: warp counts and the stage range from
 the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
@@ -38,7 +39,7 @@ from typing import Any
 
 from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
-from tilec.dialects.builtin import FuncOp
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
 from tilec.dialects.tile import MmaLayout
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
@@ -153,7 +154,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
     rewrote a loop, `defer-reduction.enable`; where a pipelined loop carries a wgmma chain,
     `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
-    `pipeline.tma` (1: the TMA unit copies them)."""
+    `pipeline.tma` (1: the TMA unit copies them); where those are, `pipeline.persistent` (1:
+    persistent blocks walk the tiles)."""
     decisions: dict[str, Any] = {
         f"tile.{d}": size for d, size in sorted(_tile_dims(kernel).items())
     }
@@ -180,6 +182,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
         decisions["defer-reduction.enable"] = True
     if buffers:
         decisions["pipeline.tma"] = int(any(isinstance(op, tma.TmaCopyOp) for op in kernel.walk()))
+        if decisions["pipeline.tma"]:
+            decisions["pipeline.persistent"] = int(PERSISTENT_ATTRIBUTE in kernel.attributes)
     if any(_chained(op) for op in kernel.walk() if isinstance(op, scf.ForOp)):
         decisions["pipeline.dots_in_flight"] = max(
             scf.dots_in_flight(op) for op in kernel.walk() if isinstance(op, scf.ForOp)
@@ -233,6 +237,8 @@ def applicable(
         options.append(("pipeline.dots_in_flight", (0, 1)))
     if chosen.get("pipeline.tma") == 1 and arch == "sm_90a":  # where the unit copies them all
         options.append(("pipeline.tma", (0, 1)))
+    if chosen.get("pipeline.persistent") == 1 and arch == "sm_90a":
+        options.append(("pipeline.persistent", (0, 1)))
     for name, values in options:
         if name in fixed:
             continue

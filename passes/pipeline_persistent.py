@@ -1,0 +1,312 @@
+"""Persistent blocks for a kernel whose loop `pipeline` fills by the TMA unit (its option
+`persistent`): a grid of as many blocks as the GPU holds at once walks the output tiles, and
+each block issues the next tile's first copies before this tile's epilogue.
+
+Launched one block per output tile, a GEMM pays a fixed cost per tile on top of its main loop:
+the block starts, initializes its barriers, issues its first copies and waits their whole
+latency before the first wgmma, and after the loop its epilogue (conversion, layout exchange,
+stores) keeps the tensor cores idle too. On the H200 that cost was about 7 us a wave of
+128x256 tiles (2026-12-03: 4000x3000xK timed at K = 500 to 4000, tilec's time grew 41 us per
+1000 of K from 23 us at K = 0, cuBLAS's 33 us from 12 us). With persistent blocks a block
+starts once; while it runs one tile's epilogue, the TMA unit already fills the stages with the
+next tile's first steps, so that tile's first wgmma finds its operands landed.
+
+The rewrite, of what `pipeline` left (`PipelinedLoop`):
+
+    %tiles = n0 * n1 (* n2)           n_a = ceil(extent / tile) of each axis of tilec.grid
+    %p = tile.program_id 0
+    (prologue of tile %p: its coordinates, the copies of steps 0 .. L-1, from step 0)
+    scf.for %t = %p to %tiles step %P iter_args(%base = 0) {     // %P = tile.num_programs 0
+      (coordinates of %t; the main loop, its step index counted from %base)
+      %next = %t + %P
+      (prologue of %next: its copies predicated on %next < %tiles, steps %base + trips ..)
+      (epilogue of %t)
+      scf.yield %base + trips
+    } {tilec.loop = "range"}
+    tile.barrier; tile.mbarrier_inval
+
+Tile t's coordinates are its index in launch order (axis 0 fastest, as the hardware launches
+blocks), so at any moment the tiles in flight are neighbours, as launched blocks were. The
+step index runs on across tiles, so each slot's mbarrier completes one phase per use and the
+phase parity `(step / S) % 2` stays right; the next tile's first copies fill the slots of
+steps already waited for by every thread (the argument of `pipeline`'s in-loop copies, one
+tile later). Its epilogue's scratch must not share bytes with the stages then, so the stages
+are chosen with the epilogue's scratch reserved (`epilogue_scratch_bytes`). The launch grid is
+`min(tiles, SMs x blocks per SM)` along x (the runtime's `tilec.runtime.launcher`; the
+interpreter launches `tilec.interp.launch.PERSISTENT_BLOCKS`, so that blocks walk several tiles there too); the
+kernel says so with `tilec.persistent`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilec.dialects import arith, scf, shared
+from tilec.dialects import tile as T
+from tilec.dialects import tma as TM
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
+from tilec.ir.attributes import StringAttr, UnitAttr
+from tilec.ir.builder import Builder
+from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
+from tilec.ir.folding import constant_value
+from tilec.ir.types import TensorType, index
+from tilec.lowering.exchange import op_scratch_bytes
+from tilec.lowering.wgmma import is_wgmma_dot
+from tilec.passes.specialize import attribute_pairs
+
+__all__ = [
+    "PipelinedLoop",
+    "epilogue_scratch_bytes",
+    "make_persistent",
+    "persistent_blocker",
+]
+
+@dataclass
+class PipelinedLoop:
+    """What `pipeline` made of one loop whose copies the TMA unit makes."""
+
+    loop: scf.ForOp
+    stages: int
+    step_index: Value  # the loop's step i, from 0 at its lower bound
+    prologue: list[Operation] = field(default_factory=list)  # the copies of steps 0 .. L-1
+    after: list[Operation] = field(default_factory=list)  # the barrier, mbarrier_inval
+
+
+def _top_level_loops(kernel: FuncOp) -> list[scf.ForOp]:
+    return [op for op in kernel.body.block.ops if isinstance(op, scf.ForOp)]
+
+
+def persistent_blocker(kernel: FuncOp, loop: scf.ForOp) -> str:
+    """Why the kernel of `loop` (a GEMM-like loop the TMA unit will fill) cannot be made
+    persistent ("" when it can)."""
+    if loop.parent is not kernel.body.block:
+        return "its pipelined loop is nested in other control flow"
+    if len(_top_level_loops(kernel)) != 1 or any(
+        isinstance(op, (scf.ForOp, scf.IfOp)) for op in loop.body.walk() if op is not loop
+    ):
+        return "the kernel has other loops or branches (one main loop is walked per tile)"
+    if not any(is_wgmma_dot(op) for op in loop.body.block.ops):
+        return "its loop feeds no wgmma dot"
+    grid = attribute_pairs(kernel, "tilec.grid")
+    if not grid:
+        return "the kernel has no grid"
+    if "tilec.split" in kernel.attributes or kernel.attributes.get("tilec.split_axis"):
+        return "the kernel is split (its grid has a split axis)"
+    for dim, _ in grid:
+        if _extent_source(kernel, str(dim)) is None:
+            return f"no tensor argument has the grid dimension {dim}"
+    for op in kernel.walk():
+        if isinstance(op, T.NumProgramsOp):
+            return "the kernel reads the grid's size (tile.num_programs)"
+    return ""
+
+
+def epilogue_scratch_bytes(loop: scf.ForOp) -> int:
+    """Shared-memory scratch the ops after `loop` use (layout exchanges of the epilogue): with
+    persistent blocks it may not share bytes with the stages, which the next tile's copies
+    fill meanwhile."""
+    ops = list(loop.parent.ops)
+    after = ops[ops.index(loop) + 1 :]
+    return max((op_scratch_bytes(o) for a in after for o in a.walk()), default=0)
+
+
+def _extent_source(kernel: FuncOp, dim: str) -> tuple[BlockArgument, int] | None:
+    """A tensor argument and axis whose extent is `dim`."""
+    for arg in kernel.arguments:
+        if isinstance(arg.type, TensorType):
+            for axis, d in enumerate(arg.type.shape):
+                if str(d) == dim:
+                    return arg, axis
+    return None
+
+
+def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
+    """Rewrite `kernel` (its one pipelined loop `pipelined`) for persistent blocks (the
+    module docstring)."""
+    loop = pipelined.loop
+    block = kernel.body.block
+    grid = attribute_pairs(kernel, "tilec.grid")
+    tiles = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
+    entry = Builder.at_start(block, loop.loc)
+
+    def const(b: Builder, value: int) -> Value:
+        return b.create(arith.ConstantOp, value=_index_attr(value), result_types=[index]).result
+
+    # The tile counts of the grid's axes, and the tile index of every block's first tile.
+    counts = []
+    for dim, symbol in grid:
+        view, axis = _extent_source(kernel, str(dim))  # type: ignore[misc]
+        extent = entry.create(T.DimOp, view=view, axis=_int_attr(axis)).result
+        size = tiles[str(symbol)] if not isinstance(symbol, int) else symbol
+        size_value = const(entry, int(size))
+        padded = entry.create(
+            arith.AddIOp, lhs=extent, rhs=const(entry, int(size) - 1)
+        ).result
+        counts.append(entry.create(arith.DivSIOp, lhs=padded, rhs=size_value).result)
+    total = counts[0]
+    for c in counts[1:]:
+        total = entry.create(arith.MulIOp, lhs=total, rhs=c).result
+    total.name_hint = "tiles"
+    first = entry.create(T.ProgramIdOp, axis=_int_attr(0)).result
+    first.name_hint = "first_tile"
+
+    def coordinates(b: Builder, t: Value) -> list[Value]:
+        """Tile `t`'s block coordinates, one per grid axis (axis 0 fastest)."""
+        coords, rest = [], t
+        for axis, count in enumerate(counts):
+            if axis == len(counts) - 1:
+                coords.append(rest)
+            else:
+                coords.append(b.create(arith.RemSIOp, lhs=rest, rhs=count).result)
+                rest = b.create(arith.DivSIOp, lhs=rest, rhs=count).result
+        return coords
+
+    # The first tile: the prologue as pipeline left it, at the coordinates of `first`.
+    first_coords = coordinates(entry, first)
+    for op in [op for op in kernel.walk() if isinstance(op, T.ProgramIdOp)]:
+        if op.result is not first:
+            op.result.replace_all_uses_with(first_coords[op.attributes["axis"].value])
+            op.erase()
+
+    def remap(coords: list[Value]) -> dict[Value, Value]:
+        return dict(zip(first_coords, coords))
+
+    ops = list(block.ops)
+    at = ops.index(loop)
+    before_loop, after_loop = ops[:at], ops[at + 1 : -1]  # the last is the return
+    prologue = set(map(id, pipelined.prologue))
+    after_ops = set(map(id, pipelined.after))
+    # The tile's own values: what depends on its coordinates, before the loop (not the copies).
+    tile_values = _dependents(before_loop, set(first_coords))
+    per_tile = [op for op in before_loop if id(op) in tile_values and id(op) not in prologue]
+
+    b = Builder.before_op(loop)
+    step = b.create(T.NumProgramsOp, axis=_int_attr(0)).result
+    zero = const(b, 0)
+    body = Block([index, index])
+    walk = b.create(
+        scf.ForOp, lower=first, upper=total, step=step, inits=[zero], body=Region([body])
+    )
+    walk.attributes["tilec.loop"] = StringAttr("range")
+    t, base = body.args
+    t.name_hint, base.name_hint = "tile", "step_base"
+    inner = Builder.at_end(body, loop.loc)
+
+    # This tile: its values, its main loop counting steps from `base`.
+    mapping = remap(coordinates(inner, t))
+    for op in per_tile:
+        inner.insert(op.clone(mapping))
+    main = inner.insert(loop.clone(mapping))
+    index_here = mapping[pipelined.step_index]
+    _rebase(index_here, base)
+    trips = _trip_count(inner, main, const)
+    next_base = inner.create(arith.AddIOp, lhs=base, rhs=trips).result
+    next_base.name_hint = "next_step_base"
+
+    # The next tile's first copies, before this tile's epilogue.
+    following = inner.create(arith.AddIOp, lhs=t, rhs=step).result
+    following.name_hint = "next_tile"
+    has_next = inner.create(
+        arith.CmpIOp, predicate=StringAttr("slt"), lhs=following, rhs=total
+    ).result
+    ahead = remap(coordinates(inner, following))
+    stages = const(inner, pipelined.stages)
+    for op in before_loop:
+        if id(op) in prologue or (id(op) in tile_values and id(op) not in prologue):
+            if id(op) in prologue and _is_slot_constant(op, pipelined):
+                j = constant_value(op.result).value
+                shifted = inner.create(arith.AddIOp, lhs=next_base, rhs=const(inner, j)).result
+                ahead[op.result] = inner.create(arith.RemSIOp, lhs=shifted, rhs=stages).result
+                continue
+            if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp)):
+                pred = ahead.get(op.pred, op.pred)
+                ahead[op.pred] = inner.create(arith.AndIOp, lhs=pred, rhs=has_next).result
+                inner.insert(op.clone(ahead))
+                ahead[op.pred] = pred
+                continue
+            inner.insert(op.clone(ahead))
+
+    # This tile's epilogue.
+    for op in after_loop:
+        if id(op) not in after_ops:
+            inner.insert(op.clone(mapping))
+    # A tile whose loop runs no step has no barrier between two epilogues' scratch.
+    inner.create(shared.BarrierOp)
+    inner.create(scf.YieldOp, values=[next_base])
+
+    end = Builder.after_op(walk)
+    for op in pipelined.after:
+        end.insert(op.clone({}))
+    for op in reversed(after_loop):
+        op.erase()
+    loop.erase()
+    kernel.attributes[PERSISTENT_ATTRIBUTE] = UnitAttr()
+
+
+def _dependents(ops: list[Operation], roots: set[Value]) -> set[int]:
+    """The ops of `ops` (in order) that use a root or such an op's result."""
+    tainted = set(roots)
+    out: set[int] = set()
+    for op in ops:
+        if any(v in tainted for v in op.operands) or any(
+            v in tainted for inner in op.walk() for v in inner.operands
+        ):
+            out.add(id(op))
+            tainted.update(op.results)
+    return out
+
+
+def _is_slot_constant(op: Operation, pipelined: PipelinedLoop) -> bool:
+    """A constant the prologue's copies use as their slot (step j of the prologue), and
+    nothing else does."""
+    if not isinstance(op, arith.ConstantOp):
+        return False
+    prologue = set(map(id, pipelined.prologue))
+
+    def as_slot(u: Operation) -> bool:
+        if isinstance(u, TM.MbarrierExpectOp):
+            return op.result is u.slot and op.result is not u.pred
+        if isinstance(u, TM.TmaCopyOp):
+            slots = (u.slot, u.barrier_slot)
+            return op.result in slots and all(v is not op.result for v in u.offsets)
+        return False
+
+    uses = op.result.uses
+    return bool(uses) and all(id(u) in prologue and as_slot(u) for u in uses)
+
+
+def _rebase(step_index: Value, base: Value) -> None:
+    """Count the loop's steps from `base`: every use of `step_index` takes `base + i`."""
+    assert isinstance(step_index, OpResult)
+    b = Builder.after_op(step_index.op)
+    shifted = b.create(arith.AddIOp, lhs=step_index, rhs=base).result
+    shifted.name_hint = "step"
+    for use in list(step_index.uses):
+        if use is not shifted.op:
+            for i, v in enumerate(use.operands):
+                if v is step_index:
+                    use.set_operand(i, shifted)
+
+
+def _trip_count(b: Builder, loop: scf.ForOp, const) -> Value:
+    """ceil((upper - lower) / step), at least 0."""
+    span = b.create(arith.SubIOp, lhs=loop.upper, rhs=loop.lower).result
+    padded = b.create(
+        arith.AddIOp,
+        lhs=span,
+        rhs=b.create(arith.SubIOp, lhs=loop.step, rhs=const(b, 1)).result,
+    ).result
+    trips = b.create(arith.DivSIOp, lhs=padded, rhs=loop.step).result
+    return b.create(arith.MaxSIOp, lhs=trips, rhs=const(b, 0)).result
+
+
+def _index_attr(value: int):
+    from tilec.ir.attributes import IntegerAttr
+
+    return IntegerAttr(value)
+
+
+def _int_attr(value: int):
+    from tilec.ir.attributes import IntegerAttr
+
+    return IntegerAttr(value)
