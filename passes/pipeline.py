@@ -113,6 +113,9 @@ class Pipeline(Pass):
     stream, predicated on the step being one the loop runs; the body waits on its slot's
     phase `(i / S) % 2` and then synchronizes (the slot refilled next is free); after the
     loop a barrier and `tile.mbarrier_inval` (docs/passes.md, "Copies by the TMA unit").
+    Loops that load tiles straight into registers instead get the next iteration's loads at the
+    top of the body, the tiles carried round the loop (option `register_prefetch`, the model
+    and the stages pin in `passes/register_prefetch.py`; remark "2 stages in registers: ...").
     Remarks: the stages and why, each stream, groups in flight, how the copies are made and
     why not by the TMA unit, and why each store into shared memory in a loop is not one.
     """

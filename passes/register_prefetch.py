@@ -183,7 +183,9 @@ def _prefetchable(loop: scf.ForOp, ctx: PassContext | None) -> list[_Load]:
         return []
 
     if scf.is_range_loop(loop):
-        return refuse("a range() loop (a load issued ahead would read at an index no iteration uses)")
+        return refuse(
+            "a range() loop (a load issued ahead would read at an index no iteration uses)"
+        )
     if any(isinstance(op, _SHARED_OPS) for op in loop.walk()):
         return refuse("the loop moves tiles through shared memory (pipeline's streams)")
     found = []
@@ -210,7 +212,8 @@ def _why_not(load: T.LoadOp, loop: scf.ForOp) -> list[Operation] | str:
         return ""
     for op in loop.walk():
         if op is not load and load.view in op.operands and not _reads(op):
-            return f"the loop writes {_name(load)} ({op.name}), which a load ahead would pass"
+            view = getattr(load.view, "name_hint", None) or "the view"
+            return f"the loop writes {view} ({op.name}), which a load ahead would pass"
     return recompute_slice(roots, loop)
 
 
@@ -263,7 +266,11 @@ def _same_loads(walk: _Walk, loads: list[_Load], loop: scf.ForOp) -> bool:
         and a.op.result.type == b.op.result.type
         and a.op.attributes == b.op.attributes
         and _same_value(
-            _address(a.op), earlier_loop, _address(b.op), loop, {earlier_loop.induction_var: loop.induction_var}
+            _address(a.op),
+            earlier_loop,
+            _address(b.op),
+            loop,
+            {earlier_loop.induction_var: loop.induction_var},
         )
         for a, b in zip(earlier, loads)
     )
@@ -287,7 +294,9 @@ def _same_value(a: list[Value], loop_a: scf.ForOp, b: list[Value], loop_b: scf.F
             return False
         if type(x.op) is not type(y.op) or x.op.attributes != y.op.attributes or x.type != y.type:
             return False
-        if x.index != y.index or not _same_value(x.op.operands, loop_a, y.op.operands, loop_b, seen):
+        if x.index != y.index or not _same_value(
+            x.op.operands, loop_a, y.op.operands, loop_b, seen
+        ):
             return False
         seen[x] = y
     return True
@@ -383,11 +392,13 @@ def _rewrite(walk: _Walk, ctx: PassContext | None) -> None:
         iv = loop.induction_var
         next_iv = top.create(arith.AddIOp, lhs=iv, rhs=loop.step).result
         next_iv.name_hint = f"{iv.name_hint or 'iv'}_next"
+        aheads = []
+        for x in loads:  # all before any load is erased: the first may be the builder's anchor
+            aheads.append(_load_at(top, x, loop, next_iv))
+            aheads[-1].name_hint = f"{_name(x.op)}_next"
         results = []
-        for x, init in zip(loads, carried):
+        for x, init, ahead in zip(loads, carried, aheads):
             arg = _carry(loop, init)
-            ahead = _load_at(top, x, loop, next_iv)
-            ahead.name_hint = f"{_name(x.op)}_next"
             x.op.result.replace_all_uses_with(arg)
             x.op.erase()
             yield_op = loop.yield_op
@@ -395,11 +406,11 @@ def _rewrite(walk: _Walk, ctx: PassContext | None) -> None:
             ahead.uses.append(yield_op)
             results.append(loop.results[-1])
         if ctx is not None:
-            start = "the prologue's" if k == 0 else "the previous loop's last"
+            start = "the prologue" if k == 0 else "the previous loop, which loaded it ahead"
             ctx.remark(
                 loop,
                 f"{names} loaded one iteration ahead, at the top of the body, and "
-                f"carried round the loop (the first from {start})",
+                f"carried round the loop (the first tile from {start})",
             )
         carried = results
 
