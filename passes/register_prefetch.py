@@ -21,7 +21,7 @@ After:
     }
 
 A load qualifies when it is directly in the body of a `tiles()` loop that moves no tile
-through shared memory, reads a view defined outside the loop that nothing in the loop writes,
+through shared memory and has no `tile.dot` (whose FMA path holds its operands in registers), reads a view defined outside the loop that nothing in the loop writes,
 and its offsets and mask are computed from the induction variable and loop-invariant values
 (`loop_slices.recompute_slice`: no carried value, nothing impure). Nothing can read out of
 bounds: a `tile.load` reads only elements inside the view's extents (the rest is padding), so
@@ -188,6 +188,10 @@ def _prefetchable(loop: scf.ForOp, ctx: PassContext | None) -> list[_Load]:
         )
     if any(isinstance(op, _SHARED_OPS) for op in loop.walk()):
         return refuse("the loop moves tiles through shared memory (pipeline's streams)")
+    if any(isinstance(op, T.DotOp) for op in loop.walk()):
+        # The FMA path of a dot holds its operands and accumulator in registers already
+        # (ptxas spilled attention's backward kernels with a second copy of k and v).
+        return refuse("the loop multiplies tiles (tile.dot), whose registers tiling budgets")
     found = []
     for load in candidates:
         why = _why_not(load, loop)
