@@ -218,7 +218,7 @@ def test_disabled_passes_and_pass_options_change_the_pipeline_and_the_key(monkey
         tilec.compiler.DEFAULT_PIPELINE.replace(
             ",tiling,", ',tiling{extents="K=64,M=128,N=128" arch=sm_90a},'
         )
-        .replace(",pipeline,", ',pipeline{extents="K=64,M=128,N=128" arch=sm_90a},')
+        .replace(",pipeline,", ',pipeline{arch=sm_90a extents="K=64,M=128,N=128"},')
         .replace("transpose-dot,", "transpose-dot{arch=sm_90a},")
     )
     plain = tilec.jit(matmul.fn, tile={"M": 64, "K": 32}, warps=4, disable=("pipeline", "tiling"))
