@@ -40,12 +40,13 @@ from tilec.dialects import tma as TM
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
-from tilec.ir.core import Operation, OpResult, Pure, Value
+from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType, i64
 from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan, folded_plan
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
+from tilec.passes.loop_slices import affine_in_iv, defined_inside, recompute_slice
 from tilec.passes.occupancy import (
     DRIVER_RESERVED_SHARED,
     MAX_THREADS_PER_SM,
@@ -59,6 +60,7 @@ from tilec.passes.pipeline_persistent import (
     persistent_blocker,
 )
 from tilec.passes.pipeline_tma import TMA_ARCHES, planned_buffer, tma_blocker
+from tilec.passes.register_prefetch import check_choice, prefetch_registers
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -66,6 +68,7 @@ from tilec.passes.smem_placement import (
     plan_shared_memory,
     remove_redundant_barriers,
 )
+from tilec.passes.specialize import parse_assignments
 from tilec.passes.wgmma_model import COPY_LATENCY_CLOCKS, lead_covers_latency
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
@@ -116,6 +119,9 @@ class Pipeline(Pass):
     stream, predicated on the step being one the loop runs; the body waits on its slot's
     phase `(i / S) % 2` and then synchronizes (the slot refilled next is free); after the
     loop a barrier and `tile.mbarrier_inval` (docs/passes.md, "Copies by the TMA unit").
+    Loops that load tiles straight into registers instead get the next iteration's loads at the
+    top of the body, the tiles carried round the loop (option `register_prefetch`, the model
+    and the stages pin in `passes/register_prefetch.py`; remark "2 stages in registers: ...").
     Remarks: the stages and why, each stream, groups in flight, how the copies are made and
     why not by the TMA unit, and why each store into shared memory in a loop is not one.
     """
@@ -153,6 +159,18 @@ class Pipeline(Pass):
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
         )
+        register_prefetch: int = option(
+            -1,
+            "loops that load tiles into registers issue the next iteration's loads before "
+            "this iteration's compute, carrying the tiles (passes/register_prefetch.py): -1 "
+            "where the model says it keeps more bytes in flight per SM, 0 never, 1 wherever a "
+            "load can move a step ahead; a kernel's stages pin wins (1 off, 2 or more on)",
+        )
+        extents: str = option(
+            "",
+            "known extents (or size classes) of dimensions, e.g. N=256, as tiling's option: a "
+            "loop within one step of its extent runs once and is not prefetched",
+        )
         sm_shared: int = option(
             SM_SHARED_SM90,
             "shared memory per SM in bytes (sm_90: 228 KiB), shared by the blocks a kernel's "
@@ -165,8 +183,11 @@ class Pipeline(Pass):
                 f"pipeline: option num_stages must be 0 (automatic) or at least 1, "
                 f"got {self.options.num_stages}"
             )
+        check_choice(self.options.register_prefetch)
+        extents = parse_assignments(self.options.extents, "extents", self.name)
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             _pipeline_kernel(kernel, self.options, ctx)
+            prefetch_registers(kernel, self.options.register_prefetch, extents, ctx)
 
 
 @dataclass
@@ -432,7 +453,7 @@ def _stream(loop: scf.ForOp, store: shared.StoreSharedOp) -> _Stream | str:
     padding = load.attributes.get("padding")
     if padding is not None and padding.value != 0:
         return f"the load pads with {padding}; an asynchronous copy fills zeros"
-    if _inside(load.view, loop):
+    if defined_inside(load.view, loop):
         return "the tensor view is not defined outside the loop"
     view_rank, tile_rank = load.view.type.rank, load.result.type.rank
     if view_rank != tile_rank:
@@ -441,64 +462,13 @@ def _stream(loop: scf.ForOp, store: shared.StoreSharedOp) -> _Stream | str:
             "needs one dimension per view dimension"
         )
     for i, offset in enumerate(load.offsets):
-        if not _affine(offset, loop):
+        if not affine_in_iv(offset, loop):
             return f"offset {i} of the load is not affine in the induction variable"
     roots = list(load.offsets) + ([load.mask] if load.mask is not None else [])
-    recompute = _recomputable(roots, loop)
+    recompute = recompute_slice(roots, loop)
     if isinstance(recompute, str):
         return recompute
     return _Stream(loop, store, load, alloc, recompute)
-
-
-def _inside(v: Value, loop: Operation) -> bool:
-    owner = v.owner
-    if not isinstance(v, OpResult):
-        owner = owner.parent_op  # a block argument: of the op that owns the block
-    return owner is not None and loop.is_ancestor_of(owner)
-
-
-def _depends_on_iv(v: Value, loop: scf.ForOp) -> bool:
-    if v is loop.induction_var:
-        return True
-    if not isinstance(v, OpResult) or not _inside(v, loop):
-        return False
-    return any(_depends_on_iv(x, loop) for x in v.op.operands)
-
-
-def _affine(v: Value, loop: scf.ForOp) -> bool:
-    """`v` is a + b * iv with a, b loop-invariant (computed with addi, subi, muli)."""
-    if not _depends_on_iv(v, loop) or v is loop.induction_var:
-        return True
-    op = v.op  # type: ignore[attr-defined]
-    if isinstance(op, (arith.AddIOp, arith.SubIOp)):
-        return _affine(op.lhs, loop) and _affine(op.rhs, loop)
-    if isinstance(op, arith.MulIOp):
-        one_invariant = not _depends_on_iv(op.lhs, loop) or not _depends_on_iv(op.rhs, loop)
-        return one_invariant and _affine(op.lhs, loop) and _affine(op.rhs, loop)
-    return False
-
-
-def _recomputable(roots: list[Value], loop: scf.ForOp) -> list[Operation] | str:
-    """The body ops that compute `roots` from the induction variable and loop-invariant
-    values, in body order; or why they cannot be computed for another iteration."""
-    body = loop.body.block
-    needed: set[int] = set()
-    work = list(roots)
-    while work:
-        v = work.pop()
-        if not _inside(v, loop) or v is loop.induction_var:
-            continue
-        if not isinstance(v, OpResult):
-            return "the load's offsets or mask depend on a value carried around the loop"
-        op = v.op
-        if op.parent is not body:
-            return "the load's offsets or mask are computed inside nested control flow"
-        if not op.has_trait(Pure):
-            return f"the load's offsets or mask depend on '{op.name}', which is not pure"
-        if id(op) not in needed:
-            needed.add(id(op))
-            work.extend(op.operands)
-    return [op for op in body.ops if id(op) in needed]
 
 
 # ---------------------------------------------------------------------------------------------

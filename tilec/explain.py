@@ -377,6 +377,9 @@ class _Kernel:
         why = chosen + [
             m for op in self.ops if isinstance(op, shared.StoreSharedOp) for m in self.said(op)
         ]
+        if any(m.startswith("2 stages in registers") for m in chosen):
+            self.line("stages", "2 in registers (loads issued one iteration ahead)", why)
+            return
         text = "1" + ("" if why else " (no loop streams a tile into shared memory)")
         self.line("stages", text, why)
 

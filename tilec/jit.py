@@ -395,6 +395,10 @@ class JitFunction:
             if exact:
                 tiling["exact"] = ",".join(exact)
             pass_options = {**pass_options, "tiling": tiling}
+            if "pipeline" not in self.disable and "extents" not in pass_options.get("pipeline", {}):
+                # A loop within one step of its extent runs once: no prefetch in registers.
+                pipeline_options = {**pass_options.get("pipeline", {}), "extents": text}
+                pass_options = {**pass_options, "pipeline": pipeline_options}
             if self._has_scatter and "extents" not in pass_options.get("privatize-atomics", {}):
                 # The bins a histogram counts in the block (passes/privatize_atomics.py).
                 privatize = {**pass_options.get("privatize-atomics", {}), "extents": text}

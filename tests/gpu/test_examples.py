@@ -84,3 +84,20 @@ def test_moe_gemm_sorted_uneven_experts(rows_per_expert):
     scale = expected.abs().max().item()
     error = (y.double() - expected).abs().max().item()
     assert error <= 1.6e-2 * scale, (error, scale)
+
+
+# Loops that pipeline prefetches in registers (passes/register_prefetch.py): several trips a
+# block and a partial last tile, so the load issued past the last iteration and the tile
+# carried from mask-bounds' maskless loop into its tail both run.
+PREFETCHED = [
+    ("cumsum", "cumsum_rows", {"M": 3, "N": 20011}),
+    ("cross_entropy", "cross_entropy", {"M": 5, "V": 32003}),
+    ("row_sum", "row_sum", {"M": 7, "N": 50001}),
+    ("col_sum", "col_sum", {"M": 10007, "N": 300}),
+]
+
+
+@pytest.mark.parametrize(("example", "kernel", "sizes"), PREFETCHED, ids=[p[1] for p in PREFETCHED])
+def test_loops_prefetched_in_registers(example, kernel, sizes):
+    run = run_example(example, kernel, sizes, seed=11)
+    assert run.passed, run.describe()

@@ -1,0 +1,101 @@
+"""Prefetching in registers (`pipeline{register_prefetch}`, passes/register_prefetch.py): the
+kernels whose loops load tiles straight into registers compute the same with the next
+iteration's loads issued first, at extents that leave a partial last tile, and the model's
+decisions are the ones docs/passes.md gives."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tilec
+from tests.validation import run_kernel
+from tilec.compiler import DEFAULT_PIPELINE
+from tilec.dialects import scf
+from tilec.dialects import tile as T
+from tilec.interp.runner import random_arguments
+from tilec.ir.verifier import verify
+from tilec.passmanager import PassContext, parse_pipeline
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# (example, kernel, tile sizes pinned small so that each block's loop runs several times,
+# extents: the walked one leaves a partial last tile)
+CASES = [
+    ("cumsum", "cumsum_rows", "BM=1,BN=16", {"M": 3, "N": 53}),
+    ("cross_entropy", "cross_entropy", "BM=1,BV=16", {"M": 3, "V": 53}),
+    ("cross_entropy_backward", "cross_entropy_backward", "BM=1,BV=16", {"M": 3, "V": 53}),
+    ("col_sum", "col_sum", "BN=16,BM=8", {"M": 37, "N": 19}),
+    ("row_sum", "row_sum", "BM=2,BN=16", {"M": 5, "N": 53}),
+    ("rmsnorm_backward", "rmsnorm_dw", "BN=16,BM=8", {"M": 37, "N": 19}),
+    ("topk_softmax", "greedy_token", "BM=1,BV=16", {"M": 3, "V": 53}),
+]
+
+
+def _pipeline(tiles: str, prefetch: int) -> str:
+    return DEFAULT_PIPELINE.replace("tiling,", f'tiling{{tiles="{tiles}"}},', 1).replace(
+        "pipeline,", f"pipeline{{register_prefetch={prefetch}}},"
+    )
+
+
+@pytest.mark.parametrize(("example", "name", "tiles", "extents"), CASES, ids=[c[1] for c in CASES])
+def test_prefetched_loops_compute_the_same(example, name, tiles, extents):
+    module = tilec.compile(os.path.join(ROOT, "examples", f"{example}.tile"), kernels=[name]).module
+    func = module.lookup(name)
+    inputs = random_arguments(func, extents, seed=3)
+    context = PassContext()
+    expected, sizes = None, None
+    for p in parse_pipeline(_pipeline(tiles, 1)):
+        if p.name == "pipeline":
+            before = module.clone()
+        context.current_pass = p.name
+        p.run(module, context)
+        verify(module)
+        if p.name == "pipeline":
+            expected, sizes = run_kernel(before, name, inputs, None)
+            got, _ = run_kernel(module, name, inputs, sizes)
+            for a, b in zip(got, expected):
+                np.testing.assert_array_equal(a, b, err_msg=f"pipeline changed {name}")
+    func = module.lookup(name)
+    said = [str(r) for r in context.remarks if r.op is func]
+    assert any("2 stages in registers" in m for m in said), said
+    # Every loop that loaded a tile now carries one, and the passes after pipeline keep it.
+    loops = [op for op in func.walk() if isinstance(op, scf.ForOp)]
+    assert any(any(isinstance(v.owner, T.LoadOp) for v in loop.inits) for loop in loops)
+    got, _ = run_kernel(module, name, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b, err_msg=f"the passes after pipeline changed {name}")
+
+
+def _remarks(example: str, name: str, options: dict | None = None) -> list[str]:
+    from tilec.compiler import build_pipeline
+
+    module = tilec.compile(os.path.join(ROOT, "examples", f"{example}.tile"), kernels=[name]).module
+    context = PassContext()
+    for p in parse_pipeline(build_pipeline(options=options or {})):
+        context.current_pass = p.name
+        p.run(module, context)
+    func = module.lookup(name)
+    return [r.message for r in context.remarks if r.op is func and r.pass_name == "pipeline"]
+
+
+def test_the_model_prefetches_a_long_row_walked_in_tiles():
+    (said,) = _remarks("cumsum", "cumsum_rows")
+    assert "2 stages in registers: t loaded one iteration ahead" in said
+    assert "while a block waits for its tile" in said and "against" in said
+
+
+def test_a_loop_that_runs_once_is_not_prefetched():
+    (said,) = _remarks(
+        "cumsum",
+        "cumsum_rows",
+        {"tiling": {"extents": "M=65536,N=256"}, "pipeline": {"extents": "M=65536,N=256"}},
+    )
+    assert said.startswith("1 stage in registers: the loop runs at most once a block (N <= 256")
+
+
+def test_the_model_declines_when_the_registers_halve_the_blocks():
+    (said,) = _remarks("topk_softmax", "greedy_token")
+    assert said.startswith("1 stage in registers: prefetching would not raise the bytes")
