@@ -151,19 +151,21 @@ class Pipeline(Pass):
             "names the stream that cannot)",
         )
         persistent: int = option(
-            -1,
+            0,
             "persistent blocks (sm_90a, a kernel whose one main loop the TMA unit fills): -1 "
-            "where the kernel allows (passes/pipeline_persistent.py says when), 0 never, 1 "
-            "required (an error says why not)",
+            "where the kernel allows (passes/pipeline_persistent.py says when), 0 never (the "
+            "default: slower on the H200 while the epilogue's scratch costs a stage, see "
+            "pipeline_persistent.py), 1 required (an error says why not)",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
         )
         register_prefetch: int = option(
-            -1,
+            0,
             "loops that load tiles into registers issue the next iteration's loads before "
             "this iteration's compute, carrying the tiles (passes/register_prefetch.py): -1 "
-            "where the model says it keeps more bytes in flight per SM, 0 never, 1 wherever a "
+            "where the model says it keeps more bytes in flight per SM, 0 never (the default: "
+            "the model is not yet right on the H200, see register_prefetch.py), 1 wherever a "
             "load can move a step ahead; a kernel's stages pin wins (1 off, 2 or more on)",
         )
         extents: str = option(

@@ -46,6 +46,16 @@ a thread (and the kernel's `tilec.min_blocks_per_sm`), and the loop may run more
 block (where option `extents`, `@tilec.jit`'s size classes, bound its trip count: a loop of one
 iteration only gains a prologue).
 
+**Measured** (H200, 2026-12-03, the suite's rows, peers in the same run, the model on): cumsum
+over rows 4096x16384 f32 0.229 -> 0.193 ms (55% -> 66% of copy bandwidth), but cross-entropy
+4096x32000 0.169 -> 0.191 ms and row sums 8192x8192 0.0645 -> 0.0745 ms; column sums level.
+ptxas gives the prefetched loops 8 to 55 more registers than `estimate_registers` says (row
+sums: 8 blocks an SM became 2), and even with ptxas's counts the rule above would take
+cross-entropy (2 x 2 > 3) and refuse cumsum (2 x 1 = 2): bytes in flight alone do not predict
+these loops. So option `register_prefetch` is 0 by default until the model (registers from
+ptxas, and the iteration's compute against the load's latency) explains all three; -1 runs it,
+and a kernel pins it with `stages=2`.
+
 **Controls.** The kernel's pin `tilec.num_stages` (`@kernel(stages=...)`, `--stages`): 1 turns
 it off, 2 or more on wherever a load qualifies; else option `register_prefetch` (-1: the
 model; 0: never; 1: wherever a load qualifies). Remarks: on the kernel, "2 stages in

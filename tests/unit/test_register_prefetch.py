@@ -74,7 +74,11 @@ def _remarks(example: str, name: str, options: dict | None = None) -> list[str]:
 
     module = tilec.compile(os.path.join(ROOT, "examples", f"{example}.tile"), kernels=[name]).module
     context = PassContext()
-    for p in parse_pipeline(build_pipeline(options=options or {})):
+    # The model's own decisions (option register_prefetch = -1; the default is 0, passes/
+    # register_prefetch.py says why).
+    options = {**(options or {})}
+    options["pipeline"] = {"register_prefetch": -1, **options.get("pipeline", {})}
+    for p in parse_pipeline(build_pipeline(options=options)):
         context.current_pass = p.name
         p.run(module, context)
     func = module.lookup(name)

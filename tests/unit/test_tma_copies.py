@@ -220,3 +220,46 @@ def test_the_pipeline_with_the_tma_unit_computes_what_the_loop_did(example, kern
         expected, _ = run_kernel(other, kernel, inputs, sizes)
         for a, b in zip(got, expected):
             np.testing.assert_array_equal(a, b)
+
+
+PERSISTENT_KERNELS = [k for k in TMA_KERNELS if k[1] != "attention"]  # attention: two loops
+
+
+@pytest.mark.parametrize(
+    "example, kernel, extents",
+    PERSISTENT_KERNELS,
+    ids=[f"{k}:{e}" for _, k, e in PERSISTENT_KERNELS],
+)
+def test_persistent_blocks_compute_what_one_block_a_tile_did(example, kernel, extents):
+    """pipeline's option persistent (passes/pipeline_persistent.py) at extents with partial
+    tiles everywhere: three blocks (the interpreter's launch) walk every tile, the step index
+    and the mbarrier phases running on across tiles, each block issuing the next tile's copies
+    before this tile's epilogue -- bit for bit the loop before pipelining, the race check
+    following every phase. A 3-D grid (bmm) walks its batch too."""
+    from tests.validation import run_kernel
+    from tilec.compiler import target_pipeline
+    from tilec.interp.runner import random_arguments
+    from tilec.passmanager import PassContext, parse_pipeline
+
+    text = ",".join(f"{d}={n}" for d, n in extents.items())
+    pipeline = target_pipeline(
+        DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"}},'), "sm_90a"
+    ).replace("pipeline{", "pipeline{persistent=1 ", 1)
+    passes = parse_pipeline('assume{all="aligned,unit,divisible"},' + pipeline)
+    at = [p.name for p in passes].index("pipeline")
+    module = tilec.compile(f"{EXAMPLES}/{example}", kernels=[kernel]).module
+    context = PassContext()
+    for p in passes[:at]:
+        p.run(module, context)
+    before = module.clone()
+    for p in passes[at:]:
+        p.run(module, context)
+    func = module.lookup(kernel)
+    assert "tilec.persistent" in func.attributes
+    loops = [op for op in func.body.block.ops if op.name == "scf.for"]
+    assert len(loops) == 1 and loops[0].attributes["tilec.loop"].value == "range"
+    inputs = random_arguments(func, extents, seed=11)
+    got, sizes = run_kernel(module, kernel, inputs, None)
+    expected, _ = run_kernel(before, kernel, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
