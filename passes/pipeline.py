@@ -43,6 +43,7 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType, i64
+from tilec.lowering.exchange import chunkable, remap_chunks
 from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan, folded_plan
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
@@ -211,7 +212,11 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         return
     limit = options.shared_limit
     persistent = _persistent_candidate(kernel, streams, options, ctx)
-    reserve = epilogue_scratch_bytes(persistent) if persistent is not None else 0
+    reserve = 0
+    if persistent is not None:
+        reserve = _epilogue_in_pieces(kernel, streams, options, persistent, ctx)
+        if reserve is None:
+            persistent, reserve = None, 0
     stages, why = _choose_stages(kernel, streams, options, reserve)
     ctx.remark(kernel, f"{stages} stage{'s' if stages != 1 else ''}: {why}")
     if stages == 1:
@@ -254,11 +259,14 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         chosen = [p for p in made if p.loop is persistent]
         if chosen:
             make_persistent(kernel, chosen[0])
+            pieces = max((remap_chunks(op) for op in kernel.walk()), default=1)
             ctx.remark(
                 kernel,
                 "persistent blocks: as many blocks as the GPU holds walk the output tiles "
                 "(launch order); each issues the next tile's first copies before this tile's "
-                f"epilogue, whose scratch ({reserve} bytes) stays out of the stages",
+                f"epilogue, whose scratch ({reserve} bytes"
+                + (f", the tile exchanged in {pieces} pieces" if pieces > 1 else "")
+                + ") stays out of the stages",
             )
         elif options.persistent == 1:
             raise TileError(
@@ -280,8 +288,7 @@ def _persistent_candidate(
     copies will be made by the TMA unit; with a remark when it is not one."""
     if options.persistent not in (-1, 0, 1):
         raise TileError(
-            f"pipeline: option persistent must be -1 (automatic), 0 or 1, got "
-            f"{options.persistent}"
+            f"pipeline: option persistent must be -1 (automatic), 0 or 1, got {options.persistent}"
         )
     loops = {id(s.loop): s.loop for s in streams}
     if options.persistent == 0 or options.arch not in TMA_ARCHES or options.tma == 0:
@@ -301,6 +308,48 @@ def _persistent_candidate(
             ctx.remark(kernel, f"not persistent: {why}")
         return None
     return loop
+
+
+def _epilogue_in_pieces(
+    kernel: FuncOp,
+    streams: list[_Stream],
+    options: Pipeline.Options,
+    loop: scf.ForOp,
+    ctx: PassContext,
+) -> int | None:
+    """With persistent blocks the epilogue's scratch may not share the stages' bytes: the
+    fewest pieces (`chunks` of its layout conversions: 1, 2, 4, ...) that keep the stages the
+    kernel would have without it; the scratch kept for it, or None (remark) when no split
+    does."""
+    wanted, _ = _choose_stages(kernel, streams, options, 0)
+    ops = list(loop.parent.ops)
+    remaps = [
+        o
+        for after in ops[ops.index(loop) + 1 :]
+        for o in after.walk()
+        if isinstance(o, T.ConvertLayoutOp)
+    ]
+    pieces = 1
+    while True:
+        if not all(pieces == 1 or chunkable(o, pieces) for o in remaps):
+            break
+        for o in remaps:
+            if pieces > 1:
+                o.attributes["chunks"] = IntegerAttr(pieces)
+        reserve = epilogue_scratch_bytes(loop)
+        if _choose_stages(kernel, streams, options, reserve)[0] == wanted:
+            return reserve
+        pieces *= 2
+    for o in remaps:
+        o.attributes.pop("chunks", None)
+    why = (
+        f"its epilogue's scratch, even split in {pieces // 2} pieces, would cost a pipeline "
+        f"stage ({wanted} without it)"
+    )
+    if options.persistent == 1:
+        raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
+    ctx.remark(kernel, f"not persistent: {why}")
+    return None
 
 
 def _choose_stages(
@@ -340,9 +389,7 @@ def _choose_stages(
                 else ""
             )
             kept = f", {reserve} kept for the epilogue's scratch (persistent)" if reserve else ""
-            return stages, (
-                f"the most that fit: {plan.total} of {limit} bytes{kept}{share}{more}"
-            )
+            return stages, (f"the most that fit: {plan.total} of {limit} bytes{kept}{share}{more}")
     return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
 
 

@@ -74,6 +74,7 @@ __all__ = [
     "persistent_blocker",
 ]
 
+
 @dataclass
 class PipelinedLoop:
     """What `pipeline` made of one loop whose copies the TMA unit makes."""
@@ -152,9 +153,7 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
         extent = entry.create(T.DimOp, view=view, axis=_int_attr(axis)).result
         size = tiles[str(symbol)] if not isinstance(symbol, int) else symbol
         size_value = const(entry, int(size))
-        padded = entry.create(
-            arith.AddIOp, lhs=extent, rhs=const(entry, int(size) - 1)
-        ).result
+        padded = entry.create(arith.AddIOp, lhs=extent, rhs=const(entry, int(size) - 1)).result
         counts.append(entry.create(arith.DivSIOp, lhs=padded, rhs=size_value).result)
     total = counts[0]
     for c in counts[1:]:

@@ -414,8 +414,7 @@ class _KernelFacts:
             if isinstance(op, arith.AddIOp):
                 pairs.append((op.rhs, op.lhs))
             return max(
-                min(self.counter_run(a), self.run(b), self.elements_multiple(b))
-                for a, b in pairs
+                min(self.counter_run(a), self.run(b), self.elements_multiple(b)) for a, b in pairs
             )
         if isinstance(op, T.BroadcastOp):
             return 1 if op.input.type.shape[-1] == 1 else self.counter_run(op.input)

@@ -83,3 +83,47 @@ def test_a_pinned_tma_on_unaligned_rows_is_a_clear_error():
     c = torch.empty(64, 64, device="cuda", dtype=torch.float16)
     with pytest.raises(TileError, match=r"stride 0 of a \(a.stride.0\)"):
         kernel(a_stored, b_stored, c)
+
+
+PERSISTENT_SHAPES = [
+    (4000, 3000, 1000),  # 384 tiles of 128x256: each of the 132 blocks walks 2 or 3
+    (4096, 4096, 4096),
+    (1000, 520, 72),
+    (257, 129, 136),
+    (8, 64, 8),  # one tile: one block
+]
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("m, n, k", PERSISTENT_SHAPES)
+def test_persistent_blocks_give_the_bits_of_a_block_a_tile(m, n, k, layout):
+    """pipeline's option persistent (passes/pipeline_persistent.py): as many blocks as the GPU
+    holds walk the tiles, the next tile's copies issued before this tile's epilogue, which
+    exchanges the tile in row pieces through a scratch out of the stages (`chunks`): the same
+    bits as a block a tile."""
+    from tilec.jit import load_kernel
+
+    name = f"gemm_{layout}"
+    persistent = load_kernel(
+        EXAMPLES / "gemm_layouts.tile", name, pass_options={"pipeline": {"persistent": -1}}
+    )
+    plain = _kernel(name, -1)
+    a, b, a_stored, b_stored = _operands(m, n, k, layout, torch.float16, m * 7 + n + k)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    persistent(a_stored, b_stored, c)
+    c0 = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    plain(a_stored, b_stored, c0)
+    assert torch.equal(c, c0)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2e-2, atol=0.5)
+
+
+def test_persistent_bmm_walks_its_batch_too():
+    from tilec.jit import load_kernel
+
+    bmm = load_kernel(EXAMPLES / "bmm.tile", "bmm", pass_options={"pipeline": {"persistent": -1}})
+    torch.manual_seed(5)
+    a = torch.randn(6, 520, 136, device="cuda", dtype=torch.float16)
+    b = torch.randn(6, 136, 392, device="cuda", dtype=torch.float16)
+    c = torch.full((6, 520, 392), float("nan"), device="cuda", dtype=torch.float16)
+    bmm(a, b, c)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2e-2, atol=0.5)

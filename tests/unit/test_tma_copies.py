@@ -263,3 +263,39 @@ def test_persistent_blocks_compute_what_one_block_a_tile_did(example, kernel, ex
     expected, _ = run_kernel(before, kernel, inputs, sizes)
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_persistent_epilogue_exchanges_its_tile_in_row_pieces_that_keep_the_stages():
+    """At 4000x3000x1000 the 128x256 f16 tile's exchange needs 66 KiB of scratch, which with
+    persistent blocks may not share the four 48 KiB stages' bytes: pipeline splits it in two
+    pieces of 64 rows (33 KiB), keeping 4 stages; for both layouts every thread holds the same
+    slots in each piece (`chunk_slots`: no test at run time). ptxas takes the result without
+    spills."""
+    from tilec.lowering.exchange import chunk_slots, op_scratch_bytes, thread_map
+    from tilec.lowering.ptxas import assemble, find_ptxas
+
+    text = "M=4000,N=3000,K=1000"
+    program = tilec.compile(
+        f"{EXAMPLES}/matmul.tile",
+        kernels=["matmul"],
+        target="ptx",
+        arch="sm_90a",
+        pipeline='assume{all="aligned,unit,divisible"},'
+        + DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"}},').replace(
+            "pipeline,", "pipeline{persistent=-1},"
+        ),
+    )
+    func = program.module.lookup("matmul")
+    assert "tilec.persistent" in func.attributes
+    (convert,) = [op for op in func.walk() if op.name == "tile.convert_layout"]
+    assert convert.attributes["chunks"].value == 2
+    assert op_scratch_bytes(convert) == 64 * (256 * 2 + 16)
+    buffers = [op for op in func.walk() if op.name == "tile.alloc_shared"]
+    assert max(op.result.type.shape[0] for op in buffers) == 4  # stages kept
+    src = chunk_slots(thread_map(convert.input.type), 2)
+    dst = chunk_slots(thread_map(convert.result.type), 2)
+    for pieces in (src, dst):
+        assert sorted(set(pieces)) == [0, 1] and pieces.count(0) == pieces.count(1)
+    if find_ptxas() is not None:
+        resources = assemble(program.ptx, "sm_90a")["matmul"]
+        assert resources.spill_stores == 0 and resources.spill_loads == 0

@@ -287,6 +287,13 @@ class ConvertLayoutOp(Operation):
     summary = "Change the layout of a tile (same shape and element type)."
     input = Operand(TILE)
     result = Result(TILE)
+    chunks = Attr(
+        IntegerAttr,
+        optional=True,
+        doc="exchange the tile through shared memory in this many pieces along its last "
+        "dimension, each through the same scratch (a power of two; the lowering's choice of "
+        "scratch size, not a change of meaning: tilec.lowering.exchange.chunk_slots)",
+    )
     traits = (Pure,)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
@@ -297,6 +304,14 @@ class ConvertLayoutOp(Operation):
                 f"may change only the layout, got {src} -> {dst}",
                 hint="use 'tile.cast' for the element type, 'tile.reshape' for the shape",
             )
+        chunks = self.attributes.get("chunks")
+        if chunks is not None:
+            n = chunks.value
+            last = src.shape[-1] if src.shape else 1
+            if n < 1 or n & (n - 1) or (isinstance(last, int) and last % n):
+                raise self.error(
+                    f"chunks must be a power of two dividing the last dimension ({last}), got {n}"
+                )
 
     def fold(self):
         same = same_or_none(self.input, self.result.type)

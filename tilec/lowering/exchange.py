@@ -37,10 +37,13 @@ from tilec.lowering.layouts import (
 __all__ = [
     "REMAP_OPS",
     "ReducePlan",
+    "chunk_slots",
+    "chunkable",
     "dot_b_offset",
     "kernel_scratch_bytes",
     "op_scratch_bytes",
     "reduce_plan",
+    "remap_chunks",
     "remap_coefficients",
     "remap_scratch_coefficients",
     "remap_scratch_strides",
@@ -75,6 +78,9 @@ def remap_scratch_strides(op: Operation) -> tuple[int, ...]:
     src = op.operands[0].type
     shape = list(src.shape)
     size = element_bytes(src.element)
+    chunks = remap_chunks(op)
+    if chunks > 1:  # one piece of the rows at a time (`chunk_slots`)
+        shape[0] //= chunks
     if isinstance(op, T.ReshapeOp) or len(shape) < 2:
         return row_major_strides(shape)
     if isinstance(op, T.TransposeOp):
@@ -89,6 +95,33 @@ def remap_scratch_strides(op: Operation) -> tuple[int, ...]:
             strides[p] = dst[i]
         return tuple(strides)
     return _padded_row_major(shape, size)
+
+
+def remap_chunks(op: Operation) -> int:
+    """The pieces a `tile.convert_layout` is exchanged in (its `chunks`; 1 for other ops)."""
+    chunks = op.attributes.get("chunks") if isinstance(op, T.ConvertLayoutOp) else None
+    return chunks.value if chunks is not None else 1
+
+
+def chunk_slots(m: ThreadMap, chunks: int) -> list[int | None]:
+    """For a tile in thread map `m` exchanged in `chunks` pieces of its rows (dimension 0):
+    per slot, the piece its element is in when it is the same for every thread, else None
+    (the piece then depends on the thread -- on its warp, for an mma accumulator's rows --
+    and the lowering tests it)."""
+    height = m.shape[0] // chunks
+    rows = m.indices()[0] // height  # [threads, count]: the piece of each position
+    same = (rows == rows[:1]).all(axis=0)
+    per_position = [int(r) if ok else None for r, ok in zip(rows[0], same)]
+    return [per_position[m.slot_multi_index(s)[0]] for s in range(m.num_slots)]
+
+
+def chunkable(op: Operation, chunks: int) -> bool:
+    """Whether a `tile.convert_layout` through scratch can be exchanged in `chunks` pieces of
+    its rows: a 2-D or larger tile whose row count they divide."""
+    if not isinstance(op, T.ConvertLayoutOp) or op_scratch_bytes(op) == 0:
+        return False
+    shape = op.input.type.shape
+    return len(shape) >= 2 and shape[0] % chunks == 0
 
 
 def _padded_row_major(shape: list[int], size: int) -> tuple[int, ...]:
@@ -182,7 +215,9 @@ def op_scratch_bytes(op: Operation) -> int:
             return 0
         t = op.operands[0].type
         strides = remap_scratch_strides(op)  # the outermost: its rows, each padded
-        return max(s * n for s, n in zip(strides, t.shape)) * element_bytes(t.element)
+        shape = list(t.shape)
+        shape[0] //= remap_chunks(op)  # one piece of the rows at a time
+        return max(s * n for s, n in zip(strides, shape)) * element_bytes(t.element)
     if isinstance(op, T.ReduceOp):
         plan = reduce_plan(op)
         if plan.result_slots is not None:

@@ -98,7 +98,9 @@ from tilec.lowering.elementwise import check_arch as elementwise_check_arch
 from tilec.lowering.exchange import (
     REMAP_OPS,
     SCRATCH_ALIGNMENT,
+    chunk_slots,
     op_scratch_bytes,
+    remap_chunks,
     remap_scratch_coefficients,
     remap_scratch_strides,
     remap_source_slots,
@@ -567,12 +569,81 @@ class _KernelLowering(
         if slots is not None:
             return [[values[s] for s in slots]]
         self.before_scratch_write(op)
+        chunks = remap_chunks(op)
+        if chunks > 1:
+            return [self.remap_in_chunks(op, values, chunks)]
         self.write_tile(src_t, values, strides=remap_scratch_strides(op))
         self.barrier()
         flats = self.flat_indices(thread_map(dst_t), remap_scratch_coefficients(op))
         result = [self.scratch_load(dst_t.element, f) for f in flats]
         self.after_scratch_read(op)
         return [result]
+
+    def remap_in_chunks(self, op: Operation, values: list[ir.Value], chunks: int) -> list[Any]:
+        """A layout conversion through the scratch of one piece of the tile's rows: per piece,
+        its owners write their slots in it, a barrier, every thread reads its slots in it,
+        and a barrier before the next piece reuses the bytes. A slot's piece is known here
+        when it is the same for every thread (`exchange.chunk_slots`), else tested: the write
+        made only there, the read kept only there (from an address clamped into the piece)."""
+        src_t, dst_t = op.operands[0].type, op.results[0].type
+        src_m, dst_m = thread_map(src_t), thread_map(dst_t)
+        strides = remap_scratch_strides(op)  # of one piece
+        height = src_t.shape[0] // chunks
+        src_flats = self.flat_indices(src_m, strides)
+        dst_flats = self.flat_indices(dst_m, remap_scratch_coefficients(op))
+        src_pieces = self._row_pieces(src_m, chunks, height)
+        dst_pieces = self._row_pieces(dst_m, chunks, height)
+        result: list[Any] = [None] * len(dst_flats)
+        owner = self.unique_owner(src_m)
+        b = self.b
+        zero = ir.Constant(I32, 0)
+        for c in range(chunks):
+            if c:
+                self.barrier()  # every thread has read the previous piece
+            shift = ir.Constant(I32, c * height * strides[0])
+
+            def emit(c=c, shift=shift) -> None:
+                for flat, v, piece in zip(src_flats, values, src_pieces):
+                    if isinstance(piece, int):
+                        if piece == c:
+                            self.scratch_store(src_t.element, b.sub(flat, shift), v)
+                        continue
+                    here = b.icmp_unsigned("==", piece, ir.Constant(I32, c))
+                    self.when(
+                        here,
+                        lambda f=flat, v=v: self.scratch_store(src_t.element, b.sub(f, shift), v),
+                    )
+
+            self.when(owner, emit)
+            self.barrier()
+            for i, (flat, piece) in enumerate(zip(dst_flats, dst_pieces)):
+                if isinstance(piece, int):
+                    if piece == c:
+                        result[i] = self.scratch_load(dst_t.element, b.sub(flat, shift))
+                    continue
+                here = b.icmp_unsigned("==", piece, ir.Constant(I32, c))
+                index = b.select(here, b.sub(flat, shift), zero)
+                loaded = self.scratch_load(dst_t.element, index)
+                result[i] = loaded if result[i] is None else b.select(here, loaded, result[i])
+        self.after_scratch_read(op)
+        return result
+
+    def _row_pieces(self, m: ThreadMap, chunks: int, height: int) -> list[Any]:
+        """Per slot, its piece of the rows: an int where every thread's is the same, else the
+        i32 value `row // height` of this thread."""
+        pieces = chunk_slots(m, chunks)
+        if all(isinstance(p, int) for p in pieces):
+            return pieces
+        (base, *_rest) = self.bases(m)
+        out: list[Any] = []
+        for slot, piece in enumerate(pieces):
+            if piece is not None:
+                out.append(piece)
+                continue
+            offset = m.dims[0].offsets[m.slot_multi_index(slot)[0]]
+            row = self.b.add(base, ir.Constant(I32, offset)) if offset else base
+            out.append(self.b.udiv(row, ir.Constant(I32, height)))
+        return out
 
 
 def _parameter_type(kind: str, dtype: str) -> ir.Type:

@@ -27,8 +27,8 @@ from llvmlite import ir
 from tilec.dialects.random import PHILOX_KEY_STEPS, PHILOX_MULTIPLIERS, PHILOX_ROUNDS
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
-from tilec.lowering.exchange import thread_map
 from tilec.lowering import mathlib
+from tilec.lowering.exchange import thread_map
 
 __all__ = ["lower_philox"]
 
@@ -79,7 +79,13 @@ def _counter(b: ir.IRBuilder, offset: ir.Value) -> ir.Value:
 
 def _pick(b: ir.IRBuilder, words: list[ir.Value], which: ir.Value) -> ir.Value:
     """`words[which]` for a 2-bit `which` (of any integer width): two levels of selects."""
-    bit = [b.trunc(b.and_(b.lshr(which, ir.Constant(which.type, k)), ir.Constant(which.type, 1)), ir.IntType(1)) for k in (0, 1)]
+    bit = [
+        b.trunc(
+            b.and_(b.lshr(which, ir.Constant(which.type, k)), ir.Constant(which.type, 1)),
+            ir.IntType(1),
+        )
+        for k in (0, 1)
+    ]
     low = b.select(bit[0], words[1], words[0])
     high = b.select(bit[0], words[3], words[2])
     return b.select(bit[1], high, low)
@@ -99,7 +105,9 @@ def _run(b: ir.IRBuilder, seed: ir.Value, offsets: list[ir.Value], xor: int) -> 
     if len(offsets) == 4:
         return [words[i ^ xor] for i in range(4)]
     # g = 2: the run is words 0, 1 or 2, 3, as bit 1 of its first offset says.
-    upper = b.trunc(b.and_(b.lshr(first, ir.Constant(first.type, 1)), ir.Constant(first.type, 1)), ir.IntType(1))
+    upper = b.trunc(
+        b.and_(b.lshr(first, ir.Constant(first.type, 1)), ir.Constant(first.type, 1)), ir.IntType(1)
+    )
     return [b.select(upper, words[2 | (i ^ xor)], words[i ^ xor]) for i in range(2)]
 
 

@@ -1,0 +1,106 @@
+"""Persistent blocks against a block a tile (`pipeline`'s option `persistent`,
+passes/pipeline_persistent.py) on GEMMs a user writes, with cuBLAS in the same run.
+
+    python -m tilec.benchmarks.persistent_probe [--json OUT]
+
+For each kernel and shape: tilec's time with `persistent = 0` (the default) and `-1`
+(wherever the kernel allows), each checked against torch first, and torch's (`matmul` /
+`bmm`) on the same inputs; times from `tilec.benchmarks.gpu.time_ms` (inputs rotated past the
+L2 cache, median). One line each: the two times, their ratio, and both over cuBLAS's. Needs a
+GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tilec.benchmarks.gpu import EXAMPLES, _sets, time_ms
+
+__all__ = ["CASES", "main"]
+
+# (example, kernel, shape): matmul is M x N x K; bmm is Z x M x N x K.
+CASES = [
+    ("gemm_layouts.tile", "gemm_nn", (4000, 3000, 1000)),
+    ("gemm_layouts.tile", "gemm_nn", (4096, 4096, 4096)),
+    ("gemm_layouts.tile", "gemm_nt", (4000, 3000, 1000)),
+    ("gemm_layouts.tile", "gemm_nn", (2048, 2048, 2048)),
+    ("gemm_layouts.tile", "gemm_nn", (3000, 5000, 2000)),
+    ("bmm.tile", "bmm", (8, 1024, 1024, 1024)),
+    ("bmm.tile", "bmm", (64, 256, 256, 64)),
+]
+
+
+def _inputs(kernel: str, shape: tuple) -> tuple:
+    import torch
+
+    def make():
+        if kernel == "bmm":
+            z, m, n, k = shape
+            a = torch.randn(z, m, k, device="cuda", dtype=torch.float16)
+            b = torch.randn(z, k, n, device="cuda", dtype=torch.float16)
+            return a, b
+        m, n, k = shape
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        if kernel == "gemm_nt":
+            b = b.t().contiguous()
+        return a, b
+
+    a, b = make()
+    per_set = (a.numel() + b.numel()) * 2
+    return _sets(make, per_set)
+
+
+def _reference(kernel: str):
+    if kernel == "gemm_nt":
+        return lambda a, b: a @ b.t()
+    return lambda a, b: a @ b
+
+
+def case(example: str, kernel: str, shape: tuple) -> dict:
+    import torch
+
+    from tilec.jit import load_kernel
+
+    sets = _inputs(kernel, shape)
+    reference = _reference(kernel)
+    out = torch.empty_like(reference(*sets[0]))
+    row = {"kernel": kernel, "shape": "x".join(map(str, shape))}
+    for label, value in (("one_a_tile", 0), ("persistent", -1)):
+        fn = load_kernel(
+            EXAMPLES / example, kernel, pass_options={"pipeline": {"persistent": value}}
+        )
+        fn(*sets[0], out)
+        torch.cuda.synchronize()
+        expected = reference(*sets[0])
+        torch.testing.assert_close(out, expected, rtol=2e-2, atol=0.5)
+        row[label] = time_ms(lambda a, b, fn=fn: fn(a, b, out), sets)
+    row["torch"] = time_ms(reference, sets)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    rows = []
+    for example, kernel, shape in CASES:
+        row = case(example, kernel, shape)
+        rows.append(row)
+        print(
+            f"{row['kernel']:8} {row['shape']:20} one a tile {row['one_a_tile'] * 1e3:8.1f} us  "
+            f"persistent {row['persistent'] * 1e3:8.1f} us  ({row['persistent'] / row['one_a_tile']:.3f})"
+            f"  torch {row['torch'] * 1e3:8.1f} us  tilec/torch {row['one_a_tile'] / row['torch']:.3f}"
+            f" -> {row['persistent'] / row['torch']:.3f}",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
