@@ -290,9 +290,9 @@ class ConvertLayoutOp(Operation):
     chunks = Attr(
         IntegerAttr,
         optional=True,
-        doc="exchange the tile through shared memory in this many pieces along its last "
-        "dimension, each through the same scratch (a power of two; the lowering's choice of "
-        "scratch size, not a change of meaning: tilec.lowering.exchange.chunk_slots)",
+        doc="exchange the tile through shared memory in this many pieces of its rows "
+        "(dimension 0), each through the same scratch (a power of two; the lowering's choice "
+        "of scratch size, not a change of meaning: tilec.lowering.exchange.chunk_slots)",
     )
     traits = (Pure,)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
@@ -307,10 +307,11 @@ class ConvertLayoutOp(Operation):
         chunks = self.attributes.get("chunks")
         if chunks is not None:
             n = chunks.value
-            last = src.shape[-1] if src.shape else 1
-            if n < 1 or n & (n - 1) or (isinstance(last, int) and last % n):
+            rows = src.shape[0] if len(src.shape) >= 2 else None
+            if rows is None or n < 1 or n & (n - 1) or (isinstance(rows, int) and rows % n):
                 raise self.error(
-                    f"chunks must be a power of two dividing the last dimension ({last}), got {n}"
+                    f"chunks must be a power of two dividing the rows of a tile of 2 or more "
+                    f"dimensions ({rows}), got {n}"
                 )
 
     def fold(self):
