@@ -36,18 +36,18 @@ are chosen with the epilogue's scratch reserved (`epilogue_scratch_bytes`). The 
 interpreter launches `tilec.interp.launch.PERSISTENT_BLOCKS`, so that blocks walk several tiles there too); the
 kernel says so with `tilec.persistent`.
 
-**Measured, and why it is off by default** (H200, 2026-12-03, `gemm_flight_probe`, cuBLAS in
-the same run): `examples/matmul.tile` at 4000x3000x1000 took 75.1 us persistent against 63.5 us
-with a block a tile, at 4096^3 292 us against 201 us. Its epilogue exchanges the 128x256 f16
-tile through 66 KiB of scratch, which must stay out of the stages here, so only 3 stages of
-48 KiB fit instead of 4, and with 3 the copies run too few steps ahead to leave a wgmma group
-in flight (`wgmma_model.lead_covers_latency`): the main loop lost more than the tile changes
-gained. The mechanism is right (translation-validated, GPU tests pass with the real grid); what
-it needs is an epilogue that costs no stage -- the tile exchanged in row chunks through a
-small scratch, or stored from the accumulator's layout, or by a TMA store -- and, for the
-epilogue to overlap the next tile's wgmmas, warp specialization. Until then option
-`persistent` is 0 unless asked for (-1: wherever the kernel allows; 1: required), and the
-tuner searches it (`pipeline.persistent`).
+**Measured, and why it is off by default** (H200, 2026-12-03; docs/benchmarks.md, "Four
+numbers a Philox run, persistent blocks, prefetch in registers"): slower than a block a tile
+in every run -- 1.17-1.45x its time (4000x3000x1000 73.9 against 63.3 us, 4096^3 278 against
+204 us, `tilec.benchmarks.persistent_probe`). Two causes were found and fixed: the epilogue's
+66 KiB scratch cost a stage (now the exchange goes in row pieces, `chunks`, keeping the
+stages), and the main loop inside the walk was not recognized by the lowering as the
+pipeline's (`wgmma.pipelined_loop` looked for the drain right after it), so each wgmma group
+was waited for right after its issue. The second was found after the last measurement: the
+PTX now keeps one group in flight, but no run has timed it, so option `persistent` stays 0
+unless asked for (-1: wherever the kernel allows; 1: required), and the tuner searches it
+(`pipeline.persistent`). For the epilogue to overlap the next tile's wgmmas (not only its
+copies), warp specialization is the next step.
 """
 
 from __future__ import annotations

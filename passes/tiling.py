@@ -241,6 +241,7 @@ class _KernelTiling(MmaSearch, BlockOrder):
         self.scattered = scattered_operands(kernel)
         self.byte_copies = int8_byte_copies(kernel)
         self.tiles = _tile_shapes(kernel)
+        self.fma_dots = _fma_dot_operands(kernel)
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -590,6 +591,24 @@ def _tile_shapes(kernel: FuncOp) -> list[tuple[tuple, object]]:
             if isinstance(v.type, TileType):
                 found[(tuple(v.type.shape), str(v.type.element))] = v.type.element
     return [(shape, element) for (shape, _), element in found.items()]
+
+
+def _fma_dot_operands(kernel: FuncOp) -> list[tuple[tuple, object, tuple, object]]:
+    """The (A shape, A element, B shape, B element) of the kernel's dots that no tensor-core
+    path takes (f64, f32 and mixed operands): the lowering stages both operands in its scratch
+    (`exchange.op_scratch_bytes`), so under a config's sizes they must fit a block's shared
+    memory together (`tile_problems`)."""
+    found = {}
+    for op in kernel.walk():
+        if isinstance(op, T.DotOp) and not is_mma_dot(op):
+            a, b = op.a.type, op.b.type
+            found[(tuple(a.shape), str(a.element), tuple(b.shape), str(b.element))] = (
+                tuple(a.shape),
+                a.element,
+                tuple(b.shape),
+                b.element,
+            )
+    return list(found.values())
 
 
 def _plan_elements(plan: TilePlan, shape: tuple) -> int:

@@ -362,13 +362,30 @@ class MmaSearch:
         64x64x16) rules the config out; accumulators (64 KiB at 128x128) are far below it.
         smem-placement still checks the whole plan."""
         size, text = self.largest_tile(c)
-        if size <= self.opts.shared_limit:
-            return []
-        return [
-            f"a tile of {text} ({format_bytes(size)}) is larger than a block's shared memory "
-            f"({format_bytes(self.opts.shared_limit)}, option shared_limit), which converting "
-            "its layout needs"
-        ]
+        found = []
+        if size > self.opts.shared_limit:
+            found.append(
+                f"a tile of {text} ({format_bytes(size)}) is larger than a block's shared "
+                f"memory ({format_bytes(self.opts.shared_limit)}, option shared_limit), which "
+                "converting its layout needs"
+            )
+        for a_shape, a_element, b_shape, b_element in getattr(self, "fma_dots", ()):
+            a_bytes = self._elements(a_shape, c) * element_bytes(a_element)
+            b_bytes = self._elements(b_shape, c) * element_bytes(b_element)
+            staged = -(-a_bytes // 16) * 16 + b_bytes  # A, then B (`exchange.dot_b_offset`)
+            if staged > self.opts.shared_limit:
+                found.append(
+                    f"a dot on the FMA path stages its {a_element} and {b_element} operands "
+                    f"in shared memory: {format_bytes(staged)} under these sizes, over the "
+                    f"limit of {format_bytes(self.opts.shared_limit)} (option shared_limit)"
+                )
+        return found
+
+    def _elements(self, shape: tuple, c: TileConfig) -> int:
+        n = 1
+        for d in shape:
+            n *= self.size(d, c) if isinstance(d, str) else int(d)
+        return n
 
     def stages_for(self, dots: list[TiledDot], c: TileConfig) -> int:
         """The stages `c` is budgeted for: the pin, else pipeline's own rule

@@ -335,6 +335,29 @@ def k(x1: i8[N, D], x2: bf16[D], x3: i32[N, D], x4: i64[M, 4, N, D], y: f16[M, N
     assert not result.findings, result.findings[0].message
 
 
+def test_tiling_leaves_room_for_the_fma_dots_operands_beside_a_wgmma_dot():
+    """Found by the differential check (seeds 180 and 196, shrunk), once f8 dots took wgmma
+    k32: the f8 dot's wgmma tiling chose 128x128x128, under which the kernel's f64 dot (FMA
+    path) stages 128 KiB of A and 128 KiB of B in shared memory -- each tile under a block's
+    shared memory, both together not (smem-placement refused 288 KiB). `tile_problems` now
+    counts an FMA dot's two operands together."""
+    source = """
+def k(x1: f64[M, K], x2: f64[N, K], x3: f8e4m3[M, K], x4: f8e4m3[N, K], y1: f64[M, N], y2: f32[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f64)
+        for tk in tiles(K):
+            acc += x1[tm, tk] @ x2[tn, tk].T
+        acc8 = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc8 += dot(x3[tm, tk], x4[tn, tk].T)
+        y1[tm, tn] = acc
+        y2[tm, tn] = acc8
+"""
+    program = _program(source, {"M": 33, "N": 17, "K": 40}, seed=180)
+    result = differential.check_program(program, ptxas=False)
+    assert not result.findings, result.findings[0].message
+
+
 def test_a_computed_tile_with_an_axis_of_its_own_keeps_the_contiguous_run_small():
     """Found by the differential check (seed 100, kernel k0, shrunk), once atomics made new
     programs: moved tiles [BM, BN] gave BN the whole budget (4096) and a computed [BD, BN]

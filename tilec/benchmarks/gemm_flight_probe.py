@@ -27,8 +27,8 @@ __all__ = ["CONFIGS", "main"]
 CONFIGS: list[dict] = [
     {},
     # Persistent blocks (passes/pipeline_persistent.py), which the default leaves off.
-    {"pipeline.persistent": -1},
-    {"tile.M": 256, "tile.N": 128, "warps": 16, "pipeline.persistent": -1},
+    {"pipeline.persistent": 1},
+    {"tile.M": 256, "tile.N": 128, "warps": 16, "pipeline.persistent": 1},
     {"pipeline.dots_in_flight": 0},
     {"tile.N": 128, "warps": 8, "pipeline.dots_in_flight": 0},
     {"tile.N": 128, "warps": 8, "stages": 4, "pipeline.dots_in_flight": 1},

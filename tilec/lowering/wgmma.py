@@ -13,6 +13,7 @@ from llvmlite import ir
 from tilec.dialects import scf
 from tilec.dialects import shared as S
 from tilec.dialects import tile as T
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE
 from tilec.dialects.tile import DotOperandLayout, MmaLayout
 from tilec.dialects.tma import MbarrierInvalOp, MbarrierWaitOp
 from tilec.ir.core import Operation, OpResult
@@ -148,10 +149,31 @@ def pipelined_loop(loop: Operation) -> bool:
         return bool(after) and isinstance(after[0], S.AsyncWaitOp)
     if any(isinstance(op, T.DotOp) for op in body[: waits[0]]):
         return False
-    return (
+    return _drained(loop)
+
+
+def _drained(loop: Operation) -> bool:
+    """Whether the TMA copies of `loop` are drained after it (a barrier, then
+    `tile.mbarrier_inval`): right after it, or, for the main loop of persistent blocks
+    (passes/pipeline_persistent.py), after the loop that walks the tiles around it -- the next
+    tile's copies and this tile's epilogue come between, and `drain_loop` waits for the
+    wgmmas still in flight at the main loop's exit all the same."""
+    block = loop.block
+    after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
+    if (
         len(after) > 1
         and isinstance(after[0], S.BarrierOp)
         and isinstance(after[1], MbarrierInvalOp)
+    ):
+        return True
+    walk = loop.parent_op
+    kernel = walk.parent_op if walk is not None else None
+    return (
+        isinstance(walk, scf.ForOp)
+        and scf.is_range_loop(walk)
+        and kernel is not None
+        and PERSISTENT_ATTRIBUTE in kernel.attributes
+        and _drained(walk)
     )
 
 
