@@ -315,7 +315,7 @@ class ExpressionWriter:
         seed = self.scalar_argument(choose(c, ("i32", "i64", "i8")))
         if chance(c, 20):
             seed = Value(choose(c, ("0", "1234", "-7")), "int", constant=True)
-        offsets = self.consecutive_offsets(shape) or self.expression(shape, depth - 1)
+        offsets = self.expression(shape, depth - 1)
         if offsets.dtype == "i1" or offsets.dtype == "bool":
             offsets = Value(
                 f"({self.strong(offsets, offsets.shape).text}).to(i32)", "i32", offsets.shape
@@ -325,23 +325,6 @@ class ExpressionWriter:
         self.features.add(f"random:{fn}")
         dtype = "i32" if fn == "randint" else "f32"
         return Value(f"{fn}({seed.text}, {offsets.text})", dtype, offsets.shape)
-
-    def consecutive_offsets(self, shape: tuple) -> Value | None:
-        """Sometimes (None otherwise) offsets consecutive along the last axis from multiples of
-        4, as a dropout's row-major ones are: where the compiler gives four offsets of a thread
-        one Philox run (vectorize's `group`)."""
-        c = self.c
-        if not shape or shape[-1] == 1 or shape.index(shape[-1]) != len(shape) - 1:
-            return None
-        if not chance(c, 40):
-            return None
-        self.features.add("random:consecutive")
-        column = self.with_new_axes(self.offsets(shape[-1]), self.axis_of(shape, shape[-1]))
-        if len(shape) >= 2 and shape[0] != 1 and chance(c, 50):
-            rows = self.with_new_axes(self.offsets(shape[0]), self.axis_of(shape, shape[0]))
-            return Value(f"{rows.text} * 64 + {column.text}", "i32", shape)
-        start = self.scalar_argument("i32")
-        return Value(f"{start.text} * 4 + {column.text}", "i32", column.shape)
 
     def numeric(self, value: Value) -> Value:
         """`value`, converted when it is i1 (arithmetic on i1 is an error)."""
