@@ -58,7 +58,7 @@ from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
-from tilec.ir.attributes import StringAttr, UnitAttr
+from tilec.ir.attributes import IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
 from tilec.ir.folding import constant_value
@@ -144,13 +144,13 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     entry = Builder.at_start(block, loop.loc)
 
     def const(b: Builder, value: int) -> Value:
-        return b.create(arith.ConstantOp, value=_index_attr(value), result_types=[index]).result
+        return b.create(arith.ConstantOp, value=IntegerAttr(value), result_types=[index]).result
 
     # The tile counts of the grid's axes, and the tile index of every block's first tile.
     counts = []
     for dim, symbol in grid:
         view, axis = _extent_source(kernel, str(dim))  # type: ignore[misc]
-        extent = entry.create(T.DimOp, view=view, axis=_int_attr(axis)).result
+        extent = entry.create(T.DimOp, view=view, axis=IntegerAttr(axis)).result
         size = tiles[str(symbol)] if not isinstance(symbol, int) else symbol
         size_value = const(entry, int(size))
         padded = entry.create(arith.AddIOp, lhs=extent, rhs=const(entry, int(size) - 1)).result
@@ -159,7 +159,7 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     for c in counts[1:]:
         total = entry.create(arith.MulIOp, lhs=total, rhs=c).result
     total.name_hint = "tiles"
-    first = entry.create(T.ProgramIdOp, axis=_int_attr(0)).result
+    first = entry.create(T.ProgramIdOp, axis=IntegerAttr(0)).result
     first.name_hint = "first_tile"
 
     def coordinates(b: Builder, t: Value) -> list[Value]:
@@ -193,7 +193,7 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     per_tile = [op for op in before_loop if id(op) in tile_values and id(op) not in prologue]
 
     b = Builder.before_op(loop)
-    step = b.create(T.NumProgramsOp, axis=_int_attr(0)).result
+    step = b.create(T.NumProgramsOp, axis=IntegerAttr(0)).result
     zero = const(b, 0)
     body = Block([index, index])
     walk = b.create(
@@ -310,15 +310,3 @@ def _trip_count(b: Builder, loop: scf.ForOp, const) -> Value:
     ).result
     trips = b.create(arith.DivSIOp, lhs=padded, rhs=loop.step).result
     return b.create(arith.MaxSIOp, lhs=trips, rhs=const(b, 0)).result
-
-
-def _index_attr(value: int):
-    from tilec.ir.attributes import IntegerAttr
-
-    return IntegerAttr(value)
-
-
-def _int_attr(value: int):
-    from tilec.ir.attributes import IntegerAttr
-
-    return IntegerAttr(value)
