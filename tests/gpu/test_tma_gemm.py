@@ -85,17 +85,18 @@ def test_a_pinned_tma_on_unaligned_rows_is_a_clear_error():
         kernel(a_stored, b_stored, c)
 
 
-PERSISTENT_SHAPES = [
-    (4000, 3000, 1000),  # 384 tiles of 128x256: each of the 132 blocks walks 2 or 3
-    (4096, 4096, 4096),
-    (1000, 520, 72),
-    (257, 129, 136),
-    (8, 64, 8),  # one tile: one block
+# Each case compiles two kernels for its shape (about 30 s a case on the device): a few that
+# cover the walk -- many tiles a block, partial tiles, one tile -- over the operand layouts.
+PERSISTENT_CASES = [
+    (4000, 3000, 1000, "nn"),  # 384 tiles of 128x256: each of the 132 blocks walks 2 or 3
+    (4000, 3000, 1000, "nt"),
+    (1000, 520, 72, "tn"),
+    (257, 129, 136, "tt"),
+    (8, 64, 8, "nn"),  # one tile: one block
 ]
 
 
-@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
-@pytest.mark.parametrize("m, n, k", PERSISTENT_SHAPES)
+@pytest.mark.parametrize("m, n, k, layout", PERSISTENT_CASES)
 def test_persistent_blocks_give_the_bits_of_a_block_a_tile(m, n, k, layout):
     """pipeline's option persistent (passes/pipeline_persistent.py): as many blocks as the GPU
     holds walk the tiles, the next tile's copies issued before this tile's epilogue, which
