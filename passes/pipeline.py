@@ -43,7 +43,6 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import SharedType, i64
-from tilec.lowering.exchange import chunkable, remap_chunks
 from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan, folded_plan
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
@@ -56,9 +55,9 @@ from tilec.passes.occupancy import (
 )
 from tilec.passes.pipeline_persistent import (
     PipelinedLoop,
-    epilogue_scratch_bytes,
-    make_persistent,
-    persistent_blocker,
+    persist,
+    persistent_loop,
+    reserve_epilogue,
 )
 from tilec.passes.pipeline_tma import TMA_ARCHES, planned_buffer, tma_blocker
 from tilec.passes.register_prefetch import check_choice, prefetch_registers
@@ -211,12 +210,24 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     if not streams:
         return
     limit = options.shared_limit
-    persistent = _persistent_candidate(kernel, streams, options, ctx)
-    reserve = 0
+    persistent, reserve = None, 0
+    if options.persistent not in (-1, 0, 1):
+        raise TileError(
+            f"pipeline: option persistent must be -1 (automatic), 0 or 1, got {options.persistent}"
+        )
+    if options.persistent != 0 and options.arch in TMA_ARCHES and options.tma != 0:
+        loops = list({id(s.loop): s.loop for s in streams}.values())
+        copies = next((w for w in (tma_blocker(kernel, s, 2) for s in streams) if w), "")
+        persistent = persistent_loop(kernel, loops, copies, options.persistent, ctx)
     if persistent is not None:
-        reserve = _epilogue_in_pieces(kernel, streams, options, persistent, ctx)
-        if reserve is None:
-            persistent, reserve = None, 0
+        found = reserve_epilogue(
+            kernel,
+            persistent,
+            lambda kept: _choose_stages(kernel, streams, options, kept)[0],
+            options.persistent,
+            ctx,
+        )
+        persistent, reserve = (None, 0) if found is None else (persistent, found)
     stages, why = _choose_stages(kernel, streams, options, reserve)
     ctx.remark(kernel, f"{stages} stage{'s' if stages != 1 else ''}: {why}")
     if stages == 1:
@@ -256,100 +267,13 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
             made.append(pipelined)
     remove_redundant_barriers(kernel)
     if persistent is not None:
-        chosen = [p for p in made if p.loop is persistent]
-        if chosen:
-            make_persistent(kernel, chosen[0])
-            pieces = max((remap_chunks(op) for op in kernel.walk()), default=1)
-            ctx.remark(
-                kernel,
-                "persistent blocks: as many blocks as the GPU holds walk the output tiles "
-                "(launch order); each issues the next tile's first copies before this tile's "
-                f"epilogue, whose scratch ({reserve} bytes"
-                + (f", the tile exchanged in {pieces} pieces" if pieces > 1 else "")
-                + ") stays out of the stages",
-            )
-        elif options.persistent == 1:
-            raise TileError(
-                "pipeline: option persistent = 1, but the main loop's copies are not made by "
-                "the TMA unit",
-                persistent.loc,
-            )
+        chosen = next((p for p in made if p.loop is persistent), None)
+        persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
     plan = plan_shared_memory(kernel)
     check_shared_plan(
         kernel, plan, limit, "option shared_limit of pipeline", "use fewer stages or smaller tiles"
     )
     apply_shared_plan(kernel, plan, ctx, limit)
-
-
-def _persistent_candidate(
-    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, ctx: PassContext
-) -> scf.ForOp | None:
-    """The loop of a kernel that persistent blocks will walk (option `persistent`), if its
-    copies will be made by the TMA unit; with a remark when it is not one."""
-    if options.persistent not in (-1, 0, 1):
-        raise TileError(
-            f"pipeline: option persistent must be -1 (automatic), 0 or 1, got {options.persistent}"
-        )
-    loops = {id(s.loop): s.loop for s in streams}
-    if options.persistent == 0 or options.arch not in TMA_ARCHES or options.tma == 0:
-        return None
-    why = ""
-    if len(loops) != 1:
-        why = "more than one loop streams tiles into shared memory"
-    loop = next(iter(loops.values()))
-    why = why or persistent_blocker(kernel, loop)
-    if not why:
-        blocked = [tma_blocker(kernel, s, 2) for s in streams]
-        why = next((w for w in blocked if w), "")
-    if why:
-        if options.persistent == 1:
-            raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
-        if any(is_wgmma_dot(op) for op in loop.body.block.ops):
-            ctx.remark(kernel, f"not persistent: {why}")
-        return None
-    return loop
-
-
-def _epilogue_in_pieces(
-    kernel: FuncOp,
-    streams: list[_Stream],
-    options: Pipeline.Options,
-    loop: scf.ForOp,
-    ctx: PassContext,
-) -> int | None:
-    """With persistent blocks the epilogue's scratch may not share the stages' bytes: the
-    fewest pieces (`chunks` of its layout conversions: 1, 2, 4, ...) that keep the stages the
-    kernel would have without it; the scratch kept for it, or None (remark) when no split
-    does."""
-    wanted, _ = _choose_stages(kernel, streams, options, 0)
-    ops = list(loop.parent.ops)
-    remaps = [
-        o
-        for after in ops[ops.index(loop) + 1 :]
-        for o in after.walk()
-        if isinstance(o, T.ConvertLayoutOp)
-    ]
-    pieces = 1
-    while True:
-        if not all(pieces == 1 or chunkable(o, pieces) for o in remaps):
-            break
-        for o in remaps:
-            if pieces > 1:
-                o.attributes["chunks"] = IntegerAttr(pieces)
-        reserve = epilogue_scratch_bytes(loop)
-        if _choose_stages(kernel, streams, options, reserve)[0] == wanted:
-            return reserve
-        pieces *= 2
-    for o in remaps:
-        o.attributes.pop("chunks", None)
-    why = (
-        f"its epilogue's scratch, even split in {pieces // 2} pieces, would cost a pipeline "
-        f"stage ({wanted} without it)"
-    )
-    if options.persistent == 1:
-        raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
-    ctx.remark(kernel, f"not persistent: {why}")
-    return None
 
 
 def _choose_stages(

@@ -52,8 +52,10 @@ copies), warp specialization is the next step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
@@ -63,15 +65,19 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import TensorType, index
-from tilec.lowering.exchange import op_scratch_bytes
+from tilec.lowering.exchange import chunkable, op_scratch_bytes, remap_chunks
 from tilec.lowering.wgmma import is_wgmma_dot
 from tilec.passes.specialize import attribute_pairs
+from tilec.passmanager import PassContext
 
 __all__ = [
     "PipelinedLoop",
     "epilogue_scratch_bytes",
     "make_persistent",
+    "persist",
     "persistent_blocker",
+    "persistent_loop",
+    "reserve_epilogue",
 ]
 
 
@@ -113,6 +119,94 @@ def persistent_blocker(kernel: FuncOp, loop: scf.ForOp) -> str:
         if isinstance(op, T.NumProgramsOp):
             return "the kernel reads the grid's size (tile.num_programs)"
     return ""
+
+
+def persistent_loop(
+    kernel: FuncOp, loops: list[scf.ForOp], copies: str, option: int, ctx: PassContext
+) -> scf.ForOp | None:
+    """The loop persistent blocks will walk (option `persistent`: -1 where allowed, 1
+    required), of the kernel's streamed `loops`, whose copies the TMA unit makes unless
+    `copies` says why not; None, with a remark (or an error when required), when there is
+    none."""
+    loop = loops[0]
+    why = "more than one loop streams tiles into shared memory" if len(loops) != 1 else ""
+    why = why or persistent_blocker(kernel, loop) or copies
+    if not why:
+        return loop
+    if option == 1:
+        raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
+    if any(is_wgmma_dot(op) for op in loop.body.block.ops):
+        ctx.remark(kernel, f"not persistent: {why}")
+    return None
+
+
+def reserve_epilogue(
+    kernel: FuncOp,
+    loop: scf.ForOp,
+    stages_for: Callable[[int], int],
+    option: int,
+    ctx: PassContext,
+) -> int | None:
+    """With persistent blocks the epilogue's scratch may not share the stages' bytes: the
+    fewest pieces of its layout exchanges (`chunks`: 1, 2, 4, ...) that keep the stages the
+    kernel has without it (`stages_for(bytes kept)`); the bytes kept, or None (a remark, or an
+    error when required) when no split does."""
+    wanted = stages_for(0)
+    ops = list(loop.parent.ops)
+    remaps = [
+        o
+        for after in ops[ops.index(loop) + 1 :]
+        for o in after.walk()
+        if isinstance(o, T.ConvertLayoutOp)
+    ]
+    pieces = 1
+    while pieces == 1 or all(chunkable(o, pieces) for o in remaps):
+        for o in remaps if pieces > 1 else ():
+            o.attributes["chunks"] = IntegerAttr(pieces)
+        reserve = epilogue_scratch_bytes(loop)
+        if stages_for(reserve) == wanted:
+            return reserve
+        pieces *= 2
+    for o in remaps:
+        o.attributes.pop("chunks", None)
+    why = (
+        f"its epilogue's scratch, even split in {pieces // 2} pieces, would cost a pipeline "
+        f"stage ({wanted} without it)"
+    )
+    if option == 1:
+        raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
+    ctx.remark(kernel, f"not persistent: {why}")
+    return None
+
+
+def persist(
+    kernel: FuncOp,
+    loop: scf.ForOp,
+    pipelined: PipelinedLoop | None,
+    reserve: int,
+    option: int,
+    ctx: PassContext,
+) -> None:
+    """Make `kernel` persistent around its pipelined `loop` (`pipelined`: what `pipeline`
+    made of it, None when its copies did not go to the TMA unit after all), with a remark."""
+    if pipelined is None:
+        if option == 1:
+            raise TileError(
+                "pipeline: option persistent = 1, but the main loop's copies are not made by "
+                "the TMA unit",
+                loop.loc,
+            )
+        return
+    make_persistent(kernel, pipelined)
+    pieces = max((remap_chunks(op) for op in kernel.walk()), default=1)
+    ctx.remark(
+        kernel,
+        "persistent blocks: as many blocks as the GPU holds walk the output tiles (launch "
+        "order); each issues the next tile's first copies before this tile's epilogue, whose "
+        f"scratch ({reserve} bytes"
+        + (f", the tile exchanged in {pieces} pieces" if pieces > 1 else "")
+        + ") stays out of the stages",
+    )
 
 
 def epilogue_scratch_bytes(loop: scf.ForOp) -> int:

@@ -220,6 +220,8 @@ class _KernelFacts:
         self.spec: Specialization = kernel_specialization(kernel)
         self.names = {arg: arg.name_hint or f"arg{i}" for i, arg in enumerate(kernel.arguments)}
         self._multiples: dict[Value, int] = {}
+        self._counter_runs: dict[Value, int] = {}
+        self._element_multiples: dict[Value, int] = {}
         warps = kernel.attributes.get("tilec.num_warps")
         self.num_warps = warps.value if warps is not None else None
         # Each grid axis: the dimension it tiles and the tile (None where not yet specialized).
@@ -402,7 +404,13 @@ class _KernelFacts:
     def counter_run(self, v: Value) -> int:
         """The largest power of two r such that along the last dimension of the integer tile
         `v`, every aligned run of r elements holds r consecutive values from a multiple of r
-        (1: nothing known)."""
+        (1: nothing known). Memoized: offsets are DAGs that share subexpressions."""
+        found = self._counter_runs.get(v)
+        if found is None:
+            found = self._counter_runs[v] = self._counter_run(v)
+        return found
+
+    def _counter_run(self, v: Value) -> int:
         t = v.type
         if not isinstance(t, TileType) or t.shape[-1] == 1 or not isinstance(v, OpResult):
             return 1
@@ -424,7 +432,13 @@ class _KernelFacts:
 
     def elements_multiple(self, v: Value) -> int:
         """The largest power of two every element of the integer tile (or scalar) `v` is known
-        to be a multiple of."""
+        to be a multiple of (memoized)."""
+        found = self._element_multiples.get(v)
+        if found is None:
+            found = self._element_multiples[v] = self._elements_multiple(v)
+        return found
+
+    def _elements_multiple(self, v: Value) -> int:
         if not isinstance(v.type, TileType):
             return self.multiple(v)
         if not isinstance(v, OpResult):

@@ -185,6 +185,25 @@ TMA_KERNELS = [
 ]
 
 
+def _before_pipeline(example: str, kernel: str, extents: dict, pipeline_options: str = ""):
+    """sm_90a's pipeline for contiguous tensors of `extents` (with `pipeline_options` given to
+    its pass `pipeline`), and `kernel` of `example` run through the passes before `pipeline`:
+    (the passes, the module, their context)."""
+    from tilec.compiler import target_pipeline
+    from tilec.passmanager import PassContext, parse_pipeline
+
+    text = ",".join(f"{d}={n}" for d, n in extents.items())
+    pipeline = target_pipeline(
+        DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"}},'), "sm_90a"
+    ).replace("pipeline{", "pipeline{" + pipeline_options, 1)
+    passes = parse_pipeline('assume{all="aligned,unit,divisible"},' + pipeline)
+    module = tilec.compile(f"{EXAMPLES}/{example}", kernels=[kernel]).module
+    context = PassContext()
+    for p in passes[: [p.name for p in passes].index("pipeline")]:
+        p.run(module, context)
+    return passes, module, context
+
+
 @pytest.mark.parametrize(
     "example, kernel, extents", TMA_KERNELS, ids=[f"{k}:{e}" for _, k, e in TMA_KERNELS]
 )
@@ -194,20 +213,11 @@ def test_the_pipeline_with_the_tma_unit_computes_what_the_loop_did(example, kern
     results equal, bit for bit, the loop's before pipelining and the cp.async form's, in the
     interpreter, whose race check follows every mbarrier phase."""
     from tests.validation import run_kernel
-    from tilec.compiler import target_pipeline
     from tilec.interp.runner import random_arguments
-    from tilec.passmanager import PassContext, parse_pipeline
+    from tilec.passmanager import parse_pipeline
 
-    text = ",".join(f"{d}={n}" for d, n in extents.items())
-    pipeline = target_pipeline(
-        DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"}},'), "sm_90a"
-    )
-    passes = parse_pipeline('assume{all="aligned,unit,divisible"},' + pipeline)
+    passes, module, context = _before_pipeline(example, kernel, extents)
     at = [p.name for p in passes].index("pipeline")
-    module = tilec.compile(f"{EXAMPLES}/{example}", kernels=[kernel]).module
-    context = PassContext()
-    for p in passes[:at]:
-        p.run(module, context)
     before, plain = module.clone(), module.clone()
     passes[at].run(module, context)
     parse_pipeline('pipeline{arch="sm_90a" tma=0}')[0].run(plain, context)
@@ -237,20 +247,10 @@ def test_persistent_blocks_compute_what_one_block_a_tile_did(example, kernel, ex
     before this tile's epilogue -- bit for bit the loop before pipelining, the race check
     following every phase. A 3-D grid (bmm) walks its batch too."""
     from tests.validation import run_kernel
-    from tilec.compiler import target_pipeline
     from tilec.interp.runner import random_arguments
-    from tilec.passmanager import PassContext, parse_pipeline
 
-    text = ",".join(f"{d}={n}" for d, n in extents.items())
-    pipeline = target_pipeline(
-        DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"}},'), "sm_90a"
-    ).replace("pipeline{", "pipeline{persistent=1 ", 1)
-    passes = parse_pipeline('assume{all="aligned,unit,divisible"},' + pipeline)
+    passes, module, context = _before_pipeline(example, kernel, extents, "persistent=1 ")
     at = [p.name for p in passes].index("pipeline")
-    module = tilec.compile(f"{EXAMPLES}/{example}", kernels=[kernel]).module
-    context = PassContext()
-    for p in passes[:at]:
-        p.run(module, context)
     before = module.clone()
     for p in passes[at:]:
         p.run(module, context)
@@ -269,8 +269,7 @@ def test_a_persistent_epilogue_exchanges_its_tile_in_row_pieces_that_keep_the_st
     """At 4000x3000x1000 the 128x256 f16 tile's exchange needs 66 KiB of scratch, which with
     persistent blocks may not share the four 48 KiB stages' bytes: pipeline splits it in two
     pieces of 64 rows (33 KiB), keeping 4 stages; for both layouts every thread holds the same
-    slots in each piece (`chunk_slots`: no test at run time). ptxas takes the result without
-    spills."""
+    slots in each piece (`chunk_slots`). ptxas takes the result without spills."""
     from tilec.lowering.exchange import chunk_slots, op_scratch_bytes, thread_map
     from tilec.lowering.ptxas import assemble, find_ptxas
 

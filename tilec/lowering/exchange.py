@@ -103,25 +103,29 @@ def remap_chunks(op: Operation) -> int:
     return chunks.value if chunks is not None else 1
 
 
-def chunk_slots(m: ThreadMap, chunks: int) -> list[int | None]:
+def chunk_slots(m: ThreadMap, chunks: int) -> list[int] | None:
     """For a tile in thread map `m` exchanged in `chunks` pieces of its rows (dimension 0):
-    per slot, the piece its element is in when it is the same for every thread, else None
-    (the piece then depends on the thread -- on its warp, for an mma accumulator's rows --
-    and the lowering tests it)."""
+    per slot, the piece its element is in -- None when for some slot that depends on the
+    thread (so that a piece's writes and reads are a fixed subset of the slots)."""
     height = m.shape[0] // chunks
     rows = m.indices()[0] // height  # [threads, count]: the piece of each position
-    same = (rows == rows[:1]).all(axis=0)
-    per_position = [int(r) if ok else None for r, ok in zip(rows[0], same)]
-    return [per_position[m.slot_multi_index(s)[0]] for s in range(m.num_slots)]
+    if not (rows == rows[:1]).all():
+        return None
+    return [int(rows[0][m.slot_multi_index(s)[0]]) for s in range(m.num_slots)]
 
 
 def chunkable(op: Operation, chunks: int) -> bool:
     """Whether a `tile.convert_layout` through scratch can be exchanged in `chunks` pieces of
-    its rows: a 2-D or larger tile whose row count they divide."""
+    its rows: a tile of 2 or more dimensions whose rows they divide, and whose slots are in
+    the same piece in every thread, in both layouts (`chunk_slots`)."""
     if not isinstance(op, T.ConvertLayoutOp) or op_scratch_bytes(op) == 0:
         return False
     shape = op.input.type.shape
-    return len(shape) >= 2 and shape[0] % chunks == 0
+    if len(shape) < 2 or shape[0] % chunks:
+        return False
+    return all(
+        chunk_slots(thread_map(t), chunks) is not None for t in (op.input.type, op.result.type)
+    )
 
 
 def _padded_row_major(shape: list[int], size: int) -> tuple[int, ...]:

@@ -582,21 +582,20 @@ class _KernelLowering(
     def remap_in_chunks(self, op: Operation, values: list[ir.Value], chunks: int) -> list[Any]:
         """A layout conversion through the scratch of one piece of the tile's rows: per piece,
         its owners write their slots in it, a barrier, every thread reads its slots in it,
-        and a barrier before the next piece reuses the bytes. A slot's piece is known here
-        when it is the same for every thread (`exchange.chunk_slots`), else tested: the write
-        made only there, the read kept only there (from an address clamped into the piece)."""
+        and a barrier before the next piece reuses the bytes (`exchange.chunk_slots`: which
+        slots are in which piece, the same in every thread)."""
         src_t, dst_t = op.operands[0].type, op.results[0].type
         src_m, dst_m = thread_map(src_t), thread_map(dst_t)
         strides = remap_scratch_strides(op)  # of one piece
         height = src_t.shape[0] // chunks
         src_flats = self.flat_indices(src_m, strides)
         dst_flats = self.flat_indices(dst_m, remap_scratch_coefficients(op))
-        src_pieces = self._row_pieces(src_m, chunks, height)
-        dst_pieces = self._row_pieces(dst_m, chunks, height)
+        src_pieces, dst_pieces = chunk_slots(src_m, chunks), chunk_slots(dst_m, chunks)
+        if src_pieces is None or dst_pieces is None:
+            raise NotLowered(op, f"has chunks = {chunks}, which its layouts do not split into")
         result: list[Any] = [None] * len(dst_flats)
         owner = self.unique_owner(src_m)
         b = self.b
-        zero = ir.Constant(I32, 0)
         for c in range(chunks):
             if c:
                 self.barrier()  # every thread has read the previous piece
@@ -604,46 +603,16 @@ class _KernelLowering(
 
             def emit(c=c, shift=shift) -> None:
                 for flat, v, piece in zip(src_flats, values, src_pieces):
-                    if isinstance(piece, int):
-                        if piece == c:
-                            self.scratch_store(src_t.element, b.sub(flat, shift), v)
-                        continue
-                    here = b.icmp_unsigned("==", piece, ir.Constant(I32, c))
-                    self.when(
-                        here,
-                        lambda f=flat, v=v: self.scratch_store(src_t.element, b.sub(f, shift), v),
-                    )
+                    if piece == c:
+                        self.scratch_store(src_t.element, b.sub(flat, shift), v)
 
             self.when(owner, emit)
             self.barrier()
             for i, (flat, piece) in enumerate(zip(dst_flats, dst_pieces)):
-                if isinstance(piece, int):
-                    if piece == c:
-                        result[i] = self.scratch_load(dst_t.element, b.sub(flat, shift))
-                    continue
-                here = b.icmp_unsigned("==", piece, ir.Constant(I32, c))
-                index = b.select(here, b.sub(flat, shift), zero)
-                loaded = self.scratch_load(dst_t.element, index)
-                result[i] = loaded if result[i] is None else b.select(here, loaded, result[i])
+                if piece == c:
+                    result[i] = self.scratch_load(dst_t.element, b.sub(flat, shift))
         self.after_scratch_read(op)
         return result
-
-    def _row_pieces(self, m: ThreadMap, chunks: int, height: int) -> list[Any]:
-        """Per slot, its piece of the rows: an int where every thread's is the same, else the
-        i32 value `row // height` of this thread."""
-        pieces = chunk_slots(m, chunks)
-        if all(isinstance(p, int) for p in pieces):
-            return pieces
-        (base, *_rest) = self.bases(m)
-        out: list[Any] = []
-        for slot, piece in enumerate(pieces):
-            if piece is not None:
-                out.append(piece)
-                continue
-            offset = m.dims[0].offsets[m.slot_multi_index(slot)[0]]
-            row = self.b.add(base, ir.Constant(I32, offset)) if offset else base
-            out.append(self.b.udiv(row, ir.Constant(I32, height)))
-        return out
 
 
 def _parameter_type(kind: str, dtype: str) -> ir.Type:
