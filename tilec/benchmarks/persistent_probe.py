@@ -1,7 +1,7 @@
 """Persistent blocks against a block a tile (`pipeline`'s option `persistent`,
 passes/pipeline_persistent.py) on GEMMs a user writes, with cuBLAS in the same run.
 
-    python -m tilec.benchmarks.persistent_probe [--json OUT]
+    python -m tilec.benchmarks.persistent_probe [--json OUT] [--only 'gemm_nn 4000,bmm']
 
 For each kernel and shape: tilec's time with `persistent = 0` (the default) and `-1`
 (wherever the kernel allows), each checked against torch first, and torch's (`matmul` /
@@ -83,10 +83,17 @@ def case(example: str, kernel: str, shape: tuple) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--json", help="write the rows here (after each row)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated substrings of 'kernel MxNxK' to run"
+    )
     args = parser.parse_args(argv)
+    wanted = [w for w in args.only.split(",") if w]
     rows = []
     for example, kernel, shape in CASES:
+        name = f"{kernel} {'x'.join(map(str, shape))}"
+        if wanted and not any(w in name for w in wanted):
+            continue
         row = case(example, kernel, shape)
         rows.append(row)
         print(
@@ -96,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             f" -> {row['persistent'] / row['torch']:.3f}",
             flush=True,
         )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
     return 0
 
 
