@@ -68,6 +68,7 @@ from tilec.ir.types import TensorType, index
 from tilec.lowering.exchange import chunkable, op_scratch_bytes, remap_chunks
 from tilec.lowering.wgmma import is_wgmma_dot
 from tilec.passes.specialize import attribute_pairs
+from tilec.passes.tiling_rewrites import block_divmod
 from tilec.passmanager import PassContext
 
 __all__ = [
@@ -160,18 +161,23 @@ def reserve_epilogue(
         if isinstance(o, T.ConvertLayoutOp)
     ]
     pieces = 1
-    while pieces == 1 or all(chunkable(o, pieces) for o in remaps):
+    while True:
         for o in remaps if pieces > 1 else ():
             o.attributes["chunks"] = IntegerAttr(pieces)
         reserve = epilogue_scratch_bytes(loop)
         if stages_for(reserve) == wanted:
             return reserve
+        # Only a layout exchange splits; with none (or none that splits further) more
+        # pieces cannot shrink the scratch.
+        if not remaps or not all(chunkable(o, pieces * 2) for o in remaps):
+            break
         pieces *= 2
     for o in remaps:
         o.attributes.pop("chunks", None)
+    split = f", even split in {pieces} pieces," if pieces > 1 else ""
     why = (
-        f"its epilogue's scratch, even split in {pieces // 2} pieces, would cost a pipeline "
-        f"stage ({wanted} without it)"
+        f"its epilogue's scratch ({reserve} bytes{split}) would cost a pipeline stage "
+        f"({wanted} without it)"
     )
     if option == 1:
         raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
@@ -263,8 +269,8 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
             if axis == len(counts) - 1:
                 coords.append(rest)
             else:
-                coords.append(b.create(arith.RemSIOp, lhs=rest, rhs=count).result)
-                rest = b.create(arith.DivSIOp, lhs=rest, rhs=count).result
+                coords.append(block_divmod(b, rest, count, quotient=False))
+                rest = block_divmod(b, rest, count)
         return coords
 
     # The first tile: the prologue as pipeline left it, at the coordinates of `first`.

@@ -11,7 +11,7 @@ from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import MmaLayout
 from tilec.ir.builder import Builder
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
-from tilec.ir.types import TensorType, TileType, index
+from tilec.ir.types import TensorType, TileType, i32, index
 from tilec.ir.verifier import VerifyError, verify_op_structure
 from tilec.passmanager import PassContext
 
@@ -137,6 +137,24 @@ def _start_chain(user: Operation, operand: int, layout: MmaLayout) -> None:
     user.set_operand(operand, conversion.result)
 
 
+def block_divmod(b: Builder, lhs: Value, rhs: Value, *, quotient: bool = True) -> Value:
+    """`lhs // rhs` (or `lhs % rhs`) of block indices and block counts, computed in i32.
+
+    Both are below 2**31: extents are (runtime/arguments.py), so are tile counts, and the
+    runtime refuses a launch whose linear block or tile index would not be. The width matters
+    on sm_90a: a 64-bit division by a value known only at run time is a subroutine call in
+    SASS, and nvJitLink (what cuda.core compiles PTX with) then serializes every `wgmma` of
+    the kernel ("wgmma.mma_async instructions are serialized due to the presence of Extern
+    calls"): each group waited for right after its issue, a third of the main loop's speed
+    lost."""
+    narrow = [
+        b.create(arith.IndexCastOp, input=v, result_types=[i32]).result for v in (lhs, rhs)
+    ]
+    cls = arith.DivSIOp if quotient else arith.RemSIOp
+    result = b.create(cls, lhs=narrow[0], rhs=narrow[1]).result
+    return b.create(arith.IndexCastOp, input=result, result_types=[index]).result
+
+
 def grouped_program_ids(kernel: FuncOp, g: int) -> tuple[Value, Value]:
     """Block coordinates (axis 0, axis 1) in grouped order, computed at the top of the kernel.
 
@@ -155,11 +173,11 @@ def grouped_program_ids(kernel: FuncOp, g: int) -> tuple[Value, Value]:
     c_g = b.create(arith.ConstantOp, value=g, result_types=[index]).result
     pid = op(arith.AddIOp, lhs=x, rhs=op(arith.MulIOp, lhs=y, rhs=nx))
     group_size = op(arith.MulIOp, lhs=ny, rhs=c_g)
-    group = op(arith.DivSIOp, lhs=pid, rhs=group_size)
+    group = block_divmod(b, pid, group_size)
     first = op(arith.MulIOp, lhs=group, rhs=c_g)
     rows = op(arith.MinSIOp, lhs=op(arith.SubIOp, lhs=nx, rhs=first), rhs=c_g)
-    in_group = op(arith.RemSIOp, lhs=pid, rhs=group_size)
-    pid_m = op(arith.AddIOp, lhs=first, rhs=op(arith.RemSIOp, lhs=in_group, rhs=rows))
-    pid_n = op(arith.DivSIOp, lhs=in_group, rhs=rows)
+    in_group = block_divmod(b, pid, group_size, quotient=False)
+    pid_m = op(arith.AddIOp, lhs=first, rhs=block_divmod(b, in_group, rows, quotient=False))
+    pid_n = block_divmod(b, in_group, rows)
     pid_m.name_hint, pid_n.name_hint = "pid_m", "pid_n"
     return pid_m, pid_n

@@ -54,6 +54,9 @@ __all__ = ["Launcher", "stream_handle"]
 
 # CUDA's limits on the grid (x, y, z) and the dynamic shared memory a kernel gets unasked.
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
+# The blocks of a launch in all: the grouped block order and persistent blocks divide a
+# block's (or tile's) linear index in i32 (`tilec.passes.tiling_rewrites.block_divmod`).
+MAX_BLOCKS = 2**31 - 1
 DEFAULT_SHARED_LIMIT = 48 * 1024
 _STREAMS_KEPT = 64  # `CUstream`s a launcher keeps for its fast launches
 
@@ -212,6 +215,14 @@ class Launcher:
                     hint="split the work into several launches",
                 )
             grid[axis] = blocks
+        if grid[0] * grid[1] * grid[2] > MAX_BLOCKS:
+            raise LaunchError(
+                f"kernel '{self.name}' needs {grid[0] * grid[1] * grid[2]} blocks in all, more "
+                f"than {MAX_BLOCKS}: tilec numbers a launch's blocks (and a persistent "
+                "kernel's tiles) in 32 bits",
+                self.loc,
+                hint="split the work into several launches",
+            )
         return grid[0], grid[1], grid[2]
 
     def check(self, arguments: Arguments) -> None:

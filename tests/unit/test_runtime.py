@@ -144,6 +144,12 @@ def test_the_grid_and_its_limits():
         [gpu((64, 5), dtype="f16"), gpu((5, n), dtype="f16"), gpu((64, n), dtype="f16")]
     )
     assert "more than CUDA's 65535" in message(lambda: matmul.grid(args))
+    # Within every axis's limit, but 2**31 blocks in all: block indices are divided in i32.
+    m, n = (2**31 // 65535 + 1) * tile["M"], 65535 * tile["N"]
+    args = matmul.checker.convert(
+        [gpu((m, 5), dtype="f16"), gpu((5, n), dtype="f16"), gpu((m, n), dtype="f16")]
+    )
+    assert "in 32 bits" in message(lambda: matmul.grid(args))
 
 
 def test_parameters_are_packed_in_abi_order_at_aligned_offsets():
