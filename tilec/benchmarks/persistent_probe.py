@@ -3,11 +3,11 @@ passes/pipeline_persistent.py) on GEMMs a user writes, with cuBLAS in the same r
 
     python -m tilec.benchmarks.persistent_probe [--json OUT] [--only 'gemm_nn 4000,bmm']
 
-For each kernel and shape: tilec's time with `persistent = 0` (the default) and `-1`
-(wherever the kernel allows), each checked against torch first, and torch's (`matmul` /
-`bmm`) on the same inputs; times from `tilec.benchmarks.gpu.time_ms` (inputs rotated past the
-L2 cache, median). One line each: the two times, their ratio, and both over cuBLAS's. Needs a
-GPU.
+For each kernel and shape: tilec's time in each of `VARIANTS` (one block a tile, the default;
+persistent blocks wherever the kernel allows; the grouped block order), each checked against
+torch first, and torch's (`matmul` / `bmm`) on the same inputs; times from
+`tilec.benchmarks.gpu.time_ms` (inputs rotated past the L2 cache, median). One line each:
+every variant's time, its ratio to one block a tile's, and to cuBLAS's. Needs a GPU.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ __all__ = ["CASES", "main"]
 CASES = [
     ("gemm_layouts.tile", "gemm_nn", (4000, 3000, 1000)),
     ("gemm_layouts.tile", "gemm_nn", (4096, 4096, 4096)),
+    ("gemm_layouts.tile", "gemm_nn", (8192, 8192, 8192)),
     ("gemm_layouts.tile", "gemm_nt", (4000, 3000, 1000)),
     ("gemm_layouts.tile", "gemm_nn", (2048, 2048, 2048)),
     ("gemm_layouts.tile", "gemm_nn", (3000, 5000, 2000)),
@@ -59,7 +60,16 @@ def _reference(kernel: str):
     return lambda a, b: a @ b
 
 
-def case(example: str, kernel: str, shape: tuple) -> dict:
+# What each variant pins: one block a tile (the default), persistent blocks wherever the kernel
+# allows, and the grouped block order of 8 rows of tiles (tiling's group_m; 2-D grids).
+VARIANTS = {
+    "one_a_tile": {"pipeline": {"persistent": 0}},
+    "persistent": {"pipeline": {"persistent": -1}},
+    "grouped": {"tiling": {"group_m": 8}},
+}
+
+
+def case(example: str, kernel: str, shape: tuple, variants: list[str]) -> dict:
     import torch
 
     from tilec.jit import load_kernel
@@ -68,10 +78,10 @@ def case(example: str, kernel: str, shape: tuple) -> dict:
     reference = _reference(kernel)
     out = torch.empty_like(reference(*sets[0]))
     row = {"kernel": kernel, "shape": "x".join(map(str, shape))}
-    for label, value in (("one_a_tile", 0), ("persistent", -1)):
-        fn = load_kernel(
-            EXAMPLES / example, kernel, pass_options={"pipeline": {"persistent": value}}
-        )
+    for label in variants:
+        if label == "grouped" and kernel == "bmm":
+            continue  # a 3-D grid keeps the launch order
+        fn = load_kernel(EXAMPLES / example, kernel, pass_options=VARIANTS[label])
         fn(*sets[0], out)
         torch.cuda.synchronize()
         expected = reference(*sets[0])
@@ -87,22 +97,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", default="", help="comma-separated substrings of 'kernel MxNxK' to run"
     )
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}"
+    )
     args = parser.parse_args(argv)
     wanted = [w for w in args.only.split(",") if w]
+    variants = [v for v in args.variants.split(",") if v]
     rows = []
     for example, kernel, shape in CASES:
         name = f"{kernel} {'x'.join(map(str, shape))}"
         if wanted and not any(w in name for w in wanted):
             continue
-        row = case(example, kernel, shape)
+        row = case(example, kernel, shape, variants)
         rows.append(row)
-        print(
-            f"{row['kernel']:8} {row['shape']:20} one a tile {row['one_a_tile'] * 1e3:8.1f} us  "
-            f"persistent {row['persistent'] * 1e3:8.1f} us  ({row['persistent'] / row['one_a_tile']:.3f})"
-            f"  torch {row['torch'] * 1e3:8.1f} us  tilec/torch {row['one_a_tile'] / row['torch']:.3f}"
-            f" -> {row['persistent'] / row['torch']:.3f}",
-            flush=True,
-        )
+        base = row.get("one_a_tile")
+        cells = []
+        for label in variants:
+            if label in row:
+                vs = f" ({row[label] / base:.3f})" if base and label != "one_a_tile" else ""
+                cells.append(f"{label} {row[label] * 1e3:7.1f} us{vs} /torch {row[label] / row['torch']:.3f}")
+        print(f"{row['kernel']:8} {row['shape']:20} torch {row['torch'] * 1e3:7.1f} us  " + "  ".join(cells), flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=1)
