@@ -26,7 +26,9 @@ The rewrite, of what `pipeline` left (`PipelinedLoop`):
     tile.barrier; tile.mbarrier_inval
 
 Tile t's coordinates are its index in launch order (axis 0 fastest, as the hardware launches
-blocks), so at any moment the tiles in flight are neighbours, as launched blocks were. The
+blocks), so at any moment the tiles in flight are neighbours, as launched blocks were; the
+kernel's own block order (tiling's grouped order) then maps them as it mapped block ids, its
+`tile.num_programs` being the tile counts (the kernel's grid is the tiles, not the launch). The
 step index runs on across tiles, so each slot's mbarrier completes one phase per use and the
 phase parity `(step / S) % 2` stays right; the next tile's first copies fill the slots of
 steps already waited for by every thread (the argument of `pipeline`'s in-loop copies, one
@@ -36,18 +38,17 @@ are chosen with the epilogue's scratch reserved (`epilogue_scratch_bytes`). The 
 interpreter launches `tilec.interp.launch.PERSISTENT_BLOCKS`, so that blocks walk several tiles there too); the
 kernel says so with `tilec.persistent`.
 
-**Measured, and why it is off by default** (H200, 2026-12-03; docs/benchmarks.md, "Four
-numbers a Philox run, persistent blocks, prefetch in registers"): slower than a block a tile
-in every run -- 1.17-1.45x its time (4000x3000x1000 73.9 against 63.3 us, 4096^3 278 against
-204 us, `tilec.benchmarks.persistent_probe`). Two causes were found and fixed: the epilogue's
-66 KiB scratch cost a stage (now the exchange goes in row pieces, `chunks`, keeping the
-stages), and the main loop inside the walk was not recognized by the lowering as the
-pipeline's (`wgmma.pipelined_loop` looked for the drain right after it), so each wgmma group
-was waited for right after its issue. The second was found after the last measurement: the
-PTX now keeps one group in flight, but no run has timed it, so option `persistent` stays 0
-unless asked for (-1: wherever the kernel allows; 1: required), and the tuner searches it
-(`pipeline.persistent`). For the epilogue to overlap the next tile's wgmmas (not only its
-copies), warp specialization is the next step.
+**Measured, and why it is off by default** (H200, 2026-12-03; docs/benchmarks.md, "Block
+indices in 32 bits"): first 1.17-1.45x the time of a block a tile. Three causes were found and
+fixed: the epilogue's 66 KiB scratch cost a stage (now the exchange goes in row pieces,
+`chunks`), the lowering did not recognize the main loop inside the walk as the pipeline's, and
+-- the one that cost the time -- the walk divided tile indices in 64 bits, a subroutine call
+in SASS, for which nvJitLink serialized every wgmma (`tiling_rewrites.block_divmod`). Since:
+0.97-1.05x a block a tile on seven GEMMs (`tilec.benchmarks.persistent_probe`), no gain, so
+option `persistent` stays 0 unless asked for (-1: wherever the kernel allows; 1: required),
+and the tuner searches it (`pipeline.persistent`). With one block an SM and no producer warp
+the next tile's copies overlap only the epilogue's stores; for the epilogue to overlap the next
+tile's wgmmas, warp specialization is the next step.
 """
 
 from __future__ import annotations
@@ -116,9 +117,6 @@ def persistent_blocker(kernel: FuncOp, loop: scf.ForOp) -> str:
     for dim, _ in grid:
         if _extent_source(kernel, str(dim)) is None:
             return f"no tensor argument has the grid dimension {dim}"
-    for op in kernel.walk():
-        if isinstance(op, T.NumProgramsOp):
-            return "the kernel reads the grid's size (tile.num_programs)"
     return ""
 
 
@@ -272,6 +270,13 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
                 coords.append(block_divmod(b, rest, count, quotient=False))
                 rest = block_divmod(b, rest, count)
         return coords
+
+    # The kernel's grid is the tiles': its size (the grouped block order reads it) is their
+    # counts, not the launch's blocks.
+    for op in [op for op in kernel.walk() if isinstance(op, T.NumProgramsOp)]:
+        axis = op.attributes["axis"].value
+        op.result.replace_all_uses_with(counts[axis] if axis < len(counts) else const(entry, 1))
+        op.erase()
 
     # The first tile: the prologue as pipeline left it, at the coordinates of `first`.
     first_coords = coordinates(entry, first)

@@ -18,7 +18,7 @@ __all__ = ["BlockOrder"]
 class BlockOrder:
     """The block order (mixed into `_KernelTiling`)."""
 
-    def group(self, has_dot: bool, wgmma: bool) -> None:
+    def group(self, has_dot: bool) -> None:
         kernel, g = self.kernel, self.opts.group_m
         grid = attribute_pairs(kernel, "tilec.grid")
         unordered = has_dot and len(grid) >= 2 and "tilec.group_m" not in kernel.attributes
@@ -27,15 +27,6 @@ class BlockOrder:
         if "tilec.group_m" in kernel.attributes or not has_dot or len(grid) != 2:
             return
         axes = [str(dim) for dim, _ in grid]
-        if g == 0 and wgmma:
-            # Measured on the H200 (docs/benchmarks.md, "Block order of the wgmma kernel"):
-            # launch order beat every group of 2 to 32 at 2048^3 to 8192^3, f16 and bf16.
-            self.ctx.remark(
-                kernel,
-                f"block order: launch order, consecutive blocks down {axes[0]} (the wgmma "
-                "tiling: measured faster than groups on the H200; option group_m pins one)",
-            )
-            return
         g = g or DEFAULT_GROUP_M
         if g == 1:
             self.ctx.remark(kernel, "block order: launch order (option group_m=1)")

@@ -305,7 +305,7 @@ def test_a_persistent_epilogue_exchanges_its_tile_in_row_pieces_that_keep_the_st
         assert resources.spill_stores == 0 and resources.spill_loads == 0
 
 
-@pytest.mark.parametrize("walk", ["persistent", "grouped"])
+@pytest.mark.parametrize("walk", ["persistent", "grouped", "persistent grouped"])
 def test_block_index_arithmetic_is_32_bit(walk):
     """The tile walk of persistent blocks and the grouped block order divide block indices by
     block counts known only at run time. In 64 bits that division is a subroutine call in
@@ -314,8 +314,9 @@ def test_block_index_arithmetic_is_32_bit(walk):
     the persistent GEMM ran 1.17-1.45x the time of a block a tile, ptxas alone did not show it.
     Block indices and counts are below 2**31, so the passes divide them in i32."""
     text = "M=4000,N=3000,K=1000"
-    tiling = f'tiling{{extents="{text}"' + (" group_m=8" if walk == "grouped" else "") + "},"
-    pipeline = "pipeline{persistent=-1}," if walk == "persistent" else "pipeline,"
+    grouped, persistent = "grouped" in walk, "persistent" in walk
+    tiling = f'tiling{{extents="{text}" group_m={8 if grouped else 1}}},'
+    pipeline = "pipeline{persistent=1}," if persistent else "pipeline,"
     program = tilec.compile(
         f"{EXAMPLES}/matmul.tile",
         kernels=["matmul"],
@@ -325,8 +326,8 @@ def test_block_index_arithmetic_is_32_bit(walk):
         + DEFAULT_PIPELINE.replace("tiling,", tiling).replace("pipeline,", pipeline),
     )
     func = program.module.lookup("matmul")
-    assert ("tilec.persistent" in func.attributes) == (walk == "persistent")
-    assert ("tilec.group_m" in func.attributes) == (walk == "grouped")
+    assert ("tilec.persistent" in func.attributes) == persistent
+    assert ("tilec.group_m" in func.attributes) == grouped
     assert "wgmma.mma_async" in program.ptx
     for wide in ("div.s64", "rem.s64", "div.u64", "rem.u64"):
         assert wide not in program.ptx, wide

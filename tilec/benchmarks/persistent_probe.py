@@ -3,11 +3,11 @@ passes/pipeline_persistent.py) on GEMMs a user writes, with cuBLAS in the same r
 
     python -m tilec.benchmarks.persistent_probe [--json OUT] [--only 'gemm_nn 4000,bmm']
 
-For each kernel and shape: tilec's time in each of `VARIANTS` (one block a tile, the default;
-persistent blocks wherever the kernel allows; the grouped block order), each checked against
+For each kernel and shape: tilec's time in each of `VARIANTS` (the default: one block a tile
+in the grouped block order; the launch order; persistent blocks), each checked against
 torch first, and torch's (`matmul` / `bmm`) on the same inputs; times from
 `tilec.benchmarks.gpu.time_ms` (inputs rotated past the L2 cache, median). One line each:
-every variant's time, its ratio to one block a tile's, and to cuBLAS's. Needs a GPU.
+every variant's time, its ratio to the default's, and to cuBLAS's. Needs a GPU.
 """
 
 from __future__ import annotations
@@ -60,12 +60,12 @@ def _reference(kernel: str):
     return lambda a, b: a @ b
 
 
-# What each variant pins: one block a tile (the default), persistent blocks wherever the kernel
-# allows, and the grouped block order of 8 rows of tiles (tiling's group_m; 2-D grids).
+# What each variant pins: nothing (one block a tile, in tiling's grouped block order), the
+# launch order (group_m = 1), and persistent blocks wherever the kernel allows.
 VARIANTS = {
-    "one_a_tile": {"pipeline": {"persistent": 0}},
+    "default": {},
+    "launch_order": {"tiling": {"group_m": 1}},
     "persistent": {"pipeline": {"persistent": -1}},
-    "grouped": {"tiling": {"group_m": 8}},
 }
 
 
@@ -79,8 +79,8 @@ def case(example: str, kernel: str, shape: tuple, variants: list[str]) -> dict:
     out = torch.empty_like(reference(*sets[0]))
     row = {"kernel": kernel, "shape": "x".join(map(str, shape))}
     for label in variants:
-        if label == "grouped" and kernel == "bmm":
-            continue  # a 3-D grid keeps the launch order
+        if label == "launch_order" and kernel == "bmm":
+            continue  # a 3-D grid keeps the launch order anyway
         fn = load_kernel(EXAMPLES / example, kernel, pass_options=VARIANTS[label])
         fn(*sets[0], out)
         torch.cuda.synchronize()
@@ -110,11 +110,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         row = case(example, kernel, shape, variants)
         rows.append(row)
-        base = row.get("one_a_tile")
+        base = row.get("default")
         cells = []
         for label in variants:
             if label in row:
-                vs = f" ({row[label] / base:.3f})" if base and label != "one_a_tile" else ""
+                vs = f" ({row[label] / base:.3f})" if base and label != "default" else ""
                 cells.append(f"{label} {row[label] * 1e3:7.1f} us{vs} /torch {row[label] / row['torch']:.3f}")
         print(f"{row['kernel']:8} {row['shape']:20} torch {row['torch'] * 1e3:7.1f} us  " + "  ".join(cells), flush=True)
         if args.json:
