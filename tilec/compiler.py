@@ -34,7 +34,13 @@ from tilec.ir.verifier import VerifyError, verify
 from tilec.lowering import lower_to_llvm
 from tilec.lowering.llvm import llvm_line_locations
 from tilec.lowering.ptx import default_arch, optimize, ptx_line_locations, target_machine
-from tilec.lowering.ptxas import KernelResources, PtxasError, assemble_cubin, find_ptxas
+from tilec.lowering.ptxas import (
+    KernelResources,
+    PtxasError,
+    assemble_cubin,
+    find_ptxas,
+    wgmma_serializers,
+)
 from tilec.passmanager import (
     Instrumentation,
     Pass,
@@ -624,8 +630,20 @@ def _lower(
     except Exception as e:
         path = save_crash_ir("ptx", result.llvm, instr.dump_dir, suffix=".ll")
         raise InternalCompilerError("ptx", e, path) from e
+    hazards = wgmma_serializers(result.ptx)
+    made = len(manager.context.remarks)
+    manager.context.current_pass = "ptx"
+    for func in module.functions:
+        for reason in hazards.get(func.sym_name, ()):
+            manager.context.remark(
+                func, f"wgmma serialized by nvJitLink (the runtime's PTX compiler): {reason}"
+            )
     ptx_stage = Stage(
-        "ptx", result.ptx, locations=ptx_line_locations(result.ptx) if line_info else ()
+        "ptx",
+        result.ptx,
+        tuple(manager.context.remarks[made:]),
+        locations=ptx_line_locations(result.ptx) if line_info else (),
+        remark_lines=tuple(None for _ in manager.context.remarks[made:]),
     )
     if step(ptx_stage, ".ptx") or "cubin" not in steps:
         return

@@ -469,10 +469,14 @@ class _Kernel:
         )
         if resources.static_shared:
             text += f" + {resources.static_shared} B static"
+        from tilec.lowering.ptxas import wgmma_serializers
+
+        serialized = wgmma_serializers(self.compiled.ptx or "").get(self.kernel.sym_name, ())
         self.line(
             "ptxas",
             text,
-            [f"performance loss {warning}" for warning in resources.performance_warnings],
+            [f"performance loss {warning}" for warning in resources.performance_warnings]
+            + [f"performance loss under nvJitLink (the runtime): wgmma serialized: {r}" for r in serialized],
         )
 
 

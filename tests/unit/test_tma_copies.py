@@ -358,3 +358,45 @@ def target_pipeline_for_test(extents: str, pipeline: str) -> str:
     return DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{extents}"}},').replace(
         "pipeline,", pipeline
     )
+
+
+def test_a_wide_division_in_a_wgmma_kernel_is_remarked_and_explained(monkeypatch):
+    """What makes nvJitLink serialize wgmma is found in the PTX (`wgmma_serializers`), remarked
+    by the "ptx" stage and shown on `--explain`'s ptxas line -- standalone ptxas, which
+    `--explain` asks for registers, does not report it. The walks tilec writes have none."""
+    from tilec.lowering.ptxas import wgmma_serializers
+
+    wide = (
+        ".visible .entry k(\n) {\n\twgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 x;\n"
+        "\t@%p5 div.s64 \t%rd1, %rd2, %rd3;\n\trem.u64 %rd4, %rd5, %rd6;\n}\n"
+        ".visible .entry plain(\n) {\n\tdiv.s64 %rd1, %rd2, %rd3;\n}\n"
+    )
+    found = wgmma_serializers(wide)
+    assert list(found) == ["k"] and "div.s64, rem.u64" in found["k"][0]
+
+    def compile_persistent():
+        return tilec.compile(
+            f"{EXAMPLES}/gemm_layouts.tile",
+            kernels=["gemm_nn"],
+            target="ptx",
+            arch="sm_90a",
+            pipeline='assume{all="aligned,unit,divisible"},'
+            + target_pipeline_for_test("M=4000,N=3000,K=1000", "pipeline{persistent=1},"),
+        )
+
+    program = compile_persistent()
+    assert wgmma_serializers(program.ptx) == {}
+    assert not [r for r in program.remarks if r.pass_name == "ptx"]
+    # The walk's divisions in 64 bits, as they were: remarked.
+    import tilec.passes.pipeline_persistent as persistent_pass
+    from tilec.dialects import arith
+
+    def divmod64(b, lhs, rhs, *, quotient=True):
+        cls = arith.DivSIOp if quotient else arith.RemSIOp
+        return b.create(cls, lhs=lhs, rhs=rhs).result
+
+    monkeypatch.setattr(persistent_pass, "block_divmod", divmod64)
+    program = compile_persistent()
+    (remark,) = [r for r in program.remarks if r.pass_name == "ptx"]
+    assert "wgmma serialized by nvJitLink" in remark.message and ".s64" in remark.message
+    assert remark.op is program.module.lookup("gemm_nn")

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, replace
 
-__all__ = ["KernelResources", "PtxasError", "assemble", "find_ptxas"]
+__all__ = ["KernelResources", "PtxasError", "assemble", "find_ptxas", "wgmma_serializers"]
 
 WHEEL = "nvidia-cuda-nvcc"
 
@@ -133,3 +133,35 @@ def _parse_report(text: str) -> dict[str, KernelResources]:
     return {
         n: replace(r, performance_warnings=tuple(losses.get(n, ()))) for n, r in kernels.items()
     }
+
+
+# A 64-bit integer division or remainder: in SASS a call to a subroutine.
+_WIDE_DIVISION = re.compile(r"^\s*(?:@!?%p\d+\s+)?((?:div|rem)\.[su]64)\b", re.MULTILINE)
+_PTX_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(")
+
+
+def wgmma_serializers(ptx: str) -> dict[str, list[str]]:
+    """Per kernel of `ptx` that issues wgmma, what in its PTX makes nvJitLink -- which
+    cuda.core, and so tilec's runtime, compiles PTX with -- serialize every wgmma ("wgmma.mma_async
+    instructions are serialized due to the presence of Extern calls"): 64-bit integer
+    divisions and remainders (subroutine calls in SASS) and calls. Standalone ptxas of the same
+    release keeps the groups in flight, so its report does not show it (found on the H200,
+    2026-12-03: a persistent GEMM ran 1.17-1.45x slower)."""
+    found: dict[str, list[str]] = {}
+    starts = [(m.start(), m.group(1)) for m in _PTX_ENTRY.finditer(ptx)]
+    for i, (start, name) in enumerate(starts):
+        body = ptx[start : starts[i + 1][0] if i + 1 < len(starts) else len(ptx)]
+        if "wgmma.mma_async" not in body:
+            continue
+        reasons = []
+        wide = sorted(set(_WIDE_DIVISION.findall(body)))
+        if wide:
+            reasons.append(
+                f"{', '.join(wide)} in the PTX (a 64-bit division by a run-time value is a "
+                "subroutine call in SASS; dividing values below 2**31 in i32 avoids it)"
+            )
+        if re.search(r"^\s*call(?:\.uni)?\b", body, re.MULTILINE):
+            reasons.append("a function call in the PTX")
+        if reasons:
+            found[name] = reasons
+    return found
