@@ -147,9 +147,7 @@ def block_divmod(b: Builder, lhs: Value, rhs: Value, *, quotient: bool = True) -
     the kernel ("wgmma.mma_async instructions are serialized due to the presence of Extern
     calls"): each group waited for right after its issue, a third of the main loop's speed
     lost."""
-    narrow = [
-        b.create(arith.IndexCastOp, input=v, result_types=[i32]).result for v in (lhs, rhs)
-    ]
+    narrow = [b.create(arith.IndexCastOp, input=v, result_types=[i32]).result for v in (lhs, rhs)]
     cls = arith.DivSIOp if quotient else arith.RemSIOp
     result = b.create(cls, lhs=narrow[0], rhs=narrow[1]).result
     return b.create(arith.IndexCastOp, input=result, result_types=[index]).result

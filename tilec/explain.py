@@ -476,7 +476,10 @@ class _Kernel:
             "ptxas",
             text,
             [f"performance loss {warning}" for warning in resources.performance_warnings]
-            + [f"performance loss under nvJitLink (the runtime): wgmma serialized: {r}" for r in serialized],
+            + [
+                f"performance loss under nvJitLink (the runtime): wgmma serialized: {r}"
+                for r in serialized
+            ],
         )
 
 

@@ -348,9 +348,9 @@ def test_a_batched_epilogue_that_no_split_shrinks_stays_a_block_a_tile():
     )
     func = program.module.lookup("bmm")
     assert "tilec.persistent" not in func.attributes
-    assert any(
-        "not persistent: its epilogue's scratch" in r.message for r in program.remarks
-    ), [r.message for r in program.remarks]
+    assert any("not persistent: its epilogue's scratch" in r.message for r in program.remarks), [
+        r.message for r in program.remarks
+    ]
 
 
 def target_pipeline_for_test(extents: str, pipeline: str) -> str:

@@ -15,8 +15,10 @@ run-to-run spread. One line per sweep: TFLOP/s and, in brackets, the fraction of
 first launch of each kernel is checked against cuBLAS's product. `--layout nt|tn|tt` probes
 `examples/gemm_layouts.tile`'s kernel of that operand layout instead (cuBLAS on the same
 transposed views). Needs a GPU; about 20
-seconds on an H200. `tiling` chooses launch order for its wgmma tiling from this probe
-(docs/benchmarks.md, "Block order of the wgmma kernel").
+seconds on an H200. `tiling` once chose the launch order for its wgmma tiling from this
+probe; those runs timed the grouped kernels with every wgmma serialized by nvJitLink (their
+64-bit block-index divisions), and with the divisions in i32 groups of 8 win, so both tilings
+group 8 (docs/benchmarks.md, "Block indices in 32 bits").
 """
 
 from __future__ import annotations

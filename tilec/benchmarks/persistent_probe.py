@@ -115,8 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         for label in variants:
             if label in row:
                 vs = f" ({row[label] / base:.3f})" if base and label != "default" else ""
-                cells.append(f"{label} {row[label] * 1e3:7.1f} us{vs} /torch {row[label] / row['torch']:.3f}")
-        print(f"{row['kernel']:8} {row['shape']:20} torch {row['torch'] * 1e3:7.1f} us  " + "  ".join(cells), flush=True)
+                cells.append(
+                    f"{label} {row[label] * 1e3:7.1f} us{vs} /torch {row[label] / row['torch']:.3f}"
+                )
+        print(
+            f"{row['kernel']:8} {row['shape']:20} torch {row['torch'] * 1e3:7.1f} us  "
+            + "  ".join(cells),
+            flush=True,
+        )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=1)
