@@ -446,14 +446,20 @@ class _Kernel:
         self.line("precision", f"{text} on the approximate instructions (f32)", reasons)
 
     def ptxas(self) -> None:
+        from tilec.lowering.ptxas import wgmma_serializers
+
+        serialized = [
+            f"performance loss under nvJitLink (the runtime): wgmma serialized: {reason}"
+            for reason in wgmma_serializers(self.compiled.ptx or "").get(self.kernel.sym_name, ())
+        ]
         if self.ptxas_problem is not None:
-            self.line("ptxas", self.ptxas_problem)
+            self.line("ptxas", self.ptxas_problem, serialized)
             return
         resources: KernelResources | None = (self.compiled.resources or {}).get(
             self.kernel.sym_name
         )
         if resources is None:
-            self.line("ptxas", "no report for this kernel")
+            self.line("ptxas", "no report for this kernel", serialized)
             return
         from tilec.lowering.shared_memory import shared_bytes
 
@@ -469,17 +475,11 @@ class _Kernel:
         )
         if resources.static_shared:
             text += f" + {resources.static_shared} B static"
-        from tilec.lowering.ptxas import wgmma_serializers
-
-        serialized = wgmma_serializers(self.compiled.ptx or "").get(self.kernel.sym_name, ())
         self.line(
             "ptxas",
             text,
             [f"performance loss {warning}" for warning in resources.performance_warnings]
-            + [
-                f"performance loss under nvJitLink (the runtime): wgmma serialized: {r}"
-                for r in serialized
-            ],
+            + serialized,
         )
 
 

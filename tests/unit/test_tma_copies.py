@@ -400,3 +400,8 @@ def test_a_wide_division_in_a_wgmma_kernel_is_remarked_and_explained(monkeypatch
     (remark,) = [r for r in program.remarks if r.pass_name == "ptx"]
     assert "wgmma serialized by nvJitLink" in remark.message and ".s64" in remark.message
     assert remark.op is program.module.lookup("gemm_nn")
+    from tilec.explain import explain
+
+    text = explain(program, ptxas=False)  # the line stands without ptxas's report too
+    assert "performance loss under nvJitLink (the runtime): wgmma serialized: " in text
+    assert "div.s64" in text or "rem.s64" in text
