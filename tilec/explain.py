@@ -446,12 +446,8 @@ class _Kernel:
         self.line("precision", f"{text} on the approximate instructions (f32)", reasons)
 
     def ptxas(self) -> None:
-        from tilec.lowering.ptxas import wgmma_serializers
-
-        serialized = [
-            f"performance loss under nvJitLink (the runtime): wgmma serialized: {reason}"
-            for reason in wgmma_serializers(self.compiled.ptx or "").get(self.kernel.sym_name, ())
-        ]
+        # What the PTX stage found would make nvJitLink serialize wgmma (ptxas cannot say).
+        serialized = [f"performance loss: {m}" for m in self.said(self.kernel, "ptx")]
         if self.ptxas_problem is not None:
             self.line("ptxas", self.ptxas_problem, serialized)
             return

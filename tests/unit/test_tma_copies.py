@@ -265,6 +265,21 @@ def test_persistent_blocks_compute_what_one_block_a_tile_did(example, kernel, ex
         np.testing.assert_array_equal(a, b)
 
 
+def _sm90a_ptx(example: str, kernel: str, extents: str, tiling: str = "", pipeline: str = ""):
+    """`kernel` of `example` compiled to PTX for sm_90a on contiguous tensors of `extents`,
+    with `tiling` and `pipeline` options (e.g. "group_m=1", "persistent=1")."""
+    passes = DEFAULT_PIPELINE.replace(
+        "tiling,", f'tiling{{extents="{extents}" {tiling}}},'
+    ).replace("pipeline,", f"pipeline{{{pipeline}}},")
+    return tilec.compile(
+        f"{EXAMPLES}/{example}",
+        kernels=[kernel],
+        target="ptx",
+        arch="sm_90a",
+        pipeline='assume{all="aligned,unit,divisible"},' + passes,
+    )
+
+
 def test_a_persistent_epilogue_exchanges_its_tile_in_row_pieces_that_keep_the_stages():
     """At 4000x3000x1000 the 128x256 f16 tile's exchange needs 66 KiB of scratch, which with
     persistent blocks may not share the four 48 KiB stages' bytes: pipeline splits it in two
@@ -273,17 +288,7 @@ def test_a_persistent_epilogue_exchanges_its_tile_in_row_pieces_that_keep_the_st
     from tilec.lowering.exchange import chunk_slots, op_scratch_bytes, thread_map
     from tilec.lowering.ptxas import assemble, find_ptxas
 
-    text = "M=4000,N=3000,K=1000"
-    program = tilec.compile(
-        f"{EXAMPLES}/matmul.tile",
-        kernels=["matmul"],
-        target="ptx",
-        arch="sm_90a",
-        pipeline='assume{all="aligned,unit,divisible"},'
-        + DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"}},').replace(
-            "pipeline,", "pipeline{persistent=-1},"
-        ),
-    )
+    program = _sm90a_ptx("matmul.tile", "matmul", "M=4000,N=3000,K=1000", pipeline="persistent=-1")
     func = program.module.lookup("matmul")
     assert "tilec.persistent" in func.attributes
     (convert,) = [op for op in func.walk() if op.name == "tile.convert_layout"]
@@ -313,17 +318,13 @@ def test_block_index_arithmetic_is_32_bit(walk):
     the kernel ("... serialized due to the presence of Extern calls"): on the H200 (2026-12-03)
     the persistent GEMM ran 1.17-1.45x the time of a block a tile, ptxas alone did not show it.
     Block indices and counts are below 2**31, so the passes divide them in i32."""
-    text = "M=4000,N=3000,K=1000"
     grouped, persistent = "grouped" in walk, "persistent" in walk
-    tiling = f'tiling{{extents="{text}" group_m={8 if grouped else 1}}},'
-    pipeline = "pipeline{persistent=1}," if persistent else "pipeline,"
-    program = tilec.compile(
-        f"{EXAMPLES}/matmul.tile",
-        kernels=["matmul"],
-        target="ptx",
-        arch="sm_90a",
-        pipeline='assume{all="aligned,unit,divisible"},'
-        + DEFAULT_PIPELINE.replace("tiling,", tiling).replace("pipeline,", pipeline),
+    program = _sm90a_ptx(
+        "matmul.tile",
+        "matmul",
+        "M=4000,N=3000,K=1000",
+        tiling=f"group_m={8 if grouped else 1}",
+        pipeline="persistent=1" if persistent else "",
     )
     func = program.module.lookup("matmul")
     assert ("tilec.persistent" in func.attributes) == persistent
@@ -337,27 +338,12 @@ def test_a_batched_epilogue_that_no_split_shrinks_stays_a_block_a_tile():
     """bmm's epilogue scratch (a 3-D tile's reshape, not a layout exchange that splits into
     row pieces) would cost a stage with persistent blocks: pipeline says so and keeps a block a
     tile. (Before, the search for a split looped forever when there was nothing to split.)"""
-    text = "Z=8,M=1024,N=1024,K=1024"
-    program = tilec.compile(
-        f"{EXAMPLES}/bmm.tile",
-        kernels=["bmm"],
-        target="ptx",
-        arch="sm_90a",
-        pipeline='assume{all="aligned,unit,divisible"},'
-        + target_pipeline_for_test(text, "pipeline{persistent=-1},"),
-    )
+    program = _sm90a_ptx("bmm.tile", "bmm", "Z=8,M=1024,N=1024,K=1024", pipeline="persistent=-1")
     func = program.module.lookup("bmm")
     assert "tilec.persistent" not in func.attributes
     assert any("not persistent: its epilogue's scratch" in r.message for r in program.remarks), [
         r.message for r in program.remarks
     ]
-
-
-def target_pipeline_for_test(extents: str, pipeline: str) -> str:
-    """The default pipeline at `extents`, with `pipeline` in place of pass pipeline."""
-    return DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{extents}"}},').replace(
-        "pipeline,", pipeline
-    )
 
 
 def test_a_wide_division_in_a_wgmma_kernel_is_remarked_and_explained(monkeypatch):
@@ -375,13 +361,8 @@ def test_a_wide_division_in_a_wgmma_kernel_is_remarked_and_explained(monkeypatch
     assert list(found) == ["k"] and "div.s64, rem.u64" in found["k"][0]
 
     def compile_persistent():
-        return tilec.compile(
-            f"{EXAMPLES}/gemm_layouts.tile",
-            kernels=["gemm_nn"],
-            target="ptx",
-            arch="sm_90a",
-            pipeline='assume{all="aligned,unit,divisible"},'
-            + target_pipeline_for_test("M=4000,N=3000,K=1000", "pipeline{persistent=1},"),
+        return _sm90a_ptx(
+            "gemm_layouts.tile", "gemm_nn", "M=4000,N=3000,K=1000", pipeline="persistent=1"
         )
 
     program = compile_persistent()
@@ -402,6 +383,6 @@ def test_a_wide_division_in_a_wgmma_kernel_is_remarked_and_explained(monkeypatch
     assert remark.op is program.module.lookup("gemm_nn")
     from tilec.explain import explain
 
-    text = explain(program, ptxas=False)  # the line stands without ptxas's report too
-    assert "performance loss under nvJitLink (the runtime): wgmma serialized: " in text
+    text = " ".join(explain(program, ptxas=False).split())  # wrapped: one line of words
+    assert "performance loss: wgmma serialized by nvJitLink (the runtime's PTX compiler): " in text
     assert "div.s64" in text or "rem.s64" in text
