@@ -60,6 +60,7 @@ from tilec.passes.pipeline_persistent import (
     reserve_epilogue,
 )
 from tilec.passes.pipeline_tma import TMA_ARCHES, planned_buffer, tma_blocker
+from tilec.passes.pipeline_warp_specialize import specialize_warps, warp_specialize_blocker
 from tilec.passes.register_prefetch import check_choice, prefetch_registers
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
@@ -156,6 +157,13 @@ class Pipeline(Pass):
             "where the kernel allows (passes/pipeline_persistent.py says when), 0 never (the "
             "default: slower on the H200 while the epilogue's scratch costs a stage, see "
             "pipeline_persistent.py), 1 required (an error says why not)",
+        )
+        warp_specialize: int = option(
+            0,
+            "a producer warpgroup issues the TMA copies of a GEMM loop while the kernel's warps "
+            "compute (sm_90a; passes/pipeline_warp_specialize.py says when): -1 where allowed, "
+            "0 never (the default until measured faster on the H200), 1 required (an error "
+            "says why not)",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
@@ -262,10 +270,16 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     made: list[PipelinedLoop] = []
     for loop_streams in by_loop.values():
         tma = _tma_choice(kernel, loop_streams, stages, options, ctx)
-        pipelined = _pipeline_loop(kernel, loop_streams, stages, options.dots_in_flight, ctx, tma)
+        in_flight = options.dots_in_flight
+        if in_flight == -1 and tma and options.warp_specialize != 0:
+            # A warp-specialized loop releases each stage once the next wgmma is issued, and
+            # its producer runs S - 1 steps ahead, not S - 2: the group stays in flight.
+            in_flight = 1
+        pipelined = _pipeline_loop(kernel, loop_streams, stages, in_flight, ctx, tma)
         if pipelined is not None:
             made.append(pipelined)
     remove_redundant_barriers(kernel)
+    _warp_specialize(kernel, made, options.warp_specialize, persistent is not None, ctx)
     if persistent is not None:
         chosen = next((p for p in made if p.loop is persistent), None)
         persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
@@ -274,6 +288,30 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         kernel, plan, limit, "option shared_limit of pipeline", "use fewer stages or smaller tiles"
     )
     apply_shared_plan(kernel, plan, ctx, limit)
+
+
+def _warp_specialize(
+    kernel: FuncOp, made: list[PipelinedLoop], option: int, persistent: bool, ctx: PassContext
+) -> None:
+    """Option `warp_specialize` on the kernel's TMA loops (`made`)."""
+    if option not in (-1, 0, 1):
+        raise TileError(f"pipeline: option warp_specialize must be -1, 0 or 1, got {option}")
+    if option == 0:
+        return
+    if persistent:
+        why = "the kernel gets persistent blocks (option persistent)"
+    elif len(made) != 1:
+        why = (
+            "no loop's copies are made by the TMA unit" if not made else "it has several TMA loops"
+        )
+    else:
+        why = warp_specialize_blocker(kernel, made[0])
+    if why:
+        if option == 1:
+            raise TileError(f"pipeline: option warp_specialize = 1, but {why}", kernel.loc)
+        ctx.remark(kernel, f"not warp-specialized: {why}")
+        return
+    specialize_warps(kernel, made[0], ctx)
 
 
 def _choose_stages(

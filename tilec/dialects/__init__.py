@@ -13,4 +13,5 @@ from tilec.dialects import (  # noqa: F401
     split,
     tile,
     tma,
+    warp_specialize,
 )

@@ -216,11 +216,16 @@ class IfOp(Operation):
 @register_op
 class YieldOp(Operation):
     name = "scf.yield"
-    summary = "Ends an `scf.for` body or `scf.if` branch, giving its values."
+    summary = (
+        "Ends an `scf.for` body, an `scf.if` branch or a `tile.warp_specialize` region, giving "
+        "its values."
+    )
     values = Operand(ANY_TYPE, variadic=True)
     traits = (Terminator,)
     assembly_format = "($values `:` type($values))? attr-dict"
 
     def verify_(self) -> None:
-        if not isinstance(self.parent_op, (ForOp, IfOp)):
-            raise self.error("must be inside 'scf.for' or 'scf.if'")
+        from tilec.dialects.warp_specialize import WarpSpecializeOp
+
+        if not isinstance(self.parent_op, (ForOp, IfOp, WarpSpecializeOp)):
+            raise self.error("must be inside 'scf.for', 'scf.if' or 'tile.warp_specialize'")

@@ -45,6 +45,7 @@ from tilec.ir.core import Attr, Operand, Operation, register_op
 from tilec.ir.types import IntegerType, SharedType, TensorType
 
 __all__ = [
+    "MbarrierArriveOp",
     "MbarrierExpectOp",
     "MbarrierInitOp",
     "MbarrierInvalOp",
@@ -79,12 +80,25 @@ class MbarrierInitOp(Operation):
     summary = "Initialize a buffer of mbarriers (phase 0, `arrivals` arrivals a phase)."
     barriers = Operand(SHARED)
     arrivals = Attr(IntegerAttr, doc="arrivals that complete a phase")
+    threads = Attr(
+        IntegerAttr,
+        optional=True,
+        doc="threads that make one arrival (tile.mbarrier_arrive: every thread of its "
+        "region); default 1",
+    )
     assembly_format = "$barriers attr-dict `:` type($barriers)"
+
+    @property
+    def threads_per_arrival(self) -> int:
+        t = self.attributes.get("threads")
+        return 1 if t is None else int(t.value)
 
     def verify_(self) -> None:
         _check_barriers(self, self.barriers.type)
         if self.arrivals < 1:
             raise self.error(f"arrivals must be at least 1, got {self.arrivals}")
+        if not 1 <= self.threads_per_arrival <= 1024:
+            raise self.error(f"threads must be in 1..1024, got {self.threads_per_arrival}")
 
 
 @register_op
@@ -104,6 +118,25 @@ class MbarrierExpectOp(Operation):
         _check_barriers(self, self.barriers.type)
         if not 0 < self.bytes < 2**20:
             raise self.error(f"bytes must be in 1..2^20-1 (the tx-count), got {self.bytes}")
+
+
+@register_op
+class MbarrierArriveOp(Operation):
+    """Arrive once on mbarrier `barriers[slot]` when `pred` holds (default: always): every
+    thread of the region arrives (`mbarrier.arrive`), which counts as one arrival (the init's
+    `threads`). Everything the arriving threads did before -- their reads of shared memory,
+    their tensor-core dots waited for -- happens before whatever follows a wait that this
+    arrival's phase completes (a consumer releasing a stage to its producer)."""
+
+    name = "tile.mbarrier_arrive"
+    summary = "Arrive on an mbarrier (every thread of the region, one arrival)."
+    barriers = Operand(SHARED)
+    slot = Operand(INDEX)
+    pred = Operand(BOOL_LIKE, optional=True)
+    assembly_format = "$barriers `[` $slot `]` (`,` `pred` $pred)? attr-dict `:` type($barriers)"
+
+    def verify_(self) -> None:
+        _check_barriers(self, self.barriers.type)
 
 
 @register_op

@@ -30,7 +30,15 @@ what it got) and `InterpreterError` (an op that cannot execute, at its location)
 `TileError`s.
 """
 
-from tilec.interp import gather, pipeline, random, scan, split, tma  # noqa: F401  (registers those ops' semantics)
+from tilec.interp import (  # noqa: F401  (registers those ops' semantics)
+    gather,
+    pipeline,
+    random,
+    scan,
+    split,
+    tma,
+    warp_specialize,
+)
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.launch import (
     DEFAULT_TILE_SIZE,

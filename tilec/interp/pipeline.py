@@ -95,6 +95,8 @@ class AsyncState:
     held: list[_HeldRead] = field(default_factory=list)
     # id of a buffer of mbarriers -> the state of its barriers (tilec.interp.tma)
     mbarriers: dict[int, Any] = field(default_factory=dict)
+    # The regions of a running tile.warp_specialize (tilec.interp.warp_specialize), or None
+    roles: Any = None
 
 
 def _async(state: BlockState) -> AsyncState:
@@ -297,10 +299,14 @@ def _drained_past_the_end(copy: Operation, wait: Operation) -> bool:
 def _barrier(state: BlockState, op: Operation, args: list[Any]) -> Any:
     if state.async_state is not None:
         _release_after_loop(state, op)
+        # In a region of a tile.warp_specialize the barrier is its warps' only: it releases
+        # no read to the other region (tilec.interp.warp_specialize).
+        in_region = state.async_state.roles is not None
         for buffer in state.async_state.buffers:
             for s in buffer.slots:
                 s.unpublished_write = None
-                s.read_since_barrier = None
+                if not in_region:
+                    s.read_since_barrier = None
         for barriers in state.async_state.mbarriers.values():
             barriers.publish()  # tilec.interp.tma: the block sees inits, waits are over
     return []

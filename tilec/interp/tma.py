@@ -39,6 +39,7 @@ from tilec.interp.pipeline import (
     _check_write,
     _Copy,
     _release_after_loop,
+    _Slot,
     _slot,
     _where,
 )
@@ -60,6 +61,9 @@ class Mbarrier:
     arrived: list[Operation] = field(default_factory=list)  # this phase's expects
     expected_bytes: int = 0
     copies: list[tuple[_Copy, int]] = field(default_factory=list)  # this phase's, with bytes
+    # completed phase -> the slot reads its arrivals released (tile.mbarrier_arrive), for the
+    # wait that acquires them
+    released: dict[int, list[tuple[_Slot, Operation]]] = field(default_factory=dict)
 
     @property
     def landing_bytes(self) -> int:
@@ -207,8 +211,16 @@ def _mbarrier_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
             f"waits on phase parity {parity} of mbarrier {index}: a parity is 0 or 1",
             hint="wait on (phases completed so far) % 2",
         )
+    roles = _async(state).roles
+    if roles is not None:  # warp-specialized: the other region may still complete the phase
+        roles.wait_until(lambda: parity != bar.phase % 2 or _completes(bar))
     if parity != bar.phase % 2:
-        return []  # try_wait.parity: the phase of the other parity has completed
+        # try_wait.parity: the phase of the other parity has completed; the reads its
+        # arrivals released (tile.mbarrier_arrive) are over for this thread.
+        for s, read in bar.released.pop(bar.phase - 1, []):
+            if s.read_since_barrier is read:
+                s.read_since_barrier = None
+        return []
     arrived, landing, expected = len(bar.arrived), bar.landing_bytes, bar.expected_bytes
     where = f"mbarrier {index}, phase {bar.phase} (parity {parity})"
     if landing > expected:
@@ -245,6 +257,41 @@ def _mbarrier_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
     bar.arrived = []
     bar.expected_bytes = 0
     bar.copies = []
+    return []
+
+
+def _completes(bar: Mbarrier) -> bool:
+    """Whether a wait on `bar`'s current phase would complete it now."""
+    return len(bar.arrived) >= bar.arrivals and bar.landing_bytes >= bar.expected_bytes
+
+
+@semantics(tma.MbarrierArriveOp)
+def _mbarrier_arrive(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    values = state.values
+    if not _issued(state, op, values[op.pred] if op.pred is not None else None):
+        return []
+    index = int(values[op.slot])
+    bar = _mbarrier(state, op, values[op.barriers], index)
+    if len(bar.arrived) >= bar.arrivals:
+        raise state.error(
+            op,
+            f"arrives on mbarrier {index}, whose phase {bar.phase} has had all of its "
+            f"{bar.arrivals} arrival(s) already ({_where(bar.arrived[-1])})",
+            hint="one arrival per phase: the phase must be waited on (its stage refilled) "
+            "before the next release",
+        )
+    bar.arrived.append(op)
+    # The reads this region has finished (no dot still holds them) are released with it.
+    released = [
+        (s, s.read_since_barrier)
+        for buffer in _async(state).buffers
+        for s in buffer.slots
+        if s.read_since_barrier is not None and s.held_by is None
+    ]
+    if len(bar.arrived) == bar.arrivals and not bar.expected_bytes and not bar.copies:
+        bar.released[bar.phase] = released  # no bytes to land: the phase completes now
+        bar.phase += 1
+        bar.arrived = []
     return []
 
 

@@ -1,0 +1,298 @@
+"""Warp specialization of a GEMM loop the TMA unit fills (`pipeline`'s option `warp_specialize`):
+a producer warpgroup issues every step's copies, the kernel's warps only compute.
+
+What `pipeline` makes of such a loop without it: the copies of step i + S - 2 are issued by one
+thread of the computing warps after step i's wgmma; a block-wide `tile.barrier` each step tells
+that thread that every warp is past its reads of the slot refilled next; and the copies run
+only S - 2 steps ahead, because the slot of step i - 1 may still be read by the wgmma left in
+flight. With warp specialization (`tilec.dialects.warp_specialize` shows the IR):
+
+* a **producer** region on a warpgroup of its own walks the steps: it waits on the stage's
+  *empty* mbarrier (released by the consumers), arms its *full* mbarrier and issues the copies
+  -- so copies run as far ahead as the stages allow (S - 1 steps beyond the one being read),
+  with no block-wide barrier in the loop;
+* the **consumer** region is the loop as it was, less its copies and its barrier, plus one
+  `tile.mbarrier_arrive` a step on the empty mbarrier of the previous step's slot (the wgmma
+  that read it has been waited for: `wgmma.wait_group 1` after the next issue), and the
+  epilogue;
+* `setmaxnreg` moves registers from the producer (40 a thread) to the consumers, whose
+  accumulators need them.
+
+Kernel ops before the loop that compute tiles (the accumulator's zeros, a bias loaded once) go
+into the consumer region: only the consumers' warps have those layouts. Scalar arithmetic
+(program ids, tile offsets) stays before the op, computed by every warp.
+
+When (`warp_specialize_blocker`): sm_90a, the loop's copies by the TMA unit, its wgmma chain
+left in flight (`tilec.dots_in_flight`), the loop directly in the kernel's body and the only
+pipelined one, no persistent blocks, and nothing before it with effects. Option values: -1
+where allowed, 0 never (the default until measured faster on the H200), 1 required (an error
+says why not). The interpreter runs the regions as coroutines and checks the mbarrier protocol
+(`tilec.interp.warp_specialize`).
+"""
+
+from __future__ import annotations
+
+from tilec.dialects import arith, scf, shared
+from tilec.dialects import tma as TM
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp, ReturnOp
+from tilec.dialects.warp_specialize import WarpSpecializeOp
+from tilec.ir.attributes import IntegerAttr, StringAttr
+from tilec.ir.builder import Builder
+from tilec.ir.core import Block, Operation, OpResult, Region, Value
+from tilec.ir.types import SharedType, TileType, i64, index
+from tilec.lowering.wgmma import chained_wgmma_slots
+from tilec.passes.occupancy import REGISTERS_PER_SM
+from tilec.passes.pipeline_persistent import PipelinedLoop
+from tilec.passmanager import PassContext
+
+__all__ = [
+    "PRODUCER_REGISTERS",
+    "PRODUCER_WARPS",
+    "PRODUCER_WARPS_ATTRIBUTE",
+    "specialize_warps",
+    "warp_specialize_blocker",
+]
+
+PRODUCER_WARPS = 4  # one warpgroup: setmaxnreg works on whole warpgroups
+PRODUCER_REGISTERS = 40  # a thread that only computes addresses and issues copies
+PRODUCER_WARPS_ATTRIBUTE = "tilec.producer_warps"
+_WARP = 32
+
+
+def warp_specialize_blocker(kernel: FuncOp, pipelined: PipelinedLoop | None) -> str:
+    """Why the loop `pipelined` cannot be warp-specialized ("" when it can)."""
+    if pipelined is None:
+        return "its copies are not made by the TMA unit"
+    loop = pipelined.loop
+    if PERSISTENT_ATTRIBUTE in kernel.attributes:
+        return "the kernel has persistent blocks"
+    if loop.parent is not kernel.body.block:
+        return "its loop is nested in other control flow"
+    if scf.dots_in_flight(loop) != 1 or not chained_wgmma_slots(loop):
+        return "its loop leaves no wgmma chain in flight"
+    if _wait_of(loop) is None:
+        return "its loop does not start by waiting on its stage's mbarrier"
+    prologue = set(map(id, pipelined.prologue))
+    for op in _before(kernel, loop):
+        if id(op) in prologue or isinstance(op, _SETUP) or not _has_effects(op):
+            continue
+        return f"'{op.name}' before the loop has effects (every warp would run it)"
+    return ""
+
+
+def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext) -> None:
+    """Rewrite `kernel` around its pipelined loop (`warp_specialize_blocker` allows it) into
+    a producer and a consumer region (the module docstring), with a remark."""
+    loop = pipelined.loop
+    stages = pipelined.stages
+    block = kernel.body.block
+    wait = _wait_of(loop)
+    assert wait is not None
+    full = wait.barriers
+    body = list(loop.body.block.ops)
+    at_wait = body.index(wait)
+    step_ops = body[:at_wait]  # the step index, slot and phase
+    barrier = body[at_wait + 1] if at_wait + 1 < len(body) else None
+    ahead_copies = [op for op in body if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp))]
+    warps = int(kernel.attributes["tilec.num_warps"].value)
+    consumer_threads = warps * _WARP
+
+    # The empty mbarriers: one a stage, completed by one arrival of every consumer thread.
+    entry = Builder.at_start(block, loop.loc)
+    empty = entry.create(shared.AllocSharedOp, result_types=[SharedType((stages, 1), i64)]).result
+    empty.name_hint = "empty_barriers"
+    init = next(
+        u for u in full.uses if isinstance(u, TM.MbarrierInitOp)
+    )  # before the barrier that publishes it
+    Builder.after_op(init).create(
+        TM.MbarrierInitOp,
+        barriers=empty,
+        arrivals=IntegerAttr(1),
+        threads=IntegerAttr(consumer_threads),
+    )
+
+    # The op, where the loop was.
+    producer_block, consumer_block = Block(), Block()
+    registers = _consumer_registers(warps)
+    Builder.before_op(loop).create(
+        WarpSpecializeOp,
+        producer=Region([producer_block]),
+        consumer=Region([consumer_block]),
+        producer_warps=IntegerAttr(PRODUCER_WARPS),
+        producer_registers=IntegerAttr(PRODUCER_REGISTERS),
+        consumer_registers=IntegerAttr(registers),
+    )
+
+    # Producer: every step's copies, once the stage is released.
+    p = Builder.at_end(producer_block, loop.loc)
+    walk = p.create(
+        scf.ForOp,
+        lower=loop.lower,
+        upper=loop.upper,
+        step=loop.step,
+        inits=[],
+        body=Region([Block([loop.induction_var.type])]),
+    )
+    k = walk.body.block.args[0]
+    k.name_hint = loop.induction_var.name_hint
+    w = Builder.at_end(walk.body.block, loop.loc)
+    mapping: dict[Value, Value] = {loop.induction_var: k}
+    for op in step_ops:
+        w.insert(op.clone(mapping))
+    slot, phase = mapping[wait.slot], mapping[wait.phase]
+    one = w.create(arith.ConstantOp, value=IntegerAttr(1), result_types=[index]).result
+    released = w.create(arith.SubIOp, lhs=one, rhs=phase).result  # the phase before
+    released.name_hint = "released_phase"
+    w.create(TM.MbarrierWaitOp, barriers=empty, slot=slot, phase=released)
+    first = ahead_copies[0]
+    ahead_iv = _ahead_iv(first)
+    ahead_slot = first.slot
+    copy_map: dict[Value, Value] = {ahead_iv: k, ahead_slot: slot}
+    for op in _slice(loop, ahead_copies, {ahead_iv, ahead_slot}):
+        w.insert(op.clone(copy_map))
+    w.create(scf.YieldOp, values=[])
+    p.create(scf.YieldOp, values=[])
+
+    # Consumer: the loop without its copies or barrier, releasing each step's slot once the
+    # next step's wgmma is issued (the one before it is then waited for).
+    removed = _slice(loop, ahead_copies, {ahead_iv, ahead_slot})
+    for op in reversed(removed):
+        op.erase()
+    if isinstance(barrier, shared.BarrierOp):
+        barrier.erase()
+    for op in reversed(list(loop.body.block.ops)):
+        if (
+            not isinstance(op, scf.YieldOp)
+            and op.results
+            and not any(r.uses for r in op.results)
+            and not _has_effects(op)
+        ):
+            op.erase()
+    r = Builder.before_op(loop.yield_op)
+    step_index = pipelined.step_index
+    count = r.create(arith.ConstantOp, value=IntegerAttr(stages), result_types=[index]).result
+    back = r.create(arith.ConstantOp, value=IntegerAttr(stages - 1), result_types=[index]).result
+    previous = r.create(
+        arith.RemSIOp,
+        lhs=r.create(arith.AddIOp, lhs=step_index, rhs=back).result,
+        rhs=count,
+    ).result
+    previous.name_hint = "released_slot"
+    zero = r.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index]).result
+    has_previous = r.create(
+        arith.CmpIOp, predicate=StringAttr("sgt"), lhs=step_index, rhs=zero
+    ).result
+    r.create(TM.MbarrierArriveOp, barriers=empty, slot=previous, pred=has_previous)
+
+    # What goes into the consumer region: tiles computed before the loop, the loop, and
+    # everything after it but the return and the pipeline's drain (made anew inside).
+    prologue = set(map(id, pipelined.prologue))
+    after = set(map(id, pipelined.after))
+    moved = [
+        op
+        for op in _before(kernel, loop)
+        if id(op) not in prologue and any(isinstance(r.type, TileType) for r in op.results)
+    ]
+    ops = list(block.ops)
+    epilogue = [
+        op
+        for op in ops[ops.index(loop) + 1 :]
+        if id(op) not in after and not isinstance(op, ReturnOp)
+    ]
+    c = Builder.at_end(consumer_block, loop.loc)
+    for op in moved:
+        op.detach()
+        c.insert(op)
+    loop.detach()
+    c.insert(loop)
+    # The consumers' last reads of the stages are over; every mbarrier op of the producer
+    # came before the last wait: the barriers' bytes may go to the epilogue's scratch.
+    c.create(shared.BarrierOp)
+    c.create(TM.MbarrierInvalOp, barriers=full)
+    c.create(TM.MbarrierInvalOp, barriers=empty)
+    for op in epilogue:
+        op.detach()
+        c.insert(op)
+    c.create(scf.YieldOp, values=[])
+
+    # The prologue's copies are the producer's now, and the drain is the consumers'.
+    for op in reversed(pipelined.prologue):
+        if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp)) or not any(
+            r.uses for r in op.results
+        ):
+            op.erase()
+    for op in reversed(pipelined.after):
+        op.erase()
+    kernel.attributes[PRODUCER_WARPS_ATTRIBUTE] = IntegerAttr(PRODUCER_WARPS)
+    ctx.remark(
+        kernel,
+        f"warp-specialized: a producer warpgroup ({PRODUCER_WARPS} warps, "
+        f"{PRODUCER_REGISTERS} registers a thread) issues every step's TMA copies up to "
+        f"{stages - 1} steps ahead, waiting on a stage's empty mbarrier; the {warps} consumer "
+        f"warps ({registers} registers) run the wgmma loop with no block-wide barrier, "
+        "releasing each stage once its wgmma is waited for, and the epilogue",
+    )
+
+
+_SETUP = (shared.AllocSharedOp, TM.MbarrierInitOp, shared.BarrierOp)
+
+
+def _has_effects(op: Operation) -> bool:
+    """Whether `op` does more than compute its results (stores, copies, barriers)."""
+    from tilec.ir.core import Pure
+
+    if any(isinstance(inner, shared.BarrierOp) for inner in op.walk()):
+        return True
+    return not all(inner.has_trait(Pure) for inner in op.walk() if inner is not op) or (
+        not op.has_trait(Pure) and not isinstance(op, (scf.ForOp, scf.IfOp))
+    )
+
+
+def _before(kernel: FuncOp, loop: Operation) -> list[Operation]:
+    ops = list(kernel.body.block.ops)
+    return ops[: ops.index(loop)]
+
+
+def _wait_of(loop: scf.ForOp) -> TM.MbarrierWaitOp | None:
+    """The loop's wait on its stage's mbarrier, first of its body but index arithmetic."""
+    for op in loop.body.block.ops:
+        if isinstance(op, TM.MbarrierWaitOp):
+            return op
+        if not isinstance(op, (arith.ConstantOp, arith.DivSIOp, arith.RemSIOp, arith.SubIOp)):
+            return None
+    return None
+
+
+def _ahead_iv(copy: Operation) -> Value:
+    """The induction variable of the step a body copy fetches: the left side of its
+    predicate, `iv_ahead < upper`."""
+    pred = copy.pred
+    assert isinstance(pred, OpResult) and isinstance(pred.op, arith.CmpIOp)
+    return pred.op.lhs
+
+
+def _slice(loop: scf.ForOp, roots: list[Operation], stop: set[Value]) -> list[Operation]:
+    """The ops of `loop`'s body that `roots` need (themselves included), in body order, not
+    looking through the values of `stop`."""
+    body = loop.body.block
+    needed: set[int] = set()
+    work = list(roots)
+    while work:
+        op = work.pop()
+        if id(op) in needed:
+            continue
+        needed.add(id(op))
+        for v in op.operands:
+            if v in stop:
+                continue
+            if isinstance(v, OpResult) and v.op.parent is body:
+                work.append(v.op)
+    return [op for op in body.ops if id(op) in needed]
+
+
+def _consumer_registers(warps: int) -> int:
+    """The registers a consumer thread may take once the producer keeps 40: the SM's file
+    less the producer's, over the consumers (a multiple of 8, at most 256)."""
+    threads = warps * _WARP
+    spare = REGISTERS_PER_SM - PRODUCER_WARPS * _WARP * PRODUCER_REGISTERS
+    return min(256, spare // threads // 8 * 8)
