@@ -279,8 +279,8 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         if pipelined is not None:
             made.append(pipelined)
     remove_redundant_barriers(kernel)
-    _warp_specialize(kernel, made, options.warp_specialize, persistent is not None, ctx)
-    if persistent is not None:
+    specialized = _warp_specialize(kernel, made, options.warp_specialize, persistent, ctx)
+    if persistent is not None and not specialized:
         chosen = next((p for p in made if p.loop is persistent), None)
         persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
     plan = plan_shared_memory(kernel)
@@ -291,15 +291,21 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
 
 
 def _warp_specialize(
-    kernel: FuncOp, made: list[PipelinedLoop], option: int, persistent: bool, ctx: PassContext
-) -> None:
-    """Option `warp_specialize` on the kernel's TMA loops (`made`)."""
+    kernel: FuncOp,
+    made: list[PipelinedLoop],
+    option: int,
+    persistent: scf.ForOp | None,
+    ctx: PassContext,
+) -> bool:
+    """Option `warp_specialize` on the kernel's TMA loops (`made`), with persistent blocks
+    walking the tiles when `persistent` is the loop option `persistent` chose; whether the
+    kernel was specialized."""
     if option not in (-1, 0, 1):
         raise TileError(f"pipeline: option warp_specialize must be -1, 0 or 1, got {option}")
     if option == 0:
-        return
-    if persistent:
-        why = "the kernel gets persistent blocks (option persistent)"
+        return False
+    if persistent is not None and not any(p.loop is persistent for p in made):
+        why = "its persistent loop's copies are not made by the TMA unit"
     elif len(made) != 1:
         why = (
             "no loop's copies are made by the TMA unit" if not made else "it has several TMA loops"
@@ -310,8 +316,9 @@ def _warp_specialize(
         if option == 1:
             raise TileError(f"pipeline: option warp_specialize = 1, but {why}", kernel.loc)
         ctx.remark(kernel, f"not warp-specialized: {why}")
-        return
-    specialize_warps(kernel, made[0], ctx)
+        return False
+    specialize_warps(kernel, made[0], ctx, persistent=persistent is not None)
+    return True
 
 
 def _choose_stages(

@@ -74,12 +74,17 @@ from tilec.passmanager import PassContext
 
 __all__ = [
     "PipelinedLoop",
+    "TileWalk",
     "epilogue_scratch_bytes",
     "make_persistent",
     "persist",
     "persistent_blocker",
     "persistent_loop",
+    "rebase_steps",
     "reserve_epilogue",
+    "tile_walk",
+    "trip_count",
+    "walk_loop",
 ]
 
 
@@ -232,58 +237,106 @@ def _extent_source(kernel: FuncOp, dim: str) -> tuple[BlockArgument, int] | None
     return None
 
 
-def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
-    """Rewrite `kernel` (its one pipelined loop `pipelined`) for persistent blocks (the
-    module docstring)."""
-    loop = pipelined.loop
-    block = kernel.body.block
-    grid = attribute_pairs(kernel, "tilec.grid")
-    tiles = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
-    entry = Builder.at_start(block, loop.loc)
+@dataclass
+class TileWalk:
+    """What a kernel walking its output tiles has, made by `tile_walk` at its start: the tile
+    counts of its grid's axes, their product, the block's first tile (its program id along
+    x), and that tile's coordinates, which the kernel's program ids now are."""
 
-    def const(b: Builder, value: int) -> Value:
-        return b.create(arith.ConstantOp, value=IntegerAttr(value), result_types=[index]).result
+    counts: list[Value]
+    total: Value
+    first: Value
+    first_coords: list[Value]
 
-    # The tile counts of the grid's axes, and the tile index of every block's first tile.
-    counts = []
-    for dim, symbol in grid:
-        view, axis = _extent_source(kernel, str(dim))  # type: ignore[misc]
-        extent = entry.create(T.DimOp, view=view, axis=IntegerAttr(axis)).result
-        size = tiles[str(symbol)] if not isinstance(symbol, int) else symbol
-        size_value = const(entry, int(size))
-        padded = entry.create(arith.AddIOp, lhs=extent, rhs=const(entry, int(size) - 1)).result
-        counts.append(entry.create(arith.DivSIOp, lhs=padded, rhs=size_value).result)
-    total = counts[0]
-    for c in counts[1:]:
-        total = entry.create(arith.MulIOp, lhs=total, rhs=c).result
-    total.name_hint = "tiles"
-    first = entry.create(T.ProgramIdOp, axis=IntegerAttr(0)).result
-    first.name_hint = "first_tile"
-
-    def coordinates(b: Builder, t: Value) -> list[Value]:
+    def coordinates(self, b: Builder, t: Value) -> list[Value]:
         """Tile `t`'s block coordinates, one per grid axis (axis 0 fastest)."""
         coords, rest = [], t
-        for axis, count in enumerate(counts):
-            if axis == len(counts) - 1:
+        for axis, count in enumerate(self.counts):
+            if axis == len(self.counts) - 1:
                 coords.append(rest)
             else:
                 coords.append(block_divmod(b, rest, count, quotient=False))
                 rest = block_divmod(b, rest, count)
         return coords
 
-    # The kernel's grid is the tiles': its size (the grouped block order reads it) is their
-    # counts, not the launch's blocks.
+    def per_tile(self, ops: list[Operation]) -> list[Operation]:
+        """The ops of `ops` (in order) whose values depend on the tile's coordinates."""
+        tile_values = _dependents(ops, set(self.first_coords))
+        return [op for op in ops if id(op) in tile_values]
+
+
+def _const(b: Builder, value: int) -> Value:
+    return b.create(arith.ConstantOp, value=IntegerAttr(value), result_types=[index]).result
+
+
+def tile_walk(kernel: FuncOp, loc) -> TileWalk:
+    """Prepare `kernel` (`persistent_blocker` allows it) to walk its output tiles: at its
+    start the tile counts and the first tile's coordinates, which replace its program ids;
+    its `tile.num_programs` become the tile counts (the grouped block order maps tiles as it
+    mapped blocks). The walks themselves are the caller's (`make_persistent`,
+    passes/pipeline_warp_specialize.py)."""
+    block = kernel.body.block
+    grid = attribute_pairs(kernel, "tilec.grid")
+    tiles = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
+    entry = Builder.at_start(block, loc)
+    counts = []
+    for dim, symbol in grid:
+        view, axis = _extent_source(kernel, str(dim))  # type: ignore[misc]
+        extent = entry.create(T.DimOp, view=view, axis=IntegerAttr(axis)).result
+        size = tiles[str(symbol)] if not isinstance(symbol, int) else symbol
+        padded = entry.create(arith.AddIOp, lhs=extent, rhs=_const(entry, int(size) - 1)).result
+        counts.append(entry.create(arith.DivSIOp, lhs=padded, rhs=_const(entry, int(size))).result)
+    total = counts[0]
+    for c in counts[1:]:
+        total = entry.create(arith.MulIOp, lhs=total, rhs=c).result
+    total.name_hint = "tiles"
+    first = entry.create(T.ProgramIdOp, axis=IntegerAttr(0)).result
+    first.name_hint = "first_tile"
     for op in [op for op in kernel.walk() if isinstance(op, T.NumProgramsOp)]:
         axis = op.attributes["axis"].value
-        op.result.replace_all_uses_with(counts[axis] if axis < len(counts) else const(entry, 1))
+        op.result.replace_all_uses_with(counts[axis] if axis < len(counts) else _const(entry, 1))
         op.erase()
-
-    # The first tile: the prologue as pipeline left it, at the coordinates of `first`.
-    first_coords = coordinates(entry, first)
+    walk = TileWalk(counts, total, first, [])
+    walk.first_coords = walk.coordinates(entry, first)
     for op in [op for op in kernel.walk() if isinstance(op, T.ProgramIdOp)]:
         if op.result is not first:
-            op.result.replace_all_uses_with(first_coords[op.attributes["axis"].value])
+            op.result.replace_all_uses_with(walk.first_coords[op.attributes["axis"].value])
             op.erase()
+    kernel.attributes[PERSISTENT_ATTRIBUTE] = UnitAttr()
+    return walk
+
+
+def walk_loop(b: Builder, walk: TileWalk, loc) -> tuple[scf.ForOp, Value, Value]:
+    """`scf.for %t = first to tiles step (blocks) iter_args(%step_base = 0)`, a range loop,
+    before `b`'s point: the loop, its tile and its step base."""
+    step = b.create(T.NumProgramsOp, axis=IntegerAttr(0)).result
+    body = Block([index, index])
+    loop = b.create(
+        scf.ForOp,
+        lower=walk.first,
+        upper=walk.total,
+        step=step,
+        inits=[_const(b, 0)],
+        body=Region([body]),
+        loc=loc,
+    )
+    loop.attributes["tilec.loop"] = StringAttr("range")
+    t, base = body.args
+    t.name_hint, base.name_hint = "tile", "step_base"
+    return loop, t, base
+
+
+def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
+    """Rewrite `kernel` (its one pipelined loop `pipelined`) for persistent blocks (the
+    module docstring)."""
+    loop = pipelined.loop
+    block = kernel.body.block
+    tw = tile_walk(kernel, loop.loc)
+    first_coords = tw.first_coords
+    const = _const
+
+    def coordinates(b: Builder, t: Value) -> list[Value]:
+        return tw.coordinates(b, t)
 
     def remap(coords: list[Value]) -> dict[Value, Value]:
         return dict(zip(first_coords, coords))
@@ -298,16 +351,9 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     per_tile = [op for op in before_loop if id(op) in tile_values and id(op) not in prologue]
 
     b = Builder.before_op(loop)
-    step = b.create(T.NumProgramsOp, axis=IntegerAttr(0)).result
-    zero = const(b, 0)
-    body = Block([index, index])
-    walk = b.create(
-        scf.ForOp, lower=first, upper=total, step=step, inits=[zero], body=Region([body])
-    )
-    walk.attributes["tilec.loop"] = StringAttr("range")
-    t, base = body.args
-    t.name_hint, base.name_hint = "tile", "step_base"
-    inner = Builder.at_end(body, loop.loc)
+    walk, t, base = walk_loop(b, tw, loop.loc)
+    total, step = tw.total, walk.step
+    inner = Builder.at_end(walk.body.block, loop.loc)
 
     # This tile: its values, its main loop counting steps from `base`.
     mapping = remap(coordinates(inner, t))
@@ -315,8 +361,8 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
         inner.insert(op.clone(mapping))
     main = inner.insert(loop.clone(mapping))
     index_here = mapping[pipelined.step_index]
-    _rebase(index_here, base)
-    trips = _trip_count(inner, main, const)
+    rebase_steps(index_here, base)
+    trips = trip_count(inner, main, const)
     next_base = inner.create(arith.AddIOp, lhs=base, rhs=trips).result
     next_base.name_hint = "next_step_base"
 
@@ -357,7 +403,6 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     for op in reversed(after_loop):
         op.erase()
     loop.erase()
-    kernel.attributes[PERSISTENT_ATTRIBUTE] = UnitAttr()
 
 
 def _dependents(ops: list[Operation], roots: set[Value]) -> set[int]:
@@ -392,7 +437,7 @@ def _is_slot_constant(op: Operation, pipelined: PipelinedLoop) -> bool:
     return bool(uses) and all(id(u) in prologue and as_slot(u) for u in uses)
 
 
-def _rebase(step_index: Value, base: Value) -> None:
+def rebase_steps(step_index: Value, base: Value) -> None:
     """Count the loop's steps from `base`: every use of `step_index` takes `base + i`."""
     assert isinstance(step_index, OpResult)
     b = Builder.after_op(step_index.op)
@@ -405,7 +450,7 @@ def _rebase(step_index: Value, base: Value) -> None:
                     use.set_operand(i, shifted)
 
 
-def _trip_count(b: Builder, loop: scf.ForOp, const) -> Value:
+def trip_count(b: Builder, loop: scf.ForOp, const=_const) -> Value:
     """ceil((upper - lower) / step), at least 0."""
     span = b.create(arith.SubIOp, lhs=loop.upper, rhs=loop.lower).result
     padded = b.create(

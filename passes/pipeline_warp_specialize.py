@@ -42,7 +42,14 @@ from tilec.ir.core import Block, Operation, OpResult, Region, Value
 from tilec.ir.types import SharedType, TileType, i64, index
 from tilec.lowering.wgmma import chained_wgmma_slots
 from tilec.passes.occupancy import REGISTERS_PER_SM
-from tilec.passes.pipeline_persistent import PipelinedLoop
+from tilec.passes.pipeline_persistent import (
+    PipelinedLoop,
+    TileWalk,
+    rebase_steps,
+    tile_walk,
+    trip_count,
+    walk_loop,
+)
 from tilec.passmanager import PassContext
 
 __all__ = [
@@ -72,6 +79,15 @@ def warp_specialize_blocker(kernel: FuncOp, pipelined: PipelinedLoop | None) -> 
         return "its loop leaves no wgmma chain in flight"
     if _wait_of(loop) is None:
         return "its loop does not start by waiting on its stage's mbarrier"
+    warps = int(kernel.attributes["tilec.num_warps"].value)
+    registers = _consumer_registers(warps, _blocks_per_sm(kernel))
+    needed = _registers_needed(loop, warps)
+    if registers < needed:
+        return (
+            f"its consumers would get {registers} registers a thread (with a producer "
+            f"warpgroup in each of {_blocks_per_sm(kernel)} block(s) an SM), fewer than the "
+            f"~{needed} their accumulators and descriptors need"
+        )
     prologue = set(map(id, pipelined.prologue))
     for op in _before(kernel, loop):
         if id(op) in prologue or isinstance(op, _SETUP) or not _has_effects(op):
@@ -80,10 +96,14 @@ def warp_specialize_blocker(kernel: FuncOp, pipelined: PipelinedLoop | None) -> 
     return ""
 
 
-def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext) -> None:
+def specialize_warps(
+    kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext, persistent: bool = False
+) -> None:
     """Rewrite `kernel` around its pipelined loop (`warp_specialize_blocker` allows it) into
-    a producer and a consumer region (the module docstring), with a remark."""
+    a producer and a consumer region (the module docstring), with a remark; with
+    `persistent`, each region walks the output tiles (`persistent_blocker` allows it)."""
     loop = pipelined.loop
+    walk = tile_walk(kernel, loop.loc) if persistent else None
     stages = pipelined.stages
     block = kernel.body.block
     wait = _wait_of(loop)
@@ -95,9 +115,8 @@ def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext)
     barrier = body[at_wait + 1] if at_wait + 1 < len(body) else None
     ahead_copies = [op for op in body if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp))]
     warps = int(kernel.attributes["tilec.num_warps"].value)
-    consumer_threads = warps * _WARP
 
-    # The empty mbarriers: one a stage, completed by one arrival of every consumer thread.
+    # The empty mbarriers: one a stage, completed by one arrival of every consumer warp.
     entry = Builder.at_start(block, loop.loc)
     empty = entry.create(shared.AllocSharedOp, result_types=[SharedType((stages, 1), i64)]).result
     empty.name_hint = "empty_barriers"
@@ -108,12 +127,12 @@ def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext)
         TM.MbarrierInitOp,
         barriers=empty,
         arrivals=IntegerAttr(1),
-        threads=IntegerAttr(consumer_threads),
+        warps=IntegerAttr(warps),
     )
 
     # The op, where the loop was.
     producer_block, consumer_block = Block(), Block()
-    registers = _consumer_registers(warps)
+    registers = _consumer_registers(warps, _blocks_per_sm(kernel))
     Builder.before_op(loop).create(
         WarpSpecializeOp,
         producer=Region([producer_block]),
@@ -125,7 +144,7 @@ def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext)
 
     # Producer: every step's copies, once the stage is released.
     p = Builder.at_end(producer_block, loop.loc)
-    walk = p.create(
+    steps = p.create(
         scf.ForOp,
         lower=loop.lower,
         upper=loop.upper,
@@ -133,13 +152,14 @@ def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext)
         inits=[],
         body=Region([Block([loop.induction_var.type])]),
     )
-    k = walk.body.block.args[0]
+    k = steps.body.block.args[0]
     k.name_hint = loop.induction_var.name_hint
-    w = Builder.at_end(walk.body.block, loop.loc)
+    w = Builder.at_end(steps.body.block, loop.loc)
     mapping: dict[Value, Value] = {loop.induction_var: k}
     for op in step_ops:
         w.insert(op.clone(mapping))
     slot, phase = mapping[wait.slot], mapping[wait.phase]
+    producer_steps = mapping[pipelined.step_index]
     one = w.create(arith.ConstantOp, value=IntegerAttr(1), result_types=[index]).result
     released = w.create(arith.SubIOp, lhs=one, rhs=phase).result  # the phase before
     released.name_hint = "released_phase"
@@ -208,8 +228,10 @@ def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext)
     # The consumers' last reads of the stages are over; every mbarrier op of the producer
     # came before the last wait: the barriers' bytes may go to the epilogue's scratch.
     c.create(shared.BarrierOp)
-    c.create(TM.MbarrierInvalOp, barriers=full)
-    c.create(TM.MbarrierInvalOp, barriers=empty)
+    drain = [
+        c.create(TM.MbarrierInvalOp, barriers=full),
+        c.create(TM.MbarrierInvalOp, barriers=empty),
+    ]
     for op in epilogue:
         op.detach()
         c.insert(op)
@@ -223,7 +245,18 @@ def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext)
             op.erase()
     for op in reversed(pipelined.after):
         op.erase()
+    if walk is not None:
+        per_tile = walk.per_tile(_before(kernel, producer_block.parent_op))
+        _walk_tiles(producer_block, walk, per_tile, steps, producer_steps, [])
+        _walk_tiles(consumer_block, walk, per_tile, loop, pipelined.step_index, drain)
     kernel.attributes[PRODUCER_WARPS_ATTRIBUTE] = IntegerAttr(PRODUCER_WARPS)
+    if walk is not None:
+        ctx.remark(
+            kernel,
+            "persistent blocks: as many blocks as the GPU holds walk the output tiles; the "
+            "producer runs ahead into the next tile while the consumers run this tile's "
+            "epilogue",
+        )
     ctx.remark(
         kernel,
         f"warp-specialized: a producer warpgroup ({PRODUCER_WARPS} warps, "
@@ -232,6 +265,37 @@ def specialize_warps(kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext)
         f"warps ({registers} registers) run the wgmma loop with no block-wide barrier, "
         "releasing each stage once its wgmma is waited for, and the epilogue",
     )
+
+
+def _walk_tiles(
+    block: Block,
+    walk: TileWalk,
+    per_tile: list[Operation],
+    main: scf.ForOp,
+    step_index: Value,
+    after: list[Operation],
+) -> None:
+    """Put the ops of a region's `block` (but `after`, which end it, and its yield) in a walk
+    over the output tiles: each tile's values cloned at its coordinates, the step index of
+    `main` counted on across tiles (so every stage's mbarrier phases run on), `after` once
+    the walk ends."""
+    ops = [op for op in block.ops if not isinstance(op, scf.YieldOp) and op not in after]
+    loop, t, base = walk_loop(Builder.before_op(ops[0]), walk, main.loc)
+    inner = Builder.at_end(loop.body.block, main.loc)
+    mapping = dict(zip(walk.first_coords, walk.coordinates(inner, t)))
+    for op in per_tile:
+        inner.insert(op.clone(mapping))
+    here = None
+    for op in ops:
+        clone = inner.insert(op.clone(mapping))
+        if op is main:
+            here = clone
+    assert here is not None
+    rebase_steps(mapping[step_index], base)
+    trips = trip_count(inner, here)
+    inner.create(scf.YieldOp, values=[inner.create(arith.AddIOp, lhs=base, rhs=trips).result])
+    for op in reversed(ops):
+        op.erase()
 
 
 _SETUP = (shared.AllocSharedOp, TM.MbarrierInitOp, shared.BarrierOp)
@@ -290,9 +354,34 @@ def _slice(loop: scf.ForOp, roots: list[Operation], stop: set[Value]) -> list[Op
     return [op for op in body.ops if id(op) in needed]
 
 
-def _consumer_registers(warps: int) -> int:
-    """The registers a consumer thread may take once the producer keeps 40: the SM's file
-    less the producer's, over the consumers (a multiple of 8, at most 256)."""
-    threads = warps * _WARP
-    spare = REGISTERS_PER_SM - PRODUCER_WARPS * _WARP * PRODUCER_REGISTERS
-    return min(256, spare // threads // 8 * 8)
+def _blocks_per_sm(kernel: FuncOp) -> int:
+    blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
+    return int(blocks.value) if blocks is not None else 1
+
+
+# Registers a consumer thread needs besides its accumulator: wgmma's descriptors, addresses,
+# the loop's indices (tiling's wgmma model counts 16 + about 48).
+_REGISTERS_BESIDES_ACCUMULATOR = 64
+
+
+def _registers_needed(loop: scf.ForOp, warps: int) -> int:
+    """Accumulator words a consumer thread holds (the chain's tile over the consumers' threads),
+    plus what a wgmma loop needs besides."""
+    j = chained_wgmma_slots(loop)[0]
+    acc = loop.yield_op.operands[j].type
+    words = acc.shape[0] * acc.shape[1] // (warps * _WARP)
+    return words + _REGISTERS_BESIDES_ACCUMULATOR
+
+
+def _consumer_registers(warps: int, blocks: int) -> int:
+    """The registers a consumer thread may take (`setmaxnreg.inc`) once the producer keeps 40:
+    with `setmaxnreg` in a kernel, ptxas gives every thread the most registers the launch
+    bounds allow (the SM's 64 Ki over `blocks` blocks of consumers and producer: 168 for
+    8 + 4 warps, one block), and the consumers can take only what the producer's warps give
+    back (`setmaxnreg.inc` waits for registers otherwise: a hang). A multiple of 8, at most
+    256."""
+    consumers = warps * _WARP
+    producers = PRODUCER_WARPS * _WARP
+    start = min(248, REGISTERS_PER_SM // (blocks * (consumers + producers)) // 8 * 8)
+    given_back = producers * (start - PRODUCER_REGISTERS)
+    return min(256, start + given_back // consumers // 8 * 8)

@@ -364,7 +364,9 @@ class _Kernel:
             names = ", ".join(f"%{a.result.name_hint}" for a in streamed)
             by_tma = any(isinstance(u, tma.TmaCopyOp) for a in streamed for u in a.result.uses)
             how = "the TMA unit" if by_tma else "cp.async"
-            text = f"{'/'.join(map(str, counts))} ({names} filled by {how})"
+            specialized = self.said(self.kernel, "pipeline", "warp-specialized")
+            who = ", by a producer warpgroup" if specialized else ""
+            text = f"{'/'.join(map(str, counts))} ({names} filled by {how}{who})"
             loops = [op for op in self.ops if isinstance(op, scf.ForOp)]
             flight = [
                 m
@@ -372,7 +374,8 @@ class _Kernel:
                 for m in self.said(loop, "pipeline")
                 if "flight" in m or m.startswith("copies by")
             ]
-            self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen] + flight)
+            warps = specialized + self.said(self.kernel, "pipeline", "not warp-specialized")
+            self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen] + flight + warps)
             return
         why = chosen + [
             m for op in self.ops if isinstance(op, shared.StoreSharedOp) for m in self.said(op)

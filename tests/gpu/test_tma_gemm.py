@@ -128,3 +128,69 @@ def test_persistent_bmm_walks_its_batch_too():
     c = torch.full((6, 520, 392), float("nan"), device="cuda", dtype=torch.float16)
     bmm(a, b, c)
     torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2e-2, atol=0.5)
+
+
+WARP_SPECIALIZED_CASES = [
+    (4096, 4096, 4096, "nn", torch.float16),
+    (4000, 3000, 1000, "nt", torch.float16),  # partial tiles, K a multiple of 8 only
+    (1000, 520, 72, "tn", torch.bfloat16),  # a K loop of two steps
+    (257, 129, 136, "tt", torch.float16),  # small: two blocks an SM, may be refused
+    (8, 64, 8, "nn", torch.float16),  # one step: the producer's wait on a fresh stage
+]
+WARP_SPECIALIZED = {
+    "warp_specialize": {"pipeline": {"warp_specialize": -1}},
+    "persistent": {"pipeline": {"warp_specialize": -1, "persistent": -1}},
+}
+
+
+@pytest.mark.parametrize("variant", list(WARP_SPECIALIZED))
+@pytest.mark.parametrize("m, n, k, layout, dtype", WARP_SPECIALIZED_CASES)
+def test_warp_specialized_gemm_gives_the_bits_of_the_plain_one(m, n, k, layout, dtype, variant):
+    """pipeline's option warp_specialize (passes/pipeline_warp_specialize.py): a producer
+    warpgroup issues the copies behind the stages' empty mbarriers, the consumer warps run the
+    wgmma loop and the epilogue (setmaxnreg, the consumers' named barrier); with persistent
+    blocks both walk the tiles: the same bits as the kernel without it, and torch's result.
+    At 1000 rows and more the kernel must be specialized (one block an SM)."""
+    from tilec.jit import load_kernel
+
+    name = f"gemm_{layout}" + ("_bf16" if dtype == torch.bfloat16 else "")
+    specialized = load_kernel(
+        EXAMPLES / "gemm_layouts.tile", name, pass_options=WARP_SPECIALIZED[variant]
+    )
+    plain = _kernel(name, -1)
+    a, b, a_stored, b_stored = _operands(m, n, k, layout, dtype, m * 5 + n + k)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    specialized(a_stored, b_stored, c)
+    c0 = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    plain(a_stored, b_stored, c0)
+    torch.testing.assert_close(c, (a.float() @ b.float()).to(dtype), rtol=2e-2, atol=0.5)
+    assert torch.equal(c, c0)
+    ptx = specialized.compile_for(a_stored, b_stored, c).ptx
+    if m >= 1000:
+        assert "setmaxnreg.inc" in ptx and "mbarrier.arrive.shared" in ptx
+
+
+@pytest.mark.parametrize("variant", list(WARP_SPECIALIZED))
+def test_warp_specialized_bmm_and_fused_epilogue(variant):
+    """A batched GEMM (3-D tensor maps, a 3-D walk) and a bias + GELU epilogue in the
+    consumer region."""
+    from tilec.jit import load_kernel
+
+    ws = WARP_SPECIALIZED[variant]
+    bmm = load_kernel(EXAMPLES / "bmm.tile", "bmm", pass_options=ws)
+    torch.manual_seed(6)
+    a = torch.randn(6, 1000, 520, device="cuda", dtype=torch.float16)
+    b = torch.randn(6, 520, 776, device="cuda", dtype=torch.float16)
+    c = torch.full((6, 1000, 776), float("nan"), device="cuda", dtype=torch.float16)
+    bmm(a, b, c)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2e-2, atol=0.5)
+    fused = load_kernel(EXAMPLES / "matmul_bias_gelu.tile", "matmul_bias_gelu", pass_options=ws)
+    x = torch.randn(1000, 520, device="cuda", dtype=torch.float16)
+    w = torch.randn(520, 776, device="cuda", dtype=torch.float16)
+    bias = torch.randn(776, device="cuda", dtype=torch.float16)
+    y = torch.empty(1000, 776, device="cuda", dtype=torch.float16)
+    fused(x, w, bias, y)
+    expected = torch.nn.functional.gelu(x.float() @ w.float() + bias.float())  # erf GELU
+    torch.testing.assert_close(y, expected.half(), rtol=2e-2, atol=0.5)
+    for kernel, args in ((bmm, (a, b, c)), (fused, (x, w, bias, y))):
+        assert "setmaxnreg.inc" in kernel.compile_for(*args).ptx

@@ -4,7 +4,8 @@ passes/pipeline_persistent.py) on GEMMs a user writes, with cuBLAS in the same r
     python -m tilec.benchmarks.persistent_probe [--json OUT] [--only 'gemm_nn 4000,bmm']
 
 For each kernel and shape: tilec's time in each of `VARIANTS` (the default: one block a tile
-in the grouped block order; the launch order; persistent blocks), each checked against
+in the grouped block order; the launch order; persistent blocks; a producer warpgroup),
+each checked against
 torch first, and torch's (`matmul` / `bmm`) on the same inputs; times from
 `tilec.benchmarks.gpu.time_ms` (inputs rotated past the L2 cache, median). One line each:
 every variant's time, its ratio to the default's, and to cuBLAS's. Needs a GPU.
@@ -61,11 +62,14 @@ def _reference(kernel: str):
 
 
 # What each variant pins: nothing (one block a tile, in tiling's grouped block order), the
-# launch order (group_m = 1), and persistent blocks wherever the kernel allows.
+# launch order (group_m = 1), persistent blocks wherever the kernel allows, and warp
+# specialization (a producer warpgroup, passes/pipeline_warp_specialize.py).
 VARIANTS = {
     "default": {},
     "launch_order": {"tiling": {"group_m": 1}},
     "persistent": {"pipeline": {"persistent": -1}},
+    "warp_specialize": {"pipeline": {"warp_specialize": -1}},
+    "ws_persistent": {"pipeline": {"warp_specialize": -1, "persistent": -1}},
 }
 
 

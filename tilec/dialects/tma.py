@@ -80,25 +80,27 @@ class MbarrierInitOp(Operation):
     summary = "Initialize a buffer of mbarriers (phase 0, `arrivals` arrivals a phase)."
     barriers = Operand(SHARED)
     arrivals = Attr(IntegerAttr, doc="arrivals that complete a phase")
-    threads = Attr(
+    warps = Attr(
         IntegerAttr,
         optional=True,
-        doc="threads that make one arrival (tile.mbarrier_arrive: every thread of its "
-        "region); default 1",
+        doc="warps that make one arrival (tile.mbarrier_arrive: each warp of its region "
+        "arrives); absent: one thread does (tile.mbarrier_expect)",
     )
     assembly_format = "$barriers attr-dict `:` type($barriers)"
 
     @property
-    def threads_per_arrival(self) -> int:
-        t = self.attributes.get("threads")
-        return 1 if t is None else int(t.value)
+    def hardware_arrivals(self) -> int:
+        """The count `mbarrier.init` gets: arrivals times the warps that make each."""
+        w = self.attributes.get("warps")
+        return int(self.arrivals) * (1 if w is None else int(w.value))
 
     def verify_(self) -> None:
         _check_barriers(self, self.barriers.type)
         if self.arrivals < 1:
             raise self.error(f"arrivals must be at least 1, got {self.arrivals}")
-        if not 1 <= self.threads_per_arrival <= 1024:
-            raise self.error(f"threads must be in 1..1024, got {self.threads_per_arrival}")
+        w = self.attributes.get("warps")
+        if w is not None and not 1 <= int(w.value) <= 32:
+            raise self.error(f"warps must be in 1..32, got {w.value}")
 
 
 @register_op
@@ -122,14 +124,15 @@ class MbarrierExpectOp(Operation):
 
 @register_op
 class MbarrierArriveOp(Operation):
-    """Arrive once on mbarrier `barriers[slot]` when `pred` holds (default: always): every
-    thread of the region arrives (`mbarrier.arrive`), which counts as one arrival (the init's
-    `threads`). Everything the arriving threads did before -- their reads of shared memory,
-    their tensor-core dots waited for -- happens before whatever follows a wait that this
-    arrival's phase completes (a consumer releasing a stage to its producer)."""
+    """Arrive once on mbarrier `barriers[slot]` when `pred` holds (default: always): one
+    thread of each warp of the region arrives (`mbarrier.arrive`) once the warp is there,
+    which counts as one arrival (the init's `warps`). Everything the region's threads did
+    before -- their reads of shared memory, their tensor-core dots waited for -- happens
+    before whatever follows a wait that this arrival's phase completes (a consumer releasing
+    a stage to its producer)."""
 
     name = "tile.mbarrier_arrive"
-    summary = "Arrive on an mbarrier (every thread of the region, one arrival)."
+    summary = "Arrive on an mbarrier (each warp of the region, one arrival)."
     barriers = Operand(SHARED)
     slot = Operand(INDEX)
     pred = Operand(BOOL_LIKE, optional=True)

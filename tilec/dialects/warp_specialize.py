@@ -5,7 +5,7 @@ warps that only compute, handing the stages to each other through mbarriers.
 loop whose copies the TMA unit makes into two regions that run at the same time:
 
     tile.mbarrier_init %full {arrivals = 1}                  // a stage landed
-    tile.mbarrier_init %empty {arrivals = 1, threads = 256}  // a stage released
+    tile.mbarrier_init %empty {arrivals = 1, warps = 8}      // a stage released
     tile.barrier
     tile.warp_specialize {producer_warps = 4, producer_registers = 40,
                           consumer_registers = 232} producer {
@@ -39,8 +39,8 @@ loop whose copies the TMA unit makes into two regions that run at the same time:
   (`setmaxnreg`): the producer gives up registers it does not need, the consumers take them for
   their accumulators (multiples of 8 in 24..256; the block's total must fit the SM's 64 Ki).
 * A thread-issued op (`tile.tma_copy`, `tile.mbarrier_expect`) is issued by one thread of its
-  region; `tile.mbarrier_arrive` is an arrival by every thread of its region, counted once
-  (`tile.mbarrier_init`'s `threads` says how many threads make one arrival).
+  region; `tile.mbarrier_arrive` is an arrival by each warp of its region, counted once
+  (`tile.mbarrier_init`'s `warps` says how many warps make one arrival).
 
 The interpreter runs the two regions as coroutines that hand over whenever one waits on an
 mbarrier phase that has not completed (`tilec.interp.warp_specialize`): a wait that no

@@ -306,10 +306,13 @@ class KernelABI:
     # Persistent blocks (`tilec.persistent`): `grid` names the output tiles; the launch has
     # min(tiles, the blocks the GPU holds at once) blocks along x, each walking tiles.
     persistent: bool = False
+    # Warp specialization (`tilec.producer_warps`): warps beyond `num_warps` (the computing
+    # warps, whose layouts the kernel's are) that issue the TMA copies; the block has both.
+    producer_warps: int = 0
 
     @property
     def num_threads(self) -> int:
-        return WARP_SIZE * self.num_warps
+        return WARP_SIZE * (self.num_warps + self.producer_warps)
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -327,6 +330,7 @@ class KernelABI:
             "written": sorted(self.written),
             "split": self.split.to_json() if self.split is not None else None,
             "persistent": self.persistent,
+            "producer_warps": self.producer_warps,
         }
 
     @classmethod
@@ -342,6 +346,7 @@ class KernelABI:
             frozenset(data["written"]),
             SplitAxis(**data["split"]) if data.get("split") else None,
             bool(data.get("persistent", False)),
+            int(data.get("producer_warps", 0)),
         )
 
 
@@ -422,6 +427,9 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
         ),
         split_axis(kernel),
         PERSISTENT_ATTRIBUTE in kernel.attributes,
+        int(kernel.attributes["tilec.producer_warps"].value)
+        if "tilec.producer_warps" in kernel.attributes
+        else 0,
     )
 
 

@@ -82,6 +82,7 @@ from tilec.lowering import (
     split,
     tensorcore,
     tma,
+    warp_specialize,
     wgmma,
 )
 from tilec.lowering.abi import (
@@ -108,7 +109,7 @@ from tilec.lowering.exchange import (
 )
 from tilec.lowering.fma_dot import DotLowering
 from tilec.lowering.global_memory import GlobalMemoryLowering, View
-from tilec.lowering.layouts import WARP_SIZE, DimMap, ThreadMap, row_major_strides
+from tilec.lowering.layouts import DimMap, ThreadMap, row_major_strides
 from tilec.lowering.line_info import DebugInfo, llvm_line_locations
 from tilec.lowering.llvm_types import (
     GLOBAL_PTR,
@@ -264,7 +265,10 @@ class _KernelLowering(
         tid = self._sreg("tid.x")
         self.lane = self.b.and_(tid, ir.Constant(I32, 31))
         self.warp = self.b.lshr(tid, ir.Constant(I32, 5))
-        self.num_warps = self.abi.num_threads // WARP_SIZE
+        self.num_warps = self.abi.num_warps  # the computing warps (not a producer's)
+        # The named barrier and threads `tile.barrier` synchronizes: the block's (bar.sync 0)
+        # or, in a region of a tile.warp_specialize, that region's warps' only.
+        self.barrier_scope: tuple[int, int] | None = None
         self.buffer_offsets = shared_memory.buffer_offsets(func)
         # Each op's scratch starts after the buffers live at it (shared_memory.scratch_bases).
         self.scratch_bases = shared_memory.scratch_bases(func)
@@ -433,7 +437,13 @@ class _KernelLowering(
     # -- shared scratch -------------------------------------------------------------------------
 
     def barrier(self) -> None:
-        mathlib.call_intrinsic(self.b, "llvm.nvvm.barrier0", ir.VoidType(), [])
+        if self.barrier_scope is None:
+            mathlib.call_intrinsic(self.b, "llvm.nvvm.barrier0", ir.VoidType(), [])
+        else:
+            number, threads = self.barrier_scope
+            shared_memory._asm(
+                self, ir.VoidType(), [], f"bar.sync {number}, {threads};", "~{memory}"
+            )
         self.unfenced_reads = []
 
     def _scratch_range(self, op: Operation) -> tuple[int, int]:
@@ -710,6 +720,7 @@ LOWERINGS: dict[type, Any] = {
     R.PhiloxOp: random.lower_philox,
     **atomic_lowering.LOWERINGS,
     **tma.LOWERINGS,  # tile.tma_copy and the mbarrier ops
+    **warp_specialize.LOWERINGS,  # tile.warp_specialize, tile.mbarrier_arrive
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,
     **scan.LOWERINGS,  # tile.scan, tile.arg_reduce, tile.topk

@@ -192,7 +192,7 @@ def lower_mbarrier_init(k: _KernelLowering, op: Operation) -> None:
                 k,
                 ir.VoidType(),
                 [address],
-                f"mbarrier.init.shared::cta.b64 [$0], {int(op.arrivals)};",
+                f"mbarrier.init.shared::cta.b64 [$0], {op.hardware_arrivals};",
                 "r,~{memory}",
             )
         _asm(k, ir.VoidType(), [], "fence.mbarrier_init.release.cluster;", "~{memory}")

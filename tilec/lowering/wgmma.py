@@ -16,6 +16,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE
 from tilec.dialects.tile import DotOperandLayout, MmaLayout
 from tilec.dialects.tma import MbarrierInvalOp, MbarrierWaitOp
+from tilec.dialects.warp_specialize import enclosing_region
 from tilec.ir.core import Operation, OpResult
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
@@ -141,6 +142,8 @@ def pipelined_loop(loop: Operation) -> bool:
     block = loop.block
     after = block.ops[block.ops.index(loop) + 1 :] if block is not None else []
     waits = [i for i, op in enumerate(body) if isinstance(op, (S.AsyncWaitOp, MbarrierWaitOp))]
+    if waits and _consumer_loop(loop, body, waits[0], after):
+        return True
     if not waits or len(body) <= waits[0] + 2 or not isinstance(body[waits[0] + 1], S.BarrierOp):
         return False
     if isinstance(body[waits[0]], S.AsyncWaitOp):
@@ -150,6 +153,22 @@ def pipelined_loop(loop: Operation) -> bool:
     if any(isinstance(op, T.DotOp) for op in body[: waits[0]]):
         return False
     return _drained(loop)
+
+
+def _consumer_loop(loop: Operation, body: list, wait: int, after: list) -> bool:
+    """A warp-specialized consumer's loop (passes/pipeline_warp_specialize.py): in the
+    consumer region, its body waits on its stage's mbarrier before any dot (no barrier: the
+    producer refills a stage only once the consumers release it, `tile.mbarrier_arrive`), and
+    a barrier follows it."""
+    found = enclosing_region(loop)
+    return (
+        found is not None
+        and not found[1]
+        and isinstance(body[wait], MbarrierWaitOp)
+        and not any(isinstance(op, T.DotOp) for op in body[:wait])
+        and bool(after)
+        and isinstance(after[0], S.BarrierOp)
+    )
 
 
 def _drained(loop: Operation) -> bool:
