@@ -148,11 +148,20 @@ def _check_write(state: BlockState, op: Operation, s: _Slot, index: int) -> None
             + " before reusing the slot",
         )
     if s.read_since_barrier is not None:
+        specialized = state.async_state is not None and state.async_state.roles is not None
         raise state.error(
             op,
             f"writes slot {index}, which was read ({_where(s.read_since_barrier)}) with no "
-            "tile.barrier since: other threads may still be reading it",
-            hint="put a tile.barrier between the last read of the slot and this write",
+            + (
+                "release since (tile.mbarrier_arrive, then a wait on its phase)"
+                if specialized
+                else "tile.barrier since"
+            )
+            + ": other threads may still be reading it",
+            hint="the consumers release a stage once the dots reading it are waited for, and "
+            "the producer waits for that release before refilling it"
+            if specialized
+            else "put a tile.barrier between the last read of the slot and this write",
         )
     if s.unread_write is not None:
         raise state.error(

@@ -1,0 +1,182 @@
+"""Warp specialization on the CPU (passes/pipeline_warp_specialize.py, tile.warp_specialize):
+the producer and consumer regions compute, in the interpreter's coroutines, bit for bit what
+the loop before pipelining did, with and without persistent blocks; the interpreter catches a
+broken stage protocol (a producer that does not wait for the release, a consumer that never
+releases, a wait on the wrong phase); the register budget `setmaxnreg` may ask for; the PTX."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.unit.test_tma_copies import TMA_KERNELS, _before_pipeline, _sm90a_ptx
+from tests.validation import run_kernel
+from tilec.dialects import tma as TM
+from tilec.dialects.warp_specialize import WarpSpecializeOp, enclosing_region
+from tilec.interp import InterpreterError
+from tilec.interp.runner import random_arguments
+from tilec.ir.printer import print_op
+from tilec.passes.pipeline_warp_specialize import _consumer_registers
+
+KERNELS = [k for k in TMA_KERNELS if k[1] != "attention"]  # attention: two TMA loops
+VARIANTS = {
+    "warp_specialize": "warp_specialize=1 ",
+    "persistent": "warp_specialize=1 persistent=1 ",
+}
+
+
+def _specialized(example: str, kernel: str, extents: dict, options: str):
+    """`kernel` before `pipeline` and after the rest of sm_90a's pipeline with `options`."""
+    passes, module, context = _before_pipeline(example, kernel, extents, options)
+    at = [p.name for p in passes].index("pipeline")
+    before = module.clone()
+    for p in passes[at:]:
+        p.run(module, context)
+    return before, module, context
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "example, kernel, extents", KERNELS, ids=[f"{k}:{e}" for _, k, e in KERNELS]
+)
+def test_the_regions_compute_what_the_loop_before_pipelining_did(example, kernel, extents, variant):
+    """At extents with partial tiles everywhere, bit for bit; the race check follows every
+    mbarrier phase of both regions (with persistent blocks, three blocks walk the tiles)."""
+    before, module, _ = _specialized(example, kernel, extents, VARIANTS[variant])
+    func = module.lookup(kernel)
+    regions = [op for op in func.walk() if isinstance(op, WarpSpecializeOp)]
+    assert len(regions) == 1
+    assert ("tilec.persistent" in func.attributes) == (variant == "persistent")
+    inputs = random_arguments(func, extents, seed=13)
+    got, sizes = run_kernel(module, kernel, inputs, None)
+    expected, _ = run_kernel(before, kernel, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def _gemm():
+    return _specialized(
+        "gemm_layouts.tile", "gemm_nn", {"M": 208, "N": 320, "K": 400}, VARIANTS["warp_specialize"]
+    )
+
+
+def _producer_wait(func):
+    return next(
+        op
+        for op in func.walk()
+        if isinstance(op, TM.MbarrierWaitOp) and enclosing_region(op)[1]  # type: ignore[index]
+    )
+
+
+def _run(module):
+    func = module.lookup("gemm_nn")
+    extents = {"M": 208, "N": 320, "K": 400}
+    run_kernel(module, "gemm_nn", random_arguments(func, extents, seed=3), None)
+
+
+def test_a_producer_that_does_not_wait_for_the_release_is_caught():
+    """Without its wait on the empty mbarrier the producer runs a round ahead: it arms a
+    stage's full mbarrier again before the consumers waited on its phase (on the GPU: the
+    copies overwrite a stage being read)."""
+    _, module, _ = _gemm()
+    _producer_wait(module.lookup("gemm_nn")).erase()
+    with pytest.raises(InterpreterError, match=r"arrives on mbarrier \d+, whose phase 0 has had"):
+        _run(module)
+
+
+def test_a_release_before_the_dot_is_waited_for_is_a_race():
+    """The consumers release step i - 1's stage after issuing step i's dot (whose issue waits
+    for step i - 1's). Releasing step i's own stage instead lets the producer refill it while
+    the dot in flight may still read it."""
+    _, module, _ = _gemm()
+    func = module.lookup("gemm_nn")
+    arrive = next(op for op in func.walk() if isinstance(op, TM.MbarrierArriveOp))
+    wait = next(
+        op
+        for op in func.walk()
+        if isinstance(op, TM.MbarrierWaitOp) and not enclosing_region(op)[1]  # type: ignore[index]
+    )
+    from tilec.ir.builder import Builder
+
+    Builder.before_op(arrive).create(  # this step's slot, from step 0 on
+        TM.MbarrierArriveOp, barriers=arrive.barriers, slot=wait.slot
+    )
+    arrive.erase()
+    with pytest.raises(
+        InterpreterError, match=r"writes slot 0, which was read .* no release since"
+    ):
+        _run(module)
+
+
+def test_a_consumer_that_never_releases_its_stages_deadlocks():
+    _, module, _ = _gemm()
+    func = module.lookup("gemm_nn")
+    next(op for op in func.walk() if isinstance(op, TM.MbarrierArriveOp)).erase()
+    with pytest.raises(InterpreterError, match="would wait forever on mbarrier"):
+        _run(module)
+
+
+def test_a_producer_waiting_on_the_phase_itself_deadlocks():
+    """The producer must wait for the phase *before* the one it fills (1 - phase: on a fresh
+    stage, the wait returns at once); waiting on the phase itself waits for a release that
+    can only follow its own copies."""
+    _, module, _ = _gemm()
+    wait = _producer_wait(module.lookup("gemm_nn"))
+    released = wait.phase.op  # 1 - phase
+    wait.set_operand(2, released.rhs)
+    with pytest.raises(InterpreterError, match="would wait forever"):
+        _run(module)
+
+
+def test_the_specialized_ir_prints_and_parses_back():
+    from tilec.ir.parser import parse_module
+
+    _, module, _ = _gemm()
+    text = print_op(module)
+    assert "tile.warp_specialize {" in text and "} consumer {" in text
+    assert print_op(parse_module(text)) == text
+
+
+def test_the_consumers_take_what_the_producer_gives_back():
+    """With setmaxnreg in the kernel every thread starts at the most registers the launch
+    bounds allow; the consumers may take only what the producer's warpgroup frees."""
+    assert _consumer_registers(8, 1) == 232  # 384 threads start at 168: CUTLASS's split
+    assert _consumer_registers(4, 2) == 216  # 2 x 256 threads start at 128
+    assert _consumer_registers(4, 1) == 256
+    assert _consumer_registers(8, 2) == 96  # too few for a 128x128 tile's accumulators
+
+
+def test_a_kernel_whose_consumers_would_lack_registers_is_refused_with_the_reason():
+    _, module, context = _specialized(
+        "gemm_layouts.tile", "gemm_tt", {"M": 257, "N": 129, "K": 136}, "warp_specialize=-1 "
+    )
+    func = module.lookup("gemm_tt")
+    said = [r.message for r in context.remarks if "warp-specialized" in r.message]
+    specialized = any(isinstance(op, WarpSpecializeOp) for op in func.walk())
+    blocks = func.attributes.get("tilec.min_blocks_per_sm")
+    if blocks is not None and blocks.value == 2 and func.attributes["tilec.num_warps"].value == 8:
+        assert not specialized and "fewer than" in said[0]
+    else:
+        assert specialized or said
+
+
+def test_the_ptx_branches_into_a_producer_and_consumers():
+    program = _sm90a_ptx(
+        "gemm_layouts.tile", "gemm_nn", "M=4000,N=3000,K=1000", pipeline="warp_specialize=1"
+    )
+    ptx = program.ptx
+    assert ".reqntid 384" in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    assert "mbarrier.init.shared::cta.b64 [%r" in ptx and "], 8;" in ptx  # one arrival a warp
+    assert "bar.sync 1, 256;" in ptx
+    loop = ptx[ptx.index("setmaxnreg.inc") :]
+    assert "bar.sync \t0;" not in loop and "barrier.sync 0" not in loop
+    assert "wgmma.wait_group.sync.aligned 1;" in loop
+    from tilec.lowering.ptxas import assemble, find_ptxas
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas is not installed")
+    report = assemble(ptx, "sm_90a")["gemm_nn"]
+    assert report.spill_stores == 0 and report.spill_loads == 0
+    assert report.barriers == 2  # the block's and the consumers' named barrier
