@@ -59,7 +59,12 @@ from tilec.passes.pipeline_persistent import (
     persistent_loop,
     reserve_epilogue,
 )
-from tilec.passes.pipeline_tma import TMA_ARCHES, planned_buffer, tma_blocker
+from tilec.passes.pipeline_tma import (
+    TMA_ARCHES,
+    planned_buffer,
+    straddling_rows,
+    tma_blocker,
+)
 from tilec.passes.pipeline_warp_specialize import specialize_warps, warp_specialize_blocker
 from tilec.passes.register_prefetch import check_choice, prefetch_registers
 from tilec.passes.smem_placement import (
@@ -547,6 +552,10 @@ def _tma_choice(
         f"them and each stage's mbarrier expects their {step_bytes} bytes; tensor maps from "
         "the arguments' shapes and strides (docs/abi.md)",
     )
+    for s in streams:
+        note = straddling_rows(kernel, s)
+        if note:
+            ctx.remark(loop, f"performance: {note}")
     return True
 
 

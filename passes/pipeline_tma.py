@@ -45,6 +45,37 @@ def stream_box(stream: _Stream, stages: int) -> tuple[int, ...] | str:
     return plan if isinstance(plan, str) else plan[0]
 
 
+# Rows whose stride is an odd multiple of 16 bytes start anywhere within a 128-byte line, so
+# each 128-byte row of a box straddles two lines: the TMA unit's requests for the operand
+# double. Measured on the H200 (2026-12-03, 128x256x64 wgmma tiles, cuBLAS in the same run;
+# docs/benchmarks.md, "Warp specialization, and the rows that straddle lines"): b [K, N] at
+# N = 3000 (6000-byte rows) took 1.22x cuBLAS's time, at N = 3008 / 3040 / 3056 (128-, 64-,
+# 32-byte multiples) 1.08-1.10x; a at K = 1000 cost 2% with 128x256 tiles and 20% with
+# 256x128 ones (the operand with more rows a step pays more).
+STRADDLE_ALIGNMENT = 32
+
+
+def straddling_rows(kernel: FuncOp, stream: _Stream) -> str:
+    """A note when the rows of the argument `stream` copies by the TMA unit are known to be
+    16-byte aligned but not `STRADDLE_ALIGNMENT`-byte aligned ("" otherwise)."""
+    view = stream.load.view
+    if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
+        return ""
+    name = argument_name(kernel, view.index)
+    rank = view.type.rank
+    if rank < 2:
+        return ""
+    stride = f"{name}.stride.{rank - 2}"
+    row = kernel_specialization(kernel).multiple(stride) * element_bytes(view.type.element)
+    if row % STRADDLE_ALIGNMENT == 0:
+        return ""
+    return (
+        f"{name}'s rows ({stride}) are known 16-byte aligned, not {STRADDLE_ALIGNMENT}-byte: "
+        "each 128-byte box row straddles two 128-byte lines, about twice the TMA unit's "
+        f"requests for {name} (rows padded to a multiple of {STRADDLE_ALIGNMENT} bytes avoid it)"
+    )
+
+
 def tma_blocker(kernel: FuncOp, stream: _Stream, stages: int) -> str:
     """Why `stream` cannot be copied by the TMA unit ("" when it can)."""
     load = stream.load

@@ -372,7 +372,7 @@ class _Kernel:
                 m
                 for loop in loops
                 for m in self.said(loop, "pipeline")
-                if "flight" in m or m.startswith("copies by")
+                if "flight" in m or m.startswith(("copies by", "performance:"))
             ]
             warps = specialized + self.said(self.kernel, "pipeline", "not warp-specialized")
             self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen] + flight + warps)

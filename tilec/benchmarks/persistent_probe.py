@@ -2,6 +2,7 @@
 passes/pipeline_persistent.py) on GEMMs a user writes, with cuBLAS in the same run.
 
     python -m tilec.benchmarks.persistent_probe [--json OUT] [--only 'gemm_nn 4000,bmm']
+    python -m tilec.benchmarks.persistent_probe --shape 4096x3072x1024 --shape nt:4000x3000x1000
 
 For each kernel and shape: tilec's time in each of `VARIANTS` (the default: one block a tile
 in the grouped block order; the launch order; persistent blocks; a producer warpgroup),
@@ -70,6 +71,7 @@ VARIANTS = {
     "persistent": {"pipeline": {"persistent": -1}},
     "warp_specialize": {"pipeline": {"warp_specialize": -1}},
     "ws_persistent": {"pipeline": {"warp_specialize": -1, "persistent": -1}},
+    "tall": {"tiling": {"tiles": "BM=256,BN=128,BK=64"}},  # 256x128 tiles, not 128x256
 }
 
 
@@ -104,11 +106,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}"
     )
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="[nt:]MxNxK",
+        help="time these GEMMs instead of the list (repeatable; nt: b stored [N, K])",
+    )
     args = parser.parse_args(argv)
     wanted = [w for w in args.only.split(",") if w]
     variants = [v for v in args.variants.split(",") if v]
     rows = []
-    for example, kernel, shape in CASES:
+    cases = CASES
+    if args.shape:
+        cases = []
+        for text in args.shape:
+            layout, _, dims = text.rpartition(":")
+            shape = tuple(int(d) for d in dims.split("x"))
+            cases.append(("gemm_layouts.tile", f"gemm_{layout or 'nn'}", shape))
+    for example, kernel, shape in cases:
         name = f"{kernel} {'x'.join(map(str, shape))}"
         if wanted and not any(w in name for w in wanted):
             continue
