@@ -65,7 +65,7 @@ from tilec.passes.pipeline_tma import (
     straddling_rows,
     tma_blocker,
 )
-from tilec.passes.pipeline_warp_specialize import specialize_warps, warp_specialize_blocker
+from tilec.passes.pipeline_warp_specialize import warp_specialize_kernel
 from tilec.passes.register_prefetch import check_choice, prefetch_registers
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
@@ -284,7 +284,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         if pipelined is not None:
             made.append(pipelined)
     remove_redundant_barriers(kernel)
-    specialized = _warp_specialize(kernel, made, options.warp_specialize, persistent, ctx)
+    specialized = warp_specialize_kernel(kernel, made, options.warp_specialize, persistent, ctx)
     if persistent is not None and not specialized:
         chosen = next((p for p in made if p.loop is persistent), None)
         persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
@@ -293,37 +293,6 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         kernel, plan, limit, "option shared_limit of pipeline", "use fewer stages or smaller tiles"
     )
     apply_shared_plan(kernel, plan, ctx, limit)
-
-
-def _warp_specialize(
-    kernel: FuncOp,
-    made: list[PipelinedLoop],
-    option: int,
-    persistent: scf.ForOp | None,
-    ctx: PassContext,
-) -> bool:
-    """Option `warp_specialize` on the kernel's TMA loops (`made`), with persistent blocks
-    walking the tiles when `persistent` is the loop option `persistent` chose; whether the
-    kernel was specialized."""
-    if option not in (-1, 0, 1):
-        raise TileError(f"pipeline: option warp_specialize must be -1, 0 or 1, got {option}")
-    if option == 0:
-        return False
-    if persistent is not None and not any(p.loop is persistent for p in made):
-        why = "its persistent loop's copies are not made by the TMA unit"
-    elif len(made) != 1:
-        why = (
-            "no loop's copies are made by the TMA unit" if not made else "it has several TMA loops"
-        )
-    else:
-        why = warp_specialize_blocker(kernel, made[0])
-    if why:
-        if option == 1:
-            raise TileError(f"pipeline: option warp_specialize = 1, but {why}", kernel.loc)
-        ctx.remark(kernel, f"not warp-specialized: {why}")
-        return False
-    specialize_warps(kernel, made[0], ctx, persistent=persistent is not None)
-    return True
 
 
 def _choose_stages(

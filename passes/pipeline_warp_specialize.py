@@ -24,7 +24,9 @@ into the consumer region: only the consumers' warps have those layouts. Scalar a
 
 When (`warp_specialize_blocker`): sm_90a, the loop's copies by the TMA unit, its wgmma chain
 left in flight (`tilec.dots_in_flight`), the loop directly in the kernel's body and the only
-pipelined one, no persistent blocks, and nothing before it with effects. Option values: -1
+pipelined one, and nothing before it with effects. With pipeline's option `persistent` both
+regions walk the output tiles (`_walk_tiles`), the producer running into the next tile while
+the consumers run this tile's epilogue. Option values: -1
 where allowed, 0 never (the default until measured faster on the H200), 1 required (an error
 says why not). The interpreter runs the regions as coroutines and checks the mbarrier protocol
 (`tilec.interp.warp_specialize`).
@@ -32,6 +34,7 @@ says why not). The interpreter runs the regions as coroutines and checks the mba
 
 from __future__ import annotations
 
+from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tma as TM
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp, ReturnOp
@@ -58,12 +61,44 @@ __all__ = [
     "PRODUCER_WARPS_ATTRIBUTE",
     "specialize_warps",
     "warp_specialize_blocker",
+    "warp_specialize_kernel",
 ]
 
 PRODUCER_WARPS = 4  # one warpgroup: setmaxnreg works on whole warpgroups
 PRODUCER_REGISTERS = 40  # a thread that only computes addresses and issues copies
 PRODUCER_WARPS_ATTRIBUTE = "tilec.producer_warps"
 _WARP = 32
+
+
+def warp_specialize_kernel(
+    kernel: FuncOp,
+    made: list[PipelinedLoop],
+    option: int,
+    persistent: scf.ForOp | None,
+    ctx: PassContext,
+) -> bool:
+    """pipeline's option `warp_specialize` on the kernel's TMA loops (`made`), with persistent blocks
+    walking the tiles when `persistent` is the loop option `persistent` chose; whether the
+    kernel was specialized."""
+    if option not in (-1, 0, 1):
+        raise TileError(f"pipeline: option warp_specialize must be -1, 0 or 1, got {option}")
+    if option == 0:
+        return False
+    if persistent is not None and not any(p.loop is persistent for p in made):
+        why = "its persistent loop's copies are not made by the TMA unit"
+    elif len(made) != 1:
+        why = (
+            "no loop's copies are made by the TMA unit" if not made else "it has several TMA loops"
+        )
+    else:
+        why = warp_specialize_blocker(kernel, made[0])
+    if why:
+        if option == 1:
+            raise TileError(f"pipeline: option warp_specialize = 1, but {why}", kernel.loc)
+        ctx.remark(kernel, f"not warp-specialized: {why}")
+        return False
+    specialize_warps(kernel, made[0], ctx, persistent=persistent is not None)
+    return True
 
 
 def warp_specialize_blocker(kernel: FuncOp, pipelined: PipelinedLoop | None) -> str:
