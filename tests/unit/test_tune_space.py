@@ -120,3 +120,21 @@ def test_a_candidate_the_passes_refuse_is_pruned_with_their_reason_before_any_pt
     big = build_candidate(problem, {"tile.M": 256, "tile.N": 256, "tile.K": 64, "stages": 8})
     assert big.status == "pruned" and not big.ptx
     assert "512 KiB of shared memory" in big.reason and "over the limit" in big.reason
+
+
+def test_a_tma_gemm_searches_persistent_blocks_and_warp_specialization():
+    """Both off by default, both searched wherever the TMA unit fills the main loop; a
+    candidate that turns them on reads back as such."""
+    problem, build, kernel = _heuristic(
+        "gemm_layouts.tile", "gemm_nn", {"M": 2048, "N": 2048, "K": 1024}
+    )
+    names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
+    assert build.decisions["pipeline.tma"] == 1
+    assert build.decisions["pipeline.persistent"] == 0
+    assert build.decisions["pipeline.warp_specialize"] == 0
+    assert names["pipeline.persistent"].values == (0, 1)
+    assert names["pipeline.warp_specialize"].values == (0, 1)
+    built = build_candidate(problem, {"pipeline.warp_specialize": 1, "pipeline.persistent": 1})
+    assert built.status == "built", built.reason
+    assert built.decisions["pipeline.warp_specialize"] == 1
+    assert built.decisions["pipeline.persistent"] == 1

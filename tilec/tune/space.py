@@ -15,6 +15,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
 | `pipeline.tma` (streamed loops on sm_90a: copies by the TMA unit or by cp.async) | pass option | pipeline |
 | `pipeline.persistent` (kernels whose main loop the TMA unit fills: persistent blocks or one a tile) | pass option | pipeline |
+| `pipeline.warp_specialize` (the same kernels: a producer warpgroup issues the copies, or the computing warps do) | pass option | pipeline |
 
 The values come from where the compiler declares them: warp counts and the stage range from
 the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
@@ -41,6 +42,7 @@ from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
 from tilec.dialects.tile import MmaLayout
+from tilec.dialects.warp_specialize import WarpSpecializeOp
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
 from tilec.lowering.wgmma import chained_wgmma_slots
@@ -155,7 +157,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     rewrote a loop, `defer-reduction.enable`; where a pipelined loop carries a wgmma chain,
     `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
     `pipeline.tma` (1: the TMA unit copies them); where those are, `pipeline.persistent` (1:
-    persistent blocks walk the tiles)."""
+    persistent blocks walk the tiles) and `pipeline.warp_specialize` (1: a producer warpgroup
+    issues the copies)."""
     decisions: dict[str, Any] = {
         f"tile.{d}": size for d, size in sorted(_tile_dims(kernel).items())
     }
@@ -184,6 +187,9 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
         decisions["pipeline.tma"] = int(any(isinstance(op, tma.TmaCopyOp) for op in kernel.walk()))
         if decisions["pipeline.tma"]:
             decisions["pipeline.persistent"] = int(PERSISTENT_ATTRIBUTE in kernel.attributes)
+            decisions["pipeline.warp_specialize"] = int(
+                any(isinstance(op, WarpSpecializeOp) for op in kernel.walk())
+            )
     if any(_chained(op) for op in kernel.walk() if isinstance(op, scf.ForOp)):
         decisions["pipeline.dots_in_flight"] = max(
             scf.dots_in_flight(op) for op in kernel.walk() if isinstance(op, scf.ForOp)
@@ -237,8 +243,12 @@ def applicable(
         options.append(("pipeline.dots_in_flight", (0, 1)))
     if chosen.get("pipeline.tma") == 1 and arch == "sm_90a":  # where the unit copies them all
         options.append(("pipeline.tma", (0, 1)))
-    if chosen.get("pipeline.persistent") == 1 and arch == "sm_90a":
+    # Both off by default (measured even on the H200): searched wherever the TMA unit fills
+    # the loops, as the heuristic's kernel shows.
+    if "pipeline.persistent" in chosen and arch == "sm_90a":
         options.append(("pipeline.persistent", (0, 1)))
+    if "pipeline.warp_specialize" in chosen and arch == "sm_90a":
+        options.append(("pipeline.warp_specialize", (0, 1)))
     for name, values in options:
         if name in fixed:
             continue
