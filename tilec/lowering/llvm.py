@@ -269,6 +269,8 @@ class _KernelLowering(
         # The named barrier and threads `tile.barrier` synchronizes: the block's (bar.sync 0)
         # or, in a region of a tile.warp_specialize, that region's warps' only.
         self.barrier_scope: tuple[int, int] | None = None
+        # In a producer region one warp runs: its thread-issued ops elect a lane (tma._elected).
+        self.elect_in_warp = False
         self.buffer_offsets = shared_memory.buffer_offsets(func)
         # Each op's scratch starts after the buffers live at it (shared_memory.scratch_bases).
         self.scratch_bases = shared_memory.scratch_bases(func)

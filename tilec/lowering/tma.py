@@ -148,10 +148,22 @@ def tensormap_parameter_name(argument: str, box: tuple[int, ...], fold: int = 0)
 
 
 def _elected(k: _KernelLowering, pred: ir.Value | None) -> ir.Value:
-    """i1: this thread is the block's thread 0 (and `pred`, if any, holds)."""
+    """i1: this thread is the block's thread 0 (and `pred`, if any, holds). In a producer
+    region (`tilec.lowering.warp_specialize`), whose one warp runs converged: the lane
+    `elect.sync` picks, so that ptxas sees a uniform issue (on `tid == 0` it wrapped every
+    `cp.async.bulk.tensor` there in a loop over the lanes)."""
     b = k.b
-    tid = b.or_(b.shl(k.warp, _i32(5)), k.lane)
-    first = b.icmp_unsigned("==", tid, _i32(0))
+    if k.elect_in_warp:
+        elect = ir.InlineAsm(
+            ir.FunctionType(ir.IntType(1), []),
+            "{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u16 $0, 1, 0, p;\n\t}",
+            "=c",
+            side_effect=True,
+        )
+        first = b.call(elect, [])
+    else:
+        tid = b.or_(b.shl(k.warp, _i32(5)), k.lane)
+        first = b.icmp_unsigned("==", tid, _i32(0))
     return b.and_(first, pred) if pred is not None else first
 
 

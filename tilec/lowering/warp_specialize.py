@@ -45,16 +45,29 @@ def lower_warp_specialize(k: _KernelLowering, op: Operation) -> None:
     issuing_bb = k.fn.append_basic_block("producer.issue")
     consumer_bb = k.fn.append_basic_block("consumer")
     join = k.fn.append_basic_block("specialized.end")
-    b.cbranch(b.icmp_unsigned(">=", k.warp, _i32(consumers)), producer_bb, consumer_bb)
+    # The warp index as ptxas can see it is the same in every lane (shfl.sync from lane 0):
+    # branches on it are then uniform, and the producer's copies are issued from uniform
+    # registers -- on `tid / 32` ptxas wrapped each `cp.async.bulk.tensor` in an ELECT loop
+    # (measured on bmm's 20 copies a step: the producer could not keep up).
+    shfl = ir.InlineAsm(
+        ir.FunctionType(ir.IntType(32), [ir.IntType(32)]),
+        "shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;",
+        "=r,r",
+        side_effect=True,
+    )
+    warp = k.prologue.call(shfl, [k.warp])  # in the entry block: every lane is there
+    b.cbranch(b.icmp_unsigned(">=", warp, _i32(consumers)), producer_bb, consumer_bb)
 
     saved = k.warp, k.barrier_scope, list(k.unfenced_reads)
     b.position_at_end(producer_bb)
     _asm(k, ir.VoidType(), [], f"setmaxnreg.dec.sync.aligned.u32 {op.producer_registers};", "")
-    k.warp = k.prologue.sub(saved[0], _i32(consumers))  # the producer's own warp index
+    k.warp = k.prologue.sub(warp, _i32(consumers))  # the producer's own warp index
     b.cbranch(b.icmp_unsigned("==", k.warp, _i32(0)), issuing_bb, join)
     b.position_at_end(issuing_bb)
     k.barrier_scope = None
+    k.elect_in_warp = True
     k.block(op.producer.block)
+    k.elect_in_warp = False
     b.branch(join)
 
     k.warp, k.unfenced_reads = saved[0], list(saved[2])
