@@ -333,10 +333,6 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     block = kernel.body.block
     tw = tile_walk(kernel, loop.loc)
     first_coords = tw.first_coords
-    const = _const
-
-    def coordinates(b: Builder, t: Value) -> list[Value]:
-        return tw.coordinates(b, t)
 
     def remap(coords: list[Value]) -> dict[Value, Value]:
         return dict(zip(first_coords, coords))
@@ -356,13 +352,13 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     inner = Builder.at_end(walk.body.block, loop.loc)
 
     # This tile: its values, its main loop counting steps from `base`.
-    mapping = remap(coordinates(inner, t))
+    mapping = remap(tw.coordinates(inner, t))
     for op in per_tile:
         inner.insert(op.clone(mapping))
     main = inner.insert(loop.clone(mapping))
     index_here = mapping[pipelined.step_index]
     rebase_steps(index_here, base)
-    trips = trip_count(inner, main, const)
+    trips = trip_count(inner, main)
     next_base = inner.create(arith.AddIOp, lhs=base, rhs=trips).result
     next_base.name_hint = "next_step_base"
 
@@ -372,13 +368,13 @@ def make_persistent(kernel: FuncOp, pipelined: PipelinedLoop) -> None:
     has_next = inner.create(
         arith.CmpIOp, predicate=StringAttr("slt"), lhs=following, rhs=total
     ).result
-    ahead = remap(coordinates(inner, following))
-    stages = const(inner, pipelined.stages)
+    ahead = remap(tw.coordinates(inner, following))
+    stages = _const(inner, pipelined.stages)
     for op in before_loop:
         if id(op) in prologue or (id(op) in tile_values and id(op) not in prologue):
             if id(op) in prologue and _is_slot_constant(op, pipelined):
                 j = constant_value(op.result).value
-                shifted = inner.create(arith.AddIOp, lhs=next_base, rhs=const(inner, j)).result
+                shifted = inner.create(arith.AddIOp, lhs=next_base, rhs=_const(inner, j)).result
                 ahead[op.result] = inner.create(arith.RemSIOp, lhs=shifted, rhs=stages).result
                 continue
             if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp)):
@@ -450,13 +446,13 @@ def rebase_steps(step_index: Value, base: Value) -> None:
                     use.set_operand(i, shifted)
 
 
-def trip_count(b: Builder, loop: scf.ForOp, const=_const) -> Value:
+def trip_count(b: Builder, loop: scf.ForOp) -> Value:
     """ceil((upper - lower) / step), at least 0."""
     span = b.create(arith.SubIOp, lhs=loop.upper, rhs=loop.lower).result
     padded = b.create(
         arith.AddIOp,
         lhs=span,
-        rhs=b.create(arith.SubIOp, lhs=loop.step, rhs=const(b, 1)).result,
+        rhs=b.create(arith.SubIOp, lhs=loop.step, rhs=_const(b, 1)).result,
     ).result
     trips = b.create(arith.DivSIOp, lhs=padded, rhs=loop.step).result
-    return b.create(arith.MaxSIOp, lhs=trips, rhs=const(b, 0)).result
+    return b.create(arith.MaxSIOp, lhs=trips, rhs=_const(b, 0)).result

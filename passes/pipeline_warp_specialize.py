@@ -203,26 +203,19 @@ def specialize_warps(
     ahead_iv = _ahead_iv(first)
     ahead_slot = first.slot
     copy_map: dict[Value, Value] = {ahead_iv: k, ahead_slot: slot}
-    for op in _slice(loop, ahead_copies, {ahead_iv, ahead_slot}):
+    copies = _slice(loop, ahead_copies, {ahead_iv, ahead_slot})
+    for op in copies:
         w.insert(op.clone(copy_map))
     w.create(scf.YieldOp, values=[])
     p.create(scf.YieldOp, values=[])
 
     # Consumer: the loop without its copies or barrier, releasing each step's slot once the
-    # next step's wgmma is issued (the one before it is then waited for).
-    removed = _slice(loop, ahead_copies, {ahead_iv, ahead_slot})
-    for op in reversed(removed):
+    # next step's wgmma is issued (the one before it is then waited for). The index
+    # arithmetic of the copies ahead is left to dce.
+    for op in reversed(copies):
         op.erase()
     if isinstance(barrier, shared.BarrierOp):
         barrier.erase()
-    for op in reversed(list(loop.body.block.ops)):
-        if (
-            not isinstance(op, scf.YieldOp)
-            and op.results
-            and not any(r.uses for r in op.results)
-            and not _has_effects(op)
-        ):
-            op.erase()
     r = Builder.before_op(loop.yield_op)
     step_index = pipelined.step_index
     count = r.create(arith.ConstantOp, value=IntegerAttr(stages), result_types=[index]).result
@@ -274,10 +267,8 @@ def specialize_warps(
 
     # The prologue's copies are the producer's now, and the drain is the consumers'.
     for op in reversed(pipelined.prologue):
-        if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp)) or not any(
-            r.uses for r in op.results
-        ):
-            op.erase()
+        if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp)):
+            op.erase()  # their index arithmetic is left to dce
     for op in reversed(pipelined.after):
         op.erase()
     if walk is not None:

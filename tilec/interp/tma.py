@@ -148,9 +148,23 @@ def _mbarrier_init(state: BlockState, op: Operation, args: list[Any]) -> Any:
 
 @semantics(tma.MbarrierExpectOp)
 def _mbarrier_expect(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    bar = _arrive(
+        state,
+        op,
+        "one tile.mbarrier_expect per phase and arrival: wait on the phase "
+        "(tile.mbarrier_wait) before arming the barrier again",
+    )
+    if bar is not None:
+        bar.expected_bytes += op.bytes
+    return []
+
+
+def _arrive(state: BlockState, op: Operation, hint: str) -> Mbarrier | None:
+    """One arrival of `op` (an expect or a plain arrival) on its mbarrier, unless its `pred`
+    is false (None then); an arrival on a phase that had all of its is an error."""
     values = state.values
     if not _issued(state, op, values[op.pred] if op.pred is not None else None):
-        return []
+        return None
     index = int(values[op.slot])
     bar = _mbarrier(state, op, values[op.barriers], index)
     if len(bar.arrived) >= bar.arrivals:
@@ -159,12 +173,10 @@ def _mbarrier_expect(state: BlockState, op: Operation, args: list[Any]) -> Any:
             f"arrives on mbarrier {index}, whose phase {bar.phase} has had all of its "
             f"{bar.arrivals} arrival(s) already ({_where(bar.arrived[-1])}) and has not been "
             "waited on",
-            hint="one tile.mbarrier_expect per phase and arrival: wait on the phase "
-            "(tile.mbarrier_wait) before arming the barrier again",
+            hint=hint,
         )
     bar.arrived.append(op)
-    bar.expected_bytes += op.bytes
-    return []
+    return bar
 
 
 @semantics(tma.TmaCopyOp)
@@ -267,20 +279,14 @@ def _completes(bar: Mbarrier) -> bool:
 
 @semantics(tma.MbarrierArriveOp)
 def _mbarrier_arrive(state: BlockState, op: Operation, args: list[Any]) -> Any:
-    values = state.values
-    if not _issued(state, op, values[op.pred] if op.pred is not None else None):
+    bar = _arrive(
+        state,
+        op,
+        "one arrival per phase: the phase must be waited on (its stage refilled) before "
+        "the next release",
+    )
+    if bar is None:
         return []
-    index = int(values[op.slot])
-    bar = _mbarrier(state, op, values[op.barriers], index)
-    if len(bar.arrived) >= bar.arrivals:
-        raise state.error(
-            op,
-            f"arrives on mbarrier {index}, whose phase {bar.phase} has had all of its "
-            f"{bar.arrivals} arrival(s) already ({_where(bar.arrived[-1])})",
-            hint="one arrival per phase: the phase must be waited on (its stage refilled) "
-            "before the next release",
-        )
-    bar.arrived.append(op)
     # The reads this region has finished (no dot still holds them) are released with it.
     released = [
         (s, s.read_since_barrier)
