@@ -198,11 +198,22 @@ def _cuobjdump() -> str | None:
     return str(path) if path.exists() else None
 
 
-def test_the_producers_copies_are_issued_from_uniform_registers():
-    """bmm's 20 copies a step: with the producer's issuing thread picked by `tid == 0`, ptxas
-    wrapped each `cp.async.bulk.tensor` in a loop over the warp's lanes (ELECT, BRA.U.ANY),
-    and the warp-specialized bmm ran 1.27x the plain kernel's time on the H200. `elect.sync`
-    (and a warp index from shfl.sync) let ptxas issue them straight."""
+@pytest.mark.parametrize(
+    "example, kernel, sizes, pipeline, copies",
+    [
+        # 16 boxes of a's 8-row groups and 4 of b, once in the producer's loop
+        ("bmm.tile", "bmm", "Z=8,M=1024,N=1024,K=1024", "warp_specialize=1", 20),
+        # 21 a step: in the loop, and in the prologue's two steps (unrolled)
+        ("gemm_layouts.tile", "gemm_nn", "M=4000,N=3000,K=1000", None, 63),
+    ],
+)
+def test_copies_are_issued_from_uniform_registers(example, kernel, sizes, pipeline, copies):
+    """With the issuing thread picked by `tid == 0`, ptxas wrapped each
+    `cp.async.bulk.tensor` in a loop over the warp's lanes (ELECT, BRA.U.ANY): each of bmm's
+    20 copies a step in the producer (the warp-specialized bmm ran 1.27x the plain kernel's
+    time on the H200), and the plain kernels' prologue copies (21 of 63 sites at K = 1000).
+    `elect.sync` in a warp tested on its index from `shfl.sync` lets ptxas issue them
+    straight."""
     import subprocess
     import tempfile
 
@@ -211,14 +222,13 @@ def test_the_producers_copies_are_issued_from_uniform_registers():
     tool = _cuobjdump()
     if find_ptxas() is None or tool is None:
         pytest.skip("needs ptxas and cuobjdump")
-    program = _sm90a_ptx(
-        "bmm.tile", "bmm", "Z=8,M=1024,N=1024,K=1024", pipeline="warp_specialize=1"
-    )
+    extra = {"pipeline": pipeline} if pipeline else {}
+    program = _sm90a_ptx(example, kernel, sizes, **extra)
     assert "elect.sync" in program.ptx
     cubin, _ = assemble_cubin(program.ptx, "sm_90a")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
         sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
-    assert sass.count("UTMALDG") == 20  # 16 boxes of a's 8-row groups, 4 of b
+    assert sass.count("UTMALDG") == copies
     assert "BRA.U.ANY" not in sass

@@ -269,8 +269,9 @@ class _KernelLowering(
         # The named barrier and threads `tile.barrier` synchronizes: the block's (bar.sync 0)
         # or, in a region of a tile.warp_specialize, that region's warps' only.
         self.barrier_scope: tuple[int, int] | None = None
-        # In a producer region one warp runs: its thread-issued ops elect a lane (tma._elected).
+        # In a producer region one warp runs: its thread-issued ops elect a lane in it (tma._predicated).
         self.elect_in_warp = False
+        self._uniform_warp: ir.Value | None = None
         self.buffer_offsets = shared_memory.buffer_offsets(func)
         # Each op's scratch starts after the buffers live at it (shared_memory.scratch_bases).
         self.scratch_bases = shared_memory.scratch_bases(func)
@@ -302,6 +303,22 @@ class _KernelLowering(
 
     def _sreg(self, name: str) -> ir.Value:
         return mathlib.call_intrinsic(self.b, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+
+    def uniform_warp(self) -> ir.Value:
+        """The warp index as ptxas can see it is the same in every lane of a warp: `tid / 32`
+        read from lane 0 by `shfl.sync`, once, in the entry block (where every lane is).
+        Branches on it are uniform, and code under them runs from uniform registers: on
+        `tid / 32` itself ptxas wraps each `cp.async.bulk.tensor` in a loop over the lanes
+        (an ELECT / BRA.U.ANY loop in the SASS)."""
+        if self._uniform_warp is None:
+            shfl = ir.InlineAsm(
+                ir.FunctionType(I32, [I32]),
+                "shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;",
+                "=r,r",
+                side_effect=True,
+            )
+            self._uniform_warp = self.prologue.call(shfl, [self.warp])
+        return self._uniform_warp
 
     def _bind_arguments(self) -> None:
         args = iter(self.fn.args)

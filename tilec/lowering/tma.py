@@ -15,11 +15,13 @@ Tensor maps are encoded by the runtime (`tilec.runtime.tensormap`) from the argu
 and strides and passed as 128-byte `__grid_constant__` kernel parameters (docs/abi.md); the
 copy names the parameter's generic address. Outside the tensor, the unit writes zeros.
 
-mbarriers: `tile.mbarrier_init` (thread 0: `mbarrier.init` per slot, then
-`fence.mbarrier_init`), `tile.mbarrier_expect` (thread 0: `mbarrier.arrive.expect_tx`),
-`tile.tma_copy` (thread 0: one `cp.async.bulk.tensor` per box, `complete_tx` on the
-barrier), `tile.mbarrier_wait` (every thread: `mbarrier.try_wait.parity` until it holds),
-`tile.mbarrier_inval` (thread 0).
+Ops one thread issues (`_predicated`) run in a lane `elect.sync` picks in warp 0, tested on
+the warp index read from lane 0 (`uniform_warp`), so that ptxas issues them from uniform
+registers. mbarriers: `tile.mbarrier_init` (the elected thread: `mbarrier.init` per slot, then
+`fence.mbarrier_init`), `tile.mbarrier_expect` (the elected thread:
+`mbarrier.arrive.expect_tx`), `tile.tma_copy` (the elected thread: one `cp.async.bulk.tensor`
+per box, `complete_tx` on the barrier), `tile.mbarrier_wait` (every thread:
+`mbarrier.try_wait.parity` until it holds), `tile.mbarrier_inval` (the elected thread).
 """
 
 from __future__ import annotations
@@ -147,32 +149,35 @@ def tensormap_parameter_name(argument: str, box: tuple[int, ...], fold: int = 0)
 # Lowering
 
 
-def _elected(k: _KernelLowering, pred: ir.Value | None) -> ir.Value:
-    """i1: this thread is the block's thread 0 (and `pred`, if any, holds). In a producer
-    region (`tilec.lowering.warp_specialize`), whose one warp runs converged: the lane
-    `elect.sync` picks, so that ptxas sees a uniform issue (on `tid == 0` it wrapped every
-    `cp.async.bulk.tensor` there in a loop over the lanes)."""
-    b = k.b
-    if k.elect_in_warp:
-        elect = ir.InlineAsm(
-            ir.FunctionType(ir.IntType(1), []),
-            "{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u16 $0, 1, 0, p;\n\t}",
-            "=c",
-            side_effect=True,
-        )
-        first = b.call(elect, [])
-    else:
-        tid = b.or_(b.shl(k.warp, _i32(5)), k.lane)
-        first = b.icmp_unsigned("==", tid, _i32(0))
-    return b.and_(first, pred) if pred is not None else first
+def _elect_sync(k: _KernelLowering) -> ir.Value:
+    """i1: this lane is the one `elect.sync` picks in its (converged) warp."""
+    elect = ir.InlineAsm(
+        ir.FunctionType(ir.IntType(1), []),
+        "{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u16 $0, 1, 0, p;\n\t}",
+        "=c",
+        side_effect=True,
+    )
+    return k.b.call(elect, [])
 
 
 def _predicated(k: _KernelLowering, pred: ir.Value | None, emit) -> None:
-    """Run `emit()` in thread 0 only (and where `pred` holds): a branch around it."""
+    """Run `emit()` in one thread (and where `pred` holds): a lane `elect.sync` picks in the
+    block's warp 0 -- or, in a producer region (`tilec.lowering.warp_specialize`), whose one
+    warp runs converged, in that warp. The warp is tested on its uniform index first
+    (`uniform_warp`), so that ptxas sees a uniform issue: on `tid == 0` it wrapped each
+    `cp.async.bulk.tensor` in a loop over the lanes (an ELECT / BRA.U.ANY loop)."""
     b = k.b
     then = k.fn.append_basic_block("tma.issue")
     done = k.fn.append_basic_block("tma.issued")
-    b.cbranch(_elected(k, pred), then, done)
+    if not k.elect_in_warp:
+        in_warp = k.fn.append_basic_block("tma.warp0")
+        first_warp = b.icmp_unsigned("==", k.uniform_warp(), _i32(0))
+        b.cbranch(b.and_(first_warp, pred) if pred is not None else first_warp, in_warp, done)
+        b.position_at_end(in_warp)
+        b.cbranch(_elect_sync(k), then, done)
+    else:
+        elected = _elect_sync(k)
+        b.cbranch(b.and_(elected, pred) if pred is not None else elected, then, done)
     b.position_at_end(then)
     emit()
     b.branch(done)
@@ -229,7 +234,7 @@ def lower_mbarrier_expect(k: _KernelLowering, op: Operation) -> None:
 
 
 def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
-    """One `cp.async.bulk.tensor` per box of the slot (`box_plan`), by thread 0; coordinates
+    """One `cp.async.bulk.tensor` per box of the slot (`box_plan`), by the elected thread; coordinates
     innermost dimension first, as the tensor map orders them. A `folded` copy (interleaved
     rows, `folded_plan`) takes one 5-D box per column block when the whole tile of rows lies
     inside the tensor, the 8-row boxes otherwise (a branch on the row offset)."""

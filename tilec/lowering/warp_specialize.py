@@ -10,8 +10,8 @@ branches on the warp index:
                                 is `bar.sync 1, 32 W` (the consumers' named barrier)
 
 Both paths join after the op. In the producer region the lowering's warp index counts from
-the producer's first warp, so "thread 0" (`tilec.lowering.tma`'s elected thread) is the
-producer's. `tile.mbarrier_arrive` is an `mbarrier.arrive` by lane 0 of every warp of its
+the producer's first warp, and `tilec.lowering.tma`'s thread-issued ops elect a lane of the
+producer's warp that runs them. `tile.mbarrier_arrive` is an `mbarrier.arrive` by lane 0 of every warp of its
 region (after the warp's own `wgmma.wait_group`, which the whole warp executes): a stage is
 released by 8 arrivals, not 256 atomic updates of one word; `tile.mbarrier_init`'s `warps`
 makes those one arrival of the barrier's count.
@@ -45,17 +45,9 @@ def lower_warp_specialize(k: _KernelLowering, op: Operation) -> None:
     issuing_bb = k.fn.append_basic_block("producer.issue")
     consumer_bb = k.fn.append_basic_block("consumer")
     join = k.fn.append_basic_block("specialized.end")
-    # The warp index as ptxas can see it is the same in every lane (shfl.sync from lane 0):
-    # branches on it are then uniform, and the producer's copies are issued from uniform
-    # registers -- on `tid / 32` ptxas wrapped each `cp.async.bulk.tensor` in an ELECT loop
-    # (measured on bmm's 20 copies a step: the producer could not keep up).
-    shfl = ir.InlineAsm(
-        ir.FunctionType(ir.IntType(32), [ir.IntType(32)]),
-        "shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;",
-        "=r,r",
-        side_effect=True,
-    )
-    warp = k.prologue.call(shfl, [k.warp])  # in the entry block: every lane is there
+    # Branches on the uniform warp index keep the producer's copies in uniform registers (on
+    # `tid / 32` ptxas wrapped each of bmm's 20 copies a step in a loop over the lanes).
+    warp = k.uniform_warp()
     b.cbranch(b.icmp_unsigned(">=", warp, _i32(consumers)), producer_bb, consumer_bb)
 
     saved = k.warp, k.barrier_scope, list(k.unfenced_reads)
