@@ -206,7 +206,11 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         ],
         "embedding_backward_f32": [{"V": 5, "D": 3, "M": 2}, {"V": 30, "D": 77, "M": 1000}],
     },
-    "cumsum": {"cumsum_rows": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 5, "N": 100003}]},
+    "cumsum": {
+        "cumsum_rows": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 5, "N": 100003}],
+        # 4 rows a block (a scanning loop's rows stay inside warps): 30 rows end mid-block
+        "running_max_rows": [{"M": 1, "N": 1}, {"M": 30, "N": 10007}, {"M": 6, "N": 4099}],
+    },
     "topk_softmax": {
         "topk_softmax": [{"T": 1, "E": 2}, {"T": 1000, "E": 60}, {"T": 4099, "E": 256}],
         "greedy_token": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 5, "V": 32003}],

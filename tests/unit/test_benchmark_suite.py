@@ -38,7 +38,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         "bmm", "matmul_bias_gelu", "int8_gemm", "int8_gemm_nt", "fp8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
         "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding", "embedding_backward", "histogram", "cumsum_rows",
-        "topk_softmax", "paged_decode", "moe_gemm",
+        "running_max_rows", "topk_softmax", "paged_decode", "moe_gemm",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
     assert (4000, 3000, 1000) in WORKLOADS["gemm_nn"].sizes
@@ -95,6 +95,7 @@ TINY = {
     "col_sum": (64, 8),
     "col_sum_atomic": (70, 9),
     "cumsum_rows": (8, 100),
+    "running_max_rows": (8, 100),
     "topk_softmax": (8, 60),
     "transpose": (8, 16),
     "rotary": (8, 2, 16),

@@ -213,6 +213,7 @@ AWKWARD = [
     ),
     # N spans many tiles of columns: the carried total crosses every boundary.
     ("cumsum", "cumsum_rows", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 5, "N": 1009}]),
+    ("cumsum", "running_max_rows", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 6, "N": 2050}]),
     # 60 experts pad to 64 lanes (topk must skip the padding); 2 is the smallest E for k = 2.
     ("topk_softmax", "topk_softmax", [{"T": 1, "E": 2}, {"T": 17, "E": 60}, {"T": 5, "E": 131}]),
     ("topk_softmax", "greedy_token", [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 5, "V": 1009}]),

@@ -2,8 +2,8 @@
 
     python -m tilec.benchmarks.regret [--only 'gemm_*,softmax'] [--budget 20s] [--out DIR]
 
-For each workload of `tilec.benchmarks.suite` (at its first `--quick` size, or every size with
-`--all-sizes`) the suite's own case is built — its input sets, rotated past the L2 cache, its
+For each workload of `tilec.benchmarks.suite` (at its first `--quick` size; its first full
+size, the one the suite's targets name, with `--full-size`; or every size with `--all-sizes`) the suite's own case is built — its input sets, rotated past the L2 cache, its
 expected output, and the runner that calls tilec's kernel on them — and the kernel is tuned
 (`tilec.tune`) on exactly that: every candidate is launched by the suite's runner, checked
 against the suite's expected output (`tilec.benchmarks.gpu._close`) and timed with `time_ms`
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", default="20s", help="per workload (default 20s)")
     parser.add_argument("--max-candidates", type=int, default=0)
     parser.add_argument("--all-sizes", action="store_true", help="every suite size, not one")
+    parser.add_argument(
+        "--full-size", action="store_true", help="the first full suite size, not the quick one"
+    )
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder of regret.json")
     args = parser.parse_args(argv)
     names = list(WORKLOADS)
@@ -88,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     for workload in WORKLOADS.values():
         if workload.name not in chosen:
             continue
-        sizes = workload.sizes if args.all_sizes else (workload.quick or workload.sizes)[:1]
+        if args.all_sizes:
+            sizes = workload.sizes
+        elif args.full_size:
+            sizes = workload.sizes[:1]
+        else:
+            sizes = (workload.quick or workload.sizes)[:1]
         for size in sizes:
             try:
                 entry = tune_workload(workload, size, settings)

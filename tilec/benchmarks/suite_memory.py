@@ -269,6 +269,21 @@ def _cumsum(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, 2 * m * n * 4, 1e-5)
 
 
+def _running_max(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    sets = ctx.sets(lambda: (_randn((m, n), "bf16", 1.0),), m * n * 2)
+    y = torch.empty(m, n, device=suite_core.DEVICE, dtype=torch.bfloat16)
+    expected = sets[0][0].cummax(1).values  # exact: a max rounds nothing
+
+    def expression(x: Any) -> Any:
+        return torch.cummax(x, 1).values
+
+    tilec = ctx.tilec("cumsum.tile", "running_max_rows", lambda f: lambda x: f(x, y), lambda: y)
+    return _memory_case(ctx, tilec, expression, sets, expected, 2 * m * n * 2, 0.0)
+
+
 def _topk_softmax(size: tuple, ctx: Context) -> Case:
     import torch
 
