@@ -48,6 +48,7 @@ from tilec.passes.occupancy import (
     _automatic_warps,
     _count,
     estimate_registers,
+    run_key,
 )
 from tilec.passes.scan_layouts import SCAN_OPS, lay_out_scan_op
 from tilec.passmanager import Pass, PassContext, option, register_pass
@@ -74,7 +75,8 @@ class AssignLayouts(Pass):
     per thread along the last dimension, counted in the narrowest element that a `tile.load`
     or `tile.store` of that shape moves (f32: 4, f16: 8; 4 for shapes that never touch
     memory; fewer when the tile has fewer elements than that many per thread), so that every
-    tile of one shape has one default whatever its element type.
+    tile of one shape has one default whatever its element type or its unit dimensions
+    (`occupancy.run_key`: a [BS, 1, 1, 64] load reshaped to [BS, 64] keeps its layout).
 
     Results: `tile.reduce` gives `#slice<dim = axis, parent = its operand's layout>` (each
     result stays in every thread of its row); `tile.expand_dims`, `tile.transpose` and
@@ -215,7 +217,7 @@ class _KernelLayouts:
                     self.kernel.loc,
                     hint="run 'specialize' first",
                 )
-        vector = self.vectors.get(t.shape, ACCESS_BYTES // 4)
+        vector = self.vectors.get(run_key(t.shape), ACCESS_BYTES // 4)
         # A tile too small to give every thread a whole run gets shorter runs, not idle
         # threads holding copies.
         while vector > 1 and prod(t.shape) < vector * WARP_SIZE * self.num_warps:

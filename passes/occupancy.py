@@ -66,18 +66,29 @@ def _moved_tiles(kernel: FuncOp) -> list[TileType]:
     ]
 
 
+def run_key(shape: tuple) -> tuple:
+    """The key of a tile shape in `_access_vectors`: its dimensions other than 1. Shapes
+    that differ only in unit dimensions (rotary's [BS, 1, 1, 64] load of x, reshaped to the
+    [BS, 64] of its cos and sin tables) are one shape to the default layout, so that the
+    reshape keeps every element in its thread and the elementwise ops that follow need no
+    conversion."""
+    return tuple(d for d in shape if d != 1)
+
+
 def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
-    """Per tile shape, the run each thread holds in the default layout: the widest access a
-    load or store of that shape can make (`vectorize.widths_before_layouts`: 16 bytes when
-    its view's facts allow, else as many elements as they prove; 3077-element f16 rows allow
-    one). Runs longer than the access would spread a warp's accesses over more sectors."""
+    """Per tile shape (`run_key`), the run each thread holds in the default layout: the widest
+    access a load or store of that shape can make (`vectorize.widths_before_layouts`: 16 bytes
+    when its view's facts allow, else as many elements as they prove; 3077-element f16 rows
+    allow one). Runs longer than the access would spread a warp's accesses over more
+    sectors."""
     from tilec.passes.vectorize import widths_before_layouts
 
     vectors: dict[tuple, int] = {}
     for op, width in widths_before_layouts(kernel).items():
         t = op.result.type if isinstance(op, (T.LoadOp, G.GatherOp)) else op.value.type
         if isinstance(t, TileType) and t.is_static:
-            vectors[t.shape] = max(vectors.get(t.shape, 1), width)
+            key = run_key(t.shape)
+            vectors[key] = max(vectors.get(key, 1), width)
     # The shapes of a dot's operands and accumulator keep 16-byte runs (of the narrowest
     # element a tile of that shape has) whatever their global accesses can do: their layouts
     # serve the exchange through shared memory (16-byte st.shared into swizzled buffers, the
@@ -85,7 +96,7 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
     # each k step reads of b: 4 rows x 8 columns, 12 shared loads a k step; one column of 16
     # rows, 18). With shorter runs matmul's pinned 128x128 kernel spilled (ptxas: 24 bytes).
     dot_shapes = {
-        t.shape
+        run_key(t.shape)
         for op in kernel.walk()
         if isinstance(op, T.DotOp)
         for t in (op.a.type, op.b.type, op.result.type)
@@ -93,9 +104,10 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
     }
     for op in kernel.walk():
         for t in (r.type for r in op.results):
-            if isinstance(t, TileType) and t.is_static and t.shape in dot_shapes:
+            if isinstance(t, TileType) and t.is_static and run_key(t.shape) in dot_shapes:
                 run = max(1, ACCESS_BYTES // element_bytes(t.element))
-                vectors[t.shape] = max(vectors.get(t.shape, 1), run)
+                key = run_key(t.shape)
+                vectors[key] = max(vectors.get(key, 1), run)
     return vectors
 
 
@@ -149,7 +161,7 @@ class _Occupancy:
         tile = max(moved, key=lambda t: (prod(t.shape) * element_bytes(t.element), t.rank))
         elements = prod(tile.shape)
         widest = max(1, ACCESS_BYTES // element_bytes(tile.element))
-        vector = _access_vectors(kernel).get(tile.shape, widest)
+        vector = _access_vectors(kernel).get(run_key(tile.shape), widest)
         reduces_rows = any(
             isinstance(op, (T.ReduceOp, *SCAN_OPS)) and op.axis == op.input.type.rank - 1
             for op in kernel.walk()
