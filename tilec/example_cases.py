@@ -223,6 +223,8 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         ],
         "rotary_f32": [{"S": 1, "H": 1, "HALF": 1}, {"S": 77, "H": 3, "HALF": 64}],
     },
+    # x's [BS, 1, D] f16 rows meet g's [BS, D] f32 tile; D = 96 pads the tile to 128
+    "head_gate": {"head_gate": [{"S": 1, "H": 1, "D": 1}, {"S": 5000, "H": 12, "D": 96}]},
     # Random offsets lie in [-8, 8): unsorted and overlapping experts over the first rows
     # (tests/gpu/test_examples.py runs sorted, uneven splits); E1 = E + 1.
     "moe_gemm": {

@@ -37,7 +37,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
         "bmm", "matmul_bias_gelu", "int8_gemm", "int8_gemm_nt", "fp8_gemm", "attention", "attention_causal", "attention_gqa",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
-        "col_sum", "col_sum_atomic", "transpose", "rotary", "vector_add", "embedding", "embedding_backward", "histogram", "cumsum_rows",
+        "col_sum", "col_sum_atomic", "transpose", "rotary", "head_gate", "vector_add", "embedding", "embedding_backward", "histogram", "cumsum_rows",
         "running_max_rows", "topk_softmax", "paged_decode", "moe_gemm",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
@@ -99,6 +99,7 @@ TINY = {
     "topk_softmax": (8, 60),
     "transpose": (8, 16),
     "rotary": (8, 2, 16),
+    "head_gate": (8, 2, 24),
     "vector_add": (100,),
     "embedding": (37, 24, 50),
     "embedding_backward": (37, 24, 50),

@@ -161,6 +161,7 @@ AWKWARD = [
     ("swiglu", "swiglu_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
     ("swiglu_backward", "swiglu_backward_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
     ("rotary", "rotary_f32", [{"S": 1, "H": 1, "HALF": 1}, {"S": 17, "H": 2, "HALF": 5}]),
+    ("head_gate", "head_gate", [{"S": 1, "H": 1, "D": 1}, {"S": 17, "H": 3, "D": 96}]),
     # 17 queries and keys: two tiles each, the causal mask cutting through the second.
     *(
         (

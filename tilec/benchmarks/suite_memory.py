@@ -352,6 +352,23 @@ def _rotary(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, moved, 2e-3)
 
 
+def _head_gate(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    s, h, d = size
+    gate = torch.rand(s, d, device=suite_core.DEVICE)
+    sets = ctx.sets(lambda: (_randn((s, h, d), "f16"),), s * h * d * 2)
+    y = torch.empty(s, h, d, device=suite_core.DEVICE, dtype=torch.float16)
+    expected = (sets[0][0].double() * gate.double()[:, None, :]).half()
+
+    def expression(x: Any) -> Any:
+        return (x.float() * gate[:, None, :]).half()
+
+    tilec = ctx.tilec("head_gate.tile", "head_gate", lambda f: lambda x: f(x, gate, y), lambda: y)
+    moved = 2 * s * h * d * 2 + s * d * 4
+    return _memory_case(ctx, tilec, expression, sets, expected, moved, 2e-3)
+
+
 def _vector_add(size: tuple, ctx: Context) -> Case:
     import torch
 
