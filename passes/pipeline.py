@@ -553,8 +553,17 @@ def _pipeline_loop(
     # With a wgmma chain left in flight across the back edge, iteration i's copies may not
     # fill the slot iteration i-1's wgmmas still read: they run S-2 steps ahead, not S-1.
     chained = in_flight != 0 and bool(chained_wgmma_slots(loop))
+    written = _written_by_warps(loop, {id(st.store) for st in streams})
     if in_flight == 1 and not chained:
         ctx.remark(loop, "dots_in_flight: no wgmma chain in this loop to leave in flight")
+    elif chained and written is not None:
+        # Each step's store would overwrite what the group left in flight still reads.
+        ctx.remark(
+            loop,
+            f"no wgmma group left in flight: the loop writes shared memory itself ('{written}'), "
+            "which a wgmma still in flight would be reading",
+        )
+        chained = False
     elif chained and in_flight == 1 and stages < 3:
         ctx.remark(loop, f"dots_in_flight needs 3 stages or more, not {stages}: left at 0")
         chained = False
@@ -680,6 +689,17 @@ def _pipeline_loop(
     if barriers is None:
         return None
     return PipelinedLoop(loop, stages, step_index, prologue, ends)
+
+
+def _written_by_warps(loop: scf.ForOp, streamed: set[int]) -> str | None:
+    """The name of an op by which the loop's threads will still write shared memory
+    themselves after pipelining (a `tile.store_shared` that is not one of the streams' stores,
+    which become copies: an operand no copy can fill, such as A read along a strided K), or
+    None."""
+    for op in loop.walk():
+        if isinstance(op, shared.StoreSharedOp) and id(op) not in streamed:
+            return op.name
+    return None
 
 
 def _why_not_in_flight(kernel: FuncOp, loop: scf.ForOp, stages: int) -> str:

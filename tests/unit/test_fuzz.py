@@ -555,50 +555,85 @@ def k(y: i32[M]):
     assert run()[0] == 485165184
 
 
-def test_pins_no_block_can_hold_are_a_located_error_counted_apart():
-    """Found by the CPU check once tiling was told whole dimensions' extents (seed 116): the
-    kernel pins 64x64 tiles and writes rows of D = 8 f64, a 256 KiB tile. smem-placement's
-    located error is the right answer; the same kernel without its pins compiles, so the
-    check counts it apart instead of as a finding."""
-    source = """
-@kernel(tile={"M": 64, "N": 64})
-def k0(x1: f64[D, N], x2: i16[4], y12: f64[B, M, N, D], x10: f64[M, K], x11: f64[K, N], y13: f64[B, M, N]):
-    for b, tm, tn in tiles(B, M, N, tile={B: 1}):
-        t3 = minimum(x1[:, tn].T, maximum(x2[1], (offsets(D))[None, :]))
+# Pins no block can hold: 256 x 256 tiles of an f64 product stage 256 KiB of operands in
+# shared memory. (The kernels these tests were found with -- seed 116's 64 x 64 tiles of rows
+# of 8 f64, and seed 1003166's [1, 64, 64, 16] i32 tile -- compile since b9cd2e5: their
+# broadcast tile no longer goes through shared memory for a layout conversion.)
+TOO_LARGE_PINS = """
+@kernel(tile={"M": 256, "N": 256, "K": 64})
+def k0(x10: f64[M, K], x11: f64[K, N], y13: f64[M, N]):
+    for tm, tn in tiles(M, N):
         acc9 = zeros([tm, tn], f64)
         for tk in tiles(K):
             acc9 += x10[tm, tk] @ x11[tk, tn]
-        y12[b, tm, tn, :] = t3
-        y13[b, tm, tn] = acc9
+        y13[tm, tn] = acc9
 """
-    program = _program(source, {"M": 37, "N": 3, "K": 5, "D": 8, "B": 1}, seed=4)
+
+
+def test_pins_no_block_can_hold_are_a_located_error_counted_apart():
+    """Found by the CPU check once tiling was told whole dimensions' extents (seed 116): a
+    kernel whose pins make a tile no block holds gets smem-placement's located error, the right
+    answer; the same kernel without its pins compiles, so the check counts it apart instead of
+    as a finding."""
+    program = _program(TOO_LARGE_PINS, {"M": 37, "N": 3, "K": 5}, seed=4)
     result = differential.check_program(program, ptxas=False)
     assert not result.findings and result.pin_rejections == 2  # sm_90a and sm_80
-    unpinned = _program(source.replace('@kernel(tile={"M": 64, "N": 64})\n', ""), {}, seed=4)
-    unpinned = _program(unpinned.source, program.extents, seed=4)
-    result = differential.check_program(unpinned, ptxas=False)
+    unpinned = TOO_LARGE_PINS.replace('@kernel(tile={"M": 256, "N": 256, "K": 64})\n', "")
+    result = differential.check_program(_program(unpinned, program.extents, seed=4), ptxas=False)
     assert not result.findings and result.pin_rejections == 0 and result.stages
 
 
 def test_the_gpu_check_counts_pinned_kernels_no_block_holds_apart():
-    """Found on the H200 (seed 1003166): pins of 64x64 and a whole D of 13 make a [1, 64, 64,
-    16] tile of i32 (256 KiB); the jit's located error is the right answer, and the same
-    program without its pins compiles."""
+    """Found on the H200 (seed 1003166): the jit's located error for pins no block holds is the
+    right answer when the same program without its pins compiles."""
     from tilec.fuzz.gpu import _refused_for_pins
 
-    source = """
-@kernel(tile={"B": 1, "M": 64, "N": 64})
-def k0(x15: i32[B], y22: i32[B, M, N, D], s18: f32):
-    for b, tm, tn in tiles(B, M, N):
-        t19 = (x15[b] << 0) & full([D], (s18).to(i16), i16)
-        y22[b, tm, tn, :] = t19
-"""
-    program = _program(source, {"M": 17, "N": 3, "D": 13, "B": 1})
+    program = _program(TOO_LARGE_PINS, {"M": 37, "N": 3, "K": 5})
     with pytest.raises(tilec.TileError, match="shared memory"):
         tilec.compile(
-            source,
+            TOO_LARGE_PINS,
             pipeline=differential.jit_pipeline(
-                tilec.compile(source).module, program.extents, ["D"], "sm_90a"
+                tilec.compile(TOO_LARGE_PINS).module, program.extents, [], "sm_90a"
             ),
         )
     assert _refused_for_pins(program)
+
+
+# A batched product whose A keeps its batch index last: its tile [tm, tk] at one b is strided
+# along K, so no tensor map describes it and the warps store it into shared memory themselves,
+# while the TMA unit fills B. Found by the differential check once its pipeline asked for warp
+# specialization (seed 176): leaving a wgmma group in flight across the back edge let the next
+# step's store overwrite the A the group was still reading.
+BATCH_LAST = """
+def bmm_batch_last(a: f16[M, K, B], b: f16[K, N], c: f32[B, M, N]):
+    for z, tm, tn in tiles(B, M, N, tile={B: 1}):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk, z] @ b[tk, tn]
+        c[z, tm, tn] = acc
+"""
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"dots_in_flight": 1}, {"warp_specialize": -1}, {"warp_specialize": -1, "persistent": -1}],
+)
+def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options, monkeypatch):
+    monkeypatch.setattr(differential, "PIPELINE_VARIANTS", (options,))
+    program = _program(BATCH_LAST, {"M": 72, "N": 72, "K": 72, "B": 3}, seed=0)
+    result = differential.check_program(program, arches=("sm_90a",), ptxas=False)
+    assert not result.findings, [f.describe() for f in result.findings]
+    assert "reached:tma:sm_90a" in result.features  # B still comes by the TMA unit
+    assert "reached:warp_specialize:sm_90a" not in result.features
+
+
+# Seeds whose generated kernel the pipeline warp-specializes (found by searching the sampler):
+# a program in three of those that keep tiling's choice asks for it (`PIPELINE_VARIANTS`).
+WARP_SPECIALIZED_SEEDS = [380, 8408, 13792]
+
+
+@pytest.mark.parametrize("seed", WARP_SPECIALIZED_SEEDS)
+def test_generated_warp_specialized_kernels_match_in_the_interpreter(seed):
+    result = differential.check_program(sample_program(seed, 1), ptxas=True)
+    assert "reached:warp_specialize:sm_90a" in result.features
+    assert not result.findings, [f.describe() for f in result.findings]

@@ -71,6 +71,11 @@ ARCHES = ("sm_90a", "sm_80")
 # wins): PTX a quarter the size, which LLVM emits and ptxas assembles that much faster, and
 # still whole mma.sync tiles. The fourth keeps tiling's own choice (wgmma on sm_90a).
 SMALL_TILES = "BM=32,BN=32,BK=16"
+# Of the programs that keep tiling's choice, two in three also ask `pipeline` for warp
+# specialization, and one of those for persistent blocks too, wherever a kernel allows them
+# (a TMA-fed wgmma loop): the producer and consumer regions, and the persistent tile walk,
+# then run in the interpreter against the IR before them like every other rewrite.
+PIPELINE_VARIANTS = ({}, {"warp_specialize": -1}, {"warp_specialize": -1, "persistent": -1})
 
 
 @dataclass
@@ -182,6 +187,11 @@ class Summary:
             f"compared, {self.ptxas_kernels} kernel x arch assembled by ptxas; "
             f"{self.pin_rejections} kernel x arch refused for their pins (located errors; "
             "without the pins they compile)",
+            "reached on sm_90a (programs): "
+            + ", ".join(
+                f"{what} {self.features[f'reached:{what}:sm_90a']}"
+                for what in ("tma", "warp_specialize", "persistent")
+            ),
             f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "
             f"({', '.join(sorted({known_bug(f).name for f in self.known})) or 'none'})",
         ]
@@ -257,19 +267,28 @@ def _parameters_with_arguments(func: Any, parameters: Sequence[Any]) -> list[tup
 
 
 def jit_pipeline(
-    module: Any, extents: dict[str, int], whole: Sequence[str], arch: str, tiles: str = ""
+    module: Any,
+    extents: dict[str, int],
+    whole: Sequence[str],
+    arch: str,
+    tiles: str = "",
+    pipeline_options: dict[str, object] | None = None,
 ) -> str:
     """The pipeline `@tilec.jit` runs for contiguous tensors of `extents` on `arch`: `assume`
     with their facts, then the default pipeline with `tiling` told the whole dimensions'
     extents (exact where an extent fills its tile) and the target. `tiles` sets tiling's
-    option of that name (sizes the kernel does not pin: `"BM=32,BN=32"`)."""
+    option of that name (sizes the kernel does not pin: `"BM=32,BN=32"`);
+    `pipeline_options`, options of the `pipeline` pass (`PIPELINE_VARIANTS`)."""
     tiling: dict[str, object] = {"tiles": tiles} if tiles else {}
     if whole:
         tiling["extents"] = ",".join(f"{d}={_power_of_two(extents[d])}" for d in whole)
         exact = [d for d in whole if extents[d] == _power_of_two(extents[d])]
         if exact:
             tiling["exact"] = ",".join(exact)
-    pipeline = target_pipeline(build_pipeline(options={"tiling": tiling} if tiling else None), arch)
+    options: dict[str, dict[str, object]] = {"tiling": tiling} if tiling else {}
+    if pipeline_options:
+        options["pipeline"] = dict(pipeline_options)
+    pipeline = target_pipeline(build_pipeline(options=options or None), arch)
     from tilec.lowering.abi import Specialization
     from tilec.passes.assume import assume_pass_text
 
@@ -410,6 +429,7 @@ def _check(
         stages = _run_passes(program, frontend, arch, passes, found)
         if stages is None:
             continue
+        result.features |= _reached(stages[-1][1], arch)
         final = stages[-1][2]
         duplicate = final in finals.values()
         finals[arch] = final
@@ -418,6 +438,23 @@ def _check(
         if ptxas:
             result.ptxas_kernels += _assemble(stages[-1][1], arch, len(funcs), found)
     return result
+
+
+def _reached(module: Any, arch: str) -> set[str]:
+    """What the pipeline made of the program on `arch`, as coverage features: copies by the
+    TMA unit, a warp-specialized loop, persistent blocks (the walk's `tilec.persistent`)."""
+    from tilec.dialects.tma import TmaCopyOp
+    from tilec.dialects.warp_specialize import WarpSpecializeOp
+
+    reached = set()
+    for op in module.walk():
+        if isinstance(op, TmaCopyOp):
+            reached.add(f"reached:tma:{arch}")
+        elif isinstance(op, WarpSpecializeOp):
+            reached.add(f"reached:warp_specialize:{arch}")
+        if "tilec.persistent" in getattr(op, "attributes", {}):
+            reached.add(f"reached:persistent:{arch}")
+    return reached
 
 
 def _sm90_only_kernels(program: GeneratedProgram) -> list[int]:
@@ -502,9 +539,9 @@ def _run_passes(
     first; None when a pass failed."""
     module = frontend.clone()
     tiles = _small_tiles(frontend) if program.seed % 4 else ""
-    pipeline = parse_pipeline(
-        jit_pipeline(frontend, program.extents, _whole_dimensions(frontend), arch, tiles)
-    )
+    variant = {} if tiles else PIPELINE_VARIANTS[program.seed // 4 % len(PIPELINE_VARIANTS)]
+    whole = _whole_dimensions(frontend)
+    pipeline = parse_pipeline(jit_pipeline(frontend, program.extents, whole, arch, tiles, variant))
     if passes is not None:
         pipeline = passes(arch, pipeline)
     context = PassContext()

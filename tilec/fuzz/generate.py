@@ -45,6 +45,7 @@ from typing import Any
 
 from tilec.fuzz.expressions import ExpressionWriter
 from tilec.fuzz.model import (
+    ALIGNED_EXTENTS,
     DOT_RESULTS,
     DTYPES,
     ELEMENT_EXTENTS,
@@ -52,6 +53,7 @@ from tilec.fuzz.model import (
     FLOATS,
     GRID_EXTENTS,
     LOOP_EXTENTS,
+    TENSOR_CORE_DOTS,
     WEAK_DEFAULT,
     WHOLE_EXTENTS,
     Chooser,
@@ -454,6 +456,11 @@ def generate_program(
         "E": choose(chooser, ELEMENT_EXTENTS),
         "B": choose(chooser, ELEMENT_EXTENTS),
     }
+    tensor_core = any(f"dot:{d}:loop" in features for d in TENSOR_CORE_DOTS)
+    if tensor_core and chance(chooser, 50):
+        for dim in ("M", "N", "K"):
+            extents[dim] = choose(chooser, ALIGNED_EXTENTS)
+        features.add("extents:aligned")
     return GeneratedProgram("\n\n".join(texts), names, extents, seed, features, texts)
 
 

@@ -61,6 +61,11 @@ GRID_EXTENTS = (37, 1, 3, 17, 33, 50)
 LOOP_EXTENTS = (19, 1, 5, 16, 40)
 WHOLE_EXTENTS = (5, 1, 3, 8, 13, 16)
 ELEMENT_EXTENTS = (2, 1, 3)
+# For programs with a tensor-core matmul loop, half the time: multiples of 8 that no tile
+# divides, so that 16-bit rows are 16-byte multiples and the TMA unit's copies (and warp
+# specialization, persistent blocks behind them) apply, with partial tiles on every edge.
+ALIGNED_EXTENTS = (72, 40, 136, 200)
+TENSOR_CORE_DOTS = ("f16", "bf16", "i8", "f8e4m3", "f8e5m2")
 FIXED = 4  # the fixed extent of `f32[M, 4]`-style dimensions
 
 
