@@ -50,7 +50,7 @@ from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import WARP_SIZE, element_bytes
 from tilec.passes.occupancy import ACCESS_BYTES, AUTO_WARPS, BYTES_IN_FLIGHT, _Occupancy
-from tilec.passes.specialize import TilePlan, attribute_pairs, bind_tile_sizes
+from tilec.passes.specialize import TilePlan, TileSize, attribute_pairs, bind_tile_sizes
 
 # Blocks per SM below which a grid axis's tile stops growing, where the extents are known: an
 # SM with one block idles while it waits on a reduction or a barrier. Top-k routing over 4096
@@ -241,7 +241,9 @@ def shape_streamed_tiles(
     return True
 
 
-def _scan_rows(plan: TilePlan, grid: _Grid, run, rows_axes: list, maximum: int) -> None:
+def _scan_rows(
+    plan: TilePlan, grid: _Grid, run: TileSize, rows_axes: list[TileSize], maximum: int
+) -> None:
     """Rows of a scanning loop inside warps (module doc, 3.): the first grid axis starts at
     `ROWS_PER_WARP_SCAN` rows -- halved while the grid would give an SM fewer than
     `FILL_BLOCKS` blocks -- and the contiguous run shrinks to keep the tile in the budget."""
