@@ -104,9 +104,9 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
     }
     for op in kernel.walk():
         for t in (r.type for r in op.results):
-            if isinstance(t, TileType) and t.is_static and run_key(t.shape) in dot_shapes:
+            key = run_key(t.shape) if isinstance(t, TileType) and t.is_static else None
+            if key in dot_shapes:
                 run = max(1, ACCESS_BYTES // element_bytes(t.element))
-                key = run_key(t.shape)
                 vectors[key] = max(vectors.get(key, 1), run)
     return vectors
 
