@@ -2,6 +2,7 @@
 
 from tilec.passes import (  # noqa: F401  (registers the passes)
     accumulate_atomics,
+    align_rows,
     assign_layouts,
     assume,
     canonicalize,

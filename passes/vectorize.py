@@ -147,6 +147,7 @@ class Vectorize(Pass):
     def _vectorize(self, op: Operation, facts: _KernelFacts, ctx: PassContext) -> None:
         op.attributes.pop("vector", None)
         op.attributes.pop("in_bounds", None)
+        op.attributes.pop("checked", None)
         what = op.name.removeprefix("tile.").replace("_", " ")
         size = element_bytes(op.view.type.element)
         if not self.options.enable:
@@ -165,6 +166,20 @@ class Vectorize(Pass):
         widest = max(1, min(self.options.max_bytes, 16) // size)
         limits = facts.limits(op, widest)
         v = min([widest] + [limit for limit, _ in limits])
+        framed = _framed(op)
+        if framed and v < widest:
+            checked = min([widest] + [limit for limit, _ in facts.limits(op, widest, checked=True)])
+            if checked > v:
+                op.attributes["vector"] = IntegerAttr(checked)
+                op.attributes["checked"] = BoolAttr(True)
+                ctx.remark(
+                    op,
+                    f"{what}: {checked * size}-byte accesses ({checked} x {size} bytes) checked "
+                    "at run time (the row's frame starts aligned, align-rows): a run whose "
+                    "address is aligned and whose elements are all inside moves in one access, "
+                    "others element by element" + bounds,
+                )
+                return
         if v > 1:
             op.attributes["vector"] = IntegerAttr(v)
         message = f"{what}: {v * size}-byte accesses ({v} x {size} bytes)"
@@ -172,6 +187,11 @@ class Vectorize(Pass):
             reasons = [reason for limit, reason in limits if limit == v]
             message += ", not " + f"{widest * size}: " + "; ".join(reasons)
         ctx.remark(op, message + bounds)
+
+
+def _framed(op: Operation) -> bool:
+    """Whether `op` is a row access that `align-rows` started on an aligned frame."""
+    return isinstance(op, (T.LoadOp, T.StoreOp)) and "frame" in op.attributes
 
 
 def widths_before_layouts(kernel: FuncOp, max_bytes: int = 16) -> dict[Operation, int]:
@@ -184,7 +204,8 @@ def widths_before_layouts(kernel: FuncOp, max_bytes: int = 16) -> dict[Operation
     for op in kernel.walk():
         if isinstance(op, _ACCESSES):
             widest = max(1, max_bytes // element_bytes(op.view.type.element))
-            widths[op] = min([widest] + [v for v, _ in facts.limits(op, widest, False)])
+            limits = facts.limits(op, widest, False, checked=_framed(op))
+            widths[op] = min([widest] + [v for v, _ in limits])
     return widths
 
 
@@ -233,9 +254,13 @@ class _KernelFacts:
 
     # -- the conditions ---------------------------------------------------------------------
 
-    def limits(self, op: Operation, widest: int, registers: bool = True) -> list[tuple[int, str]]:
+    def limits(
+        self, op: Operation, widest: int, registers: bool = True, checked: bool = False
+    ) -> list[tuple[int, str]]:
         """Each condition that caps the vector below `widest`: (largest v it allows, why);
-        `registers=False` leaves out the value's layout (not chosen yet)."""
+        `registers=False` leaves out the value's layout (not chosen yet); `checked=True`
+        leaves out what a run checked at run time needs not be proved (alignment, bounds and
+        mask: the address, extents and mask of every run are tested when it moves)."""
         view = op.view
         name = self.names.get(view) if isinstance(view, BlockArgument) else None
         if name is None or view.block is not self.kernel.body.block:
@@ -245,6 +270,9 @@ class _KernelFacts:
         out: list[tuple[int, str]] = []
         if f"{name}.stride.{last}" not in self.spec.unit:
             out.append((1, f"stride of dim {last} ({name}.stride.{last}) not known to be 1"))
+        if checked:
+            value_type = op.result.type if isinstance(op, _READS) else op.value.type
+            return out + (self._register_limits(value_type, widest) if registers else [])
         if name not in self.spec.aligned:
             out.append((1, f"{name} not known to be 16-byte aligned"))
         for d in range(last):

@@ -72,7 +72,7 @@ __all__ = [
 DEFAULT_PIPELINE = (
     "canonicalize,cse,privatize-atomics,accumulate-atomics,transpose-dot,tiling,canonicalize,"
     "split-reduction,"
-    "mask-bounds,defer-reduction,assign-layouts,"
+    "mask-bounds,defer-reduction,align-rows,assign-layouts,"
     "smem-placement,pipeline,vectorize,canonicalize,cse,dce,precision"
 )
 
@@ -89,6 +89,7 @@ OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "mask-bounds": None,
     "split-reduction": None,
     "defer-reduction": None,
+    "align-rows": None,
     "smem-placement": None,
     "pipeline": None,
     "vectorize": {"enable": False},

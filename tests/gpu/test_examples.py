@@ -28,6 +28,7 @@ def test_example_matches_its_reference(example, kernel, sizes):
 # inputs stored transposed (last stride != 1) -- kernels specialised for other strides.
 STRIDED = [
     ("softmax", "softmax", {"M": 77, "N": 300}),
+    ("softmax", "softmax_f16", {"M": 40, "N": 3001}),
     ("layernorm", "layernorm", {"M": 33, "N": 257}),
     ("matmul", "matmul", {"M": 130, "N": 77, "K": 100}),
     ("transpose", "transpose", {"M": 70, "N": 45}),
@@ -37,7 +38,9 @@ STRIDED = [
 
 
 @pytest.mark.parametrize("layout", ["padded", "transposed"])
-@pytest.mark.parametrize(("example", "kernel", "sizes"), STRIDED, ids=[s[1] for s in STRIDED])
+@pytest.mark.parametrize(
+    ("example", "kernel", "sizes"), STRIDED, ids=[f"{s[1]}-{s[2]['N']}" for s in STRIDED]
+)
 def test_strided_arguments(example, kernel, sizes, layout):
     run = run_example(example, kernel, sizes, layout=layout, seed=7)
     assert run.passed, run.describe()

@@ -248,6 +248,14 @@ _IN_BOUNDS_DOC = (
     "per dimension, true where the tile is known to lie inside the view's extent (vectorize): "
     "no bounds check there; the interpreter checks the promise"
 )
+_FRAME_DOC = (
+    "the access's row starts, when its tensor is contiguous and 16-byte aligned, at a multiple "
+    "of this many elements (align-rows): vectorize may give it runs checked at run time"
+)
+_CHECKED_DOC = (
+    "each run of `vector` elements moves in one access only where its address is aligned and "
+    "all its elements are inside (checked at run time), else element by element (vectorize)"
+)
 
 
 def _check_in_bounds(op: Operation, rank: int) -> None:
@@ -276,6 +284,8 @@ class LoadOp(Operation):
     padding = Attr((FloatAttr, IntegerAttr, BoolAttr), optional=True, doc="default 0")
     vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
     in_bounds = Attr(ArrayAttr, optional=True, doc=_IN_BOUNDS_DOC)
+    frame = Attr(IntegerAttr, optional=True, doc=_FRAME_DOC)
+    checked = Attr(BoolAttr, optional=True, doc=_CHECKED_DOC)
     result = Result(TILE)
     assembly_format = (
         "$view `[` $offsets `]` (`,` `mask` $mask)? attr-dict `:` type($view) `->` type($result)"
@@ -306,6 +316,8 @@ class StoreOp(Operation):
     mask = Operand(BOOL_LIKE, optional=True)
     vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
     in_bounds = Attr(ArrayAttr, optional=True, doc=_IN_BOUNDS_DOC)
+    frame = Attr(IntegerAttr, optional=True, doc=_FRAME_DOC)
+    checked = Attr(BoolAttr, optional=True, doc=_CHECKED_DOC)
     assembly_format = (
         "$view `[` $offsets `]` `,` $value (`,` `mask` $mask)? attr-dict "
         "`:` type($view) `,` type($value)"

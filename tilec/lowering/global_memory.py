@@ -37,6 +37,19 @@ __all__ = ["GlobalMemoryLowering", "View"]
 
 
 @dataclass
+class _Run:
+    """A run of consecutive elements of a `checked` access (`_checked_runs`)."""
+
+    pointer: ir.Value  # its first element
+    first: ir.Value  # the first element's index along the last dimension (i64)
+    ok: Any  # inside every other dimension (and owned): an i1, or None for always
+    extent: Any  # the last dimension's extent where it is checked, else None
+    masks: Any  # the elements' mask values, or None
+    inside: Any  # every element inside and unmasked (None: always)
+    whole: ir.Value  # moves in one access (inside and aligned) or not at all (all outside)
+
+
+@dataclass
 class View:
     """A lowered tensor view: its pointer, extents and strides (i64, in elements)."""
 
@@ -54,14 +67,18 @@ class GlobalMemoryLowering:
 
     # -- tile: memory ---------------------------------------------------------------------------
 
+    def _view_offsets(self, op: Operation, t: TileType) -> tuple[View, list[ir.Value], list[bool]]:
+        """An access's lowered view, its offsets, and per dimension whether bounds are checked
+        there (not promised by `in_bounds`)."""
+        promised = op.attributes.get("in_bounds")
+        checked = [not x for x in promised.value] if promised is not None else [True] * t.rank
+        return self.values[op.view], [self.values[v] for v in op.offsets], checked
+
     def _access(self, op: Operation, t: TileType) -> tuple[list[ir.Value], list[Any]]:
         """Per slot of a load or store of `t`: the element pointer and the in-bounds predicate
         (None where the op's `in_bounds` promises every dimension and there is no mask)."""
         b = self.b
-        view: View = self.values[op.view]
-        offsets = [self.values[v] for v in op.offsets]
-        promised = op.attributes.get("in_bounds")
-        checked = [not x for x in promised.value] if promised is not None else [True] * t.rank
+        view, offsets, checked = self._view_offsets(op, t)
         m = thread_map(t)
         addresses, inside = [], []
         for d, indices in enumerate(self.dim_indices(m)):
@@ -91,16 +108,122 @@ class GlobalMemoryLowering:
 
     def load(self, op: Operation) -> list[Any]:
         t = op.result.type
-        pointers, predicates = self._access(op, t)
         padding_attr = op.attributes.get("padding")
         padding = 0 if padding_attr is None else padding_attr.value
         if isinstance(padding, bool):
             padding = int(padding)
         other = constant(t.element, padding)
         vector = op.attributes.get("vector")
+        if vector is not None and vector.value > 1 and "checked" in op.attributes:
+            return [self._checked_load(op, t, vector.value, other)]
+        pointers, predicates = self._access(op, t)
+        vector = op.attributes.get("vector")
         if vector is not None and vector.value > 1:
             return [self._vector_load(t, vector.value, pointers, predicates, other)]
         return [[self._global_load(t.element, p, q, other) for p, q in zip(pointers, predicates)]]
+
+    def _checked_runs(self, op: Operation, t: TileType, v: int, owner) -> list[_Run]:
+        """The thread's runs of `v` consecutive slots of a `checked` access (unit last
+        stride: vectorize asks for it), each with what decides whether it moves whole."""
+        b = self.b
+        view, offsets, checked = self._view_offsets(op, t)
+        m = thread_map(t)
+        last = t.rank - 1
+        indices = self.dim_indices(m)
+        masks = self.values[op.mask] if op.mask is not None else None
+        element = memory_type(t.element)
+        run_bytes = v * max(bit_width(t.element) // 8, 1)
+        runs = []
+        for s in memory.vector_slots(m.counts, m.dims[-1].offsets, v):
+            k = m.slot_multi_index(s)
+            offset, ok = None, owner
+            for d in range(last):
+                index = b.add(offsets[d], b.sext(indices[d][k[d]], I64))
+                term = b.mul(index, view.strides[d])
+                offset = term if offset is None else b.add(offset, term)
+                if checked[d]:
+                    q = b.icmp_unsigned("<", index, view.extents[d])
+                    ok = q if ok is None else b.and_(ok, q)
+            first = b.add(offsets[last], b.sext(indices[last][k[last]], I64))
+            term = b.mul(first, view.strides[last])
+            offset = term if offset is None else b.add(offset, term)
+            pointer = b.gep(view.pointer, [offset], source_etype=element)
+            low = b.and_(b.ptrtoint(pointer, I64), ir.Constant(I64, run_bytes - 1))
+            aligned = b.icmp_unsigned("==", low, ir.Constant(I64, 0))
+            inside, outside = ok, None if ok is None else b.not_(ok)
+            extent = view.extents[last] if checked[last] else None
+            if extent is not None:  # signed: a run may start before the view
+                end = b.add(first, ir.Constant(I64, v - 1))
+                zero = ir.Constant(I64, 0)
+                within = b.and_(b.icmp_signed(">=", first, zero), b.icmp_signed("<", end, extent))
+                beyond = b.or_(b.icmp_signed("<", end, zero), b.icmp_signed(">=", first, extent))
+                inside = within if inside is None else b.and_(inside, within)
+                outside = beyond if outside is None else b.or_(outside, beyond)
+            run_masks = masks[s : s + v] if masks is not None else None
+            for q in run_masks or ():
+                inside = q if inside is None else b.and_(inside, q)
+            whole = aligned if inside is None else b.and_(aligned, inside)
+            if outside is not None:
+                whole = b.or_(whole, outside)
+            runs.append(_Run(pointer, first, ok, extent, run_masks, inside, whole))
+        return runs
+
+    def _all_whole(self, runs: list[_Run]) -> ir.Value:
+        """Whether every run of the thread moves whole or not at all."""
+        fast = runs[0].whole
+        for run in runs[1:]:
+            fast = self.b.and_(fast, run.whole)
+        return fast
+
+    def _run_element(self, run: _Run, k: int, element: Type) -> tuple[ir.Value, Any]:
+        """Element `k` of `run`: its pointer and predicate (None: always), built where the
+        builder stands (the run's element-by-element branch)."""
+        b = self.b
+        pointer = run.pointer
+        if k:
+            pointer = b.gep(pointer, [ir.Constant(I64, k)], source_etype=memory_type(element))
+        ok = run.ok
+        if run.extent is not None:  # 0 <= first + k < extent, without forming first + k
+            remaining = b.sub(run.extent, run.first)
+            q = b.and_(
+                b.icmp_signed(">=", run.first, ir.Constant(I64, -k)),
+                b.icmp_signed(">", remaining, ir.Constant(I64, k)),
+            )
+            ok = q if ok is None else b.and_(ok, q)
+        if run.masks is not None:
+            ok = run.masks[k] if ok is None else b.and_(ok, run.masks[k])
+        return pointer, ok
+
+    def _checked_load(self, op: Operation, t: TileType, v: int, other) -> list[ir.Value]:
+        """Per run of `v` slots (a `checked` access): one vector load where the run is whole,
+        else one predicated load per element."""
+        b = self.b
+        bits = 8 if t.element == IntegerType(1) else bit_width(t.element)
+        access = memory.VectorAccess(v, bits)
+        other_bits = [self._to_bits(other, ir.IntType(bits), t.element)] * v
+        runs = self._checked_runs(op, t, v, None)
+        fast_values, slow_values = [], []
+        with b.if_else(self._all_whole(runs)) as (fast, slow):
+            with fast:
+                for run in runs:
+                    loaded = memory.global_load_vector(
+                        b, access, run.pointer, run.inside, other_bits
+                    )
+                    fast_values += [self._from_bits(x, t.element) for x in loaded]
+                fast_block = b.block
+            with slow:
+                for run in runs:
+                    for k in range(v):
+                        pointer, ok = self._run_element(run, k, t.element)
+                        slow_values.append(self._global_load(t.element, pointer, ok, other))
+                slow_block = b.block
+        values = []
+        for x, y in zip(fast_values, slow_values):
+            phi = b.phi(x.type)
+            phi.add_incoming(x, fast_block)
+            phi.add_incoming(y, slow_block)
+            values.append(phi)
+        return values
 
     def _vector_load(self, t: TileType, v: int, pointers, predicates, other) -> list[ir.Value]:
         """One `ld.global.v*` per run of `v` slots (`tilec.lowering.memory`): the run's first
@@ -155,15 +278,29 @@ class GlobalMemoryLowering:
 
     def store(self, op: Operation) -> list[Any] | None:
         t = op.value.type
-        pointers, predicates = self._access(op, t)
         owner = self.unique_owner(thread_map(t))
+        vector = op.attributes.get("vector")
+        if vector is not None and vector.value > 1 and "checked" in op.attributes:
+            self._checked_store(op, t, vector.value, owner, self.values[op.value])
+            return None
+        pointers, predicates = self._access(op, t)
         if owner is not None:
             predicates = [owner if p is None else self.b.and_(p, owner) for p in predicates]
         element = t.element
-        vector = op.attributes.get("vector")
         if vector is not None and vector.value > 1:
             self._vector_store(t, vector.value, pointers, predicates, self.values[op.value])
             return None
+        for p, v, q in zip(pointers, self.values[op.value], predicates):
+            self._scalar_store(element, p, v, q)
+        return None
+
+    def _scalar_store(self, element: Type, p: ir.Value, v: ir.Value, q) -> None:
+        """One element stored at `p` where `q` holds (None: always, a plain store)."""
+        if q is None:  # always in bounds, one owner: a plain store
+            if element == IntegerType(1):
+                v = self.b.zext(v, I8)
+            self.b.store(v, p, align=max(bit_width(element) // 8, 1))
+            return
         letter, ptx_type, reg = register_kind(element)
         asm = ir.InlineAsm(
             ir.FunctionType(ir.VoidType(), [GLOBAL_PTR, reg, I1]),
@@ -171,14 +308,28 @@ class GlobalMemoryLowering:
             f"l,{letter},b",
             side_effect=True,
         )
-        for p, v, q in zip(pointers, self.values[op.value], predicates):
-            if q is None:  # always in bounds, one owner: a plain store
-                if element == IntegerType(1):
-                    v = self.b.zext(v, I8)
-                self.b.store(v, p, align=max(bit_width(element) // 8, 1))
-            else:
-                self.b.call(asm, [p, self._to_bits(v, reg, element), q])
-        return None
+        self.b.call(asm, [p, self._to_bits(v, reg, element), q])
+
+    def _checked_store(self, op: Operation, t: TileType, v: int, owner, values) -> None:
+        """Per run of `v` slots (a `checked` access): one vector store where the run is whole,
+        else one predicated store per element."""
+        b = self.b
+        bits = 8 if t.element == IntegerType(1) else bit_width(t.element)
+        access = memory.VectorAccess(v, bits)
+        register = ir.IntType(bits)
+        runs = self._checked_runs(op, t, v, owner)
+        with b.if_else(self._all_whole(runs)) as (fast, slow):
+            with fast:
+                for s, run in enumerate(runs):
+                    run_bits = [
+                        self._to_bits(x, register, t.element) for x in values[s * v : (s + 1) * v]
+                    ]
+                    memory.global_store_vector(b, access, run.pointer, run.inside, run_bits)
+            with slow:
+                for s, run in enumerate(runs):
+                    for k, x in enumerate(values[s * v : (s + 1) * v]):
+                        pointer, ok = self._run_element(run, k, t.element)
+                        self._scalar_store(t.element, pointer, x, ok)
 
     def _vector_store(self, t: TileType, v: int, pointers, predicates, values) -> None:
         """One `st.global.v*` per run of `v` slots, like `_vector_load`."""
