@@ -326,8 +326,8 @@ def test_disable_and_pass_options_change_the_pipeline(tmp_path):
     assert [h.split()[5] for h in headers] == [
         "canonicalize", "cse", "privatize-atomics", "accumulate-atomics", "transpose-dot", "tiling",
         "canonicalize",
-        "split-reduction", "mask-bounds", "defer-reduction", "assign-layouts", "smem-placement",
-        "vectorize", "canonicalize", "cse", "dce", "precision",
+        "split-reduction", "mask-bounds", "defer-reduction", "align-rows", "assign-layouts",
+        "smem-placement", "vectorize", "canonicalize", "cse", "dce", "precision",
     ]  # fmt: skip
     assert "#mma" not in result.stdout and "tile.async_copy" not in result.stdout
     assert "vector =" not in result.stdout
