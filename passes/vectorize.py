@@ -31,6 +31,11 @@ The facts come from the kernel's attributes (`tilec.lowering.abi.kernel_speciali
 the `assume` pass writes. It sets `vector = v` (v >= 2) on the op and remarks, for every access,
 its width; for an access narrower than `max_bytes`, why (every condition that bound it).
 
+Float atomic adds whose old values nobody reads (`tile.atomic_rmw`, `tile.atomic_scatter` of
+f32, f16 or bf16, relaxed or release) take `vector = v` under the same conditions as a store
+(a scattered dimension is never the last): the sm_90 lowering issues one vector `red` per run
+(`red.global.add.v4.f32`, `red.global.add.noftz.v8.bf16`), older targets one per element.
+
 The same index arithmetic decides how many elements share a Philox run in `tile.philox`
 (random numbers give four consecutive offsets one run, a word each): `group = g` (4 or 2) when,
 along the last dimension, every aligned run of g elements holds consecutive offsets from a
@@ -46,13 +51,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilec.dialects import arith, random, scf, shared
+from tilec.dialects import atomic as A
 from tilec.dialects import gather as G
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import ArrayAttr, BoolAttr, IntegerAttr
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.folding import constant_value
-from tilec.ir.types import IndexType, IntegerType, TileType, element_type
+from tilec.ir.types import FloatType, IndexType, IntegerType, TileType, element_type
 from tilec.lowering.abi import Specialization, kernel_specialization
 from tilec.lowering.layouts import as_blocked, copy_layout, element_bytes, layout_error
 from tilec.passes.specialize import attribute_pairs
@@ -64,6 +70,9 @@ __all__ = ["Vectorize", "widths_before_layouts"]
 # nor known in bounds; the others are accessed as a load's).
 _GATHERS = (G.GatherOp, G.ScatterOp)
 _ACCESSES = (T.LoadOp, T.StoreOp, *_GATHERS)
+# Atomics that a vector `red` may combine (sm_90: `red.global.add.v4.f32`, `.noftz.v8.bf16`).
+_REDUCTIONS = (A.AtomicRMWOp, A.AtomicScatterOp)
+_RED_VECTOR_TYPES = (FloatType("f32"), FloatType("f16"), FloatType("bf16"))
 _READS = (T.LoadOp, G.GatherOp)
 
 # What "known multiple of" says of a value known to be 0: any power of two.
@@ -108,7 +117,7 @@ class Vectorize(Pass):
             if isinstance(kernel, FuncOp):
                 facts = _KernelFacts(kernel)
                 for op in kernel.walk():
-                    if isinstance(op, (*_ACCESSES, shared.AsyncCopyOp)):
+                    if isinstance(op, (*_ACCESSES, shared.AsyncCopyOp)) or _vector_red(op):
                         self._vectorize(op, facts, ctx)
                     elif isinstance(op, random.PhiloxOp):
                         self._group(op, facts, ctx)
@@ -187,6 +196,18 @@ class Vectorize(Pass):
             reasons = [reason for limit, reason in limits if limit == v]
             message += ", not " + f"{widest * size}: " + "; ".join(reasons)
         ctx.remark(op, message + bounds)
+
+
+def _vector_red(op: Operation) -> bool:
+    """Whether `op` is an atomic a vector `red` can do: a float add (f32, f16, bf16) whose
+    old values nobody reads, in an order `red` has. (Others keep one element an atomic.)"""
+    if not isinstance(op, _REDUCTIONS):
+        return False
+    if op.attributes["kind"].value != "add" or op.result.has_uses:
+        return False
+    if op.view.type.element not in _RED_VECTOR_TYPES:
+        return False
+    return A.memory_order(op) in ("relaxed", "release")
 
 
 def _framed(op: Operation) -> bool:
@@ -289,7 +310,7 @@ class _KernelFacts:
             out += self._copy_limits(op, widest)
         else:
             value_type = op.result.type if isinstance(op, _READS) else op.value.type
-            if isinstance(op, _GATHERS) and op.axis == last:
+            if isinstance(op, (*_GATHERS, A.AtomicScatterOp)) and op.axis == last:
                 out.append((1, f"dim {last} is gathered: its elements are not contiguous"))
             if registers:
                 out += self._register_limits(value_type, widest)

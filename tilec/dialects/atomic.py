@@ -102,6 +102,12 @@ def _check(op: Operation, values: list[tuple[str, Value]]) -> None:
         raise op.error(f"result {op.result.type} must have the value's type {value}")
 
 
+_VECTOR_DOC = (
+    "elements combined by one vector `red` along the last dimension (vectorize: float adds "
+    "whose old values nobody reads); default 1"
+)
+
+
 @register_op
 class AtomicRMWOp(Operation):
     """Atomically combine `value` into the tile at `offsets` of `view` (add, max or min); the
@@ -115,6 +121,7 @@ class AtomicRMWOp(Operation):
     value = Operand(TILE)
     mask = Operand(BOOL_LIKE, optional=True)
     sem = Attr(StringAttr, optional=True, choices=MEMORY_ORDERS, doc="memory order; relaxed")
+    vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
     result = Result(TILE)
     assembly_format = (
         "$kind $view `[` $offsets `]` `,` $value (`,` `mask` $mask)? attr-dict "
@@ -172,6 +179,7 @@ class AtomicScatterOp(Operation):
     mask = Operand(BOOL_LIKE, optional=True)
     axis = Attr(IntegerAttr)
     sem = Attr(StringAttr, optional=True, choices=MEMORY_ORDERS, doc="memory order; relaxed")
+    vector = Attr(IntegerAttr, optional=True, doc=_VECTOR_DOC)
     result = Result(TILE)
     assembly_format = (
         "$kind $view `[` $offsets `]` `,` $indices `axis` $axis `,` $value (`,` `mask` $mask)? "

@@ -176,7 +176,9 @@ def lower_to_llvm(
     for func in module.functions:
         try:
             specialization = _specialization(func, (specializations or {}).get(func.sym_name))
-            _KernelLowering(func, llmod, specialization, debug_info).lower()
+            lowering = _KernelLowering(func, llmod, specialization, debug_info)
+            lowering.arch = arch  # what a lowering that differs by target asks (atomics)
+            lowering.lower()
         except TileError:
             raise
         except Exception as e:

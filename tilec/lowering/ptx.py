@@ -31,7 +31,8 @@ __all__ = [
     "target_machine",
 ]
 
-PTX_VERSION = "ptx80"
+# 8.1: vector `red` (`red.global.add.v4.f32`, `.noftz.v8.bf16`) for atomics on sm_90.
+PTX_VERSION = "ptx81"
 
 
 @functools.cache
