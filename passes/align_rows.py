@@ -47,10 +47,11 @@ the same run) every odd-width row kernel tried ran slower rotated: softmax 4096 
 4096 x 5001 bf16 0.058 against 0.044, layer norm 6000 x 3001 f16 0.067 against 0.046. ncu on
 the first: 7% more instructions executed (the per-run checks and both paths' set-up cost more
 than the 16-byte accesses save), and ptxas's registers over an occupancy cliff (67 against 64
-at 512 threads: one block an SM instead of two). What these kernels lose is elsewhere: a
-whole-row tile is a power of two, so 5003 columns fill 61% of an 8192-wide tile, and the
-threads and registers of the padding hold nothing (the aligned softmax 8192 x 4096 reaches
-93% of copy with the same code). `align-rows{enable=true}` (`--pass-option
+at 512 threads: one block an SM instead of two). What these kernels lose is elsewhere:
+Triton's kernel of the same shape (one row a program, the same padded tile, one-element
+accesses) reaches 82% of copy on the first, with 40 registers and two thirds of tilec's
+instructions -- tilec's bounds checks, 64-bit and repeated per access, are the lead
+(docs/benchmarks.md). `align-rows{enable=true}` (`--pass-option
 align-rows.enable=true`) turns it on.
 
 Writes `tilec.row_frame = V` on a rewritten kernel. Option `enable` (false, the default:
