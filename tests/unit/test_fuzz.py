@@ -637,3 +637,15 @@ def test_generated_warp_specialized_kernels_match_in_the_interpreter(seed):
     result = differential.check_program(sample_program(seed, 1), ptxas=True)
     assert "reached:warp_specialize:sm_90a" in result.features
     assert not result.findings, [f.describe() for f in result.findings]
+
+
+# Seeds whose generated kernel has a float atomic add the pipeline gives vector runs (found
+# by searching the sampler): checked in the interpreter, and its vector `red` by ptxas.
+VECTOR_RED_SEEDS = [1248, 1548, 2297]
+
+
+@pytest.mark.parametrize("seed", VECTOR_RED_SEEDS)
+def test_generated_vector_reds_match_and_assemble(seed):
+    result = differential.check_program(sample_program(seed, 1), ptxas=True)
+    assert "reached:vector_red:sm_90a" in result.features
+    assert not result.findings, [f.describe() for f in result.findings]

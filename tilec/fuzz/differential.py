@@ -190,7 +190,7 @@ class Summary:
             "reached on sm_90a (programs): "
             + ", ".join(
                 f"{what} {self.features[f'reached:{what}:sm_90a']}"
-                for what in ("tma", "warp_specialize", "persistent")
+                for what in ("tma", "warp_specialize", "persistent", "vector_red")
             ),
             f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "
             f"({', '.join(sorted({known_bug(f).name for f in self.known})) or 'none'})",
@@ -442,7 +442,9 @@ def _check(
 
 def _reached(module: Any, arch: str) -> set[str]:
     """What the pipeline made of the program on `arch`, as coverage features: copies by the
-    TMA unit, a warp-specialized loop, persistent blocks (the walk's `tilec.persistent`)."""
+    TMA unit, a warp-specialized loop, persistent blocks (the walk's `tilec.persistent`),
+    atomic adds as vector `red`s (`vector` on an atomic)."""
+    from tilec.dialects.atomic import AtomicRMWOp, AtomicScatterOp
     from tilec.dialects.tma import TmaCopyOp
     from tilec.dialects.warp_specialize import WarpSpecializeOp
 
@@ -450,6 +452,8 @@ def _reached(module: Any, arch: str) -> set[str]:
     for op in module.walk():
         if isinstance(op, TmaCopyOp):
             reached.add(f"reached:tma:{arch}")
+        elif isinstance(op, (AtomicRMWOp, AtomicScatterOp)) and "vector" in op.attributes:
+            reached.add(f"reached:vector_red:{arch}")
         elif isinstance(op, WarpSpecializeOp):
             reached.add(f"reached:warp_specialize:{arch}")
         if "tilec.persistent" in getattr(op, "attributes", {}):
