@@ -9,9 +9,13 @@ softmax = tilec.load_kernel("examples/softmax.tile", "softmax")   # callable on 
 
 __version__ = "0.1.0"
 
-from tilec.compiler import CompiledProgram, Stage, compile
-from tilec.diagnostics import TileError
-from tilec.jit import JitFunction, jit, load_kernel
+from tilec._checkout import bind_checkout_packages
+
+bind_checkout_packages()
+
+from tilec.compiler import CompiledProgram, Stage, compile  # noqa: E402 (after the binding)
+from tilec.diagnostics import TileError  # noqa: E402
+from tilec.jit import JitFunction, jit, load_kernel  # noqa: E402
 
 __all__ = [
     "CompiledProgram",
