@@ -291,7 +291,7 @@ class _KernelFacts:
         out: list[tuple[int, str]] = []
         if f"{name}.stride.{last}" not in self.spec.unit:
             out.append((1, f"stride of dim {last} ({name}.stride.{last}) not known to be 1"))
-        if checked:
+        if checked:  # loads and stores only (`_framed`)
             value_type = op.result.type if isinstance(op, _READS) else op.value.type
             return out + (self._register_limits(value_type, widest) if registers else [])
         if name not in self.spec.aligned:

@@ -627,25 +627,18 @@ def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options,
     assert "reached:warp_specialize:sm_90a" not in result.features
 
 
-# Seeds whose generated kernel the pipeline warp-specializes (found by searching the sampler):
-# a program in three of those that keep tiling's choice asks for it (`PIPELINE_VARIANTS`).
-WARP_SPECIALIZED_SEEDS = [380, 8408, 13792]
+# Seeds whose generated kernel reaches a Hopper path (found by searching the sampler), each
+# checked in the interpreter and by ptxas: the pipeline warp-specializes it (a program in three
+# of those that keep tiling's choice asks for it, `PIPELINE_VARIANTS`), or gives a float
+# atomic add vector runs (a vector `red`).
+REACHING_SEEDS = [
+    *[(seed, "warp_specialize") for seed in (380, 8408, 13792)],
+    *[(seed, "vector_red") for seed in (1248, 1548, 2297)],
+]
 
 
-@pytest.mark.parametrize("seed", WARP_SPECIALIZED_SEEDS)
-def test_generated_warp_specialized_kernels_match_in_the_interpreter(seed):
+@pytest.mark.parametrize(("seed", "path"), REACHING_SEEDS)
+def test_generated_kernels_on_hopper_paths_match_and_assemble(seed, path):
     result = differential.check_program(sample_program(seed, 1), ptxas=True)
-    assert "reached:warp_specialize:sm_90a" in result.features
-    assert not result.findings, [f.describe() for f in result.findings]
-
-
-# Seeds whose generated kernel has a float atomic add the pipeline gives vector runs (found
-# by searching the sampler): checked in the interpreter, and its vector `red` by ptxas.
-VECTOR_RED_SEEDS = [1248, 1548, 2297]
-
-
-@pytest.mark.parametrize("seed", VECTOR_RED_SEEDS)
-def test_generated_vector_reds_match_and_assemble(seed):
-    result = differential.check_program(sample_program(seed, 1), ptxas=True)
-    assert "reached:vector_red:sm_90a" in result.features
+    assert f"reached:{path}:sm_90a" in result.features
     assert not result.findings, [f.describe() for f in result.findings]

@@ -194,8 +194,7 @@ def lower_atomic(lowering: Any, op: Operation) -> list[Any]:
 
 def _has_vector_red(lowering: Any) -> bool:
     """Whether the target has vector `red` (sm_90 and later; PTX 8.1)."""
-    arch = getattr(lowering, "arch", "sm_90a")
-    return arch not in _NO_BF16_ATOMICS
+    return lowering.arch not in _NO_BF16_ATOMICS
 
 
 def _vector_reds(

@@ -176,9 +176,7 @@ def lower_to_llvm(
     for func in module.functions:
         try:
             specialization = _specialization(func, (specializations or {}).get(func.sym_name))
-            lowering = _KernelLowering(func, llmod, specialization, debug_info)
-            lowering.arch = arch  # what a lowering that differs by target asks (atomics)
-            lowering.lower()
+            _KernelLowering(func, llmod, specialization, debug_info, arch).lower()
         except TileError:
             raise
         except Exception as e:
@@ -214,8 +212,10 @@ class _KernelLowering(
         llmod: ir.Module,
         specialization: Specialization,
         debug_info: DebugInfo | None = None,
+        arch: str = "sm_80",
     ):
         self.func = func
+        self.arch = arch  # the target, for lowerings that differ by it (vector `red`)
         self.module = llmod
         self.specialization = specialization
         self.abi = kernel_abi(func)
