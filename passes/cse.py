@@ -107,7 +107,7 @@ def _may_write(op: Operation) -> bool:
             continue
         if inner.name in ("scf.for", "scf.if", "scf.yield", "builtin.return", "builtin.func"):
             continue
-        if inner.name in ("tile.load_shared", "tile.workspace_load"):
+        if inner.name in ("tile.load_shared", "tile.workspace_load", "tile.workspace_read"):
             continue
         return True
     return False

@@ -25,7 +25,7 @@ from tilec.dialects.builtin import FuncOp, ReturnOp
 from tilec.ir.attributes import FloatAttr, IntegerAttr, to_attribute
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
-from tilec.ir.types import FloatType, IntegerType, TileType, i1, index
+from tilec.ir.types import FloatType, IntegerType, TileType, i1, i32, index
 from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
@@ -37,6 +37,7 @@ __all__ = [
     "identity_attr",
     "is_identity",
     "split_plan",
+    "splits_dot_loop",
 ]
 
 
@@ -83,6 +84,13 @@ class SplitReduction(Pass):
     `tilec.split` on the kernel records what the launch needs: the loop's dimension and step,
     the bytes of a slot, the bytes each iteration loads, the partials a combine round reads,
     and a pinned S (0: none).
+
+    A loop that accumulates a `tile.dot` (`acc' = a @ b + acc`: ⊕ is add) is a split-K GEMM:
+    its carried tile may be 2-D, and the last block reads the partials back one slot a round
+    (`tile.workspace_read`, in the accumulator's own layout: nothing to reduce along slots,
+    no layout conversion). It is split only where `tiling`'s SM model found splitting faster
+    at the extents it was told (`tilec.split_k`, `wgmma_model.best_split`) or S is pinned;
+    the launch then chooses S with the same model (`SplitAxis.dot_bm`, `dot_bn`, `dot_bytes`).
 
     Pins: `@kernel(split=N)` / `@tilec.jit(split=N)` fix S (1: the kernel is left alone), and a
     pin that cannot work is an error; else the option `split` (0: chosen at launch; 1: leave
@@ -148,8 +156,10 @@ class _NotSplit(Exception):
     """Why a kernel is left alone (the remark's text)."""
 
 
-def split_plan(kernel: FuncOp) -> _Plan:
-    """What splitting `kernel` would do; raises `_NotSplit` saying why it cannot be split."""
+def split_plan(kernel: FuncOp, tiled: bool = True) -> _Plan:
+    """What splitting `kernel` would do; raises `_NotSplit` saying why it cannot be split.
+    `tiled=False` asks before `tiling` (what `tiling` ranks split GEMM tiles by): the loop's
+    step and the carried tiles' sizes may still be symbols."""
     grid = kernel.attributes.get("tilec.grid")
     axes = len(grid.value) if grid is not None else 0
     if axes >= 3:
@@ -169,7 +179,7 @@ def split_plan(kernel: FuncOp) -> _Plan:
     if constant_index(loop.lower) != 0:
         raise _NotSplit("the loop does not start at 0")
     step = constant_index(loop.step)
-    if step is None or step < 1:
+    if tiled and (step is None or step < 1):
         raise _NotSplit("the loop's step is not a positive constant")
     upper = loop.upper
     if not (
@@ -187,10 +197,25 @@ def split_plan(kernel: FuncOp) -> _Plan:
             raise _NotSplit(f"the loop has an effect ({_effect(op).name})")
     if not loop.iter_args:
         raise _NotSplit("the loop carries no value")
-    carried = [_carried(loop, i, workspace=not atomics) for i in range(len(loop.iter_args))]
+    carried = [
+        _carried(loop, i, workspace=not atomics, static=tiled) for i in range(len(loop.iter_args))
+    ]
     if atomics:
         _check_atomic_epilogue(loop, carried, atomics)
-    return _Plan(loop, dim, step, carried, atomic=bool(atomics))
+    return _Plan(loop, dim, step or 0, carried, atomic=bool(atomics))
+
+
+def splits_dot_loop(kernel: FuncOp) -> bool:
+    """Whether `split-reduction` would split `kernel`'s loop and that loop accumulates a dot
+    (a split-K GEMM), asked before `tiling`; a kernel that pins `split=1` is not split."""
+    pinned = kernel.attributes.get("tilec.pinned_split")
+    if pinned is not None and pinned.value == 1:
+        return False
+    try:
+        plan = split_plan(kernel, tiled=False)
+    except _NotSplit:
+        return False
+    return not plan.atomic and any(isinstance(c.update, T.DotOp) for c in plan.carried)
 
 
 def _check_atomic_epilogue(loop: scf.ForOp, carried: list[_Carried], atomics: list) -> None:
@@ -232,7 +257,7 @@ def _check_atomic_epilogue(loop: scf.ForOp, carried: list[_Carried], atomics: li
         raise _NotSplit("atomics only in the loop, and the loop's results are not combined")
 
 
-def _carried(loop: scf.ForOp, i: int, workspace: bool = True) -> _Carried:
+def _carried(loop: scf.ForOp, i: int, workspace: bool = True, static: bool = True) -> _Carried:
     arg = loop.iter_args[i]
     name = _name(arg, loop.inits[i])
     users = arg.uses
@@ -242,17 +267,20 @@ def _carried(loop: scf.ForOp, i: int, workspace: bool = True) -> _Carried:
             f"carried value {name} is read by {len(users)} ops ({names}): not a ⊕-reduction"
         )
     update = users[0]
-    combine = COMBINES.get(type(update))
+    combine = _dot_combine(update, arg) or COMBINES.get(type(update))
     if combine is None or update.parent is not loop.body.block:
         raise _NotSplit(
             f"carried value {name} is updated by {update.name}"
             + _rescaled(update, arg)
             + ": not a ⊕-reduction (add, max, min)"
         )
-    other = update.operands[1] if update.operands[0] is arg else update.operands[0]
-    if other is arg:
+    if isinstance(update, T.DotOp):
+        others = [update.a, update.b]  # acc' = acc + a @ b
+    else:
+        others = [update.operands[1] if update.operands[0] is arg else update.operands[0]]
+    if arg in others:
         raise _NotSplit(f"carried value {name} is combined with itself: not a ⊕-reduction")
-    reader = _reads_carried(other, loop)
+    reader = next((r for r in map(lambda v: _reads_carried(v, loop), others) if r), None)
     if reader is not None:
         raise _NotSplit(
             f"carried value {name} is combined with a value that reads carried value "
@@ -265,9 +293,22 @@ def _carried(loop: scf.ForOp, i: int, workspace: bool = True) -> _Carried:
     t = arg.type
     if not isinstance(t, TileType):
         raise _NotSplit(f"carried value {name} is a scalar: only tiles are combined")
-    if workspace and (t.rank != 1 or not t.is_static):
-        raise _NotSplit(f"carried value {name} is {t}: only 1-D tiles of static size are combined")
+    if workspace and static and not t.is_static:
+        raise _NotSplit(f"carried value {name} is {t}: only tiles of static size are combined")
+    if workspace and t.rank != 1 and not isinstance(update, T.DotOp):
+        raise _NotSplit(
+            f"carried value {name} is {t}: only 1-D tiles (or a dot's accumulator) are combined"
+        )
     return _Carried(i, name, update, combine, t)
+
+
+def _dot_combine(update: Operation, arg: Value) -> Combine | None:
+    """The ⊕ of `acc' = a @ b + acc` (a `tile.dot` accumulating into the carried value):
+    the add of the accumulator's element type."""
+    if not isinstance(update, T.DotOp) or update.acc is not arg:
+        return None
+    add = arith.AddFOp if isinstance(arg.type.element, FloatType) else arith.AddIOp
+    return COMBINES[add]
 
 
 def _rescaled(update: Operation, arg: Value) -> str:
@@ -358,6 +399,14 @@ def _split_kernel(kernel: FuncOp, options: SplitReduction.Options, ctx: PassCont
         ctx.remark(kernel, f"not split: {why}")
         return
     fixed = pinned if pinned is not None else (options.split or None)
+    dot_loop = any(isinstance(c.update, T.DotOp) for c in plan.carried)
+    if dot_loop and fixed is None and "tilec.split_k" not in kernel.attributes:
+        ctx.remark(
+            kernel,
+            "not split: the loop accumulates a dot, and tiling's SM model keeps it whole (the "
+            "tiles fill the SMs, or the extents are unknown; tilec.split_k is not set)",
+        )
+        return
     rewrite = _Rewrite(kernel, plan, options.combine_elements)
     rewrite.run(fixed)
     source = "pinned by the kernel" if pinned else "option split"
@@ -412,7 +461,7 @@ class _Rewrite:
         # The chunk of iterations [k0, k1) of this block.
         step = loop.step
         trips = b.create(arith.CeilDivSIOp, lhs=loop.upper, rhs=step).result
-        chunk = b.create(arith.CeilDivSIOp, lhs=trips, rhs=splits).result
+        chunk = _ceil_div_i32(b, trips, splits)
         first = b.create(arith.MulIOp, lhs=split, rhs=chunk).result
         end = b.create(arith.AddIOp, lhs=first, rhs=chunk).result
         end = b.create(arith.MinSIOp, lhs=end, rhs=trips).result
@@ -433,7 +482,18 @@ class _Rewrite:
         ]
         if self.plan.atomic:
             attrs.append(["atomic", 1])
+        dot = self.dot()
+        if dot is not None:
+            bm, bn = dot.acc.type.shape
+            attrs += [["dot_bm", bm], ["dot_bn", bn], ["dot_bytes", _element_bytes(dot.a.type)]]
         self.kernel.attributes["tilec.split"] = to_attribute(attrs)
+
+    def dot(self) -> T.DotOp | None:
+        """The dot whose accumulator the loop carries (a split-K GEMM), if any."""
+        for c in self.plan.carried:
+            if isinstance(c.update, T.DotOp):
+                return c.update
+        return None
 
     def start_from_identity(self, b: Builder, split: Value) -> None:
         """Blocks other than split 0 start each carried value from ⊕'s identity (split 0
@@ -470,7 +530,6 @@ class _Rewrite:
         position = body.ops.index(loop)
         epilogue = [op for op in body.ops[position + 1 :] if not isinstance(op, ReturnOp)]
         b = Builder.after_op(loop)
-        results = [loop.results[c.index] for c in self.plan.carried]
         types = [c.type for c in self.plan.carried]
         one = self.constant(b, 1)
         alone = b.create(arith.CmpIOp, predicate="eq", lhs=splits, rhs=one).result
@@ -508,7 +567,18 @@ class _Rewrite:
         )
         combined = self.combine(Builder.at_end(gather.then.block, loc=loop.loc), slot_base, splits)
         Builder.at_end(gather.then.block, loc=loop.loc).create(scf.YieldOp, values=combined)
-        Builder.at_end(gather.otherwise.block, loc=loop.loc).create(scf.YieldOp, values=results)
+        # A block that is not the last has no result: it yields ⊕'s identity, so that its
+        # partials' registers are free once they are in the workspace.
+        idle = Builder.at_end(gather.otherwise.block, loc=loop.loc)
+        idle.create(
+            scf.YieldOp,
+            values=[
+                idle.create(
+                    T.FullOp, value=identity_attr(c.combine, c.type), result_types=[c.type]
+                ).result
+                for c in self.plan.carried
+            ],
+        )
         e.create(scf.YieldOp, values=[last, *gather.results])
         run, *finals = route.results
         # The epilogue, once per output tile: in the block that has the whole result.
@@ -540,7 +610,7 @@ class _Rewrite:
     def rows(self, c: _Carried) -> int:
         """Partials of `c` the combine reads a round: a power of two, about
         `combine_elements` elements in all."""
-        per_row = c.type.shape[0]
+        per_row = math.prod(c.type.shape)
         rows = max(self.combine_elements // per_row, 1)
         return 1 << (rows.bit_length() - 1)
 
@@ -566,6 +636,18 @@ class _Rewrite:
         left = r.create(arith.SubIOp, lhs=splits, rhs=j).result
         updated = []
         for c, acc in zip(self.plan.carried, partials):
+            if rows == 1 and c.type.rank > 1:
+                # A slot a round, read back in the partial's own layout (a GEMM's
+                # accumulator): nothing to reduce along the slots.
+                read = r.create(
+                    W.WorkspaceReadOp,
+                    slot=first,
+                    offset=c.offset,
+                    slot_bytes=self.slot_bytes,
+                    result_types=[c.type],
+                ).result
+                updated.append(r.create(c.combine.op, lhs=acc, rhs=read).result)
+                continue
             identity = identity_attr(c.combine, c.type)
             rows_type = TileType((rows, *c.type.shape), c.type.element)
             read = r.create(
@@ -581,6 +663,20 @@ class _Rewrite:
             updated.append(r.create(c.combine.op, lhs=acc, rhs=reduced).result)
         r.create(scf.YieldOp, values=updated)
         return list(gather.results)
+
+
+def _element_bytes(t: TileType) -> int:
+    return max(getattr(t.element, "width", 16) // 8, 1)
+
+
+def _ceil_div_i32(b: Builder, lhs: Value, rhs: Value) -> Value:
+    """`ceil(lhs / rhs)` of a trip count and a block count, computed in i32: both are below
+    2**31 (extents are), and a 64-bit division by a run-time value is a subroutine call in
+    SASS, which makes nvJitLink serialize every `wgmma` of a split GEMM
+    (`tiling_rewrites.block_divmod` says more)."""
+    narrow = [b.create(arith.IndexCastOp, input=v, result_types=[i32]).result for v in (lhs, rhs)]
+    result = b.create(arith.CeilDivSIOp, lhs=narrow[0], rhs=narrow[1]).result
+    return b.create(arith.IndexCastOp, input=result, result_types=[index]).result
 
 
 def _trip_bytes(loop: scf.ForOp) -> int:
@@ -630,6 +726,15 @@ def _remark(
         )
     if pinned:
         ctx.remark(loop, f"S = {pinned} ({source})")
+        return
+    if rewrite.dot() is not None:
+        ctx.remark(
+            loop,
+            "S chosen at launch, the count of least modelled time of the SM model that "
+            "tiling ranks wgmma tiles by (passes/wgmma_model.py, best_split): the k-steps "
+            "each block runs and the waves of blocks, against the partials written and read "
+            "back; 1 when the tiles fill the GPU",
+        )
         return
     ctx.remark(
         loop,

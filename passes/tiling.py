@@ -40,10 +40,12 @@ from tilec.passes.specialize import (
     plan_tile_sizes,
     symbols_of,
 )
+from tilec.passes.split_reduction import splits_dot_loop
 from tilec.passes.tile_shapes import shape_streamed_tiles
 from tilec.passes.tiling_rewrites import fix_extents, set_accumulator_layout
 from tilec.passes.wgmma_model import (
     TENSOR_MACS_PER_CLOCK,
+    best_split,
     epilogue_operands,
     epilogue_words,
     grid_clocks,
@@ -172,6 +174,11 @@ class Tiling(Pass):
         )
         shared_limit: int = option(232448, "shared memory bytes per block (227 KiB on sm_90)")
         sm_count: int = option(132, "SMs to fill when extents are known (132 on H200)")
+        split: bool = option(
+            True,
+            "rank wgmma tiles of a GEMM whose K loop split-reduction can split with the K "
+            "loop shared out among S blocks (the S of least modelled time)",
+        )
         max_extent: int = option(1024, "extent assumed for a whole dimension of unknown extent")
         min_tile_elements: int = option(1024, "non-dot tiles: grow free sizes to this many")
         max_tile_elements: int = option(4096, "non-dot tiles: shrink free sizes above this")
@@ -212,6 +219,8 @@ class _KernelTiling(MmaSearch, BlockOrder):
         self.opts = opts
         self.ctx = ctx
         self.plan: TilePlan = plan_tile_sizes(kernel, tiles, extents, opts.max_extent)
+        # split-reduction may share a GEMM's K loop out among blocks (runs after tiling).
+        self.splits_k = opts.split and splits_dot_loop(kernel)
         pinned = kernel.attributes.get("tilec.num_warps")
         if pinned is not None:
             self.warps_pin: int | None = pinned.value
@@ -475,18 +484,26 @@ class _KernelTiling(MmaSearch, BlockOrder):
         bk = self.size(dot.k, c)
         depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None  # BK tiles K
         k_steps = -(-depth // bk) if depth is not None else None
-        clocks = grid_clocks(
-            bm,
-            bn,
-            bk,
-            k_steps,
-            blocks,
-            per_sm,
-            self.opts.sm_count,
-            MAX_DEFAULT_STAGES,
-            dot.element_bytes,
-        )
+        _, clocks = self.wgmma_split(c, dot, bm, bn, bk, k_steps, blocks, per_sm)
         return (clocks, -(bm * bn), sorted(c.sizes.items()))
+
+    def wgmma_split(
+        self,
+        c: TileConfig,
+        dot: TiledDot,
+        bm: int,
+        bn: int,
+        bk: int,
+        k_steps: int | None,
+        blocks: int | None,
+        per_sm: int,
+    ) -> tuple[int, float]:
+        """(S, clocks): the modelled grid time of a wgmma tiling, with its K loop split S
+        ways where `split-reduction` can and that is faster (`wgmma_model.best_split`)."""
+        args = (self.opts.sm_count, MAX_DEFAULT_STAGES, dot.element_bytes)
+        if not self.splits_k or k_steps is None or blocks is None:
+            return 1, grid_clocks(bm, bn, bk, k_steps, blocks, per_sm, *args)
+        return best_split(bm, bn, bk, k_steps, blocks, per_sm, *args)
 
     def wgmma_model_remark(self, dot: TiledDot, config: TileConfig) -> str:
         """What the SM model says of the chosen wgmma tile, for the tiling remark."""
@@ -497,9 +514,25 @@ class _KernelTiling(MmaSearch, BlockOrder):
             f"per k-step of 16 the SM model gives {tensor:.0f} clocks of tensor-core work and "
             f"{step:.0f} with shared memory's traffic ({tensor / step:.2f} of the tensor cores)"
         )
-        return text + (
-            "" if self.blocks(config) is None else ", the least time over the grid's waves"
+        blocks = self.blocks(config)
+        if blocks is None:
+            return text
+        bk = self.size(dot.k, config)
+        depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None
+        k_steps = -(-depth // bk) if depth is not None else None
+        splits, _ = self.wgmma_split(
+            config, dot, bm, bn, bk, k_steps, blocks, self.wgmma_blocks_per_sm(config, dot)
         )
+        if splits > 1:
+            # What split-reduction reads: the K loop is worth splitting at these extents.
+            self.kernel.attributes["tilec.split_k"] = IntegerAttr(splits)
+            text += (
+                f", the least time over the grid's waves with its K loop shared out among "
+                f"{splits} blocks a tile (tilec.split_k: split-reduction splits it; S is "
+                "chosen again at launch, by the same model)"
+            )
+            return text
+        return text + ", the least time over the grid's waves"
 
     def wgmma_registers(self, config: TileConfig, dot: TiledDot) -> int | None:
         """Registers a thread of the wgmma tiling's main loop is modelled to need: its share

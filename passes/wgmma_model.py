@@ -46,10 +46,13 @@ __all__ = [
     "COPY_LATENCY_CLOCKS",
     "SHARED_BYTES_PER_CLOCK",
     "TENSOR_MACS_PER_CLOCK",
+    "WORKSPACE_BYTES_PER_CLOCK",
+    "best_split",
     "epilogue_operands",
     "epilogue_words",
     "grid_clocks",
     "lead_covers_latency",
+    "split_clocks",
     "stages_that_fit",
     "step_clocks",
 ]
@@ -63,6 +66,10 @@ COPY_LATENCY_CLOCKS = 1600
 # What a block alone on its SM waits for unhidden: its first copies, and its last stores.
 BLOCK_LATENCY_CLOCKS = 2 * COPY_LATENCY_CLOCKS
 SHARED_BYTES_PER_CLOCK = 128  # bytes an SM's shared memory moves a clock (32 banks x 4 bytes)
+# An SM's share of the L2 cache's bandwidth, bytes a clock: where split GEMMs' f32 partials
+# go and come back from (about 7.7 TB/s over 132 SMs at 1.83 GHz).
+WORKSPACE_BYTES_PER_CLOCK = 32
+MAX_SPLITS = 16  # the most ways `best_split` shares out one tile's k-steps
 WARPGROUP_ROWS = 64  # rows of A one warpgroup's wgmma covers
 K_STEP = 16
 
@@ -107,6 +114,7 @@ def grid_clocks(
     sm_count: int,
     max_stages: int,
     element_bytes: int = 2,
+    splits: int = 1,
 ) -> float:
     """Clocks of the busiest SM over the whole grid of `blocks` tiles of `k_steps` steps of BK
     (None when the extents are unknown: then the clocks of one k-step per output element,
@@ -117,9 +125,27 @@ def grid_clocks(
     steps the copies run ahead (the stages of `stages_that_fit`, up to `max_stages`, less one); each block's
     epilogue moves its output tile through shared memory (written, read back). A block alone
     on its SM also waits, unhidden, for its first copies and its last stores
-    (`BLOCK_LATENCY_CLOCKS`); blocks sharing an SM hide that behind each other's work."""
+    (`BLOCK_LATENCY_CLOCKS`); blocks sharing an SM hide that behind each other's work.
+
+    Split `splits` ways (`split-reduction`: each tile's k-steps shared out among `splits`
+    blocks), the grid has `splits` times the blocks, each of a `splits`-th of the steps, which
+    also write their f32 partial tile to the workspace and take a ticket; the last block of
+    each tile then reads the `splits` partials back (`split_clocks`)."""
     if blocks is None or k_steps is None:
         return step_clocks(bm, bn, element_bytes) / (bm * bn)
+    if splits > 1:
+        whole = grid_clocks(
+            bm,
+            bn,
+            bk,
+            -(-k_steps // splits),
+            blocks * splits,
+            blocks_per_sm,
+            sm_count,
+            max_stages,
+            element_bytes,
+        )
+        return whole + split_clocks(bm, bn, splits)
     step = (bk // K_STEP) * step_clocks(bm, bn, element_bytes)
     lead = max(1, stages_that_fit(bm, bn, bk, blocks_per_sm, max_stages, element_bytes) - 1)
     epilogue = 2 * bm * bn * element_bytes / SHARED_BYTES_PER_CLOCK
@@ -129,6 +155,57 @@ def grid_clocks(
     shared = k_steps * max(resident * step, latency_step) + resident * epilogue
     alone = k_steps * max(step, latency_step) + epilogue + BLOCK_LATENCY_CLOCKS
     return waves * max(shared, alone)
+
+
+def split_clocks(bm: int, bn: int, splits: int) -> float:
+    """What splitting a BM x BN tile's k-steps `splits` ways adds to the grid's time: each
+    block writes its f32 partial tile to the workspace and takes a ticket (a fence and an
+    atomic, about a copy's latency), and the last block of the tile reads the `splits`
+    partials back before its epilogue -- at `WORKSPACE_BYTES_PER_CLOCK`, an SM's share of
+    the L2 cache's bandwidth (the workspace stays in L2)."""
+    partial = bm * bn * 4 / WORKSPACE_BYTES_PER_CLOCK
+    return partial + COPY_LATENCY_CLOCKS + splits * partial
+
+
+def best_split(
+    bm: int,
+    bn: int,
+    bk: int,
+    k_steps: int,
+    blocks: int,
+    blocks_per_sm: int,
+    sm_count: int,
+    max_stages: int,
+    element_bytes: int = 2,
+    most: int = MAX_SPLITS,
+) -> tuple[int, float]:
+    """(S, clocks): the split of least `grid_clocks` for a grid of `blocks` tiles of
+    `k_steps` steps of BK, from 1 (not split) to `most` and no more than the steps; ties go
+    to fewer splits (less workspace)."""
+    best, best_clocks = (
+        1,
+        grid_clocks(
+            bm, bn, bk, k_steps, blocks, blocks_per_sm, sm_count, max_stages, element_bytes
+        ),
+    )
+    if blocks >= sm_count * blocks_per_sm:
+        return best, best_clocks  # the tiles fill the GPU: splitting only adds work
+    for count in range(2, min(most, k_steps) + 1):
+        clocks = grid_clocks(
+            bm,
+            bn,
+            bk,
+            k_steps,
+            blocks,
+            blocks_per_sm,
+            sm_count,
+            max_stages,
+            element_bytes,
+            splits=count,
+        )
+        if clocks < best_clocks * (1 - 1e-9):
+            best, best_clocks = count, clocks
+    return best, best_clocks
 
 
 # Ops that only move or reshape a tile's elements: an epilogue operand is what they start from.

@@ -28,6 +28,13 @@ they only add combine rounds. Ties go to the fewer splits (less workspace). Fitt
 replaces (at least 128 KiB streamed per split, combine rounds under an eighth of a block's
 iterations) chose 45 splits where 132 ran 20% faster for 16384 x 128.
 
+**A split GEMM** (the loop accumulates a dot: `SplitAxis.dot_bm`) is compute-bound, its
+operand tiles re-read by other blocks from L2, so the bandwidth model above does not hold
+for it: its S comes from the SM model `tiling` ranked its wgmma tiles by
+(`tilec.passes.wgmma_model.best_split`: each block's k-steps on the tensor cores, the waves
+of blocks, the partial tiles written to the workspace and read back by the last block),
+for the launch's tiles and k-steps (`choose_dot_split`).
+
 A pin (`split=N`, `SplitAxis.pinned`) fixes S whatever the model says.
 
 **The workspace** (`Workspaces`, one per process): per GPU and stream, one allocation holding
@@ -52,6 +59,7 @@ __all__ = [
     "MAX_SPLIT",
     "WORKSPACES",
     "Workspaces",
+    "choose_dot_split",
     "choose_split",
     "split_grid",
     "split_time",
@@ -100,6 +108,30 @@ def choose_split(
         if t < best_s * (1 - 1e-9):
             best, best_s = count, t
     return best
+
+
+def choose_dot_split(split: Any, base_blocks: int, trips: int, residency: tuple[int, int]) -> int:
+    """S for a split GEMM (`split.dot_bm` set): the model `tiling` ranked its tiles by, for
+    the launch's tiles and k-steps (`tilec.passes.wgmma_model.best_split`)."""
+    return _dot_split(
+        split.dot_bm, split.dot_bn, split.step, trips, base_blocks, split.dot_bytes, residency
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _dot_split(
+    bm: int, bn: int, bk: int, trips: int, blocks: int, element_bytes: int, residency: tuple
+) -> int:
+    from tilec.passes.pipeline import MAX_DEFAULT_STAGES
+    from tilec.passes.wgmma_model import best_split
+
+    if blocks <= 0 or trips <= 1:
+        return 1
+    sm_count, per_sm = residency
+    count, _ = best_split(
+        bm, bn, bk, trips, blocks, max(per_sm, 1), sm_count, MAX_DEFAULT_STAGES, element_bytes
+    )
+    return min(count, MAX_SPLIT)
 
 
 def split_time(
@@ -206,6 +238,9 @@ def split_grid(
     base = grid[0] * grid[1] * grid[2]
     if split.pinned:
         count = min(split.pinned, MAX_SPLIT)
+    elif split.dot_bm:
+        extent = split.dim if isinstance(split.dim, int) else extents.get(split.dim, 0)
+        count = choose_dot_split(split, base, -(-extent // split.step), residency)
     else:
         extent = split.dim if isinstance(split.dim, int) else extents.get(split.dim, 0)
         count = choose_split(

@@ -83,6 +83,14 @@ def _memory(
     return Workload(name, "memory", build, label, tuple(sizes), tuple(quick), tuple(small))
 
 
+LONG_K = {
+    ("nn", "f16"): [(1024, 1024, 16384)],
+    ("nt", "f16"): [(768, 1024, 12288)],
+    ("nt", "bf16"): [(1000, 1000, 10000)],
+    ("tn", "f16"): [(512, 512, 32768)],
+}
+
+
 def _gemm_workloads() -> list[Workload]:
     big = [(4096, 4096, 4096), (8192, 8192, 8192)]
     quick = [(1024, 1024, 1024)]
@@ -93,6 +101,9 @@ def _gemm_workloads() -> list[Workload]:
             sizes = list(big) if layout in ("nn", "nt") else big[:1]
             if layout == "nn" and dtype == "f16":
                 sizes += [(2048, 2048, 2048), (1024, 1024, 1024), (4000, 3000, 1000)]
+            # Few output tiles and a long K (split-K territory: the tiles alone leave SMs
+            # idle), one odd shape per layout.
+            sizes += LONG_K.get((layout, dtype), [])
             workloads.append(
                 Workload(
                     f"gemm_{layout}{suffix}",

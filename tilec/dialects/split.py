@@ -9,6 +9,7 @@ kernel parameters hold what they share (docs/abi.md): the *workspace*, an array 
 
     tile.workspace_store %acc, slot %i offset 0 slot_bytes 256 : tile<64xf32>
     %last = tile.last_arrival counter %b arrivals %S
+    %q = tile.workspace_read slot %j offset 0 slot_bytes 256 : tile<64xf32>
     %p = tile.workspace_load slots %first count %n offset 0 slot_bytes 256 {padding = 0.0} : tile<32x64xf32>
 
 * `tile.workspace_store` writes a tile, row-major, at byte `offset` of slot `slot`.
@@ -17,6 +18,9 @@ kernel parameters hold what they share (docs/abi.md): the *workspace*, an array 
   (so the next launch finds it zeroed). Every `tile.workspace_store` the other blocks made
   before their ticket is visible to the block that gets true, after it (release/acquire at
   GPU scope: `tilec/lowering/split.py` says how).
+* `tile.workspace_read` reads back, in its own layout, the tile one `tile.workspace_store`
+  wrote at `offset` of slot `slot`: the combine of partials too large to read several slots
+  a round (a GEMM's accumulator tile), one slot after another.
 * `tile.workspace_load` reads rows `first, first + 1, ...` of its result from consecutive
   slots (the tile one `tile.workspace_store` of the remaining shape wrote at `offset`); rows
   at or past `count` are not read and take `padding` (the combine's identity).
@@ -33,7 +37,13 @@ from tilec.ir.core import Attr, Operand, Operation, Result, register_op
 from tilec.ir.folding import check_constant_fits
 from tilec.ir.types import TileType, i1
 
-__all__ = ["LastArrivalOp", "WorkspaceLoadOp", "WorkspaceStoreOp", "tile_bytes"]
+__all__ = [
+    "LastArrivalOp",
+    "WorkspaceLoadOp",
+    "WorkspaceReadOp",
+    "WorkspaceStoreOp",
+    "tile_bytes",
+]
 
 
 def tile_bytes(t: TileType) -> int:
@@ -75,6 +85,25 @@ class WorkspaceStoreOp(Operation):
 
     def verify_(self) -> None:
         _check_slot(self, self.value.type, "value")
+
+
+@register_op
+class WorkspaceReadOp(Operation):
+    """Read back the tile (row-major) at byte `offset` of workspace slot `slot`: what one
+    `tile.workspace_store` of the result's shape wrote there."""
+
+    name = "tile.workspace_read"
+    summary = "Read one block's partial result back from a slot of the split workspace."
+    slot = Operand(INDEX)
+    offset = Attr(IntegerAttr, doc="bytes from the start of the slot")
+    slot_bytes = Attr(IntegerAttr, doc="bytes of one slot")
+    result = Result(TILE)
+    assembly_format = (
+        "`slot` $slot `offset` $offset `slot_bytes` $slot_bytes attr-dict `:` type($result)"
+    )
+
+    def verify_(self) -> None:
+        _check_slot(self, self.result.type, "result")
 
 
 @register_op

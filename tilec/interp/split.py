@@ -2,7 +2,8 @@
 
 The interpreter runs the blocks of the grid one after another, so the tickets of
 `tile.last_arrival` need no atomics: a count per counter, kept with the workspace in the
-`Launch` (`SplitState`). What it checks, at the op that breaks it: a `tile.workspace_load` of
+`Launch` (`SplitState`). What it checks, at the op that breaks it: a `tile.workspace_load` or
+`tile.workspace_read` of
 a slot that no block of this launch wrote, a counter taken more times than its arrivals, and
 (at the end of the launch) a counter that was not put back to 0, which on the GPU would leave
 the next launch's tickets wrong.
@@ -69,6 +70,17 @@ def _last_arrival(state: BlockState, op: Operation, args: list[Any]) -> Any:
     last = taken == count
     split_state.counters[counter] = 0 if last else taken
     return np.bool_(last)
+
+
+@semantics(split.WorkspaceReadOp)
+def _workspace_read(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    slot = int(args[0])
+    written = _state(state).workspace.get((slot, op.offset))
+    if written is None:
+        raise state.error(
+            op, f"reads slot {slot} (offset {op.offset}), which no block of this launch wrote"
+        )
+    return np.array(written, copy=True)
 
 
 @semantics(split.WorkspaceLoadOp)

@@ -277,6 +277,11 @@ class SplitAxis:
     rows: int
     pinned: int = 0
     atomic: int = 0  # 1: the epilogue's atomics combine the partials (no workspace)
+    # A split GEMM (the loop accumulates a dot): its BM x BN tile and operand bytes, which the
+    # launcher's model of it needs (`tilec.passes.wgmma_model.best_split`); 0 otherwise.
+    dot_bm: int = 0
+    dot_bn: int = 0
+    dot_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))

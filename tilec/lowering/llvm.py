@@ -737,6 +737,7 @@ LOWERINGS: dict[type, Any] = {
     G.ScatterOp: gather.lower_scatter,
     W.WorkspaceStoreOp: split.lower_workspace_store,
     W.WorkspaceLoadOp: split.lower_workspace_load,
+    W.WorkspaceReadOp: split.lower_workspace_read,
     W.LastArrivalOp: split.lower_last_arrival,
     R.PhiloxOp: random.lower_philox,
     **atomic_lowering.LOWERINGS,

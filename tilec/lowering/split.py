@@ -36,6 +36,7 @@ __all__ = [
     "TICKET_SYMBOL",
     "lower_last_arrival",
     "lower_workspace_load",
+    "lower_workspace_read",
     "lower_workspace_store",
     "split_parameters",
 ]
@@ -50,9 +51,10 @@ SHARED_PTR = ir.PointerType(addrspace=3)
 
 
 def split_parameters(lowering: Any) -> tuple[ir.Argument, ir.Argument]:
-    """The workspace and counters parameters of the kernel being lowered."""
-    workspace, counters = lowering.fn.args[-2:]
-    return workspace, counters
+    """The workspace and counters parameters of the kernel being lowered (after every
+    argument's, before any tensor map's: `tilec.lowering.abi.kernel_parameters`)."""
+    kinds = {p.kind: arg for arg, p in zip(lowering.fn.args, lowering.abi.parameters)}
+    return kinds["workspace"], kinds["counters"]
 
 
 def _slot_base(lowering: Any, slot: ir.Value, offset: int, slot_bytes: int) -> ir.Value:
@@ -94,6 +96,29 @@ def lower_workspace_store(lowering: Any, op: Operation) -> None:
 
     lowering.when(lowering.unique_owner(m), emit)
     return None
+
+
+def lower_workspace_read(lowering: Any, op: Operation) -> list[Any]:
+    from tilec.lowering.llvm_types import memory_type
+
+    b = lowering.b
+    t = op.result.type
+    m = thread_map(t)
+    base = _slot_base(lowering, lowering.values[op.slot], op.offset, op.slot_bytes)
+    flats = lowering.flat_indices(m, row_major_strides(t.shape))
+    letter, ptx_type, reg = register_kind(t.element)
+    asm = ir.InlineAsm(
+        ir.FunctionType(reg, [GLOBAL_PTR]),
+        f"ld.relaxed.gpu.global.{ptx_type} $0, [$1];",
+        f"={letter},l,~{{memory}}",
+        side_effect=True,
+    )
+    element = memory_type(t.element)
+    values = []
+    for flat in flats:
+        raw = b.call(asm, [b.gep(base, [flat], source_etype=element)])
+        values.append(lowering._from_bits(raw, t.element))
+    return [values]
 
 
 def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
