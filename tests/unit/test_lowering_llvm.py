@@ -95,8 +95,24 @@ def test_loads_and_stores_are_predicated_per_element():
     body = text.split('@"vector_add"')[1].split("\n}\n")[0]
     assert body.count("ld.global.b32") == 16
     assert body.count("st.global.b32") == 8
-    assert "icmp ult i64" in body  # bounds: one unsigned compare per index
+    # bounds: one 32-bit compare per index, whose offset (a block's) fits in 32 bits
+    assert "icmp ult i32" in body and "icmp ult i64" in body
     assert "tilec_shared" not in body
+
+
+def test_odd_width_rows_compare_each_column_once_in_32_bits(monkeypatch):
+    """softmax over 5003 columns (no tile divides them), specialized as the jit does: 16
+    columns per thread, and per column one 32-bit compare in the PTX, shared by the load, the
+    store (of another tensor with the same extent N) and the kernel's own padding mask (used
+    by the max and by the sum). Before: a 64-bit compare for the load and another for the
+    store, besides the mask's, which LLVM repeated in the sum's block."""
+    monkeypatch.setenv("TILEC_CACHE_DIR", "")
+    x = np.zeros((4096, 5003), np.float32)
+    ptx = tilec.load_kernel(EXAMPLES / "softmax.tile", "softmax").compile_for(x, x).ptx
+    assert ".reqntid 512" in ptx  # 16 warps: 16 columns per thread
+    compares = re.findall(r"setp\.\w+\.([su]\d+)", ptx)
+    assert set(compares) == {"s32"}
+    assert 16 <= len(compares) <= 17  # LLVM may compute one again in a later block (it does)
 
 
 def test_accesses_promised_in_bounds_are_plain_llvm_loads_and_stores():

@@ -1,6 +1,8 @@
 """The lowering of global memory accesses, `tile.load` and `tile.store`: one predicated
-`ld.global`/`st.global` (inline PTX) per element, the predicate being "inside every extent" (an
-unsigned compare, so a negative index is out) and the mask; masked-off loads give `padding`. A
+`ld.global`/`st.global` (inline PTX) per element, the predicate being "inside every extent" (a
+32-bit compare per dimension, in the form of the frontend's padding mask where it can be, so
+that one predicate serves the mask and every access: `inside`) and the mask; masked-off loads
+give `padding`. A
 replicated tile is stored only by the threads that hold no copies. Runs of elements that the
 `vectorize` pass proved aligned move in one vector access (`tilec.lowering.memory`); an
 access every dimension of which is in bounds and unmasked is a plain LLVM load or store.
@@ -25,6 +27,7 @@ from tilec.lowering.llvm_types import (
     GLOBAL_PTR,
     I1,
     I8,
+    I32,
     I64,
     bit_width,
     constant,
@@ -65,6 +68,27 @@ class GlobalMemoryLowering:
         """A global load where `predicate` holds, else zero."""
         return self._global_load(t, pointer, predicate, constant(t, 0))
 
+    def inside(self, offset: ir.Value, i: ir.Value, extent: ir.Value) -> ir.Value:
+        """Whether `0 <= offset + i < extent`, for an element `i` (i32, in `[0, 2**20)`: a
+        position in a tile) of an access at `offset` (i64), compared in 32 bits: every extent
+        is below 2**31 (the launcher checks it: docs/abi.md). At a constant offset `c` it is
+        `i < extent - c`, signed: the form of the frontend's padding mask (`iota < N` for a
+        whole dimension), so that LLVM computes one predicate for the mask and for every
+        access of that extent. Elsewhere `trunc(offset) + i < extent`, unsigned, where
+        `offset` lies in `[-2**31, 2**31)` (out of it, `offset + i` is outside any extent):
+        a wrapped sum is at least 2**31 unsigned, so outside too."""
+        b = self.b
+        extent = b.trunc(extent, I32)
+        if isinstance(offset, ir.Constant) and 0 <= offset.constant < 2**31:
+            if offset.constant:
+                extent = b.sub(extent, ir.Constant(I32, offset.constant))
+            return b.icmp_signed("<", i, extent)
+        within = b.icmp_unsigned("<", b.add(b.trunc(offset, I32), i), extent)
+        small = b.icmp_unsigned(
+            "<", b.add(offset, ir.Constant(I64, 2**31)), ir.Constant(I64, 2**32)
+        )
+        return b.and_(small, within)
+
     # -- tile: memory ---------------------------------------------------------------------------
 
     def _view_offsets(self, op: Operation, t: TileType) -> tuple[View, list[ir.Value], list[bool]]:
@@ -85,8 +109,7 @@ class GlobalMemoryLowering:
             adds, oks = [], []
             for i in indices:
                 index = b.add(offsets[d], b.sext(i, I64))
-                # Unsigned: an index below 0 is out of bounds too.
-                oks.append(b.icmp_unsigned("<", index, view.extents[d]) if checked[d] else None)
+                oks.append(self.inside(offsets[d], i, view.extents[d]) if checked[d] else None)
                 adds.append(b.mul(index, view.strides[d]))
             addresses.append(adds)
             inside.append(oks)

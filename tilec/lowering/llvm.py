@@ -324,11 +324,18 @@ class _KernelLowering(
 
     def _bind_arguments(self) -> None:
         args = iter(self.fn.args)
+        # A dimension name has one extent in every tensor (the launcher checks it: docs/abi.md):
+        # its first tensor's parameter stands for all, so that the bounds checks of a load and
+        # a store along the same dimension are the same compare (LLVM computes it once).
+        named: dict[str, ir.Value] = {}
         for arg in self.func.arguments:
             t = arg.type
             if isinstance(t, TensorType):
                 pointer = next(args)
                 extents = [self._integer_parameter(next(args)) for _ in range(t.rank)]
+                for axis, dim in enumerate(t.shape):
+                    if isinstance(dim, str):
+                        extents[axis] = named.setdefault(dim, extents[axis])
                 strides = [self._integer_parameter(next(args)) for _ in range(t.rank)]
                 self.values[arg] = View(pointer, extents, strides)
             elif isinstance(t, TileType):
