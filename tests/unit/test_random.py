@@ -463,3 +463,47 @@ def test_the_lowered_threshold_is_its_definition(host_threshold, predicate):
         p = (bits | np.int32(sign)).view(np.float32)
         ok = _is_the_cut(predicate, p, host_threshold(predicate, p))
         assert ok.all(), (predicate, p[~ok][:5])
+
+
+def _sass_opcodes(ptx: str) -> list[str]:
+    """The opcodes of the kernel's SASS on sm_90a (ptxas and cuobjdump on the CPU), in order."""
+    import re
+    import subprocess
+    import tempfile
+
+    from tests.unit.test_warp_specialize import _cuobjdump
+    from tilec.lowering.ptxas import assemble_cubin, find_ptxas
+
+    tool = _cuobjdump()
+    if find_ptxas() is None or tool is None:
+        pytest.skip("needs ptxas and cuobjdump")
+    cubin, _ = assemble_cubin(ptx, "sm_90a")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
+    pattern = re.compile(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?(\S+)(.*);", re.M)
+    return [op + rest for op, rest in pattern.findall(sass)]
+
+
+def test_dropout_f16_sass_holds_only_the_work_an_element_needs():
+    # The suite's dropout_f16 (8192 x 8192 f16, 16 elements a thread): per element the
+    # comparison with p is two integer compares (no I2F, multiply or float compare), two
+    # results round to f16 in one F2FP and go to the store as its register (no F2F, PRMT or
+    # shift), and the Philox rounds xor the key into the seed-only words once per block, so no
+    # key word is moved from a uniform register per run (before: 13 such moves, now only the
+    # addresses' and p's).
+    from tilec.jit import load_kernel
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    kernel = load_kernel(os.path.join(root, "examples", "dropout.tile"), "dropout_f16")
+    x = np.zeros((8192, 8192), np.float16)
+    ptx = kernel.compile_for(x, x, np.float32(0.1), np.int32(1234), arch="sm_90a").ptx
+    sass = _sass_opcodes(ptx)
+    names = [s.split()[0] for s in sass]
+    assert not any(n.startswith(("I2F", "F2F.F16")) for n in names), names
+    assert names.count("F2FP.F16.F32.PACK_AB") == 8 and "PRMT" not in names, names
+    assert names.count("FSETP.GT.AND") == 0 and names.count("HADD2.F32") == 16, names
+    moves = [s for s in sass if s.startswith("IMAD.U32") and "RZ, RZ, UR" in s]
+    assert len(moves) <= 5, moves
+    assert names.count("IMAD.WIDE.U32") == 74  # ten rounds of 4 runs, less the first's folds

@@ -7,8 +7,11 @@ into one wide multiply. The rest of the round is 32-bit xors and the key's 32-bi
 so the ten rounds stay in 32-bit registers. (A 64-bit multiply of zero-extended words would
 select `mul.wide.u32` too, but LLVM then folds the xors of its truncated halves into 64-bit
 xors of the products: twice the instructions.) The key words are the same in every element, and
-LLVM computes them once. Where the counter's words are 0 (c2, c3 at the start; c1 for i32
-offsets) the first round's products fold away.
+LLVM computes them once. So are some counter words in the first rounds (c0 after round 1 for
+i32 offsets is k0, whose product round 2 multiplies): a xor of three words takes the key
+together with such a word first (`_mix`), once per block, and the thread's own is one xor.
+Where the counter's words are 0 (c2, c3 at the start; c1 for i32 offsets) the first round's
+products fold away.
 
 An element of offset o gets word `(o mod 4) xor x` of the run at counter `o div 4`. With
 `group = g` (vectorize's promise: the thread's slots along the last dimension come in aligned
@@ -68,19 +71,43 @@ def philox_words(b: ir.IRBuilder, seed: ir.Value, offset: ir.Value) -> list[ir.V
     c0 = b.trunc(offset, I32) if offset.type.width > 32 else offset
     c1 = b.trunc(b.lshr(offset, ir.Constant(I64, 32)), I32) if offset.type.width > 32 else zero
     c2 = c3 = zero
+    # The words that depend on the seed alone (the same in every thread), by id.
+    seed_only = {id(zero)}
     a, m = PHILOX_MULTIPLIERS
     step0, step1 = (ir.Constant(I32, s) for s in PHILOX_KEY_STEPS)
     for _ in range(PHILOX_ROUNDS):
         high0, low0 = _halves(b, a, c0)
         high2, low2 = _halves(b, m, c2)
+        for word, halves in ((c0, (high0, low0)), (c2, (high2, low2))):
+            if id(word) in seed_only:
+                seed_only.update(id(h) for h in halves)
         c0, c1, c2, c3 = (
-            b.xor(b.xor(high2, c1), k0),
+            _mix(b, high2, c1, k0, seed_only),
             low2,
-            b.xor(b.xor(high0, c3), k1),
+            _mix(b, high0, c3, k1, seed_only),
             low0,
         )
         k0, k1 = b.add(k0, step0), b.add(k1, step1)
     return [c0, c1, c2, c3]
+
+
+def _mix(
+    b: ir.IRBuilder, high: ir.Value, word: ir.Value, key: ir.Value, seed_only: set[int]
+) -> ir.Value:
+    """`high ^ word ^ key`, the key xored first with whichever of the other two depends on
+    the seed alone: that xor is then one per block (ptxas keeps it in a uniform register),
+    and the thread's own is one two-input xor with a uniform operand. (In the order of the
+    formula, the thread's xor takes two uniform operands, and a LOP3 reads only one: ptxas
+    moved the other into a register first, in rounds 2 and 3 of every run.)"""
+    if id(high) in seed_only and id(word) in seed_only:
+        mixed = b.xor(b.xor(high, word), key)
+        seed_only.add(id(mixed))
+        return mixed
+    if id(high) in seed_only:
+        return b.xor(word, b.xor(high, key))
+    if id(word) in seed_only:
+        return b.xor(high, b.xor(word, key))
+    return b.xor(b.xor(high, word), key)
 
 
 def _counter(b: ir.IRBuilder, offset: ir.Value) -> ir.Value:
