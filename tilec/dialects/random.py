@@ -55,6 +55,8 @@ The lowering computes `t` in a few scalar instructions (`tilec/lowering/random.p
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tilec.dialects import arith
@@ -148,6 +150,7 @@ def rand_of_words(words: np.ndarray) -> np.ndarray:
     return magnitude.astype(np.float32) * np.float32(RAND_SCALE)
 
 
+@functools.lru_cache(maxsize=256)  # the interpreter asks once per block, with the same p
 def rand_threshold(p: float, predicate: str) -> int:
     """`tile.rand_threshold`'s value, by its definition: the largest magnitude y (0 to
     2^31 - 1) for which `rand(y) predicate p` fails (ogt, oge) or holds (olt, ole), or -1 when
