@@ -17,10 +17,12 @@ class Canonicalize(Pass):
     Every op is folded where its operands allow: constant arithmetic is computed exactly in
     the element type (f16 rounds as f16, integers wrap), and identities that hold for every
     input are applied (x * 1 -> x; for floats x + (-0.0) -> x but not x + 0.0). Then the op
-    kind's patterns run (constants move to the right of commutative ops), and pure ops left
-    without users are erased. Constants are hoisted to the start of their kernel, one op per
-    distinct value. Nothing that could change a result for some input is folded (integer
-    division by zero, out-of-range conversions). Assumes verified IR.
+    kind's patterns run (constants move to the right of commutative ops; a comparison of
+    `rand` with a scalar becomes integer compares of the random word, `CompareRandWithUniform`
+    in tilec/dialects/random.py), and pure ops left without users are erased. Constants are
+    hoisted to the start of their kernel, one op per distinct value. Nothing that could
+    change a result for some input is folded (integer division by zero, out-of-range
+    conversions). Assumes verified IR.
     Remarks: each constant made by folding names the op it replaced.
     """
 

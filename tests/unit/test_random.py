@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tilec
+from tilec.dialects.random import RAND_PREDICATES, RAND_SCALE, rand_of_words, rand_threshold
 from tilec.interp import run_kernel
 from tilec.interp.random import philox
 
@@ -305,3 +306,204 @@ func @f(%y: !tile.tensor<8xi32>, %seed: i32) {
     run_kernel(module, "f", [y, 3], grid=(1,))  # without the promise the same offsets are fine
     expected = [_python_word(3, o)[0] for o in range(1, 9)]
     np.testing.assert_array_equal(y.view(np.uint32), np.array(expected, np.uint32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparisons of rand with a scalar: integer compares of the word with tile.rand_threshold
+
+COMPARISONS = """
+def compare(gt: i32[N], ge: i32[N], lt: i32[N], le: i32[N], mirrored: i32[N], p: f32, seed: i32):
+    for tn in tiles(N):
+        u = rand(seed, offsets(tn))
+        gt[tn] = where(u > p, 1, 0)
+        ge[tn] = where(u >= p, 1, 0)
+        lt[tn] = where(u < p, 1, 0)
+        le[tn] = where(u <= p, 1, 0)
+        mirrored[tn] = where(p < u, 1, 0)
+"""
+
+
+def _stream_uniforms(seed: int, n: int) -> np.ndarray:
+    return np.array([_python_uniform(_python_word(seed, o)[0]) for o in range(n)], np.float32)
+
+
+def test_comparisons_of_rand_with_a_scalar_become_word_compares():
+    program = tilec.compiler.compile_source(
+        COMPARISONS, "compare.tile", pipeline="canonicalize,cse"
+    )
+    text = str(program.module)
+    assert text.count("tile.rand_threshold") == 4, text  # `p < u` is `u > p`: one threshold
+    assert "arith.cmpf" not in text and "arith.mulf" not in text, text
+
+
+def test_comparisons_of_rand_with_a_scalar_keep_their_results():
+    # The rewritten kernel against numpy's comparisons of the uniforms, for p where they are
+    # hardest: signed zeros, the ends of [0, 1) and beyond, NaN, and the stream's own values
+    # and their neighbours (where > and >= differ).
+    program = tilec.compiler.compile_source(COMPARISONS, "compare.tile", pipeline="canonicalize")
+    n, seed = 128, 11
+    stream = _stream_uniforms(seed, n)
+    special = [0.0, -0.0, 1.0, 0.1, -1.0, 2.0, np.inf, -np.inf, np.nan, 1e-45]
+    ties = stream[:6]
+    ps = [*np.float32(special), *ties, *np.nextafter(ties, np.float32(2))]
+    ps += list(np.nextafter(ties, np.float32(-1)))
+    for p in ps:
+        outputs = [np.zeros(n, np.int32) for _ in range(5)]
+        run_kernel(program, "compare", [*outputs, p, seed], tile_sizes={"N": 64})
+        expected = [stream > p, stream >= p, stream < p, stream <= p, p < stream]
+        for got, want in zip(outputs, expected):
+            np.testing.assert_array_equal(got, want.astype(np.int32), err_msg=f"p = {p!r}")
+
+
+def test_a_constant_threshold_folds():
+    source = COMPARISONS.replace("p: f32, ", "").replace(" p", " 0.25").replace("(p ", "(0.25 ")
+    program = tilec.compiler.compile_source(source, "compare.tile", pipeline="canonicalize")
+    text = str(program.module)
+    assert "tile.rand_threshold" not in text and "arith.cmpf" not in text, text
+    # The thresholds as constants: rand(y) > 0.25 from magnitude 2^29 + 96 on, >= from 2^29 + 33
+    # (rand(y) is 2^-31 times the f32 below f32(y)).
+    assert "536871007" in text and "536870944" in text, text
+
+
+@pytest.fixture(scope="module")
+def host_threshold():
+    """predicate -> p -> t: the lowering's `rand_threshold`, compiled for this CPU."""
+    import contextlib
+    import ctypes
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from tilec.lowering.random import rand_threshold
+
+    with contextlib.suppress(RuntimeError):  # llvmlite >= 0.44 initializes itself
+        llvm.initialize()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = ir.Module(name="rand_threshold_on_the_host")
+    f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+    for predicate in RAND_PREDICATES:
+        signature = ir.FunctionType(ir.VoidType(), [f32.as_pointer(), i32.as_pointer(), i64])
+        fn = ir.Function(module, signature, predicate)
+        entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
+        b = ir.IRBuilder(entry)
+        b.branch(loop)
+        b.position_at_end(loop)
+        i = b.phi(i64)
+        i.add_incoming(ir.Constant(i64, 0), entry)
+        p = b.load(b.gep(fn.args[0], [i]))
+        b.store(rand_threshold(b, p, predicate), b.gep(fn.args[1], [i]))
+        following = b.add(i, ir.Constant(i64, 1))
+        i.add_incoming(following, loop)
+        b.cbranch(b.icmp_signed("<", following, fn.args[2]), loop, done)
+        b.position_at_end(done)
+        b.ret_void()
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    machine = llvm.Target.from_default_triple().create_target_machine()
+    engine = llvm.create_mcjit_compiler(parsed, machine)
+    engine.finalize_object()
+    c_signature = ctypes.CFUNCTYPE(
+        None, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int32), ctypes.c_int64
+    )
+
+    def run(predicate: str, p: np.ndarray) -> np.ndarray:
+        p = np.ascontiguousarray(p, np.float32)
+        out = np.empty(p.shape, np.int32)
+        fn = c_signature(engine.get_function_address(predicate))
+        fn(
+            p.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+            p.size,
+        )
+        return out
+
+    run.engine = engine  # kept alive with the functions
+    return run
+
+
+def _is_the_cut(predicate: str, p: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Whether t is the largest magnitude for which `rand pred p` fails (ogt, oge) or holds
+    (olt, ole), -1 for none: the magnitudes up to t are inside and t + 1 is not (rand is
+    non-decreasing in the magnitude, so that decides it)."""
+    compare = {"ogt": np.greater, "oge": np.greater_equal, "olt": np.less, "ole": np.less_equal}
+    compare = compare[predicate]
+    holds_is_inside = predicate in ("olt", "ole")
+
+    def inside(y: np.ndarray) -> np.ndarray:
+        return compare(rand_of_words(y), p) == holds_is_inside
+
+    t = t.astype(np.int64)
+    top = 2**31 - 1
+    low_ok = np.where(t == -1, ~inside(np.zeros_like(t)), inside(np.clip(t, 0, top)))
+    high_ok = (t == top) | ~inside(np.clip(t + 1, 0, top))
+    return low_ok & high_ok
+
+
+def test_the_scale_is_what_the_threshold_formula_assumes():
+    # The lowering's closed form rests on RAND_SCALE = 2^-31 (1 - 2^-24) in f32.
+    assert np.float32(RAND_SCALE) == np.float32(2.0**-31 * (1 - 2.0**-24))
+    y = np.arange(0, 2**31, 4099, dtype=np.int64)  # rand is non-decreasing in the magnitude
+    assert (np.diff(rand_of_words(y)) >= 0).all()
+
+
+@pytest.mark.parametrize("predicate", RAND_PREDICATES)
+def test_the_lowered_threshold_is_its_definition(host_threshold, predicate):
+    # Against the definition's bisection at the hard points, then the cut's defining property
+    # at every 61st f32 from 0 to 1.125 of either sign (35 million p).
+    hard = np.array(
+        [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, 1e-40, 0.1, 0.5, 3e38],
+        np.float32,
+    )
+    got = host_threshold(predicate, hard)
+    for p, t in zip(hard, got):
+        assert t == rand_threshold(float(p), predicate), (predicate, p)
+    bits = np.arange(0, 0x3F900000, 61, dtype=np.int64).astype(np.int32)
+    for sign in (0, -(2**31)):
+        p = (bits | np.int32(sign)).view(np.float32)
+        ok = _is_the_cut(predicate, p, host_threshold(predicate, p))
+        assert ok.all(), (predicate, p[~ok][:5])
+
+
+def _sass_opcodes(ptx: str) -> list[str]:
+    """The opcodes of the kernel's SASS on sm_90a (ptxas and cuobjdump on the CPU), in order."""
+    import re
+    import subprocess
+    import tempfile
+
+    from tests.unit.test_warp_specialize import _cuobjdump
+    from tilec.lowering.ptxas import assemble_cubin, find_ptxas
+
+    tool = _cuobjdump()
+    if find_ptxas() is None or tool is None:
+        pytest.skip("needs ptxas and cuobjdump")
+    cubin, _ = assemble_cubin(ptx, "sm_90a")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
+    pattern = re.compile(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?(\S+)(.*);", re.M)
+    return [op + rest for op, rest in pattern.findall(sass)]
+
+
+def test_dropout_f16_sass_holds_only_the_work_an_element_needs():
+    # The suite's dropout_f16 (8192 x 8192 f16, 16 elements a thread): per element the
+    # comparison with p is two integer compares (no I2F, multiply or float compare), two
+    # results round to f16 in one F2FP and go to the store as its register (no F2F, PRMT or
+    # shift), and the Philox rounds xor the key into the seed-only words once per block, so no
+    # key word is moved from a uniform register per run (before: 13 such moves, now only the
+    # addresses' and p's).
+    from tilec.jit import load_kernel
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    kernel = load_kernel(os.path.join(root, "examples", "dropout.tile"), "dropout_f16")
+    x = np.zeros((8192, 8192), np.float16)
+    ptx = kernel.compile_for(x, x, np.float32(0.1), np.int32(1234), arch="sm_90a").ptx
+    sass = _sass_opcodes(ptx)
+    names = [s.split()[0] for s in sass]
+    assert not any(n.startswith(("I2F", "F2F.F16")) for n in names), names
+    assert names.count("F2FP.F16.F32.PACK_AB") == 8 and "PRMT" not in names, names
+    assert names.count("FSETP.GT.AND") == 0 and names.count("HADD2.F32") == 16, names
+    moves = [s for s in sass if s.startswith("IMAD.U32") and "RZ, RZ, UR" in s]
+    assert len(moves) <= 5, moves
+    assert names.count("IMAD.WIDE.U32") == 74  # ten rounds of 4 runs, less the first's folds

@@ -36,20 +36,61 @@ run; without `group` it runs it once per element and picks the word. The interpr
 Philox is one op rather than a chain of integer ops because its rounds need the high half of a
 32 x 32-bit unsigned product, which no other op computes. The op is elementwise: the seed is
 the same for every element, the result has the offsets' shape (and layout).
+
+`tile.rand_threshold` serves a comparison of `rand` with a value the same for every element
+(a dropout's `rand(seed, offs) > p`):
+
+    %t = tile.rand_threshold ogt, %p : f32 -> i32
+
+`rand` maps a word x to `f32(x < 0 ? ~x : x) * RAND_SCALE`, a non-decreasing function of the
+magnitude `x < 0 ? ~x : x` (0 to 2^31 - 1). So the magnitudes for which `rand pred p` fails
+(ogt, oge) or holds (olt, ole) are those up to some `t` (-1 when none), and the comparison is
+`x > t or x < ~t` (ogt, oge) or `~t <= x <= t` (olt, ole) on the word itself, for every `p`
+(negative, 0, 1 or more, inf, NaN). The canonicalization pattern `CompareRandWithUniform`
+(below, on `arith.cmpf`) makes that rewrite: per element two integer compares instead of the
+magnitude, an int-to-float conversion, a multiply and a float compare; `t` once per block.
+The lowering computes `t` in a few scalar instructions (`tilec/lowering/random.py`);
+`rand_threshold` below is its definition, which the interpreter and the folder use.
 """
 
 from __future__ import annotations
 
-from tilec.ir.attributes import IntegerAttr
-from tilec.ir.constraints import INT_LIKE, SCALAR
-from tilec.ir.core import Attr, Operand, Operation, Pure, Result, register_op
-from tilec.ir.types import IntegerType, TileType, element_type, i32, is_scalar
+import functools
 
-__all__ = ["PHILOX_KEY_STEPS", "PHILOX_MULTIPLIERS", "PHILOX_ROUNDS", "PhiloxOp"]
+import numpy as np
+
+from tilec.dialects import arith
+from tilec.dialects.tile import CastOp, SelectOp
+from tilec.dialects.tile_shapes import SplatOp
+from tilec.ir.attributes import FloatAttr, IntegerAttr, StringAttr
+from tilec.ir.constraints import INT_LIKE, SCALAR
+from tilec.ir.core import Attr, Operand, Operation, OpResult, Pure, Result, Value, register_op
+from tilec.ir.folding import constant_value
+from tilec.ir.rewrite import PatternRewriter, RewritePattern
+from tilec.ir.types import IntegerType, TileType, element_type, f32, i32, is_scalar
+
+__all__ = [
+    "PHILOX_KEY_STEPS",
+    "PHILOX_MULTIPLIERS",
+    "PHILOX_ROUNDS",
+    "RAND_PREDICATES",
+    "RAND_SCALE",
+    "CompareRandWithUniform",
+    "PhiloxOp",
+    "RandThresholdOp",
+    "rand_of_words",
+    "rand_threshold",
+]
 
 PHILOX_ROUNDS = 10
 PHILOX_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)  # A (multiplies c0), B (multiplies c2)
 PHILOX_KEY_STEPS = (0x9E3779B9, 0xBB67AE85)  # added to k0 and k1 after every round
+# `rand`'s map of a word to [0, 1) multiplies the magnitude by this f32 (Triton's constant: the
+# largest f32 below 2^-31 for which (2^31 - 1) * scale still rounds below 1).
+RAND_SCALE = 4.6566127342e-10
+RAND_PREDICATES = ("ogt", "oge", "olt", "ole")
+_MAGNITUDES = 1 << 31
+_COMPARISONS = {"ogt": np.greater, "oge": np.greater_equal, "olt": np.less, "ole": np.less_equal}
 
 
 @register_op
@@ -100,3 +141,165 @@ class PhiloxOp(Operation):
             raise self.error(
                 f"result {result} must have the shape and layout of the offsets ({offsets})"
             )
+
+
+def rand_of_words(words: np.ndarray) -> np.ndarray:
+    """`rand` of i32 words: `f32(x < 0 ? ~x : x) * RAND_SCALE`, in f32."""
+    words = np.asarray(words, np.int64)
+    magnitude = np.where(words < 0, ~words, words)
+    return magnitude.astype(np.float32) * np.float32(RAND_SCALE)
+
+
+@functools.lru_cache(maxsize=256)  # the interpreter asks once per block, with the same p
+def rand_threshold(p: float, predicate: str) -> int:
+    """`tile.rand_threshold`'s value, by its definition: the largest magnitude y (0 to
+    2^31 - 1) for which `rand(y) predicate p` fails (ogt, oge) or holds (olt, ole), or -1 when
+    there is none. A bisection: those magnitudes are the ones up to it, as rand is
+    non-decreasing in the magnitude."""
+    compare = _COMPARISONS[predicate]
+    threshold = np.float32(p)
+
+    def inside(y: int) -> bool:
+        holds = bool(compare(rand_of_words(np.array([y]))[0], threshold))
+        return holds != (predicate in ("ogt", "oge"))
+
+    if not inside(0):
+        return -1
+    low, high = 0, _MAGNITUDES - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if inside(middle) else (low, middle - 1)
+    return low
+
+
+@register_op
+class RandThresholdOp(Operation):
+    """The i32 `t` for which `rand(x) predicate p` holds exactly when `x > t or x < ~t`
+    (ogt, oge) or `~t <= x <= t` (olt, ole), for every i32 word x (the module docstring says
+    why one exists; `rand_threshold` gives it)."""
+
+    name = "tile.rand_threshold"
+    summary = "The word cut of a comparison of rand with a scalar: -1 to 2^31 - 1."
+    predicate = Attr(StringAttr, choices=RAND_PREDICATES)
+    p = Operand(SCALAR)
+    result = Result(SCALAR)
+    traits = (Pure,)
+    assembly_format = "$predicate `,` $p attr-dict `:` type($p) `->` type($result)"
+
+    @classmethod
+    def infer_result_types(cls, operands, attributes):
+        return [i32]
+
+    def verify_(self) -> None:
+        if self.p.type != f32:
+            raise self.error(f"p must be an f32 scalar, got {self.p.type}")
+        if self.result.type != i32:
+            raise self.error(f"result must be an i32 scalar, got {self.result.type}")
+
+    def fold(self):
+        p = constant_value(self.p)
+        if p is None:
+            return None
+        return [IntegerAttr(rand_threshold(p.value, self.predicate))]
+
+
+def _rand_word(v: Value) -> Value | None:
+    """The word x if `v` is `rand`'s map of it as irgen builds it (sema_random.py):
+    `cast(select(x < 0, x ^ -1, x)) * RAND_SCALE`."""
+    product = _defining(v, arith.MulFOp)
+    if product is None or element_type(v.type) != f32:
+        return None
+    if not _constant_is(product.rhs, np.float32(RAND_SCALE)):
+        return None
+    converted = _defining(product.lhs, (CastOp, arith.SIToFPOp))
+    if converted is None or element_type(converted.input.type) != i32:
+        return None
+    magnitude = _defining(converted.input, SelectOp)
+    if magnitude is None:
+        return None
+    word = magnitude.false_value
+    negative = _defining(magnitude.condition, arith.CmpIOp)
+    flipped = _defining(magnitude.true_value, arith.XOrIOp)
+    if (
+        negative is None
+        or negative.predicate != "slt"
+        or negative.lhs is not word
+        or not _constant_is(negative.rhs, 0)
+        or flipped is None
+        or flipped.lhs is not word
+        or not _constant_is(flipped.rhs, -1)
+    ):
+        return None
+    return word
+
+
+def _defining(v: Value, kind: type | tuple[type, ...]) -> Operation | None:
+    return v.op if isinstance(v, OpResult) and isinstance(v.op, kind) else None
+
+
+def _constant_is(v: Value, expected: object) -> bool:
+    attr = constant_value(v)
+    return attr is not None and attr.value == expected
+
+
+# The predicate that holds for (b, a) exactly when `predicate` holds for (a, b).
+_MIRRORED = {"ogt": "olt", "oge": "ole", "olt": "ogt", "ole": "oge"}
+
+
+class CompareRandWithUniform(RewritePattern):
+    """`rand(x) pred p` (or `p pred rand(x)`) with `p` a scalar, a splat or a constant ->
+    integer compares of the word x with `t = tile.rand_threshold pred, p` (once per block):
+    `x > t or x < ~t` for ogt and oge, `x <= t and x >= ~t` for olt and ole. Exact for every
+    p (the module docstring)."""
+
+    op_kind = arith.CmpFOp
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
+        predicate, value, bound = op.predicate, op.lhs, op.rhs
+        if _rand_word(value) is None and predicate in _MIRRORED:
+            predicate, value, bound = _MIRRORED[predicate], bound, value
+        word = _rand_word(value)
+        if predicate not in RAND_PREDICATES or word is None:
+            return False
+        p = _uniform(bound, rewriter)
+        if p is None:
+            return False
+        t = rewriter.create(RandThresholdOp, predicate=predicate, p=p).result
+        other = rewriter.create(arith.XOrIOp, lhs=t, rhs=rewriter.constant(IntegerAttr(-1), i32))
+        t, other = (_like(rewriter, s, word) for s in (t, other.result))
+        if predicate in ("ogt", "oge"):
+            above = rewriter.create(arith.CmpIOp, predicate="sgt", lhs=word, rhs=t).result
+            below = rewriter.create(arith.CmpIOp, predicate="slt", lhs=word, rhs=other).result
+            kept = rewriter.create(arith.OrIOp, lhs=above, rhs=below)
+        else:
+            within = rewriter.create(arith.CmpIOp, predicate="sle", lhs=word, rhs=t).result
+            not_below = rewriter.create(arith.CmpIOp, predicate="sge", lhs=word, rhs=other).result
+            kept = rewriter.create(arith.AndIOp, lhs=within, rhs=not_below)
+        rewriter.replace_op(op, [kept.result])
+        return True
+
+
+def _uniform(v: Value, rewriter: PatternRewriter) -> Value | None:
+    """The f32 scalar every element of `v` holds, if `v` says so by its form."""
+    if is_scalar(v.type):
+        return v
+    splat = _defining(v, SplatOp)
+    if splat is not None:
+        return splat.input
+    attr = constant_value(v)
+    if isinstance(attr, FloatAttr):
+        return rewriter.constant(attr, f32)
+    return None
+
+
+def _like(rewriter: PatternRewriter, scalar: Value, like: Value) -> Value:
+    """`scalar`, splat to `like`'s tile type when `like` is a tile."""
+    if is_scalar(like.type):
+        return scalar
+    return rewriter.create(SplatOp, input=scalar, result_types=[like.type]).result
+
+
+arith.CmpFOp.canonicalization_patterns = (
+    *arith.CmpFOp.canonicalization_patterns,
+    CompareRandWithUniform(),
+)

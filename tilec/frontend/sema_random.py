@@ -11,6 +11,7 @@ A part of the checker `tilec.frontend.sema._KernelChecker` (a mixin, like
 from __future__ import annotations
 
 from tilec.diagnostics import Location, TileError
+from tilec.dialects.random import RAND_SCALE
 from tilec.frontend import syntax as ast
 from tilec.frontend.checked import (
     Cast,
@@ -27,9 +28,9 @@ from tilec.frontend.checked import (
 __all__ = ["RandomChecks"]
 
 # Triton's map of a random word to [0, 1): the word as an i32 x, x >= 0 ? x : ~x (a value in
-# [0, 2^31 - 1]), converted to f32 and multiplied by the largest f32 below 2^-31 for which
-# (2^31 - 1) * scale still rounds below 1.
-_UNIFORM_SCALE = 4.6566127342e-10
+# [0, 2^31 - 1]), converted to f32 and multiplied by RAND_SCALE, the largest f32 below 2^-31
+# for which (2^31 - 1) * scale still rounds below 1. (Its comparisons with a scalar become
+# integer compares of the word: `CompareRandWithUniform` matches this form.)
 # Box-Muller's guard against log(0), and 2*pi, as Triton writes them (both rounded to f32).
 _SMALLEST_UNIFORM = 1.0e-7
 _TWO_PI = 6.283185307179586
@@ -105,7 +106,7 @@ class RandomChecks:
         flipped = Unary(op="not", operand=bits, type=bits.type, loc=loc)
         magnitude = Select(cond=negative, on_true=flipped, on_false=bits, type=bits.type, loc=loc)
         as_float = Cast(operand=magnitude, type=TileType(DType.F32, shape), loc=loc)
-        scale = _constant(_UNIFORM_SCALE, DType.F32, loc)
+        scale = _constant(RAND_SCALE, DType.F32, loc)
         return self._binary("mul", as_float, scale, loc, "rand()")
 
     def _normal(self, offsets: Expr, own: Expr, partner: Expr) -> Expr:

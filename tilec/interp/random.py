@@ -1,7 +1,9 @@
 """The semantics of `tile.philox` (`tilec.dialects.random`) in the interpreter: Philox-4x32-10,
 exactly, on whole tiles in numpy's uint64 (a product of two 32-bit words fits in 64 bits, so
 its high and low halves are a shift and a mask away), one run per four offsets; and the check
-of the `group` promise the lowering relies on."""
+of the `group` promise the lowering relies on. `tile.rand_threshold` by its definition (a
+bisection over the magnitudes, `tilec.dialects.random.rand_threshold`), not by the lowering's
+formula, so that translation validation checks the rewrite that introduces it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tilec.dialects.random import PHILOX_KEY_STEPS, PHILOX_MULTIPLIERS, PHILOX_ROUNDS, PhiloxOp
+from tilec.dialects.random import (
+    PHILOX_KEY_STEPS,
+    PHILOX_MULTIPLIERS,
+    PHILOX_ROUNDS,
+    PhiloxOp,
+    RandThresholdOp,
+    rand_threshold,
+)
 from tilec.interp.semantics import semantics
 from tilec.ir.core import Operation
 from tilec.ir.types import element_type
@@ -89,3 +98,9 @@ def _philox(state: BlockState, op: Operation, args: list[Any]) -> Any:
     width = element_type(op.offsets.type).width
     word = philox_stream(int(seed), offsets, op.attributes["xor"].value, width)
     return word if offsets.ndim else word[()]
+
+
+@semantics(RandThresholdOp)
+def _rand_threshold(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    (p,) = args
+    return np.int32(rand_threshold(float(p), op.predicate))

@@ -747,6 +747,7 @@ LOWERINGS: dict[type, Any] = {
     W.WorkspaceReadOp: split.lower_workspace_read,
     W.LastArrivalOp: split.lower_last_arrival,
     R.PhiloxOp: random.lower_philox,
+    R.RandThresholdOp: random.lower_rand_threshold,
     **atomic_lowering.LOWERINGS,
     **tma.LOWERINGS,  # tile.tma_copy and the mbarrier ops
     **warp_specialize.LOWERINGS,  # tile.warp_specialize, tile.mbarrier_arrive
