@@ -1,8 +1,8 @@
 """Lowering of split reductions (`tilec.dialects.split`): partials to and from the workspace,
 and the ticket that elects the block that combines them.
 
-The workspace and the counters are the kernel's last two parameters (global pointers, after
-every argument's: `tilec.lowering.abi`). Slot `i` starts at byte `i * slot_bytes`; a tile is
+The workspace and the counters are hidden kernel parameters (global pointers, after every
+argument's and before any tensor map's: `tilec.lowering.abi`). Slot `i` starts at byte `i * slot_bytes`; a tile is
 stored in it row-major, each element by its unique owner (`st.global`), and read back by every
 thread that holds the element, with `ld.relaxed.gpu` (a read that L1 may not have cached).
 
@@ -11,13 +11,17 @@ The ticket is CUDA's threadFenceReduction pattern in the PTX memory model's term
     every thread:  fence.acq_rel.gpu        its workspace stores, released at GPU scope
     bar.sync                                 ... all of them before thread 0's ticket
     thread 0:      atom.acq_rel.gpu.global.inc.u32 old, [counters + 4 b], S - 1
-                   ticket = (old == S - 1)   shared memory: the block's verdict
-    bar.sync
-    every thread:  reads the ticket; fence.acq_rel.gpu   the other blocks' partials, acquired
+                   last = (old == S - 1)
+    bar.red.or.pred                          thread 0's verdict to every thread (an OR of
+                                             one predicate over the block: no shared memory)
+    every thread:  fence.acq_rel.gpu         the other blocks' partials, acquired
 
 `atom.inc` with bound S - 1 counts 0, 1, ..., S - 1 and wraps to 0 on the last arrival, so
 the counter is back at 0 for the next launch without another store. Both barriers sit under
-uniform control flow: the split count is the same in every thread.
+uniform control flow: the split count is the same in every thread. The verdict once went
+through a static shared-memory word; a kernel with one has its dynamic shared memory placed
+after it, which broke the 1024-byte alignment that swizzled TMA and wgmma buffers need (a
+split GEMM faulted with a misaligned address, H200, 2026-12-04).
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ from tilec.lowering.layouts import row_major_strides
 from tilec.lowering.llvm_types import register_kind
 
 __all__ = [
-    "TICKET_SYMBOL",
     "lower_last_arrival",
     "lower_workspace_load",
     "lower_workspace_read",
@@ -41,7 +44,6 @@ __all__ = [
     "split_parameters",
 ]
 
-TICKET_SYMBOL = "tilec_split_ticket"
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -155,37 +157,38 @@ def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
     return [values]
 
 
-def _ticket(llmod: ir.Module) -> ir.GlobalVariable:
-    found = llmod.globals.get(TICKET_SYMBOL)
-    if found is None:
-        found = ir.GlobalVariable(llmod, I32, TICKET_SYMBOL, addrspace=3)
-        found.linkage = "internal"
-        found.initializer = ir.Constant(I32, None)  # shared memory starts undefined
-        found.align = 4
-        found.type = SHARED_PTR  # opaque pointers, as the rest of the module
-    return found
-
-
 def lower_last_arrival(lowering: Any, op: Operation) -> list[Any]:
     b = lowering.b
     _, counters = split_parameters(lowering)
-    ticket = _ticket(lowering.module)
     _fence(b)
     lowering.barrier()
     thread = lowering._sreg("tid.x")
-    with b.if_then(b.icmp_unsigned("==", thread, ir.Constant(I32, 0))):
-        counter = b.gep(counters, [lowering.values[op.counter]], source_etype=I32)
-        bound = b.trunc(b.sub(lowering.values[op.count], ir.Constant(I64, 1)), I32)
-        atom = ir.InlineAsm(
-            ir.FunctionType(I32, [GLOBAL_PTR, I32]),
-            "atom.acq_rel.gpu.global.inc.u32 $0, [$1], $2;",
-            "=r,l,r,~{memory}",
-            side_effect=True,
-        )
-        old = b.call(atom, [counter, bound])
-        last = b.zext(b.icmp_unsigned("==", old, bound), I32)
-        b.store(last, ticket)
-    lowering.barrier()
-    verdict = b.load(ticket, typ=I32, align=4)
+    first = b.icmp_unsigned("==", thread, ir.Constant(I32, 0))
+    counter = b.gep(counters, [lowering.values[op.counter]], source_etype=I32)
+    bound = b.trunc(b.sub(lowering.values[op.count], ir.Constant(I64, 1)), I32)
+    atom = ir.InlineAsm(
+        ir.FunctionType(I32, [I1, GLOBAL_PTR, I32]),
+        "mov.u32 $0, 0;\n\t@$1 atom.acq_rel.gpu.global.inc.u32 $0, [$2], $3;",
+        "=r,b,l,r,~{memory}",
+        side_effect=True,
+    )
+    old = b.call(atom, [first, counter, bound])
+    mine = b.and_(first, b.icmp_unsigned("==", old, bound))
+    # Thread 0's verdict to every thread: a barrier that ORs one predicate over the block.
+    if lowering.barrier_scope is None:
+        where = "0"
+    else:
+        number, threads = lowering.barrier_scope
+        where = f"{number}, {threads}"
+    vote = ir.InlineAsm(
+        ir.FunctionType(I32, [I1]),
+        "{\n\t.reg .pred q;\n\t"
+        f"bar.red.or.pred q, {where}, $1;\n\t"
+        "selp.u32 $0, 1, 0, q;\n\t}",
+        "=r,b,~{memory}",
+        side_effect=True,
+    )
+    verdict = b.call(vote, [mine])
+    lowering.unfenced_reads = []
     _fence(b)
     return [b.icmp_unsigned("!=", verdict, ir.Constant(I32, 0))]
