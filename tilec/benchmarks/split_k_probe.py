@@ -27,7 +27,7 @@ from tilec.benchmarks.gpu import _close, _sets, time_ms
 __all__ = ["main"]
 
 SOURCE = """
-def nn(a: {t}[M, K], b: {t}[K, N], c: {t}[M, N]):
+def mm_nn(a: {t}[M, K], b: {t}[K, N], c: {t}[M, N]):
     for tm, tn in tiles(M, N):
         acc = zeros([tm, tn], f32)
         for tk in tiles(K):
@@ -35,7 +35,7 @@ def nn(a: {t}[M, K], b: {t}[K, N], c: {t}[M, N]):
         c[tm, tn] = acc
 
 
-def nt(a: {t}[M, K], b: {t}[N, K], c: {t}[M, N]):
+def mm_nt(a: {t}[M, K], b: {t}[N, K], c: {t}[M, N]):
     for tm, tn in tiles(M, N):
         acc = zeros([tm, tn], f32)
         for tk in tiles(K):
@@ -43,7 +43,7 @@ def nt(a: {t}[M, K], b: {t}[N, K], c: {t}[M, N]):
         c[tm, tn] = acc
 
 
-def tn(a: {t}[K, M], b: {t}[K, N], c: {t}[M, N]):
+def mm_tn(a: {t}[K, M], b: {t}[K, N], c: {t}[M, N]):
     for tm, tn in tiles(M, N):
         acc = zeros([tm, tn], f32)
         for tk in tiles(K):
@@ -51,7 +51,7 @@ def tn(a: {t}[K, M], b: {t}[K, N], c: {t}[M, N]):
         c[tm, tn] = acc
 
 
-def nt_bias_relu(a: {t}[M, K], b: {t}[N, K], bias: f32[N], c: {t}[M, N]):
+def mm_nt_bias_relu(a: {t}[M, K], b: {t}[N, K], bias: f32[N], c: {t}[M, N]):
     for tm, tn in tiles(M, N):
         acc = zeros([tm, tn], f32)
         for tk in tiles(K):
@@ -138,14 +138,14 @@ def main(argv: list[str] | None = None) -> int:
             sets, expected, c, torch_op = _case(kernel, dtype, m, n, k)
             label = f"{kernel} {dtype} {m}x{n}x{k}"
             variants: dict[str, Any] = {
-                "tilec": load_kernel(files[dtype], kernel),
+                "tilec": load_kernel(files[dtype], f"mm_{kernel}"),
                 "tilec unsplit tiles": load_kernel(
-                    files[dtype], kernel, pass_options={"tiling": {"split": False}}
+                    files[dtype], f"mm_{kernel}", pass_options={"tiling": {"split": False}}
                 ),
             }
             for s in PINNED:
                 variants[f"S={s}"] = load_kernel(
-                    files[dtype], kernel, pass_options={"split-reduction": {"split": s}}
+                    files[dtype], f"mm_{kernel}", pass_options={"split-reduction": {"split": s}}
                 )
             times: dict[str, float | str] = {}
             for name, fn in variants.items():
