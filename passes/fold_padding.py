@@ -50,7 +50,7 @@ from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import BoolAttr, FloatAttr, IntegerAttr
 from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.folding import constant_value, from_numpy_scalar, numpy_dtype, to_numpy_scalar
-from tilec.ir.types import FloatType, TensorType
+from tilec.ir.types import FloatType, TensorType, TileType
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["FoldPadding"]
@@ -113,9 +113,14 @@ def _pad(select: T.SelectOp, ctx: PassContext) -> None:
 
 
 def _float_cast(cast: T.CastOp) -> bool:
-    return isinstance(cast.input.type.element, FloatType) and isinstance(
-        cast.result.type.element, FloatType
+    return isinstance(_element(cast.input.type), FloatType) and isinstance(
+        _element(cast.result.type), FloatType
     )
+
+
+def _element(t):
+    """The element type of a tile type, or a scalar type itself."""
+    return t.element if isinstance(t, TileType) else t
 
 
 def _converted(c, source, target):
@@ -163,7 +168,7 @@ def _hidden_of(op: Operation, args: list):
     t = op.results[0].type
     dtype = numpy_dtype(t)
     types = [x.type for x in op.operands]
-    if dtype is None or not isinstance(t.element, FloatType) or None in map(numpy_dtype, types):
+    if dtype is None or not isinstance(_element(t), FloatType) or None in map(numpy_dtype, types):
         return None
     values = [to_numpy_scalar(a, x) for a, x in zip(args, types)]
     with np.errstate(all="ignore"):

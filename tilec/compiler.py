@@ -97,6 +97,12 @@ OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "precision": {"enable": False},
 }
 
+# Options of other passes that follow from turning a pass off: `tiling` ranks wgmma tiles with
+# the K loop split only where `split-reduction` will split it.
+DISABLED_ALSO: dict[str, dict[str, dict[str, object]]] = {
+    "split-reduction": {"tiling": {"split": False}},
+}
+
 # What a compilation can produce; after the passes, the steps that produce each.
 TARGETS = ("tir", "llvm", "ptx", "cubin")
 LOWERING_STEPS = ("lower-to-llvm", "ptx", "cubin")
@@ -179,6 +185,10 @@ def build_pipeline(
     result = []
     for p in passes:
         options_now = dataclasses.replace(p.options, **values_by_pass.get(p.name, {}))
+        for name in disabled:
+            options_now = dataclasses.replace(
+                options_now, **DISABLED_ALSO.get(name, {}).get(p.name, {})
+            )
         if p.name in disabled:
             off = OPTIONAL_PASSES[p.name]
             if off is None:

@@ -113,3 +113,28 @@ def softmax_plus(x: f32[M, N], y: f32[M, N], s: f32[M]):
     _folded(module)
     assert -np.inf in _selects(module)
     assert _paddings(module) == [None]
+
+
+def test_scalar_selects_and_casts_are_left_alone():
+    """A select of scalars (no tile, no padding) over a scalar cast: found by the fuzzers
+    (seeds 154, 184, ... crashed reading a scalar type's element type)."""
+    from tilec.ir.parser import parse_module
+
+    module = parse_module(
+        """
+module {
+  func @k(%x: i32, %m: i1, %out: !tile.tensor<4xf64>) {
+    %c0 = arith.constant 0 : index
+    %zero = arith.constant 0.0 : f64
+    %v = tile.cast %x : i32 -> f64
+    %s = tile.select %m, %v, %zero : f64
+    %t = tile.splat %s : f64 -> tile<4xf64>
+    tile.store %out[%c0], %t : !tile.tensor<4xf64>, tile<4xf64>
+    return
+  }
+}
+"""
+    )
+    (fold,) = parse_pipeline("fold-padding")
+    fold.run(module, PassContext())
+    assert "tile.select" in str(module)

@@ -219,3 +219,17 @@ module {
     bad = text.replace("slot_bytes 80", "slot_bytes 64")
     with pytest.raises(Exception, match="needs 80 bytes, more than a slot's 64"):
         verify(parse_module(bad))
+
+
+def test_disabling_split_reduction_ranks_tiles_unsplit():
+    """Without split-reduction nothing splits the K loop, so tiling must not rank tiles as if
+    it did (128x256 unsplit ran 0.1535 ms where 64x64 ran 0.0884 at 1024x1024x16384)."""
+    options = {"tiling": {"extents": "M=1024,N=1024,K=16384"}}
+    pipeline = 'assume{all="aligned,unit,divisible"},' + build_pipeline(
+        options=options, disable=["split-reduction"]
+    )
+    program = compile_source(
+        GEMMS, kernels=["gemm_nn"], pipeline=target_pipeline(pipeline, "sm_90a"), arch="sm_90a"
+    )
+    assert not any("shared out among" in r.message for r in program.remarks)
+    assert "tilec.split_k" not in str(program.module)
