@@ -445,7 +445,13 @@ class _Rewrite:
             offset += W.tile_bytes(c.type)
         self.slot_bytes = -(-offset // SLOT_ALIGNMENT) * SLOT_ALIGNMENT
         self.trip_bytes = _trip_bytes(plan.loop)
-        self.rows_per_round = 0 if plan.atomic else min(self.rows(c) for c in plan.carried)
+        if plan.atomic:
+            self.rows_per_round = 0
+        elif any(c.type.rank > 1 for c in plan.carried):
+            # A dot's accumulator is read back a slot a round, in its own layout.
+            self.rows_per_round = 1
+        else:
+            self.rows_per_round = min(self.rows(c) for c in plan.carried)
 
     def constant(self, b: Builder, value: int | bool) -> Value:
         t = i1 if isinstance(value, bool) else index
@@ -636,7 +642,7 @@ class _Rewrite:
         left = r.create(arith.SubIOp, lhs=splits, rhs=j).result
         updated = []
         for c, acc in zip(self.plan.carried, partials):
-            if rows == 1 and c.type.rank > 1:
+            if c.type.rank > 1:
                 # A slot a round, read back in the partial's own layout (a GEMM's
                 # accumulator): nothing to reduce along the slots.
                 read = r.create(

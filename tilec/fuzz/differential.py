@@ -76,6 +76,7 @@ SMALL_TILES = "BM=32,BN=32,BK=16"
 # (a TMA-fed wgmma loop): the producer and consumer regions, and the persistent tile walk,
 # then run in the interpreter against the IR before them like every other rewrite.
 PIPELINE_VARIANTS = ({}, {"warp_specialize": -1}, {"warp_specialize": -1, "persistent": -1})
+SPLIT_PINNED = 3  # split-reduction's split for the programs that pin it (`_run_passes`)
 
 
 @dataclass
@@ -190,7 +191,7 @@ class Summary:
             "reached on sm_90a (programs): "
             + ", ".join(
                 f"{what} {self.features[f'reached:{what}:sm_90a']}"
-                for what in ("tma", "warp_specialize", "persistent", "vector_red")
+                for what in ("tma", "warp_specialize", "persistent", "vector_red", "split_k")
             ),
             f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "
             f"({', '.join(sorted({known_bug(f).name for f in self.known})) or 'none'})",
@@ -273,12 +274,15 @@ def jit_pipeline(
     arch: str,
     tiles: str = "",
     pipeline_options: dict[str, object] | None = None,
+    split: int = 0,
 ) -> str:
     """The pipeline `@tilec.jit` runs for contiguous tensors of `extents` on `arch`: `assume`
     with their facts, then the default pipeline with `tiling` told the whole dimensions'
     extents (exact where an extent fills its tile) and the target. `tiles` sets tiling's
     option of that name (sizes the kernel does not pin: `"BM=32,BN=32"`);
-    `pipeline_options`, options of the `pipeline` pass (`PIPELINE_VARIANTS`)."""
+    `pipeline_options`, options of the `pipeline` pass (`PIPELINE_VARIANTS`); `split`,
+    split-reduction's option of that name (0: chosen at launch, and a GEMM only where tiling's
+    model says so)."""
     tiling: dict[str, object] = {"tiles": tiles} if tiles else {}
     if whole:
         tiling["extents"] = ",".join(f"{d}={_power_of_two(extents[d])}" for d in whole)
@@ -288,6 +292,8 @@ def jit_pipeline(
     options: dict[str, dict[str, object]] = {"tiling": tiling} if tiling else {}
     if pipeline_options:
         options["pipeline"] = dict(pipeline_options)
+    if split:
+        options["split-reduction"] = {"split": split}
     pipeline = target_pipeline(build_pipeline(options=options or None), arch)
     from tilec.lowering.abi import Specialization
     from tilec.passes.assume import assume_pass_text
@@ -443,7 +449,9 @@ def _check(
 def _reached(module: Any, arch: str) -> set[str]:
     """What the pipeline made of the program on `arch`, as coverage features: copies by the
     TMA unit, a warp-specialized loop, persistent blocks (the walk's `tilec.persistent`),
-    atomic adds as vector `red`s (`vector` on an atomic)."""
+    atomic adds as vector `red`s (`vector` on an atomic), a split-K GEMM (a split kernel's
+    partials read back by `tile.workspace_read`)."""
+    from tilec.dialects import split as W
     from tilec.dialects.atomic import AtomicRMWOp, AtomicScatterOp
     from tilec.dialects.tma import TmaCopyOp
     from tilec.dialects.warp_specialize import WarpSpecializeOp
@@ -456,6 +464,8 @@ def _reached(module: Any, arch: str) -> set[str]:
             reached.add(f"reached:vector_red:{arch}")
         elif isinstance(op, WarpSpecializeOp):
             reached.add(f"reached:warp_specialize:{arch}")
+        elif isinstance(op, W.WorkspaceReadOp):
+            reached.add(f"reached:split_k:{arch}")
         if "tilec.persistent" in getattr(op, "attributes", {}):
             reached.add(f"reached:persistent:{arch}")
     return reached
@@ -544,8 +554,13 @@ def _run_passes(
     module = frontend.clone()
     tiles = _small_tiles(frontend) if program.seed % 4 else ""
     variant = {} if tiles else PIPELINE_VARIANTS[program.seed // 4 % len(PIPELINE_VARIANTS)]
+    # Half the programs of small tiles (several iterations a loop) have every splittable loop
+    # split 3 ways, GEMMs' K loops included (small tiles: tiling's model would not split them).
+    split = SPLIT_PINNED if program.seed % 4 == 2 else 0
     whole = _whole_dimensions(frontend)
-    pipeline = parse_pipeline(jit_pipeline(frontend, program.extents, whole, arch, tiles, variant))
+    pipeline = parse_pipeline(
+        jit_pipeline(frontend, program.extents, whole, arch, tiles, variant, split)
+    )
     if passes is not None:
         pipeline = passes(arch, pipeline)
     context = PassContext()
