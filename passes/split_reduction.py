@@ -492,6 +492,8 @@ class _Rewrite:
         if dot is not None:
             bm, bn = dot.acc.type.shape
             attrs += [["dot_bm", bm], ["dot_bn", bn], ["dot_bytes", _element_bytes(dot.a.type)]]
+            grid = attribute_pairs(self.kernel, "tilec.grid")
+            attrs.append(["dot_dims", ",".join(str(d) for d, _ in grid)])
         self.kernel.attributes["tilec.split"] = to_attribute(attrs)
 
     def dot(self) -> T.DotOp | None:

@@ -503,7 +503,15 @@ class _KernelTiling(MmaSearch, BlockOrder):
         args = (self.opts.sm_count, MAX_DEFAULT_STAGES, dot.element_bytes)
         if not self.splits_k or k_steps is None or blocks is None:
             return 1, grid_clocks(bm, bn, bk, k_steps, blocks, per_sm, *args)
-        return best_split(bm, bn, bk, k_steps, blocks, per_sm, *args)
+        # The DRAM floor of A's and B's (M + N) x K elements, where the extents are known.
+        extent = [
+            self.extents.get(x[1:]) if isinstance(x, str) else None for x in (dot.m, dot.n, dot.k)
+        ]
+        operand_bytes = 0
+        if None not in extent:
+            m, n, k = extent
+            operand_bytes = (m + n) * k * dot.element_bytes
+        return best_split(bm, bn, bk, k_steps, blocks, per_sm, *args, operand_bytes=operand_bytes)
 
     def wgmma_model_remark(self, dot: TiledDot, config: TileConfig) -> str:
         """What the SM model says of the chosen wgmma tile, for the tiling remark."""

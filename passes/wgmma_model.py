@@ -70,6 +70,8 @@ SHARED_BYTES_PER_CLOCK = 128  # bytes an SM's shared memory moves a clock (32 ba
 # go and come back from (about 7.7 TB/s over 132 SMs at 1.83 GHz).
 WORKSPACE_BYTES_PER_CLOCK = 32
 MAX_SPLITS = 16  # the most ways `best_split` shares out one tile's k-steps
+# DRAM's bytes a clock for the whole GPU (the H200's copy bandwidth, 4.2 TB/s, at 1.83 GHz).
+DRAM_BYTES_PER_CLOCK = 4.2e12 / 1.83e9
 WARPGROUP_ROWS = 64  # rows of A one warpgroup's wgmma covers
 K_STEP = 16
 
@@ -178,14 +180,23 @@ def best_split(
     max_stages: int,
     element_bytes: int = 2,
     most: int = MAX_SPLITS,
+    operand_bytes: int = 0,
 ) -> tuple[int, float]:
     """(S, clocks): the split of least `grid_clocks` for a grid of `blocks` tiles of
-    `k_steps` steps of BK, from 1 (not split) to `most` and no more than the steps; ties go
-    to fewer splits (less workspace)."""
+    `k_steps` steps of BK, from 1 (not split) to `most` and no more than the steps, none
+    faster than `operand_bytes` (A's and B's bytes, each read from DRAM at least once) at
+    `DRAM_BYTES_PER_CLOCK`; ties go to fewer splits (less workspace). The floor matters where
+    a GEMM streams a weight it barely reuses: `a @ b.T` 64x4096x14336 bf16 reads 117 MB, 28 us
+    at the H200's copy bandwidth, which S = 4 reaches (measured 38.2 us) and S = 8 only adds
+    partials to (42.6 us; the model without the floor chose 8: docs/benchmarks.md)."""
+    floor = operand_bytes / DRAM_BYTES_PER_CLOCK
     best, best_clocks = (
         1,
-        grid_clocks(
-            bm, bn, bk, k_steps, blocks, blocks_per_sm, sm_count, max_stages, element_bytes
+        max(
+            floor,
+            grid_clocks(
+                bm, bn, bk, k_steps, blocks, blocks_per_sm, sm_count, max_stages, element_bytes
+            ),
         ),
     )
     if blocks >= sm_count * blocks_per_sm:
@@ -203,6 +214,7 @@ def best_split(
             element_bytes,
             splits=count,
         )
+        clocks = max(floor, clocks)
         if clocks < best_clocks * (1 - 1e-9):
             best, best_clocks = count, clocks
     return best, best_clocks

@@ -32,8 +32,9 @@ iterations) chose 45 splits where 132 ran 20% faster for 16384 x 128.
 operand tiles re-read by other blocks from L2, so the bandwidth model above does not hold
 for it: its S comes from the SM model `tiling` ranked its wgmma tiles by
 (`tilec.passes.wgmma_model.best_split`: each block's k-steps on the tensor cores, the waves
-of blocks, the partial tiles written to the workspace and read back by the last block),
-for the launch's tiles and k-steps (`choose_dot_split`).
+of blocks, the partial tiles written to the workspace and read back by the last block, and
+no faster than its operands' bytes from DRAM), for the launch's tiles, k-steps and extents
+(`choose_dot_split`).
 
 A pin (`split=N`, `SplitAxis.pinned`) fixes S whatever the model says.
 
@@ -110,17 +111,44 @@ def choose_split(
     return best
 
 
-def choose_dot_split(split: Any, base_blocks: int, trips: int, residency: tuple[int, int]) -> int:
+def choose_dot_split(
+    split: Any,
+    base_blocks: int,
+    trips: int,
+    residency: tuple[int, int],
+    extents: dict[str, int] | None = None,
+) -> int:
     """S for a split GEMM (`split.dot_bm` set): the model `tiling` ranked its tiles by, for
-    the launch's tiles and k-steps (`tilec.passes.wgmma_model.best_split`)."""
+    the launch's tiles and k-steps (`tilec.passes.wgmma_model.best_split`), with the DRAM
+    floor of its operands: (M + N) x K elements, M and N the extents of `split.dot_dims`."""
+    operand_bytes = 0
+    dims = [d for d in split.dot_dims.split(",") if d] if split.dot_dims else []
+    if dims and extents is not None:
+        k = split.dim if isinstance(split.dim, int) else extents.get(split.dim, 0)
+        rows = sum(int(d) if d.isdigit() else extents.get(d, 0) for d in dims)
+        operand_bytes = rows * k * split.dot_bytes
     return _dot_split(
-        split.dot_bm, split.dot_bn, split.step, trips, base_blocks, split.dot_bytes, residency
+        split.dot_bm,
+        split.dot_bn,
+        split.step,
+        trips,
+        base_blocks,
+        split.dot_bytes,
+        residency,
+        operand_bytes,
     )
 
 
 @functools.lru_cache(maxsize=4096)
 def _dot_split(
-    bm: int, bn: int, bk: int, trips: int, blocks: int, element_bytes: int, residency: tuple
+    bm: int,
+    bn: int,
+    bk: int,
+    trips: int,
+    blocks: int,
+    element_bytes: int,
+    residency: tuple,
+    operand_bytes: int = 0,
 ) -> int:
     from tilec.passes.pipeline import MAX_DEFAULT_STAGES
     from tilec.passes.wgmma_model import best_split
@@ -129,7 +157,16 @@ def _dot_split(
         return 1
     sm_count, per_sm = residency
     count, _ = best_split(
-        bm, bn, bk, trips, blocks, max(per_sm, 1), sm_count, MAX_DEFAULT_STAGES, element_bytes
+        bm,
+        bn,
+        bk,
+        trips,
+        blocks,
+        max(per_sm, 1),
+        sm_count,
+        MAX_DEFAULT_STAGES,
+        element_bytes,
+        operand_bytes=operand_bytes,
     )
     return min(count, MAX_SPLIT)
 
@@ -240,7 +277,7 @@ def split_grid(
         count = min(split.pinned, MAX_SPLIT)
     elif split.dot_bm:
         extent = split.dim if isinstance(split.dim, int) else extents.get(split.dim, 0)
-        count = choose_dot_split(split, base, -(-extent // split.step), residency)
+        count = choose_dot_split(split, base, -(-extent // split.step), residency, extents)
     else:
         extent = split.dim if isinstance(split.dim, int) else extents.get(split.dim, 0)
         count = choose_split(

@@ -233,3 +233,16 @@ def test_disabling_split_reduction_ranks_tiles_unsplit():
     )
     assert not any("shared out among" in r.message for r in program.remarks)
     assert "tilec.split_k" not in str(program.module)
+
+
+def test_a_weight_streamed_once_is_split_no_more_than_dram_allows():
+    """`a @ b.T` 64x4096x14336 bf16 (H200, 2026-12-04): S = 8 ran 42.6 us, S = 3 40.1, S = 4
+    38.2; its 117 MB of operands take 28 us from DRAM. Without that floor the model chose 8."""
+    args = (64, 128, 64, 224, 32, 2, 132, 4, 2)
+    assert best_split(*args)[0] == 8
+    operands = (64 + 4096) * 14336 * 2
+    assert 2 < best_split(*args, operand_bytes=operands)[0] <= 4
+    axis = SplitAxis("K", 64, 32768, 0, 1, dot_bm=64, dot_bn=128, dot_bytes=2, dot_dims="M,N")
+    extents = {"M": 64, "N": 4096, "K": 14336}
+    assert choose_dot_split(axis, 32, 224, (132, 2), extents) <= 4
+    assert choose_dot_split(axis, 32, 224, (132, 2)) == 8  # extents unknown: no floor

@@ -282,6 +282,7 @@ class SplitAxis:
     dot_bm: int = 0
     dot_bn: int = 0
     dot_bytes: int = 0
+    dot_dims: str = ""  # the grid's dimensions, "M,N": A and B hold (M + N) x K elements
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
