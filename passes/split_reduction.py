@@ -741,7 +741,8 @@ def _remark(
             "S chosen at launch, the count of least modelled time of the SM model that "
             "tiling ranks wgmma tiles by (passes/wgmma_model.py, best_split): the k-steps "
             "each block runs and the waves of blocks, against the partials written and read "
-            "back; 1 when the tiles fill the GPU",
+            "back, and no faster than the operands' bytes from DRAM; 1 when the tiles fill "
+            "the GPU",
         )
         return
     ctx.remark(
