@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
@@ -43,9 +42,16 @@ from typing import Any
 
 import numpy as np
 
-from tilec.compiler import build_pipeline, compile_source, target_pipeline
+from tilec.compiler import compile_source
 from tilec.diagnostics import InternalCompilerError, TileError
 from tilec.fuzz.generate import GeneratedProgram, sample_program
+from tilec.fuzz.jit_pipeline import (
+    PIPELINE_VARIANTS,
+    SPLIT_PINNED,
+    _small_tiles,
+    _whole_dimensions,
+    jit_pipeline,
+)
 from tilec.fuzz.model import SM90_ONLY
 from tilec.ir.printer import print_op
 from tilec.ir.structure import structure
@@ -67,16 +73,6 @@ __all__ = [
 ]
 
 ARCHES = ("sm_90a", "sm_80")
-# Three programs in four have tiling's free sizes set this small (what the kernels pin still
-# wins): PTX a quarter the size, which LLVM emits and ptxas assembles that much faster, and
-# still whole mma.sync tiles. The fourth keeps tiling's own choice (wgmma on sm_90a).
-SMALL_TILES = "BM=32,BN=32,BK=16"
-# Of the programs that keep tiling's choice, two in three also ask `pipeline` for warp
-# specialization, and one of those for persistent blocks too, wherever a kernel allows them
-# (a TMA-fed wgmma loop): the producer and consumer regions, and the persistent tile walk,
-# then run in the interpreter against the IR before them like every other rewrite.
-PIPELINE_VARIANTS = ({}, {"warp_specialize": -1}, {"warp_specialize": -1, "persistent": -1})
-SPLIT_PINNED = 3  # split-reduction's split for the programs that pin it (`_run_passes`)
 
 
 @dataclass
@@ -214,92 +210,6 @@ class Summary:
             "findings": [f.__dict__ for f in self.findings],
             "known": [f.__dict__ for f in self.known],
         }
-
-
-# ---------------------------------------------------------------------------------------------
-# The pipeline a jit call runs
-
-
-def _power_of_two(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[Any]]:
-    """What contiguous, 16-byte aligned tensors of `extents` promise, by parameter name (what
-    `@tilec.jit` records for them: `tilec.jit._specialization`)."""
-    from tilec.lowering.abi import Specialization, kernel_parameters, recorded_multiple
-    from tilec.lowering.layouts import element_bytes
-
-    aligned: set[str] = set()
-    unit: set[str] = set()
-    values: dict[str, int] = {}
-    for func in module.functions:
-        shapes, sizes = {}, {}
-        for arg in func.arguments:
-            if isinstance(arg.type, TensorType):
-                shapes[arg] = [d if isinstance(d, int) else extents[d] for d in arg.type.shape]
-                sizes[arg] = element_bytes(arg.type.element)
-        for p, arg in _parameters_with_arguments(func, kernel_parameters(func)):
-            if arg not in shapes:
-                continue
-            shape = shapes[arg]
-            if p.kind == "pointer":
-                aligned.add(p.name)
-            elif p.kind == "stride":
-                stride = math.prod(shape[p.axis + 1 :])
-                if stride == 1:
-                    unit.add(p.name)
-                else:
-                    values[p.name] = recorded_multiple(
-                        "stride", p.axis, len(shape), stride, sizes[arg]
-                    )
-            elif p.kind == "extent":
-                values[p.name] = recorded_multiple(
-                    "extent", p.axis, len(shape), shape[p.axis], sizes[arg]
-                )
-    return Specialization.of_values(aligned, unit, values).to_json()
-
-
-def _parameters_with_arguments(func: Any, parameters: Sequence[Any]) -> list[tuple[Any, Any]]:
-    from tilec.lowering.abi import argument_name
-
-    by_name = {argument_name(func, i): a for i, a in enumerate(func.arguments)}
-    return [(p, by_name.get(p.argument)) for p in parameters]
-
-
-def jit_pipeline(
-    module: Any,
-    extents: dict[str, int],
-    whole: Sequence[str],
-    arch: str,
-    tiles: str = "",
-    pipeline_options: dict[str, object] | None = None,
-    split: int = 0,
-) -> str:
-    """The pipeline `@tilec.jit` runs for contiguous tensors of `extents` on `arch`: `assume`
-    with their facts, then the default pipeline with `tiling` told the whole dimensions'
-    extents (exact where an extent fills its tile) and the target. `tiles` sets tiling's
-    option of that name (sizes the kernel does not pin: `"BM=32,BN=32"`);
-    `pipeline_options`, options of the `pipeline` pass (`PIPELINE_VARIANTS`); `split`,
-    split-reduction's option of that name (0: chosen at launch, and a GEMM only where tiling's
-    model says so)."""
-    tiling: dict[str, object] = {"tiles": tiles} if tiles else {}
-    if whole:
-        tiling["extents"] = ",".join(f"{d}={_power_of_two(extents[d])}" for d in whole)
-        exact = [d for d in whole if extents[d] == _power_of_two(extents[d])]
-        if exact:
-            tiling["exact"] = ",".join(exact)
-    options: dict[str, dict[str, object]] = {"tiling": tiling} if tiling else {}
-    if pipeline_options:
-        options["pipeline"] = dict(pipeline_options)
-    if split:
-        options["split-reduction"] = {"split": split}
-    pipeline = target_pipeline(build_pipeline(options=options or None), arch)
-    from tilec.lowering.abi import Specialization
-    from tilec.passes.assume import assume_pass_text
-
-    facts = Specialization.from_json(contiguous_facts(module, extents))
-    return assume_pass_text(facts) + "," + pipeline
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,29 +399,6 @@ def _subset(program: GeneratedProgram, indices: list[int]) -> GeneratedProgram:
         set(program.features),
         texts,
     )
-
-
-def _small_tiles(module: Any) -> str:
-    """`SMALL_TILES` for the symbols `module` uses (tiling refuses others)."""
-    dims = {
-        d
-        for f in module.functions
-        for a in f.arguments
-        if isinstance(a.type, TensorType)
-        for d in a.type.shape
-    }
-    sizes = [item for item in SMALL_TILES.split(",") if item.split("=")[0][1:] in dims]
-    return ",".join(sizes)
-
-
-def _whole_dimensions(module: Any) -> list[str]:
-    """The dimensions some kernel of `module` takes whole (`x[tm, :]`): the jit tells tiling
-    their extents, so must the check (or tiling assumes 1024 for each)."""
-    whole: dict[str, None] = {}
-    for f in module.functions:
-        attr = f.attributes.get("tilec.whole_dims")
-        whole.update((str(d), None) for d in (attr.value if attr is not None else ()))
-    return list(whole)
 
 
 PIN_ATTRIBUTES = ("tilec.pinned_tiles", "tilec.num_warps", "tilec.num_stages")

@@ -420,19 +420,6 @@ def _stored_as_vectors(v: Value) -> bool:
     )
 
 
-def _stored_as_vectors(v: Value) -> bool:
-    """Whether every use of `v` stores it with vector accesses (`tile.store` with `vector` of
-    2 or more): their registers hold adjacent slots in pairs, as `narrow_pairs` makes them."""
-    uses = list(v.uses)
-    return bool(uses) and all(
-        isinstance(use, T.StoreOp)
-        and use.value is v
-        and use.attributes.get("vector") is not None
-        and use.attributes["vector"].value >= 2
-        for use in uses
-    )
-
-
 def _packed_by_a_dot(v: Value) -> bool:
     """Whether `v` reaches a conversion into `#dot_operand` registers (attention's P), through
     selects only: the pairs `narrow_pairs` makes are the fragments' 32-bit registers."""
