@@ -323,6 +323,22 @@ def _tensor(value: Any) -> tuple[DeviceTensor, Any]:
     )
 
 
+def tensor_dtype(value: Any) -> str | None:
+    """The tile dtype name of the tensor `value` (torch, numpy, CuPy, DLPack, `DeviceTensor`),
+    or None when it is not a tensor: what binds a generic kernel's dtype parameters."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None and not hasattr(value, "__dlpack__"):
+        return None
+    if isinstance(value, np.ndarray):
+        return _NUMPY_NAMES.get(value.dtype.name, value.dtype.name)
+    if type(value).__module__.startswith("torch"):
+        return _torch_dtype(value)
+    try:
+        return _tensor(value)[0].dtype
+    except _Problem:
+        return None
+
+
 def _no_negative_strides(tensor: DeviceTensor) -> DeviceTensor:
     if any(s < 0 for s in tensor.strides):
         raise _Problem(
@@ -336,7 +352,8 @@ _TORCH_DTYPES: dict[Any, str] = {}
 _TORCH_TENSOR: list[Any] = [None]
 
 
-def _torch_tensor(t: Any) -> DeviceTensor:
+def _torch_dtype(t: Any) -> str:
+    """The tile dtype name of torch tensor `t` (torch's own name for one tilec lacks)."""
     if not _TORCH_DTYPES:
         import torch
 
@@ -357,7 +374,11 @@ def _torch_tensor(t: Any) -> DeviceTensor:
             if dt is not None:
                 _TORCH_DTYPES[dt] = name
         _TORCH_TENSOR[0] = torch.Tensor
-    dtype = _TORCH_DTYPES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
+    return _TORCH_DTYPES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
+
+
+def _torch_tensor(t: Any) -> DeviceTensor:
+    dtype = _torch_dtype(t)
     device = t.get_device()
     if device < 0:
         raise _Problem(

@@ -105,6 +105,12 @@ def add_pinning_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warps", type=int, help="pin the number of warps per block")
     parser.add_argument("--stages", type=int, help="pin the number of pipeline stages")
     parser.add_argument(
+        "--dtype",
+        metavar="PARAM=DTYPE,...",
+        help="bind dtype parameters, e.g. --dtype T=f16 (a kernel declaring "
+        '@kernel(dtypes={"T": [...]}); default: the first dtype it lists)',
+    )
+    parser.add_argument(
         "--disable",
         metavar="PASS,...",
         action="append",
@@ -434,6 +440,16 @@ def pinned_options(args: argparse.Namespace) -> dict[str, object]:
         options["warps"] = args.warps
     if args.stages is not None:
         options["stages"] = args.stages
+    if getattr(args, "dtype", None):
+        dtypes: dict[str, str] = {}
+        for item in args.dtype.split(","):
+            name, eq, dtype = (part.strip() for part in item.partition("="))
+            if not eq or not name or not dtype:
+                raise TileError(
+                    f"--dtype: expected PARAM=DTYPE, got '{item}'", hint="e.g. --dtype T=bf16"
+                )
+            dtypes[name] = dtype
+        options["dtypes"] = dtypes
     return options
 
 

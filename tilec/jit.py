@@ -109,6 +109,7 @@ class JitFunction:
     ):
         self.fn = fn
         options = dict(options)
+        self._given = dict(options)  # what `instance` makes a binding's function from
         # Not a compile option: how calls run.
         self.interpret = bool(options.pop("interpret", False))
         # Not a kernel pin: whether the PTX carries .loc lines (it enters the cache key).
@@ -130,6 +131,8 @@ class JitFunction:
         if fn is not None:
             functools.update_wrapper(self, fn)
         self._launchers: dict[tuple, Any] = {}
+        # A generic kernel's functions, one a binding of its dtype parameters (`instance`).
+        self._instances: dict[tuple[str, ...], JitFunction] = {}
         # Kernels compiled elsewhere for this object's options (the tuner's worker processes),
         # by the digest of their cache key: `compile_specialized` takes them as they are.
         self._adopted: dict[str, CompiledKernel] = {}
@@ -207,6 +210,61 @@ class JitFunction:
 
         return any(isinstance(op, AtomicScatterOp) for op in self._kernel.walk())
 
+    # -- dtype parameters (tilec.frontend.generics) ----------------------------------------------
+
+    @functools.cached_property
+    def generic(self) -> Any:
+        """The kernel's `GenericSignature` when a call's tensors bind some of its dtype
+        parameters (`@kernel(dtypes=...)` listing more than one dtype), else None."""
+        from tilec.frontend.generics import generic_signature
+
+        definitions = [s for s in self._module().body if isinstance(s, FunctionDef)]
+        mine = [d for d in definitions if self.fn is not None or d.name == self.name]
+        if not mine:
+            return None  # a missing kernel is reported by `compiled`
+        signature = generic_signature(mine[0], self.options)
+        return signature if signature.open() else None
+
+    def instance(self, **dtypes: str) -> JitFunction:
+        """This kernel with dtype parameters bound (`instance(T="bf16")`): a `JitFunction`
+        of its own (its compilations and caches), made once per binding."""
+        key = tuple(sorted(dtypes.items()))
+        function = self._instances.get(key)
+        if function is None:
+            declared = dict(self._given.get("dtypes") or {})
+            options = {**self._given, "dtypes": {**declared, **dtypes}}
+            function = JitFunction(self.fn, options, source=self._source, name=self.name)
+            function.tuned = self.tuned
+            self._instances[key] = function
+        return function
+
+    def instance_for(self, values: Sequence[Any], kwargs: Mapping[str, Any] = {}) -> JitFunction:
+        """The function a call with these arguments runs: this one, or for a generic kernel
+        its instance binding each open dtype parameter to the dtype of the first tensor
+        argument it types."""
+        generic = self.generic
+        if generic is None:
+            return self
+        from tilec.diagnostics import TileError
+        from tilec.runtime.arguments import tensor_dtype
+
+        binding = {}
+        for parameter in generic.open():
+            position = parameter.tensors[0]
+            name = generic.arguments[position]
+            value = values[position] if position < len(values) else kwargs.get(name)
+            dtype = tensor_dtype(value)
+            if dtype not in parameter.allowed:
+                raise TileError(
+                    f"argument '{name}' is typed {parameter.name}[...], which may be "
+                    f"{', '.join(parameter.allowed)}; got "
+                    + (f"a tensor of {dtype}" if dtype else f"{type(value).__name__}"),
+                    parameter.loc,
+                    hint=f"convert '{name}' to one of {', '.join(parameter.allowed)}",
+                )
+            binding[parameter.name] = dtype
+        return self.instance(**binding)
+
     # -- calling --------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
@@ -217,6 +275,9 @@ class JitFunction:
             from tilec.torch_trace import traced_call
 
             traced_call(self._trace_key, args, kwargs)
+            return
+        if self.generic is not None:  # one function a binding of its dtype parameters
+            self.instance_for(args, kwargs)(*args, stream=stream, **kwargs)
             return
         if self.interpret or _ENVIRONMENT.get(_INTERPRET_KEY) == _INTERPRET_ON:
             self._interpret(args, kwargs)
@@ -345,6 +406,8 @@ class JitFunction:
         """Compile (or find in the disk cache) the specialization that `args` call for, without
         running it; numpy arrays stand for GPU tensors of their shape (contiguous, aligned).
         `arch` defaults to the GPU's, else sm_90a."""
+        if self.generic is not None:
+            return self.instance_for(args, kwargs).compile_for(*args, arch=arch, **kwargs)
         values = self._order(args, kwargs) if kwargs else args
         arguments = self._checker.convert(values)
         if arch is None:

@@ -11,7 +11,9 @@ Everything the operator needs comes from the kernel's signature and body (docs/t
   arguments.
 * **Output shapes and dtypes.** Each output's dimensions are named in its type (`y: bf16[M, N]`);
   a name that an input's type also has takes that input's extent, any other one is a keyword
-  argument of the operator named by the dimension (`N=4096`). The dtype is the kernel's.
+  argument of the operator named by the dimension (`N=4096`). The dtype is the kernel's; for a
+  kernel with dtype parameters (`@kernel(dtypes={"T": [bf16, f32]})`, `y: T[M, N]`), the dtype
+  of the first input the parameter types, and one operator serves every dtype it may take.
 * **Registration.** A `torch.library.custom_op` with that schema, whose fake (meta) kernel
   allocates the same outputs, so `torch.compile(fullgraph=True)` traces it without a graph
   break; CUDA tensors run the compiled kernel (`@tilec.jit`'s specialization and caches), CPU
@@ -32,6 +34,7 @@ Everything the operator needs comes from the kernel's signature and body (docs/t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +74,7 @@ class _Param:
     role: str  # "input", "output", "mutated" (tensors) or "scalar"
     dtype: str  # the tile element type (tensors) or the scalar's type
     dims: tuple[str | int | None, ...] = ()  # tensors: each dimension's name or fixed size
+    var: str | None = None  # tensors typed by a dtype parameter: its name (`dtype` is its default)
 
 
 def _roles(kernel: Any) -> list[_Param]:
@@ -123,6 +127,12 @@ class TilecOp:
         self.name = name
         self.kernel = kernel
         self.params = _roles(kernel)
+        generic = kernel.generic
+        if generic is not None:  # a dtype parameter's tensors take the dtype of a call's
+            typed_by = {i: p.name for p in generic.open() for i in p.tensors}
+            self.params = [
+                dataclasses.replace(p, var=typed_by.get(i)) for i, p in enumerate(self.params)
+            ]
         tensors_in = [p for p in self.params if p.role in ("input", "mutated")]
         known = {d for p in tensors_in for d in p.dims if isinstance(d, str)}
         self.outputs = [p for p in self.params if p.role == "output"]
@@ -166,22 +176,36 @@ class TilecOp:
     def _located(self, message: str, hint: str | None = None) -> str:
         return TileError(message, self.kernel.loc, hint=hint).render().rstrip()
 
-    def _extents(self, values: list[Any], extra: list[Any]) -> tuple[dict[str, Any], Any]:
+    def _extents(
+        self, values: list[Any], extra: list[Any]
+    ) -> tuple[dict[str, Any], Any, dict[str, torch.dtype]]:
         """Each named dimension's extent from the tensors (checked: one extent per name, the
-        kernel's dtypes, one device) and the extra extents given; and the tensors' device."""
+        kernel's dtypes, one device) and the extra extents given; the tensors' device; and the
+        dtype each dtype parameter takes (that of the first tensor it types)."""
         extents: dict[str, Any] = dict(zip(self.extra_dims, extra))
         seen: dict[str, str] = {}
         device = None
+        bound: dict[str, torch.dtype] = {}
         for p, v in zip(self.arguments, values):
             if p.role == "scalar":
                 continue
             if not isinstance(v, torch.Tensor):
                 raise OpError(self._located(f"argument '{p.name}' must be a tensor, got {v!r}"))
-            want = _TORCH_DTYPES[p.dtype]
+            if p.var is not None and p.var not in bound:
+                allowed = next(q.allowed for q in self.kernel.generic.open() if q.name == p.var)
+                if not any(v.dtype == _TORCH_DTYPES[d] for d in allowed):
+                    raise OpError(
+                        self._located(
+                            f"argument '{p.name}' ({p.name}: {p.var}[...]) must be a tensor of "
+                            f"{' or '.join(allowed)} (what {p.var} may be), got {v.dtype}"
+                        )
+                    )
+                bound[p.var] = v.dtype
+            want = bound[p.var] if p.var is not None else _TORCH_DTYPES[p.dtype]
             if v.dtype != want:
                 raise OpError(
                     self._located(
-                        f"argument '{p.name}' ({p.name}: {p.dtype}[...]) must be a {want} "
+                        f"argument '{p.name}' ({p.name}: {p.var or p.dtype}[...]) must be a {want} "
                         f"tensor, got {v.dtype}",
                         f"convert it with .to({want})",
                     )
@@ -222,14 +246,15 @@ class TilecOp:
                         )
                     extents[d] = size
                     seen.setdefault(d, f"'{p.name}'")
-        return extents, device if device is not None else torch.device("cpu")
+        return extents, device if device is not None else torch.device("cpu"), bound
 
     def _allocate(self, values: list[Any], extra: list[Any]) -> tuple[list[torch.Tensor], Any]:
-        extents, device = self._extents(values, extra)
+        extents, device, bound = self._extents(values, extra)
         return [
             torch.empty(
                 [d if isinstance(d, int) else extents[d] for d in p.dims],
-                dtype=_TORCH_DTYPES[p.dtype],
+                # A dtype parameter no input types: its default.
+                dtype=bound.get(p.var) or _TORCH_DTYPES[p.dtype],
                 device=device,
             )
             for p in self.outputs
@@ -251,7 +276,7 @@ class TilecOp:
             if device.type == "cpu":
                 from tilec.interp import run_kernel
 
-                run_kernel(self.kernel.compiled, None, ordered)
+                run_kernel(self.kernel.instance_for(ordered).compiled, None, ordered)
             else:
                 self.kernel(*ordered)
         except TileError as e:

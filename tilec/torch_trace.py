@@ -37,7 +37,7 @@ def _launch(kernel: int, read: list, written: list, scalars: list) -> None:
         if tensors and all(t.device.type == "cpu" for t in tensors):
             from tilec.interp import run_kernel
 
-            run_kernel(function.compiled, None, arguments)
+            run_kernel(function.instance_for(arguments).compiled, None, arguments)
         else:
             function(*arguments)
     except TileError as e:

@@ -81,6 +81,7 @@ from tilec.frontend.checked import (
     common_dtype,
 )
 from tilec.frontend.dump import format_expr, format_kernel, format_program
+from tilec.frontend.generics import bind_dtypes
 from tilec.frontend.sema_atomics import check_atomic_races
 from tilec.frontend.sema_builtins import BuiltinChecks
 from tilec.frontend.sema_calls import CallChecks
@@ -180,7 +181,8 @@ def analyze(module: ast.Module, options: Mapping[str, object] | None = None) -> 
     kernels = []
     for definition in kernel_defs.values():
         try:
-            kernels.append(_KernelChecker(definition, kernel_defs, options).check())
+            bound = bind_dtypes(definition, options)
+            kernels.append(_KernelChecker(bound, kernel_defs, options).check())
         except RecursionError:
             raise TileError("expression is too deeply nested", definition.name_loc) from None
     return Program(tuple(kernels), module.filename)

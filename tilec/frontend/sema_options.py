@@ -68,7 +68,7 @@ class OptionChecks:
                     raise TileError(
                         f"unknown kernel option '{keyword.name}'",
                         keyword.loc,
-                        hint="kernel options are: tile, warps, stages, split",
+                        hint="kernel options are: tile, warps, stages, split, dtypes",
                     )
                 found[keyword.name] = (keyword.value, keyword.loc)
         return found
@@ -92,13 +92,13 @@ class OptionChecks:
         loc = self.definition.name_loc
         assert self.jit_options is not None
         for name, value in self.jit_options.items():
-            if value is None:
-                continue  # not pinned
+            if value is None or name == "dtypes":
+                continue  # not pinned; dtype parameters are bound before (generics.py)
             if name not in OPTION_NAMES:
                 raise TileError(
                     f"unknown kernel option '{name}'",
                     loc,
-                    hint="kernel options are: tile, warps, stages, split",
+                    hint="kernel options are: tile, warps, stages, split, dtypes",
                 )
             if name == "tile":
                 if not isinstance(value, Mapping):
