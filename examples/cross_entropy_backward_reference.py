@@ -11,4 +11,4 @@ def cross_entropy_backward(logits, target, gloss, dlogits):
     p = np.exp(wide - top)
     p /= p.sum(axis=1, keepdims=True)
     hit = np.arange(wide.shape[1])[None, :] == target[:, None]
-    return (gloss.astype(np.float64)[:, None] * (p - hit)).astype(np.float32)
+    return (gloss.astype(np.float64)[:, None] * (p - hit)).astype(dlogits.dtype)

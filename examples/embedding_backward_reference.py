@@ -15,7 +15,3 @@ def _scatter_add(grad_out: np.ndarray, ids: np.ndarray, grad_table: np.ndarray) 
 
 def embedding_backward(grad_out: np.ndarray, ids: np.ndarray, grad_table: np.ndarray):
     return _scatter_add(grad_out, ids, grad_table).astype(grad_table.dtype)
-
-
-def embedding_backward_f32(grad_out: np.ndarray, ids: np.ndarray, grad_table: np.ndarray):
-    return _scatter_add(grad_out, ids, grad_table).astype(np.float32)

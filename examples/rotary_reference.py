@@ -1,7 +1,7 @@
 """numpy reference for rotary.tile (`tilec run` checks the kernel against it).
 
 Takes the kernel's arguments — x and y as [S, H, 2, D // 2] views of [S, H, D] tensors — and
-returns the expected `y` in f64, rounded to f16 once. Random cos_t and sin_t are not the
+returns the expected `y` in f64, rounded to y's dtype once. Random cos_t and sin_t are not the
 cosines and sines of one angle, which the kernel does not rely on.
 """
 
@@ -16,8 +16,4 @@ def _rotate(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray) -> np.ndarray:
 
 
 def rotary(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return _rotate(x, cos_t, sin_t).astype(np.float16)
-
-
-def rotary_f32(x: np.ndarray, cos_t: np.ndarray, sin_t: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return _rotate(x, cos_t, sin_t).astype(np.float32)
+    return _rotate(x, cos_t, sin_t).astype(y.dtype)

@@ -1,9 +1,23 @@
 """The sizes every example's kernels run at on the GPU (`tests/gpu`, `python -m tilec.gpucheck`
-and its sanitizer runs): one entry per `examples/<name>.tile`, one list of extents per kernel."""
+and its sanitizer runs): one entry per `examples/<name>.tile`, one list of extents per kernel.
+
+A kernel with dtype parameters runs at its default binding under its own name, and at other
+bindings under `"name[T=f32]"` (`case_kernel`)."""
 
 from __future__ import annotations
 
-__all__ = ["CASES"]
+__all__ = ["CASES", "case_kernel"]
+
+
+def case_kernel(key: str) -> tuple[str, dict[str, str]]:
+    """The kernel a case key names and its dtype parameters' binding:
+    `"rmsnorm[T=f32]"` -> `("rmsnorm", {"T": "f32"})`, `"rmsnorm"` -> `("rmsnorm", {})`."""
+    name, _, rest = key.partition("[")
+    if not rest:
+        return key, {}
+    pairs = (item.split("=") for item in rest.rstrip("]").split(","))
+    return name, {p.strip(): d.strip() for p, d in pairs}
+
 
 # Each kernel of each example at several sizes, including the awkward ones: one element,
 # extents that no tile divides, a whole dimension just past a power of two.
@@ -144,10 +158,11 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"M": 64, "N": 4096},
             {"M": 50, "N": 5001},
         ],
-        "rmsnorm_f32": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 21, "N": 2047}],
+        "rmsnorm[T=f32]": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 21, "N": 2047}],
     },
     "cross_entropy": {
-        "cross_entropy": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}]
+        "cross_entropy": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}],
+        "cross_entropy[T=bf16]": [{"M": 37, "V": 3001}],
     },
     "embedding": {
         "embedding": [
@@ -156,10 +171,11 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"V": 1000, "D": 1025, "M": 129},
         ],
         "embedding_scale": [{"V": 5, "D": 3, "M": 2}, {"V": 300, "D": 77, "M": 1000}],
+        "embedding[T=f32,I=i32]": [{"V": 300, "D": 77, "M": 1000}],
     },
     "swiglu": {
         "swiglu": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}],
-        "swiglu_f32": [{"M": 1, "N": 1}, {"M": 77, "N": 300}],
+        "swiglu[T=f32]": [{"M": 1, "N": 1}, {"M": 77, "N": 300}],
     },
     "dropout": {
         "dropout": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 1000, "N": 1025}],
@@ -168,6 +184,8 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
     "rmsnorm_backward": {
         "rmsnorm_dx": [{"M": 2, "N": 9}, {"M": 77, "N": 300}, {"M": 33, "N": 2500}],
         "rmsnorm_dw": [{"M": 1, "N": 1}, {"M": 300, "N": 77}, {"M": 1030, "N": 130}],
+        "rmsnorm_dx[T=bf16]": [{"M": 77, "N": 300}],
+        "rmsnorm_dw[T=bf16]": [{"M": 1030, "N": 130}],
     },
     "attention_backward": {
         **{
@@ -178,21 +196,34 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             for name in ("attention_lse", "attention_dkdv", "attention_dq")
         },
         "attention_delta": [{"B": 1, "H": 2, "S": 37, "D": 64}, {"B": 2, "H": 1, "S": 1, "D": 16}],
+        # bf16: every dot on tensor cores (the training model's attention)
+        **{
+            f"{name}[DT=bf16]": [{"B": 2, "H": 2, "S": 130, "T": 130, "D": 64}]
+            for name in ("attention_lse", "attention_dkdv", "attention_dq")
+        },
+        "attention_delta[DT=bf16]": [{"B": 2, "H": 2, "S": 130, "D": 64}],
     },
     "linear": {
-        name: [
-            {"M": 1, "N": 1, "K": 1},
-            {"M": 130, "N": 77, "K": 100},
-            {"M": 256, "N": 512, "K": 64},
-        ]
-        for name in ("linear", "linear_dx", "linear_dw")
+        **{
+            name: [
+                {"M": 1, "N": 1, "K": 1},
+                {"M": 130, "N": 77, "K": 100},
+                {"M": 256, "N": 512, "K": 64},
+            ]
+            for name in ("linear", "linear_dx", "linear_dw")
+        },
+        **{
+            f"{name}[T=bf16]": [{"M": 130, "N": 77, "K": 100}, {"M": 256, "N": 512, "K": 64}]
+            for name in ("linear", "linear_dx", "linear_dw")
+        },
     },
     "cross_entropy_backward": {
-        "cross_entropy_backward": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}]
+        "cross_entropy_backward": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}],
+        "cross_entropy_backward[T=bf16]": [{"M": 37, "V": 3001}],
     },
     "swiglu_backward": {
         "swiglu_backward": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 513, "N": 1025}],
-        "swiglu_backward_f32": [{"M": 1, "N": 1}, {"M": 77, "N": 300}],
+        "swiglu_backward[T=f32]": [{"M": 1, "N": 1}, {"M": 77, "N": 300}],
     },
     "col_sum": {"col_sum": [{"M": 1, "N": 1}, {"M": 1000, "N": 77}, {"M": 4099, "N": 130}]},
     "layernorm_backward": {
@@ -213,7 +244,10 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"V": 37, "D": 300, "M": 77},
             {"V": 1000, "D": 1025, "M": 129},
         ],
-        "embedding_backward_f32": [{"V": 5, "D": 3, "M": 2}, {"V": 30, "D": 77, "M": 1000}],
+        "embedding_backward[T=f32,I=i32]": [
+            {"V": 5, "D": 3, "M": 2},
+            {"V": 30, "D": 77, "M": 1000},
+        ],
     },
     "cumsum": {
         "cumsum_rows": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 5, "N": 100003}],
@@ -230,7 +264,8 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
             {"S": 77, "H": 3, "HALF": 64},
             {"S": 130, "H": 8, "HALF": 33},
         ],
-        "rotary_f32": [{"S": 1, "H": 1, "HALF": 1}, {"S": 77, "H": 3, "HALF": 64}],
+        "rotary[T=f32]": [{"S": 1, "H": 1, "HALF": 1}, {"S": 77, "H": 3, "HALF": 64}],
+        "rotary[T=bf16]": [{"S": 77, "H": 3, "HALF": 64}],
     },
     # x's [BS, 1, D] f16 rows meet g's [BS, D] f32 tile; D = 96 pads the tile to 128
     "head_gate": {"head_gate": [{"S": 1, "H": 1, "D": 1}, {"S": 5000, "H": 12, "D": 96}]},

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from tilec.example_cases import CASES
+from tilec.example_cases import CASES, case_kernel
 
 __all__ = ["CASES", "EXAMPLES", "ExampleRun", "main", "run_example"]
 
@@ -107,14 +107,16 @@ def run_example(
     from tilec.jit import load_kernel
 
     path = EXAMPLES / f"{example}.tile"
-    function = load_kernel(path, kernel)
+    case = kernel
+    kernel, dtypes = case_kernel(case)  # "name[T=f32]": a binding of its dtype parameters
+    function = load_kernel(path, kernel, **({"dtypes": dtypes} if dtypes else {}))
     func = function.ir.functions[0]
     reference = load_reference(reference_path(path))
     scalars = getattr(reference, "SCALARS", {}).get(kernel, {})
     values = random_arguments(func, sizes, seed=seed, scalars=scalars)
     before = [np.copy(v) if isinstance(v, np.ndarray) else v for v in values]
     written = written_parameters(func)
-    run = ExampleRun(example, kernel, dict(sizes), layout if arrays == "torch" else "numpy")
+    run = ExampleRun(example, case, dict(sizes), layout if arrays == "torch" else "numpy")
     if arrays == "numpy":
         function(*values)
         outputs = {parameter_name(a): v for a, v in zip(func.arguments, values) if a in written}

@@ -133,6 +133,7 @@ class JitFunction:
         self._launchers: dict[tuple, Any] = {}
         # A generic kernel's functions, one a binding of its dtype parameters (`instance`).
         self._instances: dict[tuple[str, ...], JitFunction] = {}
+        self._by_dtype: dict[tuple, JitFunction] = {}  # `_instance_of_call`'s memory
         # Kernels compiled elsewhere for this object's options (the tuner's worker processes),
         # by the digest of their cache key: `compile_specialized` takes them as they are.
         self._adopted: dict[str, CompiledKernel] = {}
@@ -223,6 +224,17 @@ class JitFunction:
         if not mine:
             return None  # a missing kernel is reported by `compiled`
         signature = generic_signature(mine[0], self.options)
+        if self.fn is not None:  # the options declare a Python function's parameters
+            from tilec.diagnostics import TileError
+
+            declared = {p.name for p in signature.parameters}
+            for name in self.options.get("dtypes") or {}:
+                if name not in declared:
+                    raise TileError(
+                        f"dtype parameter '{name}' is the dtype of no argument of '{self.name}'",
+                        mine[0].name_loc,
+                        hint=f"type a tensor argument '{name}[...]', or drop '{name}' from dtypes",
+                    )
         return signature if signature.open() else None
 
     def instance(self, **dtypes: str) -> JitFunction:
@@ -265,6 +277,22 @@ class JitFunction:
             binding[parameter.name] = dtype
         return self.instance(**binding)
 
+    @functools.cached_property
+    def _binding_positions(self) -> tuple[int, ...]:
+        return tuple(p.tensors[0] for p in self.generic.open())
+
+    def _instance_of_call(self, args: tuple, kwargs: Mapping[str, Any]) -> JitFunction:
+        """`instance_for(args, kwargs)`, remembered by the binding tensors' dtype objects (a
+        call's hot path: one tuple and one dict lookup)."""
+        try:
+            key = tuple(args[i].dtype for i in self._binding_positions)
+        except (IndexError, AttributeError):  # by keyword, or not tensors: the full way
+            return self.instance_for(args, kwargs)
+        function = self._by_dtype.get(key)
+        if function is None:
+            function = self._by_dtype[key] = self.instance_for(args, kwargs)
+        return function
+
     # -- calling --------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
@@ -277,7 +305,7 @@ class JitFunction:
             traced_call(self._trace_key, args, kwargs)
             return
         if self.generic is not None:  # one function a binding of its dtype parameters
-            self.instance_for(args, kwargs)(*args, stream=stream, **kwargs)
+            self._instance_of_call(args, kwargs)(*args, stream=stream, **kwargs)
             return
         if self.interpret or _ENVIRONMENT.get(_INTERPRET_KEY) == _INTERPRET_ON:
             self._interpret(args, kwargs)

@@ -1,11 +1,11 @@
 """The operators of the training model (examples/torch/model.py) as tilec operators, each with
 a backward of tilec kernels registered through autograd (`tilec.torch.op`, docs/torch.md).
 
-Every kernel is f32 (the backward kernels of RMSNorm and cross-entropy are; the others have f32
-variants beside their f16/bf16 ones). CPU tensors run in the reference interpreter, CUDA
-tensors the compiled kernels. The embedding's backward is torch's `index_add_` for now:
-examples/embedding_backward.tile (a scatter-add of the rows' gradients) is being written on
-another branch; the forward is examples/embedding.tile's `embedding_scale`.
+Every kernel is written once for f32 and bf16 (and most for f16) with a dtype parameter
+(docs/language.md): one operator serves the f32 model and the bf16 one, the tensors choosing
+the kernel's binding. Statistics, softmaxes and dot accumulators are f32 inside the kernels;
+in bf16 every dot runs on tensor cores. CPU tensors run in the reference interpreter, CUDA
+tensors the compiled kernels.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 # RMSNorm: rmsnorm_backward.tile's dx (which writes rstd) and dw.
-_rmsnorm = _op("rmsnorm", "rmsnorm_f32")
+_rmsnorm = _op("rmsnorm", "rmsnorm")
 _rmsnorm_dx = _op("rmsnorm_backward", "rmsnorm_dx")
 _rmsnorm_dw = _op("rmsnorm_backward", "rmsnorm_dw")
 
@@ -77,8 +77,8 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 # SwiGLU, y = silu(a) * b: one element-wise kernel writes both gradients.
-_swiglu = _op("swiglu", "swiglu_f32")
-_swiglu_backward = _op("swiglu_backward", "swiglu_backward_f32")
+_swiglu = _op("swiglu", "swiglu")
+_swiglu_backward = _op("swiglu_backward", "swiglu_backward")
 _swiglu.register_autograd(
     lambda ctx, gy: _swiglu_backward(*ctx.saved_tensors, gy.contiguous()),
     setup_context=_save_inputs,
@@ -90,7 +90,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 # Rotary embedding: a rotation, so its backward is the rotation by the opposite angle.
-_rotary = _op("rotary", "rotary_f32")
+_rotary = _op("rotary", "rotary")
 
 
 def _rotary_setup(ctx, inputs, output):
@@ -107,7 +107,8 @@ _rotary.register_autograd(_rotary_backward, setup_context=_rotary_setup)
 
 
 def rotary(x: torch.Tensor, cos_t: torch.Tensor, sin_t: torch.Tensor) -> torch.Tensor:
-    """x[R, H, D] rotated (GPT-NeoX half-split) by the angles of its rows: cos_t, sin_t[R, D/2]."""
+    """x[R, H, D] rotated (GPT-NeoX half-split) by the angles of its rows: cos_t, sin_t[R, D/2]
+    (f32 whatever x's dtype)."""
     rows, heads, dim = x.shape
     halves = x.contiguous().view(rows, heads, 2, dim // 2)
     return _rotary(halves, cos_t, sin_t).view(rows, heads, dim)
@@ -160,25 +161,28 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return _cross_entropy(logits.contiguous(), target)
 
 
-# Embedding: the forward a tilec kernel, the backward torch (see the module's docstring).
-_embedding = _op("embedding", "embedding_scale")
+# Embedding: a gather of the table's rows; its backward a scatter-add of the rows' gradients
+# into a zeroed table (atomic adds: repeated ids sum).
+_embedding = _op("embedding", "embedding")
+_embedding_backward = _op("embedding_backward", "embedding_backward")
 
 
 def _embedding_setup(ctx, inputs, output):
-    table, ids, scale = inputs
+    table, ids = inputs
     ctx.save_for_backward(ids)
-    ctx.rows, ctx.scale = table.shape[0], scale
+    ctx.rows = table.shape[0]
 
 
-def _embedding_backward(ctx, gout):
+def _embedding_backward_of(ctx, gout):
     (ids,) = ctx.saved_tensors
     table_grad = gout.new_zeros(ctx.rows, gout.shape[1])
-    return table_grad.index_add_(0, ids.long(), gout * ctx.scale), None, None
+    _embedding_backward(gout.contiguous(), ids, table_grad)
+    return table_grad, None
 
 
-_embedding.register_autograd(_embedding_backward, setup_context=_embedding_setup)
+_embedding.register_autograd(_embedding_backward_of, setup_context=_embedding_setup)
 
 
 def embedding(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Rows ids (i32[M]) of table[V, D]."""
-    return _embedding(table, ids, 1.0)
+    return _embedding(table, ids)

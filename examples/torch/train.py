@@ -5,11 +5,15 @@ optimizer, the losses compared step for step; then tokens/s of tilec, eager PyTo
 in the tilec model (what `torch.compile(fullgraph=True)` would refuse).
 
     python -m examples.torch.train --steps 3 --device cpu          # tiny, in the interpreter
-    python -m examples.torch.train --steps 200 --device cuda        # H200 size
+    python -m examples.torch.train --steps 200 --device cuda        # H200 size, f32
+    python -m examples.torch.train --steps 200 --device cuda --dtype bf16
 
-Everything is f32 (the kernels are): on the CPU the losses agree to f32 rounding; on the GPU
-the kernels and cuBLAS/SDPA order their sums differently (and torch may use TF32 if allowed:
-it is switched off here), so they agree to a looser tolerance that grows with the steps.
+`--dtype` is the parameters' and activations' dtype (the optimizer steps the parameters in
+it, as pure-bf16 training does). In f32 on the CPU the losses agree to f32 rounding; on the
+GPU the kernels and cuBLAS/SDPA order their sums differently (and torch may use TF32 if
+allowed: it is switched off here), so they agree to a looser tolerance that grows with the
+steps; in bf16 to bf16's (each side rounds its activations and gradients, and the embedding's
+gradient sums repeated ids by bf16 atomic adds in tilec, in f32 in torch).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import torch
 
 from examples.torch import ops, reference
 from examples.torch.model import Config, Decoder
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
 CONFIGS = {
     # A few seconds a step in the reference interpreter.
@@ -96,6 +102,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="model size (default: tiny on the CPU, h200 on CUDA)",
     )
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument(
+        "--dtype",
+        choices=sorted(DTYPES),
+        default="f32",
+        help="the parameters' and activations' dtype (default f32)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--compile",
@@ -116,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.backends.cudnn.allow_tf32 = False
 
     torch.manual_seed(args.seed)
-    model = Decoder(config).to(args.device)
+    model = Decoder(config).to(args.device, DTYPES[args.dtype])
     eager = copy.deepcopy(model)
     tokens = config.batch * config.seq * max(args.steps - 1, 1)
 
@@ -127,6 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{step:>4} {a:>12.6f} {b:>12.6f} {abs(a - b):>11.2e}")
     worst = max(abs(a - b) for a, b in zip(tilec_losses, eager_losses))
     result = {
+        "dtype": args.dtype,
+        "config": args.config or ("h200" if on_cuda else "tiny"),
         "tilec_losses": tilec_losses,
         "eager_losses": eager_losses,
         "largest_difference": worst,

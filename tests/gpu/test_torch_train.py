@@ -43,3 +43,15 @@ def test_the_tilec_model_trains_as_eager_pytorch_on_cuda():
     torch.testing.assert_close(tilec_losses, eager_losses, atol=2e-2, rtol=1e-2)
     assert tilec_losses[-10:].mean() < tilec_losses[:10].mean() - 1.0
     assert result["graph_breaks"] == 0
+
+
+def test_the_bf16_model_trains_as_eager_pytorch_on_cuda():
+    """The same kernels bound to bf16 (tensor cores for every dot) against the eager bf16
+    model: bf16's tolerance, which grows with the steps as the two round differently."""
+    arguments = ["--steps", "200", "--device", "cuda", "--config", "small", "--no-compile"]
+    result = train.main([*arguments, "--dtype", "bf16"])
+    tilec_losses = torch.tensor(result["tilec_losses"])
+    eager_losses = torch.tensor(result["eager_losses"])
+    print("bf16 largest loss difference", result["largest_difference"])
+    torch.testing.assert_close(tilec_losses, eager_losses, atol=5e-2, rtol=2e-2)
+    assert tilec_losses[-10:].mean() < tilec_losses[:10].mean() - 1.0

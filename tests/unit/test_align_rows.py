@@ -13,6 +13,7 @@ import pytest
 import tilec
 from tests.validation import run_kernel
 from tilec.compiler import DEFAULT_PIPELINE
+from tilec.example_cases import case_kernel
 from tilec.interp.runner import random_arguments
 from tilec.passmanager import PassContext, parse_pipeline
 
@@ -29,7 +30,12 @@ def _pipeline(extents: dict[str, int], enable: bool = True, facts: str = "aligne
 def _run_through(example: str, kernel: str, extents: dict[str, int], **kw):
     """The kernel's outputs in the interpreter just before and just after `align-rows`, the
     kernel after it, and the remarks."""
-    module = tilec.compile(os.path.join(ROOT, "examples", example), kernels=[kernel]).module
+    kernel, dtypes = case_kernel(kernel)  # "rmsnorm[T=f32]": a binding of its dtype parameter
+    module = tilec.compile(
+        os.path.join(ROOT, "examples", example),
+        kernels=[kernel],
+        options={"dtypes": dtypes} if dtypes else None,
+    ).module
     inputs = random_arguments(module.lookup(kernel), extents, seed=3)
     context = PassContext()
     for p in parse_pipeline(_pipeline(extents, **kw)):
@@ -52,7 +58,7 @@ def _run_through(example: str, kernel: str, extents: dict[str, int], **kw):
         ("softmax.tile", "softmax"),
         ("softmax.tile", "softmax_f16"),
         ("layernorm.tile", "layernorm"),
-        ("rmsnorm.tile", "rmsnorm_f32"),
+        ("rmsnorm.tile", "rmsnorm[T=f32]"),
     ],
 )
 def test_rotated_rows_compute_what_they_did(example, kernel, n):

@@ -103,6 +103,9 @@ def test_a_jit_function_declares_its_parameters_in_its_options(tmp_path, monkeyp
         np.testing.assert_array_equal(c, 2 * a)
     with pytest.raises(TileError, match="which may be f16, f32; got a tensor of f64"):
         jit_add.add(np.ones(2), np.ones(2), np.ones(2))
+    unused = tilec.jit(jit_add.add.fn, dtypes={"U": ("f16",)}, interpret=True)
+    with pytest.raises(TileError, match="dtype parameter 'U' is the dtype of no argument"):
+        unused(np.ones(2), np.ones(2), np.ones(2))
 
 
 @pytest.fixture

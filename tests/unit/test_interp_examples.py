@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilec
+from tilec.example_cases import case_kernel
 from tilec.frontend import analyze, parse_file
 from tilec.interp import run_kernel
 from tilec.interp.runner import check_kernel, load_reference, reference_path
@@ -23,19 +24,28 @@ from tilec.runtime import NoGPUError, gpu_available
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 
-_compiled: dict[str, tilec.CompiledProgram] = {}
+_compiled: dict[tuple[str, str], tilec.CompiledProgram] = {}
 
 
-def program(name: str) -> tilec.CompiledProgram:
-    if name not in _compiled:
-        _compiled[name] = tilec.compile(os.path.join(EXAMPLES, f"{name}.tile"))
-    return _compiled[name]
+def program(name: str, dtypes: dict[str, str] | None = None) -> tilec.CompiledProgram:
+    """The example's kernels, their dtype parameters bound by `dtypes` (else the defaults)."""
+    key = (name, repr(sorted((dtypes or {}).items())))
+    if key not in _compiled:
+        path = os.path.join(EXAMPLES, f"{name}.tile")
+        _compiled[key] = tilec.compile(path, options={"dtypes": dtypes} if dtypes else None)
+    return _compiled[key]
 
 
-def check(example: str, kernel: str, sizes: dict[str, int], **options) -> None:
+def check(example: str, case: str, sizes: dict[str, int], **options) -> None:
+    """`case` is a kernel's name, or `"name[T=bf16]"` for a binding of its dtype parameters."""
     path = os.path.join(EXAMPLES, f"{example}.tile")
+    kernel, dtypes = case_kernel(case)
     report = check_kernel(
-        program(example), kernel, sizes, reference=load_reference(reference_path(path)), **options
+        program(example, dtypes),
+        kernel,
+        sizes,
+        reference=load_reference(reference_path(path)),
+        **options,
     )
     assert report.reference is not None, report.note
     assert report.checks and report.passed, report.render()
@@ -157,10 +167,10 @@ AWKWARD = [
         "cross_entropy_backward",
         [{"M": 1, "V": 1}, {"M": 17, "V": 31}, {"M": 9, "V": 1031}],
     ),
-    ("rmsnorm", "rmsnorm_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
-    ("swiglu", "swiglu_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
-    ("swiglu_backward", "swiglu_backward_f32", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
-    ("rotary", "rotary_f32", [{"S": 1, "H": 1, "HALF": 1}, {"S": 17, "H": 2, "HALF": 5}]),
+    ("rmsnorm", "rmsnorm[T=f32]", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
+    ("swiglu", "swiglu[T=f32]", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
+    ("swiglu_backward", "swiglu_backward[T=f32]", [{"M": 1, "N": 1}, {"M": 17, "N": 31}]),
+    ("rotary", "rotary[T=f32]", [{"S": 1, "H": 1, "HALF": 1}, {"S": 17, "H": 2, "HALF": 5}]),
     ("head_gate", "head_gate", [{"S": 1, "H": 1, "D": 1}, {"S": 17, "H": 3, "D": 96}]),
     # 17 queries and keys: two tiles each, the causal mask cutting through the second.
     *(
@@ -180,6 +190,26 @@ AWKWARD = [
         ("linear", kernel, [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 19, "K": 33}])
         for kernel in ("linear", "linear_dx", "linear_dw")
     ),
+    # The training model's bf16 kernels (examples/torch/): the same kernels, T bound to bf16.
+    *(
+        ("linear", f"{kernel}[T=bf16]", [{"M": 17, "N": 19, "K": 33}])
+        for kernel in ("linear", "linear_dx", "linear_dw")
+    ),
+    *(
+        (
+            "attention_backward",
+            f"{kernel}[DT=bf16]",
+            [{"B": 2, "H": 1, "S": 17, "T": 17, "D": 5}],
+        )
+        for kernel in ("attention_lse", "attention_dkdv", "attention_dq")
+    ),
+    ("attention_backward", "attention_delta[DT=bf16]", [{"B": 2, "H": 3, "S": 17, "D": 5}]),
+    ("rmsnorm_backward", "rmsnorm_dx[T=bf16]", [{"M": 17, "N": 31}]),
+    ("rmsnorm_backward", "rmsnorm_dw[T=bf16]", [{"M": 67, "N": 31}]),
+    ("cross_entropy", "cross_entropy[T=bf16]", [{"M": 17, "V": 31}]),
+    ("cross_entropy_backward", "cross_entropy_backward[T=bf16]", [{"M": 9, "V": 1031}]),
+    ("rotary", "rotary[T=bf16]", [{"S": 17, "H": 2, "HALF": 5}]),
+    ("embedding", "embedding[T=f32,I=i32]", [{"V": 7, "D": 31, "M": 67}]),
     ("col_sum", "col_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 1013, "N": 37}]),
     # One row in the table; more ids than rows (repeats); rows past one tile of D.
     (
@@ -204,7 +234,7 @@ AWKWARD = [
     ),
     (
         "embedding_backward",
-        "embedding_backward_f32",
+        "embedding_backward[T=f32,I=i32]",
         [{"V": 1, "D": 1, "M": 3}, {"V": 5, "D": 13, "M": 67}],
     ),
     (
@@ -255,7 +285,7 @@ def test_example_matches_its_reference(example, kernel, sizes):
 
 
 def test_every_example_kernel_has_a_reference_and_a_case():
-    covered = {(e, k) for e, k, _ in AWKWARD}
+    covered = {(e, case_kernel(k)[0]) for e, k, _ in AWKWARD}
     for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.tile"))):
         example = os.path.splitext(os.path.basename(path))[0]
         reference = load_reference(reference_path(path))

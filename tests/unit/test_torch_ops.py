@@ -123,7 +123,9 @@ def test_bad_arguments_get_the_kernels_located_message(ops):
     x = torch.randn(4, 32).bfloat16()
     cases = [
         (lambda: rms(x, torch.randn(31).bfloat16(), eps=1e-6), "dimension N is 32 in 'x' but 31"),
-        (lambda: rms(x.float(), torch.randn(32).bfloat16(), eps=1e-6), "must be a torch.bfloat16"),
+        # rmsnorm's dtype parameter T is bf16 or f32, bound by x: w must then agree.
+        (lambda: rms(x.float(), torch.randn(32).bfloat16(), eps=1e-6), "must be a torch.float32"),
+        (lambda: rms(x.half(), torch.randn(32).half(), eps=1e-6), "a tensor of bf16 or f32"),
         (lambda: rms(x, torch.randn(32).bfloat16()), "missing eps"),
         (lambda: rms(x, torch.randn(32).bfloat16(), epsilon=1.0), "no argument 'epsilon'"),
         (lambda: ops["fill"](1.0), "pass the extent of N by name"),
@@ -132,7 +134,7 @@ def test_bad_arguments_get_the_kernels_located_message(ops):
         with pytest.raises(tt.OpError, match=message) as caught:
             call()
         assert isinstance(caught.value, RuntimeError)
-        assert "rmsnorm.tile:4:1: error:" in str(caught.value) or "ops.tile" in str(caught.value)
+        assert "rmsnorm.tile:7:1: error:" in str(caught.value) or "ops.tile" in str(caught.value)
     # Under torch.compile the fake kernel raises it while tracing.
     compiled = torch.compile(lambda a, b: rms(a, b, eps=1e-6), fullgraph=True, backend="aot_eager")
     with pytest.raises(Exception, match="dimension N is 32 in 'x' but 31"):

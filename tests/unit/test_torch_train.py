@@ -1,6 +1,7 @@
 """The training model of examples/torch/ on CPU tensors, in the reference interpreter: the
 linear and attention operators' gradients (tilec backward kernels) match torch autograd of
-F.linear and of SDPA, and a few training steps of the tilec model give eager PyTorch's losses."""
+F.linear and of SDPA, and a few training steps of the tilec model give eager PyTorch's losses,
+in f32 and in bf16 (the same kernels, their dtype parameter bound to bf16)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,38 @@ def test_the_tilec_model_trains_as_eager_pytorch():
         rtol=1e-5,
     )
     assert result["tilec_losses"][-1] < result["tilec_losses"][0]
+
+
+def test_the_bf16_model_trains_as_eager_pytorch_to_bf16_rounding():
+    result = train.main(
+        ["--steps", "3", "--device", "cpu", "--config", "tiny", "--no-explain", "--dtype", "bf16"]
+    )
+    losses = torch.tensor(result["tilec_losses"])
+    # Both sides round activations and gradients to bf16 (unit roundoff 2**-8), at different
+    # places (tilec's kernels once, after f32 arithmetic; torch's ops after each op in the
+    # eager matmuls' epilogues): a few roundoffs of the loss after three steps, no more.
+    torch.testing.assert_close(losses, torch.tensor(result["eager_losses"]), atol=0, rtol=2**-7)
+    assert losses[-1] < losses[0]
+
+
+def test_bf16_gradients_of_linear_and_attention_follow_torch():
+    x, w = (t.detach().bfloat16().requires_grad_() for t in _leaves((9, 33), (17, 33), seed=3))
+    gy = torch.randn(9, 17).bfloat16()
+    (ops.linear(x, w) * gy).sum().backward()
+    x2, w2 = (t.detach().float().requires_grad_() for t in (x, w))
+    (torch.nn.functional.linear(x2, w2) * gy.float()).sum().backward()
+    for got, want in ((x.grad, x2.grad), (w.grad, w2.grad)):
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got.float(), want, atol=2e-2, rtol=2**-7)
+    q, k, v = (t.detach().bfloat16().requires_grad_() for t in _leaves(*[(1, 2, 17, 8)] * 3))
+    do = torch.randn(1, 2, 17, 8).bfloat16()
+    (ops.attention(q, k, v, 0.35) * do).sum().backward()
+    q2, k2, v2 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(q2, k2, v2, is_causal=True, scale=0.35)
+    (want * do.float()).sum().backward()
+    # p and ds are rounded to bf16 before their dots (as FlashAttention does).
+    for got, expected in ((q.grad, q2.grad), (k.grad, k2.grad), (v.grad, v2.grad)):
+        torch.testing.assert_close(got.float(), expected, atol=3e-2, rtol=2e-2)
 
 
 def test_the_tilec_model_has_no_graph_breaks():

@@ -16,12 +16,18 @@ EMBEDDING_BACKWARD = os.path.join(ROOT, "examples", "embedding_backward.tile")
 FACTS = 'assume{all="aligned,unit,divisible"},'
 
 
-def _compile(kernel: str, arch: str, facts: str = FACTS, target: str = "ptx"):
+# The kernel's two bindings: bf16 gradients with i64 ids (its default), f32 with i32.
+BF16 = {"T": "bf16", "I": "i64"}
+F32 = {"T": "f32", "I": "i32"}
+
+
+def _compile(dtypes: dict[str, str], arch: str, facts: str = FACTS, target: str = "ptx"):
     from tilec.compiler import DEFAULT_PIPELINE
 
     return tilec.compile(
         EMBEDDING_BACKWARD,
-        kernels=[kernel],
+        kernels=["embedding_backward"],
+        options={"dtypes": dtypes},
         pipeline=facts + DEFAULT_PIPELINE,
         target=target,
         arch=arch,
@@ -33,14 +39,14 @@ def _scatters(program):
 
 
 @pytest.mark.parametrize(
-    ("kernel", "width", "instruction"),
+    ("dtypes", "width", "instruction"),
     [
-        ("embedding_backward", 8, "red.relaxed.gpu.global.add.noftz.v8.bf16"),
-        ("embedding_backward_f32", 4, "red.relaxed.gpu.global.add.v4.f32"),
+        (BF16, 8, "red.relaxed.gpu.global.add.noftz.v8.bf16"),
+        (F32, 4, "red.relaxed.gpu.global.add.v4.f32"),
     ],
 )
-def test_float_scatter_adds_move_sixteen_bytes_a_red(kernel, width, instruction):
-    program = _compile(kernel, "sm_90a")
+def test_float_scatter_adds_move_sixteen_bytes_a_red(dtypes, width, instruction):
+    program = _compile(dtypes, "sm_90a")
     (scatter,) = _scatters(program)
     assert scatter.attributes["vector"].value == width
     assert instruction in program.ptx
@@ -51,13 +57,13 @@ def test_float_scatter_adds_move_sixteen_bytes_a_red(kernel, width, instruction)
 
 
 def test_older_targets_take_one_element_a_red():
-    program = _compile("embedding_backward_f32", "sm_80")
+    program = _compile(F32, "sm_80")
     assert "red.relaxed.gpu.global.add.f32 " in program.ptx
     assert ".v4.f32" not in program.ptx
 
 
 def test_without_alignment_facts_each_element_is_its_own_red():
-    program = _compile("embedding_backward", "sm_90a", facts="")
+    program = _compile(BF16, "sm_90a", facts="")
     (scatter,) = _scatters(program)
     assert "vector" not in scatter.attributes
     assert "red.relaxed.gpu.global.add.noftz.bf16 " in program.ptx
@@ -77,7 +83,7 @@ def test_an_atomic_whose_old_values_are_read_stays_scalar():
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed")
-@pytest.mark.parametrize("kernel", ["embedding_backward", "embedding_backward_f32"])
-def test_ptxas_assembles_the_vector_reds(kernel):
-    resources = assemble(_compile(kernel, "sm_90a").ptx, "sm_90a")
-    assert not resources[kernel].spills
+@pytest.mark.parametrize("dtypes", [BF16, F32])
+def test_ptxas_assembles_the_vector_reds(dtypes):
+    resources = assemble(_compile(dtypes, "sm_90a").ptx, "sm_90a")
+    assert not resources["embedding_backward"].spills

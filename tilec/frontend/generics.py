@@ -142,6 +142,8 @@ def _declared(
                     definition.name_loc,
                     hint=f"dtypes are: {_DTYPE_LIST}",
                 )
+        if name not in declared and not _types_an_argument(definition, name):
+            continue  # it binds another kernel's parameter (one option, a file of kernels)
         if name in declared:
             source, loc = declared[name]
             outside = [d for d in allowed if d not in source]
@@ -159,6 +161,16 @@ def _declared(
                 raise TileError(f"dtype parameter {name} is given no dtype", definition.name_loc)
             narrowed[name] = (allowed, definition.name_loc)
     return narrowed
+
+
+def _types_an_argument(definition: ast.FunctionDef, name: str) -> bool:
+    for param in definition.params:
+        annotation = param.annotation
+        if isinstance(annotation, ast.Subscript):
+            annotation = annotation.value
+        if isinstance(annotation, ast.Name) and annotation.id == name:
+            return True
+    return False
 
 
 def _source_declaration(
