@@ -14,7 +14,8 @@ Everything the operator needs comes from the kernel's signature and body (docs/t
   argument of the operator named by the dimension (`N=4096`). The dtype is the kernel's; for a
   kernel with dtype parameters (`@kernel(dtypes={"T": [bf16, f32]})`, `y: T[M, N]`), the dtype
   of the first input the parameter types, and one operator serves every dtype it may take.
-* **Registration.** A `torch.library.custom_op` with that schema, whose fake (meta) kernel
+* **Registration.** An operator of torch's dispatcher (`torch.library.Library.define`: what
+  `torch.library.custom_op` makes, without its layers) with that schema, whose fake (meta) kernel
   allocates the same outputs, so `torch.compile(fullgraph=True)` traces it without a graph
   break; CUDA tensors run the compiled kernel (`@tilec.jit`'s specialization and caches), CPU
   tensors the reference interpreter -- so the same operator runs in CI and
@@ -62,6 +63,10 @@ _TORCH_DTYPES = {
 for _name, _torch_name in (("f8e4m3", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2")):
     if hasattr(torch, _torch_name):
         _TORCH_DTYPES[_name] = getattr(torch, _torch_name)
+
+
+# Dispatch below the Autograd key (what an autograd kernel does once it has recorded nothing).
+_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
 
 
 class OpError(RuntimeError):
@@ -149,12 +154,29 @@ class TilecOp:
                 )
             )
         self.arguments = [p for p in self.params if p.role != "output"]
-        mutated = [p.name for p in self.params if p.role == "mutated"]
+        self._names = [p.name for p in self.arguments] + self.extra_dims
+        self._plan = self._allocation_plan()
         self.schema = self._schema()
-        self._op = torch.library.custom_op(name, mutates_args=tuple(mutated), schema=self.schema)(
-            self._run
-        )
-        self._op.register_fake(self._fake)
+        # Defined on torch's dispatcher with `torch.library.Library` rather than `custom_op`:
+        # the same schema, fake kernel and autograd, without custom_op's own layers around
+        # them (~3 µs a call; docs/torch.md, host overhead).
+        namespace, _, short = name.partition("::")
+        self._library = torch.library.Library(namespace, "FRAGMENT")
+        self._library.define(short + self.schema, tags=(torch.Tag.pt2_compliant_tag,))
+        self._library.impl(short, self._run, "CompositeExplicitAutograd")
+        torch.library.register_fake(name, self._fake, lib=self._library)
+        self._op = getattr(getattr(torch.ops, namespace), short).default
+        # One autograd kernel from the start, calling what `register_autograd` sets later:
+        # until then a backward through the operator is an error, never a silent None.
+        # (An operator that mutates a tensor has none: torch takes autograd formulas for
+        # functional operators only.)
+        self._backward: Callable[..., Any] | None = None
+        self._setup_context: Callable[..., Any] | None = None
+        self.mutated = [p.name for p in self.params if p.role == "mutated"]
+        if not self.mutated:
+            torch.library.register_autograd(
+                name, self._backward_of, setup_context=self._setup_of, lib=self._library
+            )
 
     # -- the schema and the arguments ----------------------------------------------------------
 
@@ -260,6 +282,59 @@ class TilecOp:
             for p in self.outputs
         ], device
 
+    def _allocation_plan(self) -> list[tuple[Any, list[tuple[int, int] | int]]]:
+        """Per output, where its dtype and extents come from, for `_run`'s unchecked way:
+        the dtype (a torch dtype, or the position of the argument whose dtype it takes) and
+        per dimension `(argument, axis)`, `(position,)` of an extent given by name, or the
+        fixed extent."""
+        first: dict[str, tuple[int, int]] = {}
+        bound: dict[str, int] = {}
+        for i, p in enumerate(self.arguments):
+            if p.role == "scalar":
+                continue
+            for axis, d in enumerate(p.dims):
+                if isinstance(d, str):
+                    first.setdefault(d, (i, axis))
+            if p.var is not None:
+                bound.setdefault(p.var, i)
+        n = len(self.arguments)
+        plan = []
+        for p in self.outputs:
+            dtype = bound[p.var] if p.var in bound else _TORCH_DTYPES[p.dtype]
+            dims = [
+                d
+                if isinstance(d, int)
+                else first[d]
+                if d in first
+                else (n + self.extra_dims.index(d),)
+                for d in p.dims
+            ]
+            plan.append((dtype, dims))
+        return plan
+
+    def _allocate_unchecked(self, args: tuple) -> tuple[list[torch.Tensor], Any]:
+        """`_allocate` by `_plan`, checking only that the tensors share a device: the launch
+        checks the rest (extents, dtypes), and `_run` asks `_extents` for the operator's own
+        message when it finds a problem."""
+        device = None
+        for p, v in zip(self.arguments, args):
+            if p.role != "scalar":
+                if device is None:
+                    device = v.device
+                elif v.device != device:
+                    raise OpError("devices differ")  # `_extents` says which
+        device = device if device is not None else torch.device("cpu")
+        outputs = []
+        for dtype, dims in self._plan:
+            shape = [
+                d if type(d) is int else args[d[0]] if len(d) == 1 else args[d[0]].shape[d[1]]
+                for d in dims
+            ]
+            if type(dtype) is int:
+                dtype = args[dtype].dtype
+            outputs.append(torch.empty(shape, dtype=dtype, device=device))
+        return outputs, device
+
     def _split(self, args: tuple) -> tuple[list[Any], list[Any]]:
         n = len(self.arguments)
         return list(args[:n]), list(args[n:])
@@ -267,21 +342,33 @@ class TilecOp:
     # -- the implementations ---------------------------------------------------------------------
 
     def _run(self, *args: Any) -> Any:
-        values, extra = self._split(args)
-        outputs, device = self._allocate(values, extra)
-        ordered, given, made = [], iter(values), iter(outputs)
+        # The outputs allocated without the operator's checks (the launch checks the same
+        # things); where either finds a problem, `_extents` reports it in the operator's words.
+        try:
+            outputs, device = self._allocate_unchecked(args)
+        except Exception:  # a tensor of too few dimensions, not a tensor, devices that differ
+            values, extra = self._split(args)
+            outputs, device = self._allocate(values, extra)
+        ordered, given, made = [], iter(args), iter(outputs)
         for p in self.params:
             ordered.append(next(made) if p.role == "output" else next(given))
         try:
-            if device.type == "cpu":
+            if self._interpreted(device):
                 from tilec.interp import run_kernel
 
                 run_kernel(self.kernel.instance_for(ordered).compiled, None, ordered)
             else:
                 self.kernel(*ordered)
         except TileError as e:
+            values, extra = self._split(args)
+            self._allocate(values, extra)  # raises the operator's message where it sees one
             raise OpError(e.render().rstrip()) from None
         return self._returned(outputs)
+
+    @staticmethod
+    def _interpreted(device: torch.device) -> bool:
+        """Whether tensors on `device` run in the interpreter (CPU) rather than compiled."""
+        return device.type == "cpu"
 
     def _fake(self, *args: Any) -> Any:
         values, extra = self._split(args)
@@ -295,7 +382,9 @@ class TilecOp:
     # -- the operator ----------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        names = [p.name for p in self.arguments] + self.extra_dims
+        names = self._names
+        if not kwargs and len(args) == len(names):
+            return self._dispatch(args)
         if len(args) > len(names):
             raise OpError(
                 self._located(
@@ -325,18 +414,52 @@ class TilecOp:
                 else None
             )
             raise OpError(self._located(f"{self.name} is missing {', '.join(missing)}", hint))
-        return self._op(*(by_name[n] for n in names))
+        return self._dispatch(tuple(by_name[n] for n in names))
+
+    def _dispatch(self, values: tuple) -> Any:
+        """The operator on `values`: below the autograd kernel when it would record nothing
+        (grad mode off, or no tensor requiring grad), which then costs a third of the call;
+        while `torch.compile` traces, always through it."""
+        if torch.compiler.is_compiling() or (
+            torch.is_grad_enabled()
+            and any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
+        ):
+            return self._op(*values)
+        with _BELOW_AUTOGRAD():
+            return self._op(*values)
 
     @property
     def custom_op(self) -> Any:
-        """The registered `torch.library.custom_op` (what `opcheck` and autograd take)."""
+        """The registered operator, a `torch._ops.OpOverload` (what `opcheck` takes)."""
         return self._op
 
     def register_autograd(
         self, backward: Callable[..., Any], *, setup_context: Callable[..., Any] | None = None
     ) -> None:
-        """`torch.library.register_autograd` of this operator."""
-        self._op.register_autograd(backward, setup_context=setup_context)
+        """The operator's backward, as `torch.library.register_autograd` takes it."""
+        if self.mutated:
+            raise OpError(
+                self._located(
+                    f"{self.name} writes into '{self.mutated[0]}' in place: torch takes "
+                    "backward formulas for operators that mutate nothing",
+                    "make the kernel write a new output instead",
+                )
+            )
+        self._backward, self._setup_context = backward, setup_context
+
+    def _setup_of(self, ctx: Any, inputs: tuple, output: Any) -> None:
+        if self._setup_context is not None:
+            self._setup_context(ctx, inputs, output)
+
+    def _backward_of(self, ctx: Any, *grads: Any) -> Any:
+        if self._backward is None:
+            raise OpError(
+                self._located(
+                    f"{self.name} has no backward: a gradient cannot flow through it",
+                    "register one with op.register_autograd(backward, setup_context=...)",
+                )
+            )
+        return self._backward(ctx, *grads)
 
     def __repr__(self) -> str:
         return f"<tilec op {self.name}{self.schema}>"

@@ -53,3 +53,43 @@ def test_a_direct_jit_call_under_inductor_runs_the_compiled_kernel():
     want = _reference(x, w, 1e-6).float() * 2
     torch.testing.assert_close(compiled(x, w), want, atol=6e-2, rtol=2e-2)
     assert kernel.compilations >= 1  # the GPU kernel ran, not the interpreter
+
+
+def test_rmsnorm_op_under_cuda_graphs():
+    """mode="reduce-overhead": Inductor records the graph, the tilec launch included, in a CUDA
+    graph and replays it; replays see new inputs copied into the graph's buffers."""
+
+    def f(x, w):
+        return RMSNORM(x * 2, w, eps=1e-6) + 1
+
+    compiled = torch.compile(f, mode="reduce-overhead", fullgraph=True)
+    w = torch.randn(2048, device="cuda").bfloat16()
+    for step in range(4):  # warm-up, recording, then replays
+        x = torch.randn(512, 2048, device="cuda", generator=None).bfloat16() + step
+        got = compiled(x, w).clone()
+        want = _reference(x * 2, w, 1e-6).float() + 1
+        torch.testing.assert_close(got.float(), want, atol=6e-2, rtol=2e-2)
+
+
+def test_dynamic_shapes_trace_once_and_compile_per_size_class():
+    """dynamic=True: one Dynamo frame for every row count (the fake kernel takes symbolic
+    extents); tilec compiles a specialization per size class of the extents, not per extent."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def f(x, w):
+        return RMSNORM(x, w, eps=1e-6).float()
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(f, backend=counter, fullgraph=True, dynamic=True)
+    w = torch.randn(1024, device="cuda").bfloat16()
+    instance = RMSNORM.kernel.instance(T="bf16")
+    before = instance.compilations
+    for rows in (1000, 1100, 1500, 2000, 3000):
+        x = torch.randn(rows, 1024, device="cuda").bfloat16()
+        torch.testing.assert_close(
+            compiled(x, w), _reference(x, w, 1e-6).float(), atol=3e-2, rtol=2e-2
+        )
+    assert counter.frame_count == 1
+    # 1000 .. 2000 share the size class 2048; 3000 is 4096's.
+    assert instance.compilations - before <= 2

@@ -259,3 +259,52 @@ def test_cross_entropy_trains_through_its_backward_kernel():
     torch.testing.assert_close(loss, want, atol=1e-5, rtol=1e-5)
     (want * weights).sum().backward()
     torch.testing.assert_close(logits.grad, logits2.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_dynamic_shapes_trace_the_operator_once():
+    """dynamic=True: the fake kernel allocates outputs of symbolic extents, so new row counts
+    reuse the one traced graph (without it: one static graph, then one dynamic one)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    op = tt.op(
+        "tilec_tests::rmsnorm_dynamic", tilec.load_kernel(ROOT / "examples" / "rmsnorm.tile")
+    )
+
+    def f(x, w):
+        return op(x * 2, w, eps=1e-6) + 1
+
+    w = torch.randn(16).bfloat16()
+    for dynamic, frames in ((True, 1), (None, 2)):
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("aot_eager")
+        compiled = torch.compile(f, backend=counter, fullgraph=True, dynamic=dynamic)
+        for rows in (3, 5, 9, 33):
+            x = torch.randn(rows, 16).bfloat16()
+            torch.testing.assert_close(compiled(x, w), f(x, w))
+        assert counter.frame_count == frames
+
+
+def test_a_backward_through_an_operator_without_one_is_an_error(ops):
+    x = torch.randn(6, 48, requires_grad=True)
+    total, _ = ops["stats"](x)
+    assert total.requires_grad
+    with pytest.raises(tt.OpError, match="has no backward: a gradient cannot flow through it"):
+        total.sum().backward()
+    with torch.no_grad():  # nothing recorded: the call skips the autograd kernel
+        total, peak = ops["stats"](x)
+    assert not total.requires_grad
+    torch.testing.assert_close(peak, x.detach().amax(1))
+
+
+def test_an_operator_that_mutates_takes_no_backward_and_compiles(ops):
+    with pytest.raises(tt.OpError, match="writes into 'x' in place"):
+        ops["scale_"].register_autograd(lambda ctx, g: g)
+
+    def f(m):
+        m = m * 1
+        ops["scale_"](m, 3.0)
+        return m + 1
+
+    m = torch.randn(3, 5)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(m), m * 3 + 1)

@@ -398,6 +398,13 @@ def _host_overhead(triton: Any) -> list[Result]:
     x, y, out = (torch.rand(1024, device="cuda") for _ in range(3))
     kernel(x, y, out)
     calls: list[tuple[str, Callable[[], Any]]] = [("tilec", lambda: kernel(x, y, out))]
+    # The same kernel as a PyTorch operator (`tilec.torch.op`, Stage L): the dispatcher, the
+    # checks against the signature and the output's allocation come on top of the call.
+    import tilec.torch as tilec_torch
+
+    operator = tilec_torch.op("tilec_bench::vector_add", kernel)
+    operator(x, y)
+    calls.append(("tilec.torch op", lambda: operator(x, y)))
     if triton is not None:
         calls.append(("triton", lambda: triton.vector_add(x, y)))
     # The driver call alone, on the parameters tilec packed last: the floor under both.

@@ -3,7 +3,8 @@
     python -m tilec.benchmarks.launch_overhead [--calls 200000] [--repeat 7] [--json OUT]
 
 What it measures: tilec's own Python work per call of an already-compiled kernel (issue 5's
-launch-overhead target) — `JitFunction.__call__` from the call to the point where it would
+launch-overhead target), called directly and through its PyTorch operator (`tilec.torch.op`,
+Stage L: torch's dispatcher, the operator's checks and the allocation of its output) — `JitFunction.__call__` from the call to the point where it would
 call `cuLaunchKernel`: argument checks and conversion, the specialization lookup, the grid,
 the stream lookup, parameter packing. A repeated call takes the fast path (`tilec.jit.
 _fast_path`, `Launcher.fast_launch`), which is what this times. No GPU is needed:
@@ -115,8 +116,17 @@ def run(calls: int, repeat: int) -> dict[str, float]:
         x1, y1 = torch.randn(4096), torch.empty(4096)
         xv, yv, ov = torch.randn(1024), torch.randn(1024), torch.empty(1024)
         x2, y2, o2 = torch.randn(64, 256), torch.randn(64, 256), torch.empty(64, 256)
+        import tilec.torch as tilec_torch
+
+        # The vector add as a PyTorch operator (`tilec.torch.op`): the dispatcher, the checks
+        # against the signature and the output's allocation on top of the call.
+        operator = tilec_torch.op("tilec_launch_overhead::vector_add", vector_add)
+        stack.enter_context(
+            mock.patch.object(tilec_torch.TilecOp, "_interpreted", staticmethod(lambda d: False))
+        )
         cases = {
             "scale(x, y, 2.0)  [2 tensors 1-D + f32]": lambda: scale(x1, y1, 2.0),
+            "vector_add as tilec.torch op  [out allocated]": lambda: operator(xv, yv),
             # What tilec.benchmarks.gpu times on the GPU ("host overhead", "tilec").
             "vector_add(x, y, out)  [3 tensors 1-D]": lambda: vector_add(xv, yv, ov),
             "add2d(x, y, out)  [3 tensors 2-D]": lambda: add2d(x2, y2, o2),
