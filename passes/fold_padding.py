@@ -30,6 +30,17 @@ extent, no other mask), or a position-wise float op (arith, math, `tile.cast`,
 `convert_layout`) whose results are used only so in turn. Softmax: `row - max` and `exp` of it feed the sum's
 select and the store, so `row` may pad with -inf and the max's select goes.
 
+**Sums of `exp(x - max(x))`.** Softmax's sum reads `select(mask, e, 0)`, `e = exp(x -
+m)` with `m` the max of `x` along the mask's dimension and `x` -inf on the hidden lanes (the
+padding above). The select goes when it only feeds a sum along that dimension: where `m` is
+finite or +inf, the hidden lanes of `e` are `exp(-inf) = 0` already; where `m` is -inf, every
+lane the row has is -inf, so `e` is NaN on them and the sum NaN either way; where `m` is NaN,
+so is every lane of `e`. That takes a row of at least one element; a row of none (an extent
+of 0) would sum NaN instead of 0, so the sum must also reach memory only through lanes the
+mask shows (through broadcasts and position-wise ops to the masked store: softmax's `e /
+sum`), none when the extent is 0. Without the select the mask's predicates need not live from
+the load to the sum (odd-width softmax: 40 to 32 registers).
+
 Runs after `vectorize`, which decides the dimensions whose bounds a load checks (`in_bounds`:
 a block's rows inside M need no check, and then the columns' mask is all there is).
 Exact: the interpreter runs the IR before and after (translation validation). Option `enable`
@@ -79,6 +90,9 @@ class FoldPadding(Pass):
             for select in selects:
                 if select.parent is not None:
                     _fold(select, ctx)
+            for select in selects:
+                if select.parent is not None:
+                    _fold_into_sum(select, ctx)
 
 
 def _pad(select: T.SelectOp, ctx: PassContext) -> None:
@@ -142,6 +156,67 @@ def _fold(select: T.SelectOp, ctx: PassContext) -> None:
     ctx.remark(v.op if isinstance(v, OpResult) else None, message)
     select.result.replace_all_uses_with(v)
     select.erase()
+
+
+def _fold_into_sum(select: T.SelectOp, ctx: PassContext) -> None:
+    """`select(mask, exp(x - max(x)), 0)` read only by a sum along the mask's dimension, whose
+    result memory sees only where the mask holds: the select goes (module docstring)."""
+    mask, e = select.condition, select.true_value
+    bound, c = _bound(mask), constant_value(select.false_value)
+    if bound is None or c is None or not _same(c, FloatAttr(0.0), select.result.type):
+        return
+    d = bound[0]
+    uses = list(select.result.uses)
+    if len(uses) != 1 or not _reduces(uses[0], "sum", d):
+        return
+    if not (isinstance(e, OpResult) and isinstance(e.op, mathd.ExpOp)):
+        return
+    difference = e.op.operands[0]
+    if not (isinstance(difference, OpResult) and isinstance(difference.op, arith.SubFOp)):
+        return
+    x, m = difference.op.lhs, difference.op.rhs
+    while isinstance(m, OpResult) and isinstance(m.op, (T.BroadcastOp, T.ExpandDimsOp)):
+        m = m.op.input
+    if not (isinstance(m, OpResult) and _reduces(m.op, "max", d) and m.op.input is x):
+        return
+    hidden = _hidden(x, mask)
+    if hidden is None or not _same(hidden, FloatAttr(float("-inf")), x.type):
+        return
+    if not _shown_only(uses[0].results[0], mask):
+        return
+    select.result.replace_all_uses_with(e)
+    select.erase()
+    ctx.remark(
+        uses[0],
+        f"sums exp(x - max(x)) without its select on {_name(mask)}: the hidden lanes are 0, "
+        "or the row's sum NaN either way",
+    )
+
+
+def _reduces(op: Operation, kind: str, axis: int) -> bool:
+    return (
+        isinstance(op, T.ReduceOp)
+        and str(op.attributes["kind"].value) == kind
+        and op.attributes["axis"].value == axis
+    )
+
+
+def _shown_only(v: Value, mask: Value) -> bool:
+    """Whether `v` reaches memory only through stores where `mask` holds: through
+    broadcasts and position-wise ops (of any shape) to such stores or selects on `mask`."""
+    for user in v.uses:
+        if isinstance(user, T.StoreOp):
+            if not (user.value is v and v not in user.offsets and _reads_where(user, mask)):
+                return False
+        elif isinstance(user, T.SelectOp):
+            if not _unseen(user, v, mask):
+                return False
+        elif isinstance(user, (T.BroadcastOp, T.ExpandDimsOp, *_POSITIONWISE)):
+            if not _shown_only(user.results[0], mask):
+                return False
+        else:
+            return False
+    return True
 
 
 def _hidden(v: Value, mask: Value):

@@ -1,6 +1,7 @@
 """fold-padding on the odd-width row kernels: which selects go (softmax's max pads its load
 with -inf; layernorm's and rmsnorm's statistics read loads that pad with 0 already), which stay
-(the sum of `exp`, whose hidden lanes are not constant), what it leaves alone (a load whose
+(layernorm's `d * d`, whose hidden lanes are not constant; softmax's sum of `exp(x - max)`
+goes, as long as the sum reaches memory only where the mask shows), what it leaves alone (a load whose
 padding lanes another user sees), and the kernels computing in the interpreter, bit for bit,
 what they did before, at widths no tile divides."""
 
@@ -27,8 +28,8 @@ BEFORE = (
     "assign-layouts,vectorize"
 )
 KERNELS = {  # kernel: (file, select constants that stay, loads' padding after)
-    "softmax": ("softmax.tile", [0.0], [-np.inf]),
-    "softmax_f16": ("softmax.tile", [0.0], [-np.inf]),
+    "softmax": ("softmax.tile", [], [-np.inf]),
+    "softmax_f16": ("softmax.tile", [], [-np.inf]),
     "layernorm": ("layernorm.tile", [0.0], [None, None, None]),
     "rmsnorm": ("rmsnorm.tile", [], [None, None]),
 }
@@ -88,7 +89,7 @@ def test_selects_on_the_padding_mask_fold_into_the_loads(kernel):
 
 
 @pytest.mark.parametrize("kernel", list(KERNELS))
-@pytest.mark.parametrize("n", [1, 37, 63, 64])
+@pytest.mark.parametrize("n", [0, 1, 37, 63, 64])
 def test_folded_kernels_compute_what_they_did(kernel, n):
     before = _module(kernel).module
     after = before.clone()
@@ -96,6 +97,39 @@ def test_folded_kernels_compute_what_they_did(kernel, n):
     arguments = _arguments(kernel, 3, n)
     for x, y in zip(_run(before, kernel, arguments), _run(after, kernel, arguments)):
         assert x.tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "softmax_f16"])
+@pytest.mark.parametrize("n", [1, 37])
+def test_softmax_without_its_sum_select_on_rows_of_infinities_and_nan(kernel, n):
+    """The rows where the sum's select mattered: all -inf (max -inf: the hidden lanes of
+    exp(x - max) are NaN, but so are the row's own), one +inf (max +inf), one NaN."""
+    before = _module(kernel).module
+    after = before.clone()
+    _folded(after)
+    (x, y) = _arguments(kernel, 4, n)
+    x[0, :] = -np.inf
+    x[1, n // 2] = np.inf
+    x[2, n // 2] = np.nan
+    for a, b in zip(_run(before, kernel, [x, y]), _run(after, kernel, [x, y])):
+        np.testing.assert_array_equal(a, b)  # NaN where NaN
+
+
+def test_a_sum_of_exp_stored_per_row_keeps_its_select():
+    """logsumexp stores its sum per row: with an extent of 0 the row has no lanes, the max is
+    -inf and exp(-inf - -inf) NaN, so without the select the sum would be NaN, not 0."""
+    source = """
+def logsumexp(x: f32[M, N], out: f32[M]):
+    for tm in tiles(M):
+        row = x[tm, :]
+        m = max(row, axis=1, keepdims=True)
+        out[tm] = sum(exp(row - m), axis=1)
+"""
+    pipeline = BEFORE.replace('aligned="x,y" unit="x.stride.1,y.stride.1"', 'aligned="x"')
+    module = compile_source(source, kernels=["logsumexp"], pipeline=pipeline).module
+    _folded(module)
+    assert _selects(module) == [0.0]
+    assert _paddings(module) == [-np.inf]
 
 
 def test_a_load_whose_padding_another_user_sees_keeps_it():

@@ -100,19 +100,60 @@ def test_loads_and_stores_are_predicated_per_element():
     assert "tilec_shared" not in body
 
 
-def test_odd_width_rows_compare_each_column_once_in_32_bits(monkeypatch):
-    """softmax over 5003 columns (no tile divides them), specialized as the jit does: 16
-    columns per thread, and per column one 32-bit compare in the PTX, shared by the load, the
-    store (of another tensor with the same extent N) and the kernel's own padding mask (used
-    by the max and by the sum). Before: a 64-bit compare for the load and another for the
-    store, besides the mask's, which LLVM repeated in the sum's block."""
+def _odd_width_softmax_ptx(monkeypatch) -> str:
     monkeypatch.setenv("TILEC_CACHE_DIR", "")
     x = np.zeros((4096, 5003), np.float32)
-    ptx = tilec.load_kernel(EXAMPLES / "softmax.tile", "softmax").compile_for(x, x).ptx
+    return tilec.load_kernel(EXAMPLES / "softmax.tile", "softmax").compile_for(x, x).ptx
+
+
+def test_odd_width_rows_compare_each_column_at_each_access_in_32_bits(monkeypatch):
+    """softmax over 5003 columns (no tile divides them), specialized as the jit does: 16
+    columns per thread, and per column one 32-bit compare at the load and one at the store,
+    each of the access's own limit `N - base` (a register) with the column's constant offset;
+    none for the sum's padding mask, which fold-padding removes.
+    (Before: one predicate per column shared by the load, the store and the sum's mask, which
+    ptxas had to pack into a register's bits between them; before that, 64-bit compares.)"""
+    ptx = _odd_width_softmax_ptx(monkeypatch)
     assert ".reqntid 512" in ptx  # 16 warps: 16 columns per thread
-    compares = re.findall(r"setp\.\w+\.([su]\d+)", ptx)
-    assert set(compares) == {"s32"}
-    assert 16 <= len(compares) <= 17  # LLVM may compute one again in a later block (it does)
+    assert set(re.findall(r"setp\.\w+\.([su]\d+)", ptx)) == {"s32"}
+    compares = re.findall(r"setp\.gt\.s32\s+%p\d+, (%r\d+), (\d+);", ptx)
+    assert len(compares) == 32  # the sum's padding mask is gone (fold-padding)
+    limits = {register for register, _ in compares}
+    assert len(limits) == 2  # the load's and the store's
+    columns = sorted(int(k) for _, k in compares)
+    assert columns == sorted(2 * list(range(0, 8192, 512)))
+
+
+def test_odd_width_softmax_sass_keeps_no_predicates_in_registers(monkeypatch):
+    """The same kernel's SASS (ptxas on the CPU): no P2R or R2P (predicates saved to a
+    register and back), at most 40 registers. Before: 17 P2R and 53 LOP3, most of them
+    setting and testing the bits of a register that held the columns' predicates."""
+    from tests.unit.test_random import _sass_opcodes
+    from tilec.lowering.ptxas import assemble_cubin, find_ptxas
+
+    ptx = _odd_width_softmax_ptx(monkeypatch)
+    opcodes = [op.split(".")[0] for op in _sass_opcodes(ptx)]
+    assert "P2R" not in opcodes and "R2P" not in opcodes
+    assert opcodes.count("ISETP") <= 40 and opcodes.count("FSEL") <= 16  # exp's NaN fix-ups
+    if find_ptxas() is not None:
+        (resources,) = assemble_cubin(ptx, "sm_90a")[1].values()
+        assert resources.registers <= 40
+
+
+def test_padding_mask_compares_constants_with_one_register(monkeypatch):
+    """layernorm over 3001 columns (4 warps, 32 columns a thread): the kernel's padding mask
+    `iota < N` (the select of `d * d`, after the mean) is lowered like the accesses' bounds,
+    `k < max(N, 0) - base`, so no column's index has to stay in a register of its own until
+    the select: every compare of the kernel is with a constant, 32 each for the loads of x, w
+    and b, the store and the mask."""
+    monkeypatch.setenv("TILEC_CACHE_DIR", "")
+    x = np.zeros((6000, 3001), np.float16)
+    w = np.zeros(3001, np.float16)
+    kernel = tilec.load_kernel(EXAMPLES / "layernorm.tile", "layernorm")
+    ptx = kernel.compile_for(x, w, w, x, np.float32(1e-5)).ptx
+    assert ".reqntid 128" in ptx
+    assert not re.search(r"setp\.\w+\.s32\s+%p\d+, %r\d+, %r\d+;", ptx)
+    assert len(re.findall(r"setp\.gt\.s32\s+%p\d+, %r\d+, \d+;", ptx)) == 5 * 32
 
 
 def test_accesses_promised_in_bounds_are_plain_llvm_loads_and_stores():

@@ -18,8 +18,9 @@ from tilec.dialects import tile as T
 from tilec.dialects.tile import DotOperandLayout
 from tilec.ir.attributes import BoolAttr
 from tilec.ir.core import Operation, OpResult, Value
-from tilec.ir.types import FloatType, IntegerType, Type, element_type
+from tilec.ir.types import FloatType, IntegerType, TileType, Type, element_type
 from tilec.lowering import mathlib
+from tilec.lowering.exchange import thread_map
 from tilec.lowering.llvm_types import constant, llvm_type
 
 __all__ = ["FLOAT_BINARY", "INT_BINARY", "ElementwiseLowering", "check_arch"]
@@ -89,6 +90,9 @@ class ElementwiseLowering:
     def elementwise_of(
         self, op: Operation, fn, operands: list[Value]
     ) -> list[Any]:  # pragma: no cover - the lowering's
+        raise NotImplementedError
+
+    def bases(self, m: Any) -> list[ir.Value]:  # pragma: no cover - the lowering's
         raise NotImplementedError
 
     # -- arith ----------------------------------------------------------------------------------
@@ -196,9 +200,39 @@ class ElementwiseLowering:
         return self.elementwise(op, lambda a, c: compare(relation, a, c))
 
     def cmpi(self, op: Operation) -> list[Any]:
+        below = self._iota_below(op)
+        if below is not None:
+            return below
         signed, relation = _CMPI[op.predicate]
         compare = self.b.icmp_signed if signed else self.b.icmp_unsigned
         return self.elementwise(op, lambda a, c: compare(relation, a, c))
+
+    def _iota_below(self, op: Operation) -> list[Any] | None:
+        """`iota(n) < splat(s)` (i32, the frontend's padding mask `i < N`) as `k < limit` per
+        slot, `limit = max(s, 0) - base` for the thread's positions `base + k`: one compare
+        with a constant a slot, from one register, where `base + k < s` needs each position
+        in a register of its own for as long as the predicate may be recomputed (the mask's
+        use is often far from the iota: layernorm's select after the mean). Exact: positions
+        lie in `[0, 2**20)`, so `s <= 0` hides every slot, and `max(s, 0) - base` cannot
+        wrap. None for other compares."""
+        iota, bound = op.lhs, op.rhs
+        if op.predicate != "slt" or not isinstance(iota.type, TileType):
+            return None
+        if not (isinstance(iota, OpResult) and isinstance(iota.op, T.IotaOp)):
+            return None
+        if not (isinstance(bound, OpResult) and isinstance(bound.op, T.SplatOp)):
+            return None
+        if iota.type.rank != 1 or iota.type.element != IntegerType(32):
+            return None
+        b = self.b
+        m = thread_map(iota.type)
+        (base,) = self.bases(m)
+        zero = ir.Constant(ir.IntType(32), 0)
+        s = self.values[bound.op.input]
+        limit = b.sub(b.select(b.icmp_signed("<", s, zero), zero, s), base)
+        return [
+            [b.icmp_signed(">", limit, ir.Constant(ir.IntType(32), k)) for k in m.dims[0].offsets]
+        ]
 
     def select(self, op: Operation) -> list[Any]:
         return self.elementwise(op, self.b.select)

@@ -1,8 +1,8 @@
 """The lowering of global memory accesses, `tile.load` and `tile.store`: one predicated
 `ld.global`/`st.global` (inline PTX) per element, the predicate being "inside every extent" (a
-32-bit compare per dimension, in the form of the frontend's padding mask where it can be, so
-that one predicate serves the mask and every access: `inside`) and the mask; masked-off loads
-give `padding`. A
+32-bit compare per dimension: at a constant offset the element's constant position against
+the access's own `limit`, a register, computed at each access rather than shared between
+accesses: `limit`; elsewhere `inside`) and the mask; masked-off loads give `padding`. A
 replicated tile is stored only by the threads that hold no copies. Runs of elements that the
 `vectorize` pass proved aligned move in one vector access (`tilec.lowering.memory`); an
 access every dimension of which is in bounds and unmasked is a plain LLVM load or store.
@@ -71,23 +71,39 @@ class GlobalMemoryLowering:
     def inside(self, offset: ir.Value, i: ir.Value, extent: ir.Value) -> ir.Value:
         """Whether `0 <= offset + i < extent`, for an element `i` (i32, in `[0, 2**20)`: a
         position in a tile) of an access at `offset` (i64), compared in 32 bits: every extent
-        is below 2**31 (the launcher checks it: docs/abi.md). At a constant offset `c` it is
-        `i < extent - c`, signed: the form of the frontend's padding mask (`iota < N` for a
-        whole dimension), so that LLVM computes one predicate for the mask and for every
-        access of that extent. Elsewhere `trunc(offset) + i < extent`, unsigned, where
-        `offset` lies in `[-2**31, 2**31)` (out of it, `offset + i` is outside any extent):
-        a wrapped sum is at least 2**31 unsigned, so outside too."""
+        is below 2**31 (the launcher checks it: docs/abi.md): `trunc(offset) + i < extent`,
+        unsigned, where `offset` lies in `[-2**31, 2**31)` (out of it, `offset + i` is
+        outside any extent): a wrapped sum is at least 2**31 unsigned, so outside too. (At a
+        constant offset `_access` compares with the access's `limit` instead.)"""
         b = self.b
         extent = b.trunc(extent, I32)
-        if isinstance(offset, ir.Constant) and 0 <= offset.constant < 2**31:
-            if offset.constant:
-                extent = b.sub(extent, ir.Constant(I32, offset.constant))
-            return b.icmp_signed("<", i, extent)
         within = b.icmp_unsigned("<", b.add(b.trunc(offset, I32), i), extent)
         small = b.icmp_unsigned(
             "<", b.add(offset, ir.Constant(I64, 2**31)), ir.Constant(I64, 2**32)
         )
         return b.and_(small, within)
+
+    def limit(self, offset: ir.Value, base: ir.Value, extent: ir.Value) -> ir.Value | None:
+        """For an access at a constant `offset` c (below 2**30), `extent - c - base` (i32):
+        the thread's element `base + k` is inside exactly when `k < limit`, one compare with
+        the constant k per element (no overflow: extents are below 2**31 and `base` below
+        2**20). None at other offsets (`inside` then).
+
+        The value goes through an opaque `mov` of the access's own, so that LLVM cannot
+        merge the compares of two accesses (a load's and a later store's of the same
+        columns) into one predicate: a thread holds 16 to 64 columns of a row, and the
+        predicates that live from the load to the store outnumber sm_90's 7 predicate
+        registers, so ptxas packs them into the bits of a register and unpacks them at each
+        use (2-4 instructions a column, where a compare at the access costs one). Odd-width
+        softmax: 583 to 542 SASS instructions (docs/benchmarks.md)."""
+        if not isinstance(offset, ir.Constant) or not 0 <= offset.constant < 2**30:
+            return None
+        b = self.b
+        value = b.sub(b.trunc(extent, I32), base)
+        if offset.constant:
+            value = b.sub(value, ir.Constant(I32, offset.constant))
+        mov = ir.InlineAsm(ir.FunctionType(I32, [I32]), "mov.b32 $0, $1;", "=r,r", side_effect=True)
+        return b.call(mov, [value])
 
     # -- tile: memory ---------------------------------------------------------------------------
 
@@ -105,11 +121,15 @@ class GlobalMemoryLowering:
         view, offsets, checked = self._view_offsets(op, t)
         m = thread_map(t)
         addresses, inside = [], []
-        for d, indices in enumerate(self.dim_indices(m)):
+        for d, (base, indices) in enumerate(zip(self.bases(m), self.dim_indices(m))):
             adds, oks = [], []
-            for i in indices:
+            limit = self.limit(offsets[d], base, view.extents[d]) if checked[d] else None
+            for i, k in zip(indices, m.dims[d].offsets):
                 index = b.add(offsets[d], b.sext(i, I64))
-                oks.append(self.inside(offsets[d], i, view.extents[d]) if checked[d] else None)
+                if limit is not None:
+                    oks.append(b.icmp_signed(">", limit, ir.Constant(I32, k)))
+                else:
+                    oks.append(self.inside(offsets[d], i, view.extents[d]) if checked[d] else None)
                 adds.append(b.mul(index, view.strides[d]))
             addresses.append(adds)
             inside.append(oks)
