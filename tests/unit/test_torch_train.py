@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import tilec.torch as tt  # noqa: E402
 from examples.torch import ops, train  # noqa: E402
 
 
@@ -103,3 +104,46 @@ def test_bf16_gradients_of_linear_and_attention_follow_torch():
 def test_the_tilec_model_has_no_graph_breaks():
     model = train.Decoder(train.CONFIGS["tiny"])
     assert train.graph_breaks(model, "cpu") == 0
+
+
+def _model_op_arguments(dtype):
+    """Each operator of examples/torch/ops.py with small arguments of `dtype` (the schema's
+    tensors; i32 ids and targets; f32 angles and statistics), for opcheck."""
+    g = torch.Generator().manual_seed(7)
+
+    def t(*shape, dt=dtype):
+        return torch.randn(*shape, generator=g).to(dt)
+
+    ids = torch.randint(0, 5, (6,), generator=g, dtype=torch.int32)
+    lse, delta = t(1, 2, 6, dt=torch.float32), t(1, 2, 6, dt=torch.float32)
+    q, k, v, o = (t(1, 2, 6, 4) for _ in range(4))
+    return {
+        "_linear": (t(5, 7), t(6, 7)),
+        "_linear_dx": (t(5, 6), t(6, 7)),
+        "_linear_dw": (t(5, 6), t(5, 7)),
+        "_rmsnorm": (t(5, 8), t(8), 1e-6),
+        "_rmsnorm_dx": (t(5, 8), t(8), t(5, 8), 1e-6),
+        "_rmsnorm_dw": (t(5, 8), t(5, 8), t(5, dt=torch.float32).abs()),
+        "_swiglu": (t(5, 8), t(5, 8)),
+        "_swiglu_backward": (t(5, 8), t(5, 8), t(5, 8)),
+        "_rotary": (t(6, 2, 2, 3), t(6, 3, dt=torch.float32), t(6, 3, dt=torch.float32)),
+        "_attention": (q, k, v, 0.5),
+        "_attention_delta": (o, t(1, 2, 6, 4)),
+        "_attention_dkdv": (q, k, v, t(1, 2, 6, 4), lse, delta, 0.5),
+        "_attention_dq": (q, k, v, t(1, 2, 6, 4), lse, delta, 0.5),
+        "_cross_entropy": (t(6, 9), ids),
+        "_cross_entropy_backward": (t(6, 9), ids, t(6, dt=torch.float32)),
+        "_embedding": (t(5, 4), ids),
+        "_embedding_backward": (t(6, 4), ids, torch.zeros(5, 4, dtype=dtype)),
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_opcheck_passes_for_every_operator_of_the_model(dtype):
+    """torch.library.opcheck (schema, fake tensors, autograd registration, AOT dispatch) for
+    each tilec operator the model uses, at both of its dtypes."""
+    arguments = _model_op_arguments(dtype)
+    operators = {name: op for name, op in vars(ops).items() if isinstance(op, tt.TilecOp)}
+    assert set(operators) == set(arguments)
+    for name, op in operators.items():
+        torch.library.opcheck(op.custom_op, arguments[name])
