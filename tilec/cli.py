@@ -247,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="tile sizes, e.g. --tile M=64,N=64 (default: pinned ones, else 16; whole "
         "dimensions are covered)",
     )
+    run.add_argument(
+        "--dtype",
+        metavar="PARAM=DTYPE,...",
+        help="bind dtype parameters, e.g. --dtype T=f32 (default: the first dtype each lists)",
+    )
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     run.add_argument(
         "--scalar",
@@ -441,16 +446,21 @@ def pinned_options(args: argparse.Namespace) -> dict[str, object]:
     if args.stages is not None:
         options["stages"] = args.stages
     if getattr(args, "dtype", None):
-        dtypes: dict[str, str] = {}
-        for item in args.dtype.split(","):
-            name, eq, dtype = (part.strip() for part in item.partition("="))
-            if not eq or not name or not dtype:
-                raise TileError(
-                    f"--dtype: expected PARAM=DTYPE, got '{item}'", hint="e.g. --dtype T=bf16"
-                )
-            dtypes[name] = dtype
-        options["dtypes"] = dtypes
+        options["dtypes"] = dtype_bindings(args.dtype)
     return options
+
+
+def dtype_bindings(text: str) -> dict[str, str]:
+    """`--dtype T=bf16,I=i32` as the `dtypes` option."""
+    dtypes: dict[str, str] = {}
+    for item in text.split(","):
+        name, eq, dtype = (part.strip() for part in item.partition("="))
+        if not eq or not name or not dtype:
+            raise TileError(
+                f"--dtype: expected PARAM=DTYPE, got '{item}'", hint="e.g. --dtype T=bf16"
+            )
+        dtypes[name] = dtype
+    return dtypes
 
 
 def _with_assumptions(pipeline: str | None, assume: str, emit: str) -> str | None:
@@ -612,7 +622,8 @@ def _run(args: argparse.Namespace) -> int:
             )
         kernels = [args.kernel] if args.kernel else kernels
     else:
-        program = analyze(parse_source(text, filename))
+        options = {"dtypes": dtype_bindings(args.dtype)} if args.dtype else None
+        program = analyze(parse_source(text, filename), options)
         compiled = compile_program(
             program, kernels=[args.kernel] if args.kernel else None, pipeline=args.pipeline
         )

@@ -205,3 +205,15 @@ def test_a_direct_call_under_torch_compile_binds_per_call(tmp_path):
         got = compiled(torch.ones(4, dtype=dtype))
         assert got.dtype == dtype
         torch.testing.assert_close(got, torch.full((4,), 3.0, dtype=dtype))
+
+
+def test_tilec_run_checks_a_binding_against_the_reference():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "examples", "rmsnorm.tile")
+    done = subprocess.run(
+        [TILEC, "run", path, "--sizes", "M=5,N=33", "--dtype", "T=f32"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "y: f32[M, N]" in done.stdout and "PASS" in done.stdout

@@ -209,6 +209,8 @@ def _source_declaration(
                 raise TileError(f"{dtype} is listed twice for {name}", _loc(element))
             allowed.append(dtype)
         declared[name] = (tuple(allowed), key.loc)
+    if not declared:
+        raise TileError("dtypes declares no dtype parameter", _loc(value), hint=example)
     return declared
 
 
