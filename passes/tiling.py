@@ -93,7 +93,8 @@ class Tiling(Pass):
     loop, or the pinned stages; the remark budgets pipeline's own choice: of the stage counts up
     to `stages` that fit, the one with the most copies in flight per SM) under `shared_limit`,
     the accumulators at most 128 f32 registers per thread and the words a thread holds at most
-    `LIVE_WORD_BUDGET` (`live_words`), it
+    `LIVE_WORD_BUDGET` (`live_words`: with the B fragments held across the loop and the loaded
+    tiles several dots read; when no config does, M and N tiles down to 16 are tried), it
     prefers: a grid of at least `sm_count` blocks when the option `extents` gives the grid's
     extents; then 4 warps; then the largest accumulator tiles; then warps along M only when the
     kernel reduces along rows (each row in one warp); then the squarest warp tiles (fewest

@@ -60,6 +60,9 @@ WGMMA_LIVE_WORD_BUDGET = 160
 # strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
 SCATTERED_ACCUMULATORS = 32
 TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for small extents)
+# M and N sizes tried when no config of TILED_SIZES holds its words within the budget (attention's
+# backward at d128 holds k.T's and v.T's fragments for all of K: 64x64 tiles spill on any warps).
+SMALL_TILED_SIZES = (128, 64, 32, 16)
 CONTRACTED_SIZES = (64, 32, 16)
 DEFAULT_GROUP_M = 8  # blocks per group along grid axis 0 (Triton's GROUP_M), mma.sync tilings
 PREFERRED_K_ROW_BYTES = 64  # BK = 32 for 16-bit operands: one 64-byte row per k-step
@@ -182,6 +185,34 @@ def streamed_operand(v: Value, dot: Operation) -> bool:
     return isinstance(loop, scf.ForOp) and load is not None and loop.is_ancestor_of(load)
 
 
+def loop_invariant_operand(v: Value, dot: Operation) -> bool:
+    """Whether dot operand `v` is (a cast, transpose or reshape of) a `tile.load` made before
+    the loop the dot is in: smem-placement stages it once, before the loop, and the mma.sync
+    lowering reads its fragments from there once, into registers held across the loop."""
+    loop = dot.parent_op
+    load = operand_load(v)
+    return isinstance(loop, scf.ForOp) and load is not None and not loop.is_ancestor_of(load)
+
+
+def shared_operand_loads(dots: list[TiledDot]) -> list[tuple[tuple, int]]:
+    """(shape, element bytes) of each `tile.load` in a loop body that operands of several
+    dots read (attention's backward reads q by `q @ k.T` and `ds.T @ q`): pipeline copies a
+    loaded tile to shared memory asynchronously only when one store reads it, so this one is
+    loaded into registers and stays there until the last dot's operand is staged."""
+    readers: dict[int, tuple[T.LoadOp, set[int]]] = {}
+    for d in dots:
+        for index, v in enumerate((d.op.a, d.op.b)):
+            if d.streamed[index]:
+                load = operand_load(v)
+                assert load is not None
+                readers.setdefault(id(load), (load, set()))[1].add(id(d.op))
+    return [
+        (tuple(load.result.type.shape), element_bytes(load.result.type.element))
+        for load, ops in readers.values()
+        if len(ops) > 1
+    ]
+
+
 def scattered_operands(kernel: FuncOp) -> list[str]:
     """The last strides of dot operands' tensors not known to be 1 (`tilec.unit`, from the
     `assume` pass): such operands are copied one element at a time, each with its own 64-bit
@@ -287,7 +318,13 @@ class MmaSearch:
     """The tiling of a kernel's tensor-core dots (mixed into `_KernelTiling`, which holds the
     kernel, its tile plan, options and pins)."""
 
-    def candidates(self, dots: list[TiledDot], free: set[str], warps: tuple[int, ...]):
+    def candidates(
+        self,
+        dots: list[TiledDot],
+        free: set[str],
+        warps: tuple[int, ...],
+        tiled_sizes: tuple[int, ...] = TILED_SIZES,
+    ):
         """Every config over the free symbols' candidate sizes and the warp splits."""
         tiled = {d for dot in dots for d in (dot.m, dot.n) if isinstance(d, str)}
         names = sorted(free)
@@ -296,7 +333,7 @@ class MmaSearch:
             s = self.plan.symbols[name]
             cap = s.cap
             if name in tiled:
-                sizes = [x for x in TILED_SIZES if cap is None or x <= cap] or [max(16, cap)]
+                sizes = [x for x in tiled_sizes if cap is None or x <= cap] or [max(16, cap)]
             else:
                 # at least one instruction's k (32 for int8), even past a smaller extent
                 floor = max((d.instr_k for d in dots if d.k == name), default=INSTR_K)
@@ -445,27 +482,43 @@ class MmaSearch:
 
     def live_words(self, dots: list[TiledDot], c: TileConfig) -> int:
         """32-bit words a thread holds at its busiest, the model of ptxas's registers that
-        `LIVE_WORD_BUDGET` bounds: every dot's f32 accumulator (all live in the loop body), the
-        16-bit A fragments held across the loop (an operand loaded before the loop is read
-        into registers once; one computed from an accumulator stays in them), and the
-        fragments of one k-step of the streamed operands of the dot that needs the most."""
+        `LIVE_WORD_BUDGET` bounds: the sum of `word_parts`."""
+        return sum(self.word_parts(dots, c))
+
+    def word_parts(self, dots: list[TiledDot], c: TileConfig) -> tuple[int, int, int, int, int]:
+        """(accumulators, A fragments held, B fragments held, loaded tiles, one k-step): every
+        dot's f32 accumulator (all live in the loop body); the 16-bit fragments held across
+        the loop -- an A loaded before the loop is read into registers once, one computed from
+        an accumulator stays in them, and on mma.sync a B loaded before the loop is read once
+        too (`loop_invariant_operand`), all of K by every warp along M for its columns
+        (attention's backward holds k.T and v.T so: 64 words each at 64x64 on warps [4, 1]) --;
+        the loaded tiles of streamed operands that several dots read (`shared_operand_loads`:
+        held in registers from the load to the last dot that reads them); and the fragments of
+        one k-step of the streamed operands of the dot that needs the most."""
         wm, wn = c.warps
-        held, step = 0, 0
+        held_a, held_b, step = 0, 0, 0
         wgmma = self.wgmma_chain(dots, c)
         for d in dots:
             m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
             if (d.register_a and wn == 1) or not d.streamed[0]:
                 # a warp holds the A fragments of its own rows for all of K: the warps along
                 # N each hold the same rows (attention at d256 on [2, 4]: 128 words, not 32)
-                held += (m // wm) * k * d.element_bytes // WARP_SIZE // 4
+                held_a += (m // wm) * k * d.element_bytes // WARP_SIZE // 4
                 a_step = 0
             else:
                 a_step = (m // wm) * d.instr_k * d.element_bytes // WARP_SIZE // 4
             b_step = 0  # wgmma reads B from shared memory
-            if not wgmma:
+            if not wgmma and loop_invariant_operand(d.op.b, d.op):
+                held_b += k * (n // wn) * d.element_bytes // WARP_SIZE // 4
+            elif not wgmma:
                 b_step = d.instr_k * d.element_bytes * (n // wn) // WARP_SIZE // 4
             step = max(step, a_step + b_step)
-        return self.registers(dots, c) + held + step
+        threads = WARP_SIZE * c.num_warps
+        loaded = sum(
+            -(-self._elements(shape, c) * size // (4 * threads))
+            for shape, size in shared_operand_loads(dots)
+        )
+        return self.registers(dots, c), held_a, held_b, loaded, step
 
     def estimated_registers(self, dots: list[TiledDot], c: TileConfig) -> int:
         """Registers a thread of `c` is estimated to take: its words and ptxas's overhead."""
@@ -579,6 +632,16 @@ class MmaSearch:
                 and self.live_words(dots, c) <= self.word_budget(dots, c)
             ]
             if not good:
+                good = self.smaller_tiles(dots, free, warps, existing)
+                if good:
+                    fewest = min(legal, key=lambda c: self.live_words(dots, c))
+                    self.ctx.remark(
+                        self.kernel,
+                        "smaller tiles: no tiling with M and N tiles of 64 or more keeps within "
+                        f"the register budget (the fewest words: {self.live_words(dots, fewest)} "
+                        f"a thread, budget {self.word_budget(dots, fewest)}), and ptxas would spill",
+                    )
+            if not good:
                 # Say so: a kernel whose every tiling holds more than the budget will spill
                 # (attention at head dimension 256 holds q's and acc's 64x256 a warpgroup).
                 fewest = min(legal, key=lambda c: self.live_words(dots, c))
@@ -632,6 +695,22 @@ class MmaSearch:
             ),
         )
         return None
+
+    def smaller_tiles(
+        self, dots: list[TiledDot], free: set[str], warps: tuple[int, ...], existing: set
+    ) -> list[TileConfig]:
+        """The configs with M and N tiles down to 16 (`SMALL_TILED_SIZES`) that keep within the
+        budgets, tried when no config of `TILED_SIZES` does: fewer words a thread, more blocks."""
+        configs = list(self.candidates(dots, free, warps, SMALL_TILED_SIZES))
+        if existing:
+            configs = [c for c in configs if c.warps in existing]
+        return [
+            c
+            for c in configs
+            if not self.problems(dots, c)
+            and self.registers(dots, c) <= MAX_ACCUMULATOR_REGISTERS
+            and self.live_words(dots, c) <= self.word_budget(dots, c)
+        ]
 
     def pin_error(self, dots: list[TiledDot], free: set[str], why: list[str]) -> None:
         name = self.kernel.sym_name
@@ -718,9 +797,22 @@ class MmaSearch:
                 f"operands are copied element by element ({', '.join(self.scattered)} not "
                 "known to be 1: state it with --assume or the assume pass; @tilec.jit does)"
             )
+        _, _, held_b, loaded, _ = self.word_parts(dots, c)
         text += (
             f"; {self.live_words(dots, c)} words a thread holds at its busiest (at most "
-            f"{self.word_budget(dots, c)}: accumulators, held and one k-step's fragments)"
+            f"{self.word_budget(dots, c)}: accumulators, held and one k-step's fragments"
+            + (
+                f"; of them {held_b} of B fragments loaded before the loop and read once, "
+                "held for all of K"
+                if held_b
+                else ""
+            )
+            + (
+                f"; {loaded} of loaded tiles that several dots read, held until the last one"
+                if loaded
+                else ""
+            )
+            + ")"
         )
         return text
 
