@@ -55,12 +55,7 @@ from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Tiling"]
 
-from tilec.passes.tiling_order import BlockOrder
-from tilec.passes.tiling_search import (
-    WARP_COUNTS,
-    MmaSearch,
-    TileConfig,
-    TiledDot,
+from tilec.passes.tiling_operands import (
     eight_bit_wgmma_problem,
     from_accumulator,
     int8_byte_copies,
@@ -71,6 +66,8 @@ from tilec.passes.tiling_search import (
     scattered_operands,
     streamed_operand,
 )
+from tilec.passes.tiling_order import BlockOrder
+from tilec.passes.tiling_search import WARP_COUNTS, MmaSearch, TileConfig, TiledDot
 
 
 @register_pass

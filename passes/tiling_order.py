@@ -9,8 +9,9 @@ from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.passes.specialize import attribute_pairs
+from tilec.passes.tiling_operands import operand_load, program_axes
 from tilec.passes.tiling_rewrites import grouped_program_ids
-from tilec.passes.tiling_search import DEFAULT_GROUP_M, operand_load, program_axes
+from tilec.passes.tiling_search import DEFAULT_GROUP_M
 
 __all__ = ["BlockOrder"]
 
