@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
         default=None,
         help="time torch.compile of the PyTorch model (default: on CUDA)",
     )
+    parser.add_argument("--json", help="write the result (losses, tokens/s) here too")
     parser.add_argument(
         "--compile-tilec",
         action=argparse.BooleanOptionalAction,
@@ -181,6 +182,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(
             f"graph breaks of the tilec model under torch._dynamo.explain: {result['graph_breaks']}"
         )
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
     return result
 
 
