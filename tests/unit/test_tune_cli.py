@@ -127,3 +127,22 @@ def test_sweep_times_exactly_the_combinations_given_and_caches_nothing(tmp_path)
     assert not (tmp_path / "c" / "tuned").exists()
     bad = tilec("tune", *SOFTMAX, "--clock", "fake", "--sweep", "warps", cache=tmp_path / "c")
     assert bad.returncode == 1 and "--sweep: expected DECISION=V1,V2" in bad.stderr
+
+
+def test_tune_searches_a_binding_of_the_kernels_dtype_parameters(tmp_path):
+    """`--dtype T=f32` tunes rmsnorm's f32 binding: the report names it, and the bf16 binding
+    (its default) is a search and a cache entry of its own."""
+    rmsnorm = ["examples/rmsnorm.tile", "-k", "rmsnorm", "--sizes", "M=64,N=300"]
+    args = ["tune", *rmsnorm, "--clock", "fake", "--max-candidates", "2", "--workers", "1"]
+    cache = tmp_path / "c"
+    f32 = tilec(*args, "--dtype", "T=f32", cache=cache)
+    assert f32.returncode == 0, f32.stderr
+    assert f32.stdout.startswith("tune rmsnorm[T=f32] (examples/rmsnorm.tile) at M=64,N=300")
+    again = tilec(*args, "--dtype", "T=f32", cache=cache)
+    assert again.stdout.startswith("(the cached winner")
+    default = tilec(*args, cache=cache)
+    assert default.returncode == 0, default.stderr
+    assert default.stdout.startswith("tune rmsnorm (examples/rmsnorm.tile)")
+    wrong = tilec(*args, "--dtype", "T=i32", cache=cache)
+    assert wrong.returncode == 1 and "dtype parameter T cannot be i32" in wrong.stderr
+    assert "Traceback" not in wrong.stderr

@@ -80,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warps", type=int, help="pin the warps (not searched)")
     parser.add_argument("--stages", type=int, help="pin the pipeline stages (not searched)")
     parser.add_argument(
+        "--dtype",
+        metavar="PARAM=DTYPE,...",
+        help="bind the kernel's dtype parameters, e.g. --dtype T=bf16 (default: the first "
+        "dtype each lists); the search and its cache entry are the binding's",
+    )
+    parser.add_argument(
         "--pass-option",
         metavar="PASS.OPTION=VALUE",
         action="append",

@@ -111,9 +111,10 @@ def _gpus(gpus: Sequence[Mapping[str, Any]] | None) -> list[str]:
 def render(entry: Mapping[str, Any], *, emit_pins: bool = False) -> str:
     """The whole report of one search (a `TuneResult.to_json()` or a cache entry)."""
     sizes = ",".join(f"{d}={n}" for d, n in entry["sizes"].items())
+    binding = ",".join(f"{p}={d}" for p, d in (entry.get("dtypes") or {}).items())
+    kernel = f"{entry['kernel']}[{binding}]" if binding else entry["kernel"]
     lines = [
-        f"tune {entry['kernel']} ({entry['file']}) at {sizes} on {entry['arch']}, "
-        f"{entry['clock']} clock"
+        f"tune {kernel} ({entry['file']}) at {sizes} on {entry['arch']}, {entry['clock']} clock"
     ]
     lines += table(entry["candidates"])
     lines += _summary(entry)

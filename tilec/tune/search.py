@@ -181,6 +181,8 @@ class TuneResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "kernel": self.problem.kernel,
+            # The binding of its dtype parameters, where it has some (`--dtype T=bf16`).
+            "dtypes": dict((self.problem.options or {}).get("dtypes") or {}),
             "file": self.problem.filename,
             "sizes": dict(self.problem.extents),
             "arch": self.problem.arch,
