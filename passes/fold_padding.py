@@ -62,6 +62,7 @@ from tilec.ir.attributes import BoolAttr, FloatAttr, IntegerAttr
 from tilec.ir.core import Operation, OpResult, Value
 from tilec.ir.folding import constant_value, from_numpy_scalar, numpy_dtype, to_numpy_scalar
 from tilec.ir.types import FloatType, TensorType, TileType
+from tilec.passes.mask_bounds import iota_below
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["FoldPadding"]
@@ -307,19 +308,10 @@ def _bound(mask: Value) -> tuple[int, Value] | None:
         mask = mask.op.input
     if not (isinstance(mask, OpResult) and isinstance(mask.op, arith.CmpIOp)):
         return None
-    compare = mask.op
-    if str(compare.attributes["predicate"].value) != "slt":
+    found = iota_below(mask.op)
+    if found is None:
         return None
-    iota, splat = compare.lhs, compare.rhs
-    if not (isinstance(iota, OpResult) and isinstance(iota.op, T.IotaOp)):
-        return None
-    if not (isinstance(splat, OpResult) and isinstance(splat.op, T.SplatOp)):
-        return None
-    extent = splat.op.input
-    if isinstance(extent, OpResult) and isinstance(extent.op, arith.IndexCastOp):
-        extent = extent.op.operands[0]
-    if len(iota.type.shape) != 1:
-        return None
+    _, extent = found
     d = 0
     for op in reversed(path):  # from the compare out to the mask
         if isinstance(op, T.ExpandDimsOp) and op.axis <= d:

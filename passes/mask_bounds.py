@@ -81,7 +81,7 @@ from tilec.ir.folding import constant_value
 from tilec.ir.types import IndexType
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["MaskBounds"]
+__all__ = ["MaskBounds", "iota_below"]
 
 
 @register_pass
@@ -541,9 +541,10 @@ def _prefix(compare: arith.CmpIOp, loop: scf.ForOp, name: str) -> _Prefix | None
     return _Prefix(compare, _Bound(c.fixed.start, c.fixed.shifts, offset), c.text)
 
 
-def _padding_bound(compare: arith.CmpIOp, loop: scf.ForOp) -> tuple[Value, int] | None:
-    """(U, n) for `iota(n) < splat(U - t)`, `t` the loop's induction variable and U defined
-    before the loop."""
+def iota_below(compare: arith.CmpIOp) -> tuple[Value, Value] | None:
+    """(the iota, x) for `compare` = `iota < splat(x)` (a 1-D iota; `x` without the
+    `index_cast` the frontend puts on it): the padding mask of a tile, whose lanes at and past
+    `x` are outside its dimension. Also what `fold-padding` recognises."""
     if str(compare.attributes["predicate"].value) != "slt":
         return None
     iota, splat = compare.lhs, compare.rhs
@@ -551,12 +552,24 @@ def _padding_bound(compare: arith.CmpIOp, loop: scf.ForOp) -> tuple[Value, int] 
         return None
     if not (isinstance(splat, OpResult) and isinstance(splat.op, T.SplatOp)):
         return None
-    shape = iota.type.shape
-    if len(shape) != 1 or not isinstance(shape[0], int):
+    if len(iota.type.shape) != 1:
         return None
     x = splat.op.input
     if isinstance(x, OpResult) and isinstance(x.op, arith.IndexCastOp):
         x = x.op.operands[0]
+    return iota, x
+
+
+def _padding_bound(compare: arith.CmpIOp, loop: scf.ForOp) -> tuple[Value, int] | None:
+    """(U, n) for `iota(n) < splat(U - t)`, `t` the loop's induction variable and U defined
+    before the loop."""
+    found = iota_below(compare)
+    if found is None:
+        return None
+    iota, x = found
+    shape = iota.type.shape
+    if not isinstance(shape[0], int):
+        return None
     if not (isinstance(x, OpResult) and isinstance(x.op, arith.SubIOp)):
         return None
     upper, t = x.op.lhs, x.op.rhs
