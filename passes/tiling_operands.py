@@ -141,19 +141,25 @@ def scattered_operands(kernel: FuncOp) -> list[str]:
     address, which leaves registers for a smaller accumulator only."""
     unit = {str(x) for x in (kernel.attributes.get("tilec.unit") or ArrayAttr(())).value}
     found: list[str] = []
+    for _, view in _loaded_operand_views(kernel):
+        stride = f"{argument_name(kernel, view.index)}.stride.{view.type.rank - 1}"
+        if stride not in unit and stride not in found:
+            found.append(stride)
+    return found
+
+
+def _loaded_operand_views(kernel: FuncOp) -> list[tuple[T.DotOp, BlockArgument]]:
+    """(dot, argument) for each operand of the kernel's mma dots that is loaded straight from
+    a kernel argument."""
+    found = []
     for op in kernel.walk():
         if not (isinstance(op, T.DotOp) and is_mma_dot(op)):
             continue
         for v in (op.a, op.b):
             load = operand_load(v)
-            if load is None:
-                continue
-            view = load.view
-            if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
-                continue
-            stride = f"{argument_name(kernel, view.index)}.stride.{view.type.rank - 1}"
-            if stride not in unit and stride not in found:
-                found.append(stride)
+            view = load.view if load is not None else None
+            if isinstance(view, BlockArgument) and view.owner is kernel.body.block:
+                found.append((op, view))
     return found
 
 
@@ -170,23 +176,16 @@ def int8_byte_copies(kernel: FuncOp) -> list[str]:
     divisible = {str(x) for x in (kernel.attributes.get("tilec.divisible") or ArrayAttr(())).value}
     multiples = dict(kernel_specialization(kernel).multiples)
     found: list[str] = []
-    for op in kernel.walk():
-        if not (isinstance(op, T.DotOp) and is_mma_dot(op) and op.a.type.element == i8):
+    for op, view in _loaded_operand_views(kernel):
+        if op.a.type.element != i8:
             continue
-        for v in (op.a, op.b):
-            load = operand_load(v)
-            if load is None:
-                continue
-            view = load.view
-            if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
-                continue
-            name = argument_name(kernel, view.index)
-            why = [] if name in aligned else [f"{name} not known to be 16-byte aligned"]
-            for d in range(view.type.rank - 1):
-                stride = f"{name}.stride.{d}"
-                if stride not in divisible and multiples.get(stride, 1) < 8:
-                    why.append(f"{stride} not known to be a multiple of 8")
-            found.extend(w for w in why if w not in found)
+        name = argument_name(kernel, view.index)
+        why = [] if name in aligned else [f"{name} not known to be 16-byte aligned"]
+        for d in range(view.type.rank - 1):
+            stride = f"{name}.stride.{d}"
+            if stride not in divisible and multiples.get(stride, 1) < 8:
+                why.append(f"{stride} not known to be a multiple of 8")
+        found.extend(w for w in why if w not in found)
     return found
 
 

@@ -250,7 +250,9 @@ class JitFunction:
             self._instances[key] = function
         return function
 
-    def instance_for(self, values: Sequence[Any], kwargs: Mapping[str, Any] = {}) -> JitFunction:
+    def instance_for(
+        self, values: Sequence[Any], kwargs: Mapping[str, Any] | None = None
+    ) -> JitFunction:
         """The function a call with these arguments runs: this one, or for a generic kernel
         its instance binding each open dtype parameter to the dtype of the first tensor
         argument it types."""
@@ -264,7 +266,7 @@ class JitFunction:
         for parameter in generic.open():
             position = parameter.tensors[0]
             name = generic.arguments[position]
-            value = values[position] if position < len(values) else kwargs.get(name)
+            value = values[position] if position < len(values) else (kwargs or {}).get(name)
             dtype = tensor_dtype(value)
             if dtype not in parameter.allowed:
                 raise TileError(

@@ -33,11 +33,11 @@ from tilec.diagnostics import Location, TileError
 from tilec.frontend import syntax as ast
 from tilec.frontend.builtins import BUILTIN_NAMES
 from tilec.frontend.checked import DTYPES
+from tilec.frontend.sema_common import _DTYPE_LIST, _expr_loc
 
 __all__ = ["DtypeParameter", "GenericSignature", "bind_dtypes", "generic_signature"]
 
 _PARAMETER_RE = re.compile(r"[A-Z][A-Za-z0-9_]*")
-_DTYPE_LIST = ", ".join(DTYPES)
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def _source_declaration(
 ) -> dict[str, tuple[tuple[str, ...], Location]]:
     example = 'write dtypes={"T": [f16, bf16, f32]}'
     if not isinstance(value, ast.DictExpr):
-        raise TileError("dtype parameters are a dict literal", _loc(value), hint=example)
+        raise TileError("dtype parameters are a dict literal", _expr_loc(value), hint=example)
     declared: dict[str, tuple[tuple[str, ...], Location]] = {}
     for key, dtypes in zip(value.keys, value.values):
         if isinstance(key, ast.StrLit):
@@ -186,7 +186,7 @@ def _source_declaration(
         elif isinstance(key, ast.Name):
             name = key.id
         else:
-            raise TileError("a dtype parameter is a name", _loc(key), hint=example)
+            raise TileError("a dtype parameter is a name", _expr_loc(key), hint=example)
         _check_parameter_name(name, key.loc, definition)
         if name in declared:
             raise TileError(f"dtype parameter {name} is declared twice", key.loc)
@@ -194,7 +194,7 @@ def _source_declaration(
         if not elements:
             raise TileError(
                 f"dtype parameter {name} needs a non-empty list of dtypes",
-                _loc(dtypes),
+                _expr_loc(dtypes),
                 hint=example,
             )
         allowed: list[str] = []
@@ -203,14 +203,14 @@ def _source_declaration(
             dtype = element.value if isinstance(element, ast.StrLit) else dtype
             if dtype not in DTYPES:
                 raise TileError(
-                    "this is not a dtype", _loc(element), hint=f"dtypes are: {_DTYPE_LIST}"
+                    "this is not a dtype", _expr_loc(element), hint=f"dtypes are: {_DTYPE_LIST}"
                 )
             if dtype in allowed:
-                raise TileError(f"{dtype} is listed twice for {name}", _loc(element))
+                raise TileError(f"{dtype} is listed twice for {name}", _expr_loc(element))
             allowed.append(dtype)
         declared[name] = (tuple(allowed), key.loc)
     if not declared:
-        raise TileError("dtypes declares no dtype parameter", _loc(value), hint=example)
+        raise TileError("dtypes declares no dtype parameter", _expr_loc(value), hint=example)
     return declared
 
 
@@ -292,21 +292,3 @@ def _without_dtypes(decorator: ast.Expr) -> ast.Expr:
         return decorator
     keywords = tuple(k for k in decorator.keywords if k.name != "dtypes")
     return dataclasses.replace(decorator, keywords=keywords)
-
-
-def _loc(node: Any) -> Location:
-    from tilec.frontend.sema_common import _expr_loc
-
-    return _expr_loc(node)
-
-
-def binding_of(signature: GenericSignature, dtypes: Sequence[str | None]) -> dict[str, str] | None:
-    """The binding of `signature`'s open parameters to `dtypes` (one per open parameter, the
-    dtype of the first tensor it types), or None where a dtype is not one it may take (the
-    launch's own checks then report the argument)."""
-    binding = {}
-    for parameter, dtype in zip(signature.open(), dtypes):
-        if dtype not in parameter.allowed:
-            return None
-        binding[parameter.name] = dtype
-    return binding
