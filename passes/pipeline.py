@@ -276,7 +276,12 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     for loop_streams in by_loop.values():
         tma = _tma_choice(kernel, loop_streams, stages, options, ctx)
         in_flight = options.dots_in_flight
-        if in_flight == -1 and tma and options.warp_specialize != 0:
+        if (
+            in_flight == -1
+            and tma
+            and options.warp_specialize != 0
+            and chained_wgmma_slots(loop_streams[0].loop)
+        ):
             # A warp-specialized loop releases each stage once the next wgmma is issued, and
             # its producer runs S - 1 steps ahead, not S - 2: the group stays in flight.
             in_flight = 1
@@ -284,7 +289,14 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         if pipelined is not None:
             made.append(pipelined)
     remove_redundant_barriers(kernel)
-    specialized = warp_specialize_kernel(kernel, made, options.warp_specialize, persistent, ctx)
+    specialized = warp_specialize_kernel(
+        kernel,
+        made,
+        options.warp_specialize,
+        persistent,
+        ctx,
+        blocks=_planned_blocks(kernel, options),
+    )
     if persistent is not None and not specialized:
         chosen = next((p for p in made if p.loop is persistent), None)
         persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
@@ -334,6 +346,21 @@ def _choose_stages(
             kept = f", {reserve} kept for the epilogue's scratch (persistent)" if reserve else ""
             return stages, (f"the most that fit: {plan.total} of {limit} bytes{kept}{share}{more}")
     return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
+
+
+def _planned_blocks(kernel: FuncOp, options: Pipeline.Options) -> int:
+    """The blocks an SM holds that the stages were chosen for (`_stages_for_occupancy`): by
+    the kernel's shared memory as pipelined, tiling's register estimate and its threads; what
+    a warp-specialized kernel's launch bounds then keep (its producer's threads on top)."""
+    pinned = kernel.attributes.get("tilec.min_blocks_per_sm")
+    if pinned is not None:
+        return int(pinned.value)
+    estimate = kernel.attributes.get("tilec.estimated_registers")
+    if estimate is None:
+        return 1
+    threads = int(kernel.attributes["tilec.num_warps"].value) * 32
+    total = plan_shared_memory(kernel).total
+    return blocks_per_sm(total, int(estimate.value), threads, options.sm_shared)
 
 
 def blocks_per_sm(total: int, registers: int, threads: int, sm_shared: int = SM_SHARED_SM90) -> int:

@@ -1,38 +1,55 @@
-"""Warp specialization of a GEMM loop the TMA unit fills (`pipeline`'s option `warp_specialize`):
+"""Warp specialization of the loops the TMA unit fills (`pipeline`'s option `warp_specialize`):
 a producer warpgroup issues every step's copies, the kernel's warps only compute.
 
-What `pipeline` makes of such a loop without it: the copies of step i + S - 2 are issued by one
-thread of the computing warps after step i's wgmma; a block-wide `tile.barrier` each step tells
-that thread that every warp is past its reads of the slot refilled next; and the copies run
-only S - 2 steps ahead, because the slot of step i - 1 may still be read by the wgmma left in
-flight. With warp specialization (`tilec.dialects.warp_specialize` shows the IR):
+What `pipeline` makes of such a loop without it: the copies of step i + S - 2 (or S - 1) are
+issued by one thread of the computing warps after step i's wgmma; a block-wide `tile.barrier`
+each step tells that thread that every warp is past its reads of the slot refilled next; a
+GEMM's copies run only S - 2 steps ahead, because the slot of step i - 1 may still be read by
+the wgmma left in flight. With warp specialization (`tilec.dialects.warp_specialize` shows
+the IR):
 
 * a **producer** region on a warpgroup of its own walks the steps: it waits on the stage's
   *empty* mbarrier (released by the consumers), arms its *full* mbarrier and issues the copies
-  -- so copies run as far ahead as the stages allow (S - 1 steps beyond the one being read),
-  with no block-wide barrier in the loop;
-* the **consumer** region is the loop as it was, less its copies and its barrier, plus one
-  `tile.mbarrier_arrive` a step on the empty mbarrier of the previous step's slot (the wgmma
-  that read it has been waited for: `wgmma.wait_group 1` after the next issue), and the
-  epilogue;
+  -- so copies run as far ahead as the stages allow, with no block-wide barrier in the loop;
+* the **consumer** region is the loop as it was, less its copies and the barrier after its
+  wait, plus one `tile.mbarrier_arrive` a step on the empty mbarrier of the previous step's
+  slot, once every wgmma that read it is waited for: a GEMM's chain left in flight releases
+  it after the next issue (`wgmma.wait_group 1`), a loop whose wgmmas are all waited for
+  within their step (attention's two dots) at the top of the next step; then the epilogue;
 * `setmaxnreg` moves registers from the producer (40 a thread) to the consumers, whose
-  accumulators need them.
+  accumulators need them; the kernel keeps the blocks an SM its stages were chosen for
+  (`tilec.min_blocks_per_sm`, so that the launch bounds leave each block its share).
 
-Kernel ops before the loop that compute tiles (the accumulator's zeros, a bias loaded once) go
-into the consumer region: only the consumers' warps have those layouts. Scalar arithmetic
-(program ids, tile offsets) stays before the op, computed by every warp.
+Several TMA loops in a row (attention's main loop and the tail `mask-bounds` splits off, and
+the causal diagonal) share one protocol: the later loops fill the first loop's buffers and
+arrive on its mbarriers (`_aliases`: the same tensors into buffers of the same shape), and
+their steps are counted on from loop to loop (`step_base`), so the producer walks every loop's
+steps in order and a stage is refilled only once the step that last read it, in whichever
+loop, released it.
 
-When (`warp_specialize_blocker`): sm_90a, the loop's copies by the TMA unit, its wgmma chain
-left in flight (`tilec.dots_in_flight`), the loop directly in the kernel's body and the only
-pipelined one, and nothing before it with effects. With pipeline's option `persistent` both
+The kernel's body is split around the loops (`_partition`): scalar arithmetic on values every
+warp has (program ids, tile offsets, the loops' bounds) stays before the op -- the producer's
+copies need it --; the copies before each loop and the drains between loops go; everything
+else -- tiles, the staging of a loop-invariant operand (attention's q: its store, the
+consumers' barrier, its read into fragments), the epilogue -- is the consumers' (only their
+warps have the tiles' layouts; a `tile.barrier` there is the consumers' named barrier). A
+buffer the consumers fill themselves gets bytes of its own when shared memory is planned
+again: it is live while the producer copies.
+
+When (`warp_specialize_blocker`): sm_90a, loops directly in the kernel's body whose copies
+the TMA unit makes, each feeding a wgmma dot and starting by waiting on its stage's mbarrier,
+a wgmma chain left in flight only with `tilec.dots_in_flight` (its wait would otherwise be at
+the barrier the consumers no longer have), the copies' operands computed by every warp, and
+enough registers for the consumers. With pipeline's option `persistent` (one loop) both
 regions walk the output tiles (`_walk_tiles`), the producer running into the next tile while
-the consumers run this tile's epilogue. Option values: -1
-where allowed, 0 never (the default until measured faster on the H200), 1 required (an error
-says why not). The interpreter runs the regions as coroutines and checks the mbarrier protocol
-(`tilec.interp.warp_specialize`).
+the consumers run this tile's epilogue. Option values: -1 where allowed, 0 never (the default
+until measured faster on the H200), 1 required (an error says why not). The interpreter runs
+the regions as coroutines and checks the mbarrier protocol (`tilec.interp.warp_specialize`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
@@ -43,7 +60,8 @@ from tilec.ir.attributes import IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, OpResult, Region, Value
 from tilec.ir.types import SharedType, TileType, i64, index
-from tilec.lowering.wgmma import chained_wgmma_slots
+from tilec.lowering.layouts import element_bytes
+from tilec.lowering.wgmma import carried_in_flight, chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.occupancy import REGISTERS_PER_SM
 from tilec.passes.pipeline_persistent import (
     PipelinedLoop,
@@ -76,88 +94,241 @@ def warp_specialize_kernel(
     option: int,
     persistent: scf.ForOp | None,
     ctx: PassContext,
+    blocks: int = 1,
 ) -> bool:
     """pipeline's option `warp_specialize` on the kernel's TMA loops (`made`), with persistent blocks
     walking the tiles when `persistent` is the loop option `persistent` chose; whether the
-    kernel was specialized."""
+    kernel was specialized. `blocks`: the blocks an SM holds that the stages were chosen for
+    (`tilec.min_blocks_per_sm` when the kernel has it): the specialized kernel's launch bounds
+    keep them (`tilec.min_blocks_per_sm`), with a producer warpgroup in each."""
     if option not in (-1, 0, 1):
         raise TileError(f"pipeline: option warp_specialize must be -1, 0 or 1, got {option}")
     if option == 0:
         return False
     if persistent is not None and not any(p.loop is persistent for p in made):
         why = "its persistent loop's copies are not made by the TMA unit"
-    elif len(made) != 1:
-        why = (
-            "no loop's copies are made by the TMA unit" if not made else "it has several TMA loops"
-        )
+    elif persistent is not None and len(made) != 1:
+        why = "persistent blocks walk one TMA loop, and it has several"
     else:
-        why = warp_specialize_blocker(kernel, made[0])
+        why = warp_specialize_blocker(kernel, made, blocks)
     if why:
         if option == 1:
             raise TileError(f"pipeline: option warp_specialize = 1, but {why}", kernel.loc)
         ctx.remark(kernel, f"not warp-specialized: {why}")
         return False
-    specialize_warps(kernel, made[0], ctx, persistent=persistent is not None)
+    if blocks > 1 and "tilec.min_blocks_per_sm" not in kernel.attributes:
+        kernel.attributes["tilec.min_blocks_per_sm"] = IntegerAttr(blocks)
+        ctx.remark(
+            kernel,
+            f"{blocks} blocks an SM, as the stages were chosen for (tilec.min_blocks_per_sm), "
+            f"with a producer warpgroup each; the launch bounds keep each thread to "
+            f"{REGISTERS_PER_SM // (blocks * _threads(kernel)) // 8 * 8} registers, the "
+            f"consumers take {_consumer_registers(_warps(kernel), blocks)} back with setmaxnreg",
+        )
+    specialize_warps(kernel, made, ctx, persistent=persistent is not None)
     return True
 
 
-def warp_specialize_blocker(kernel: FuncOp, pipelined: PipelinedLoop | None) -> str:
-    """Why the loop `pipelined` cannot be warp-specialized ("" when it can)."""
-    if pipelined is None:
-        return "its copies are not made by the TMA unit"
-    loop = pipelined.loop
+def _warps(kernel: FuncOp) -> int:
+    return int(kernel.attributes["tilec.num_warps"].value)
+
+
+def _threads(kernel: FuncOp) -> int:
+    """A specialized block's threads: the consumers' and the producer's warpgroup."""
+    return (_warps(kernel) + PRODUCER_WARPS) * _WARP
+
+
+def warp_specialize_blocker(
+    kernel: FuncOp, made: list[PipelinedLoop] | PipelinedLoop | None, blocks: int = 1
+) -> str:
+    """Why the TMA loops `made` (in the kernel's order) cannot be warp-specialized ("" when
+    they can), `blocks` blocks an SM (`tilec.min_blocks_per_sm` when the kernel has it)."""
+    loops = [made] if isinstance(made, PipelinedLoop) else list(made or [])
+    if not loops:
+        return "no loop's copies are made by the TMA unit"
     if PERSISTENT_ATTRIBUTE in kernel.attributes:
         return "the kernel has persistent blocks"
-    if loop.parent is not kernel.body.block:
-        return "its loop is nested in other control flow"
-    if scf.dots_in_flight(loop) != 1 or not chained_wgmma_slots(loop):
-        return "its loop leaves no wgmma chain in flight"
-    if _wait_of(loop) is None:
-        return "its loop does not start by waiting on its stage's mbarrier"
-    warps = int(kernel.attributes["tilec.num_warps"].value)
-    registers = _consumer_registers(warps, _blocks_per_sm(kernel))
-    needed = _registers_needed(loop, warps)
+    for pipelined in loops:
+        loop = pipelined.loop
+        if loop.parent is not kernel.body.block:
+            return "its loop is nested in other control flow"
+        if not any(is_wgmma_dot(op) for op in loop.body.walk()):
+            return "its loop feeds no wgmma dot"
+        if carried_in_flight(loop) and (
+            scf.dots_in_flight(loop) != 1 or not chained_wgmma_slots(loop)
+        ):
+            return (
+                "its loop's wgmma chain is waited for at the next iteration's barrier "
+                "(dots_in_flight = 0), which the consumers no longer have"
+            )
+        if _wait_of(loop) is None:
+            return "its loop does not start by waiting on its stage's mbarrier"
+    aliases = _aliases(loops)
+    if isinstance(aliases, str):
+        return aliases
+    parts = _partition(kernel, loops)
+    if isinstance(parts, str):
+        return parts
+    warps = _warps(kernel)
+    blocks = _blocks_per_sm(kernel, blocks)
+    registers = _consumer_registers(warps, blocks)
+    needed = max(_registers_needed(p.loop, warps) for p in loops)
     if registers < needed:
         return (
             f"its consumers would get {registers} registers a thread (with a producer "
-            f"warpgroup in each of {_blocks_per_sm(kernel)} block(s) an SM), fewer than the "
-            f"~{needed} their accumulators and descriptors need"
+            f"warpgroup in each of {blocks} block(s) an SM), fewer than the "
+            f"~{needed} their accumulators, held operands and descriptors need"
         )
-    prologue = set(map(id, pipelined.prologue))
-    for op in _before(kernel, loop):
-        if id(op) in prologue or isinstance(op, _SETUP) or not _has_effects(op):
-            continue
-        return f"'{op.name}' before the loop has effects (every warp would run it)"
     return ""
 
 
-def specialize_warps(
-    kernel: FuncOp, pipelined: PipelinedLoop, ctx: PassContext, persistent: bool = False
-) -> None:
-    """Rewrite `kernel` around its pipelined loop (`warp_specialize_blocker` allows it) into
-    a producer and a consumer region (the module docstring), with a remark; with
-    `persistent`, each region walks the output tiles (`persistent_blocker` allows it)."""
-    loop = pipelined.loop
-    walk = tile_walk(kernel, loop.loc) if persistent else None
-    stages = pipelined.stages
+@dataclass
+class _Partition:
+    """Where each op of the kernel's body goes when its TMA loops are specialized."""
+
+    hoisted: list[Operation]  # scalar arithmetic after the first loop, moved before the op
+    consumer: list[Operation]  # in order: the loops and every op with tiles or effects
+    erased: list[Operation]  # the copies before each loop, the drains, later loops' setup
+
+
+def _partition(kernel: FuncOp, loops: list[PipelinedLoop]) -> _Partition | str:
+    """Split the kernel's body around its TMA loops (`loops`, in order): scalar arithmetic on
+    values every warp has stays before the op (every warp computes it; the producer's copies
+    need it), the loops' copies before them and their drains go (the producer copies, the
+    consumers drain once, after the last loop), the barriers that publish the stages'
+    mbarriers stay, and everything else -- tiles, stores, the barriers that order them, the
+    epilogue -- is the consumers' (only their warps have the tiles' layouts). A string says
+    why not: the producer's copies need a value only the consumers compute."""
     block = kernel.body.block
+    ops = list(block.ops)
+    first = ops.index(loops[0].loop)
+    in_loops = {id(p.loop) for p in loops}
+    gone: set[int] = set()
+    for p in loops:
+        gone.update(id(op) for op in p.prologue if isinstance(op, _COPIES))
+        gone.update(id(op) for op in p.after)
+    full = _wait_of(loops[0].loop).barriers  # type: ignore[union-attr]
+    for p in loops[1:]:  # their stages are the first loop's (`_aliases`)
+        barriers = _wait_of(p.loop).barriers  # type: ignore[union-attr]
+        for use in barriers.uses:
+            if isinstance(use, TM.MbarrierInitOp):
+                gone.add(id(use))
+                at = ops.index(use)
+                if at + 1 < len(ops) and isinstance(ops[at + 1], shared.BarrierOp):
+                    gone.add(id(ops[at + 1]))  # it published the init
+    outside: set[int] = {id(a) for a in kernel.body.block.args}
+    parts = _Partition([], [], [])
+    for i, op in enumerate(ops):
+        if id(op) in gone:
+            parts.erased.append(op)
+            continue
+        if isinstance(op, ReturnOp):
+            continue
+        if id(op) in in_loops:
+            parts.consumer.append(op)
+            continue
+        scalar = (
+            not _has_effects(op)
+            and not any(isinstance(r.type, TileType) for r in op.results)
+            and all(id(v) in outside for v in op.operands)
+        )
+        setup = isinstance(op, shared.AllocSharedOp) or (
+            i < first
+            and (
+                (isinstance(op, TM.MbarrierInitOp) and op.barriers is full)
+                or (isinstance(op, shared.BarrierOp) and isinstance(ops[i - 1], TM.MbarrierInitOp))
+            )
+        )
+        if setup or scalar:
+            outside.update(id(r) for r in op.results)
+            if scalar and i > first:
+                parts.hoisted.append(op)
+            continue
+        parts.consumer.append(op)
+    for p in loops:
+        needed = [p.loop.lower, p.loop.upper, p.loop.step]
+        for op in _producer_ops(p):
+            needed += [v for v in op.operands if not _defined_in(v, p.loop)]
+        for v in needed:
+            if id(v) not in outside:
+                return (
+                    "its copies need a value that only the consumers' warps compute "
+                    f"(%{v.name_hint or '?'})"
+                )
+    return parts
+
+
+def _defined_in(value: Value, loop: scf.ForOp) -> bool:
+    """Whether `value` is defined in `loop` (its body's arguments or ops)."""
+    if value in loop.body.block.args:
+        return True
+    return isinstance(value, OpResult) and value.op.parent is loop.body.block
+
+
+def _producer_ops(pipelined: PipelinedLoop) -> list[Operation]:
+    """The ops of the loop's body the producer runs: the step arithmetic before its wait and
+    the copies ahead with the arithmetic they need."""
+    loop = pipelined.loop
+    body = list(loop.body.block.ops)
     wait = _wait_of(loop)
     assert wait is not None
-    full = wait.barriers
-    body = list(loop.body.block.ops)
-    at_wait = body.index(wait)
-    step_ops = body[:at_wait]  # the step index, slot and phase
-    barrier = body[at_wait + 1] if at_wait + 1 < len(body) else None
-    ahead_copies = [op for op in body if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp))]
+    copies = [op for op in body if isinstance(op, _COPIES)]
+    return body[: body.index(wait)] + _slice(loop, copies, {_ahead_iv(copies[0]), copies[0].slot})
+
+
+def _aliases(loops: list[PipelinedLoop]) -> dict[Value, Value] | str:
+    """Later loops' stage mbarriers and buffers as the first loop's: one protocol runs through
+    all the loops (steps counted on from loop to loop), so the bytes of slot s are released
+    and refilled in one order. A string says why not (their copies differ)."""
+    first = loops[0]
+    first_copies = [op for op in first.loop.body.walk() if isinstance(op, TM.TmaCopyOp)]
+    mapping: dict[Value, Value] = {}
+    for p in loops[1:]:
+        if p.stages != first.stages:
+            return "its TMA loops have different numbers of stages"
+        copies = [op for op in p.loop.body.walk() if isinstance(op, TM.TmaCopyOp)]
+        if len(copies) != len(first_copies) or any(
+            a.view is not b.view or a.buffer.type != b.buffer.type
+            for a, b in zip(copies, first_copies)
+        ):
+            return "its TMA loops copy into buffers of different shapes or from different tensors"
+        mapping[_wait_of(p.loop).barriers] = _wait_of(first.loop).barriers  # type: ignore[union-attr]
+        for a, b in zip(copies, first_copies):
+            mapping[a.buffer] = b.buffer
+    return mapping
+
+
+def specialize_warps(
+    kernel: FuncOp,
+    made: list[PipelinedLoop] | PipelinedLoop,
+    ctx: PassContext,
+    persistent: bool = False,
+) -> None:
+    """Rewrite `kernel` around its TMA loops `made` (`warp_specialize_blocker` allows them)
+    into a producer and a consumer region (the module docstring), with a remark; with
+    `persistent`, each region walks the output tiles (`persistent_blocker` allows it)."""
+    loops = [made] if isinstance(made, PipelinedLoop) else list(made)
+    first = loops[0]
+    walk = tile_walk(kernel, first.loop.loc) if persistent else None
+    stages = first.stages
+    block = kernel.body.block
+    waits = [_wait_of(p.loop) for p in loops]
+    assert all(w is not None for w in waits)
+    full = waits[0].barriers  # type: ignore[union-attr]
     warps = int(kernel.attributes["tilec.num_warps"].value)
+    aliases = _aliases(loops)
+    parts = _partition(kernel, loops)
+    assert isinstance(aliases, dict) and isinstance(parts, _Partition)
+    producer_parts = [(p, _producer_ops(p)) for p in loops]
+    chains = [bool(carried_in_flight(p.loop)) for p in loops]  # before the barriers go
+    for op in parts.hoisted:
+        op.move_before(first.loop)
 
     # The empty mbarriers: one a stage, completed by one arrival of every consumer warp.
-    entry = Builder.at_start(block, loop.loc)
+    entry = Builder.at_start(block, first.loop.loc)
     empty = entry.create(shared.AllocSharedOp, result_types=[SharedType((stages, 1), i64)]).result
     empty.name_hint = "empty_barriers"
-    init = next(
-        u for u in full.uses if isinstance(u, TM.MbarrierInitOp)
-    )  # before the barrier that publishes it
+    init = next(u for u in full.uses if isinstance(u, TM.MbarrierInitOp))  # before its barrier
     Builder.after_op(init).create(
         TM.MbarrierInitOp,
         barriers=empty,
@@ -165,10 +336,25 @@ def specialize_warps(
         warps=IntegerAttr(warps),
     )
 
-    # The op, where the loop was.
+    # Steps are counted on from loop to loop: loop j's step i is step base_j + i of the
+    # stages' protocol, whose phases then run on.
+    b = Builder.before_op(first.loop)
+    base: Value | None = None
+    steps_of: list[Value] = []
+    for j, p in enumerate(loops):
+        if j > 0:
+            trips = trip_count(b, loops[j - 1].loop)
+            base = trips if base is None else b.create(arith.AddIOp, lhs=base, rhs=trips).result
+            base.name_hint = "step_base"
+            rebase_steps(p.step_index, base)
+            steps_of.append(next(iter(p.step_index.uses)).results[0])
+        else:
+            steps_of.append(p.step_index)
+
+    # The op, where the first loop was.
     producer_block, consumer_block = Block(), Block()
     registers = _consumer_registers(warps, _blocks_per_sm(kernel))
-    Builder.before_op(loop).create(
+    b.create(
         WarpSpecializeOp,
         producer=Region([producer_block]),
         consumer=Region([consumer_block]),
@@ -177,9 +363,82 @@ def specialize_warps(
         consumer_registers=IntegerAttr(registers),
     )
 
-    # Producer: every step's copies, once the stage is released.
-    p = Builder.at_end(producer_block, loop.loc)
-    steps = p.create(
+    # Producer: every loop's steps, each step's copies once its stage is released.
+    p_builder = Builder.at_end(producer_block, first.loop.loc)
+    producer_loops = []
+    for (p, _), wait in zip(producer_parts, waits):
+        producer_loops.append(_producer_loop(p_builder, p, wait, empty, aliases))
+    p_builder.create(scf.YieldOp, values=[])
+
+    # Consumers: each loop without its copies or its barrier, releasing each step's stage
+    # once every wgmma that read it was waited for (the index arithmetic of the copies
+    # ahead is left to dce).
+    for (p, _), wait, step, chain in zip(producer_parts, waits, steps_of, chains):
+        _consume(p, wait, step, stages, empty, chain)
+    for old, new in aliases.items():
+        old.replace_all_uses_with(new)
+
+    c = Builder.at_end(consumer_block, first.loop.loc)
+    last = loops[-1].loop
+    drain: list[Operation] = []
+    for op in parts.consumer:
+        op.detach()
+        c.insert(op)
+        if op is last:
+            # The consumers' last reads of the stages are over; every mbarrier op of the
+            # producer came before the last wait: the barriers' bytes may go to the
+            # epilogue's scratch.
+            c.create(shared.BarrierOp)
+            drain = [
+                c.create(TM.MbarrierInvalOp, barriers=full),
+                c.create(TM.MbarrierInvalOp, barriers=empty),
+            ]
+    c.create(scf.YieldOp, values=[])
+    for op in reversed(parts.erased):
+        op.erase()  # the copies' index arithmetic is left to dce
+    for old in aliases:
+        if isinstance(old, OpResult) and isinstance(old.op, shared.AllocSharedOp):
+            old.op.erase()
+    if walk is not None:
+        per_tile = walk.per_tile(_before(kernel, producer_block.parent_op))
+        _walk_tiles(producer_block, walk, per_tile, *producer_loops[0])
+        _walk_tiles(consumer_block, walk, per_tile, first.loop, first.step_index, drain)
+    kernel.attributes[PRODUCER_WARPS_ATTRIBUTE] = IntegerAttr(PRODUCER_WARPS)
+    if walk is not None:
+        ctx.remark(
+            kernel,
+            "persistent blocks: as many blocks as the GPU holds walk the output tiles; the "
+            "producer runs ahead into the next tile while the consumers run this tile's "
+            "epilogue",
+        )
+    several = (
+        f" of {len(loops)} loops, their steps counted on from loop to loop"
+        if len(loops) > 1
+        else ""
+    )
+    ctx.remark(
+        kernel,
+        f"warp-specialized: a producer warpgroup ({PRODUCER_WARPS} warps, "
+        f"{PRODUCER_REGISTERS} registers a thread) issues every step's TMA copies{several} up "
+        f"to {stages - 1} steps ahead, waiting on a stage's empty mbarrier; the {warps} "
+        f"consumer warps ({registers} registers) run the wgmma loop"
+        f"{'s' if len(loops) > 1 else ''} with no block-wide barrier, releasing each stage "
+        "once every wgmma that read it is waited for, and the epilogue",
+    )
+
+
+def _producer_loop(
+    b: Builder,
+    pipelined: PipelinedLoop,
+    wait: TM.MbarrierWaitOp,
+    empty: Value,
+    aliases: dict[Value, Value],
+) -> tuple[scf.ForOp, Value, list[Operation]]:
+    """The producer's walk over `pipelined`'s steps: wait for the stage's release (the phase
+    before the one it fills: on a fresh stage the wait returns at once), then its copies
+    (into the first loop's buffers, `aliases`). Returns (the loop, its step index, [])."""
+    loop = pipelined.loop
+    steps = b.create(
         scf.ForOp,
         lower=loop.lower,
         upper=loop.upper,
@@ -190,107 +449,58 @@ def specialize_warps(
     k = steps.body.block.args[0]
     k.name_hint = loop.induction_var.name_hint
     w = Builder.at_end(steps.body.block, loop.loc)
-    mapping: dict[Value, Value] = {loop.induction_var: k}
-    for op in step_ops:
+    mapping: dict[Value, Value] = {loop.induction_var: k, **aliases}
+    body = list(loop.body.block.ops)
+    for op in body[: body.index(wait)]:
         w.insert(op.clone(mapping))
     slot, phase = mapping[wait.slot], mapping[wait.phase]
-    producer_steps = mapping[pipelined.step_index]
     one = w.create(arith.ConstantOp, value=IntegerAttr(1), result_types=[index]).result
     released = w.create(arith.SubIOp, lhs=one, rhs=phase).result  # the phase before
     released.name_hint = "released_phase"
     w.create(TM.MbarrierWaitOp, barriers=empty, slot=slot, phase=released)
-    first = ahead_copies[0]
-    ahead_iv = _ahead_iv(first)
-    ahead_slot = first.slot
-    copy_map: dict[Value, Value] = {ahead_iv: k, ahead_slot: slot}
-    copies = _slice(loop, ahead_copies, {ahead_iv, ahead_slot})
-    for op in copies:
+    ahead = [op for op in body if isinstance(op, _COPIES)]
+    copy_map: dict[Value, Value] = {**aliases, _ahead_iv(ahead[0]): k, ahead[0].slot: slot}
+    for op in _slice(loop, ahead, {_ahead_iv(ahead[0]), ahead[0].slot}):
         w.insert(op.clone(copy_map))
     w.create(scf.YieldOp, values=[])
-    p.create(scf.YieldOp, values=[])
+    return steps, mapping[pipelined.step_index], []
 
-    # Consumer: the loop without its copies or barrier, releasing each step's slot once the
-    # next step's wgmma is issued (the one before it is then waited for). The index
-    # arithmetic of the copies ahead is left to dce.
-    for op in reversed(copies):
+
+def _consume(
+    pipelined: PipelinedLoop,
+    wait: TM.MbarrierWaitOp,
+    step: Value,
+    stages: int,
+    empty: Value,
+    chain: bool,
+) -> None:
+    """The consumers' loop: its copies go, and the barrier after its wait unless the consumers
+    store into shared memory in the loop themselves (a tile staged each step); each step
+    releases the stage of the step before (`step` counts on from loop to loop, so the first
+    step of a later loop releases the last of the loop before). A wgmma chain in flight
+    (`carried_in_flight`) releases it once the next wgmma is issued (whose issue waited for
+    the previous group, `wgmma.wait_group 1`; `chain`); a loop whose wgmmas are all waited for within
+    their iteration releases it at the top, right after its wait."""
+    loop = pipelined.loop
+    body = list(loop.body.block.ops)
+    ahead = [op for op in body if isinstance(op, _COPIES)]
+    for op in reversed(ahead):
         op.erase()
-    if isinstance(barrier, shared.BarrierOp):
-        barrier.erase()
-    r = Builder.before_op(loop.yield_op)
-    step_index = pipelined.step_index
+    at_wait = body.index(wait)
+    barrier = body[at_wait + 1] if at_wait + 1 < len(body) else None
+    written = any(isinstance(op, shared.StoreSharedOp) for op in loop.body.walk())
+    if isinstance(barrier, shared.BarrierOp) and not written:
+        barrier.erase()  # else it orders the consumers' own stores after last step's reads
+    r = Builder.before_op(loop.yield_op) if chain else Builder.after_op(wait)
     count = r.create(arith.ConstantOp, value=IntegerAttr(stages), result_types=[index]).result
     back = r.create(arith.ConstantOp, value=IntegerAttr(stages - 1), result_types=[index]).result
     previous = r.create(
-        arith.RemSIOp,
-        lhs=r.create(arith.AddIOp, lhs=step_index, rhs=back).result,
-        rhs=count,
+        arith.RemSIOp, lhs=r.create(arith.AddIOp, lhs=step, rhs=back).result, rhs=count
     ).result
     previous.name_hint = "released_slot"
     zero = r.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index]).result
-    has_previous = r.create(
-        arith.CmpIOp, predicate=StringAttr("sgt"), lhs=step_index, rhs=zero
-    ).result
+    has_previous = r.create(arith.CmpIOp, predicate=StringAttr("sgt"), lhs=step, rhs=zero).result
     r.create(TM.MbarrierArriveOp, barriers=empty, slot=previous, pred=has_previous)
-
-    # What goes into the consumer region: tiles computed before the loop, the loop, and
-    # everything after it but the return and the pipeline's drain (made anew inside).
-    prologue = set(map(id, pipelined.prologue))
-    after = set(map(id, pipelined.after))
-    moved = [
-        op
-        for op in _before(kernel, loop)
-        if id(op) not in prologue and any(isinstance(r.type, TileType) for r in op.results)
-    ]
-    ops = list(block.ops)
-    epilogue = [
-        op
-        for op in ops[ops.index(loop) + 1 :]
-        if id(op) not in after and not isinstance(op, ReturnOp)
-    ]
-    c = Builder.at_end(consumer_block, loop.loc)
-    for op in moved:
-        op.detach()
-        c.insert(op)
-    loop.detach()
-    c.insert(loop)
-    # The consumers' last reads of the stages are over; every mbarrier op of the producer
-    # came before the last wait: the barriers' bytes may go to the epilogue's scratch.
-    c.create(shared.BarrierOp)
-    drain = [
-        c.create(TM.MbarrierInvalOp, barriers=full),
-        c.create(TM.MbarrierInvalOp, barriers=empty),
-    ]
-    for op in epilogue:
-        op.detach()
-        c.insert(op)
-    c.create(scf.YieldOp, values=[])
-
-    # The prologue's copies are the producer's now, and the drain is the consumers'.
-    for op in reversed(pipelined.prologue):
-        if isinstance(op, (TM.MbarrierExpectOp, TM.TmaCopyOp)):
-            op.erase()  # their index arithmetic is left to dce
-    for op in reversed(pipelined.after):
-        op.erase()
-    if walk is not None:
-        per_tile = walk.per_tile(_before(kernel, producer_block.parent_op))
-        _walk_tiles(producer_block, walk, per_tile, steps, producer_steps, [])
-        _walk_tiles(consumer_block, walk, per_tile, loop, pipelined.step_index, drain)
-    kernel.attributes[PRODUCER_WARPS_ATTRIBUTE] = IntegerAttr(PRODUCER_WARPS)
-    if walk is not None:
-        ctx.remark(
-            kernel,
-            "persistent blocks: as many blocks as the GPU holds walk the output tiles; the "
-            "producer runs ahead into the next tile while the consumers run this tile's "
-            "epilogue",
-        )
-    ctx.remark(
-        kernel,
-        f"warp-specialized: a producer warpgroup ({PRODUCER_WARPS} warps, "
-        f"{PRODUCER_REGISTERS} registers a thread) issues every step's TMA copies up to "
-        f"{stages - 1} steps ahead, waiting on a stage's empty mbarrier; the {warps} consumer "
-        f"warps ({registers} registers) run the wgmma loop with no block-wide barrier, "
-        "releasing each stage once its wgmma is waited for, and the epilogue",
-    )
 
 
 def _walk_tiles(
@@ -324,7 +534,7 @@ def _walk_tiles(
         op.erase()
 
 
-_SETUP = (shared.AllocSharedOp, TM.MbarrierInitOp, shared.BarrierOp)
+_COPIES = (TM.MbarrierExpectOp, TM.TmaCopyOp)
 
 
 def _has_effects(op: Operation) -> bool:
@@ -380,22 +590,31 @@ def _slice(loop: scf.ForOp, roots: list[Operation], stop: set[Value]) -> list[Op
     return [op for op in body.ops if id(op) in needed]
 
 
-def _blocks_per_sm(kernel: FuncOp) -> int:
+def _blocks_per_sm(kernel: FuncOp, planned: int = 1) -> int:
     blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
-    return int(blocks.value) if blocks is not None else 1
+    return int(blocks.value) if blocks is not None else planned
 
 
-# Registers a consumer thread needs besides its accumulator: wgmma's descriptors, addresses,
-# the loop's indices (tiling's wgmma model counts 16 + about 48).
+# Registers a consumer thread needs besides its accumulators and held fragments: wgmma's
+# descriptors, addresses, the loop's indices (tiling's wgmma model counts 16 + about 48).
 _REGISTERS_BESIDES_ACCUMULATOR = 64
 
 
 def _registers_needed(loop: scf.ForOp, warps: int) -> int:
-    """Accumulator words a consumer thread holds (the chain's tile over the consumers' threads),
-    plus what a wgmma loop needs besides."""
-    j = chained_wgmma_slots(loop)[0]
-    acc = loop.yield_op.operands[j].type
-    words = acc.shape[0] * acc.shape[1] // (warps * _WARP)
+    """Words a consumer thread holds in `loop`: the accumulator of every wgmma dot in it (the
+    dot's tile over the consumers' threads), the A fragments its register-A dots read
+    (attention's q held across the loop, P computed in it), plus what a wgmma loop needs
+    besides."""
+    threads = warps * _WARP
+    words = 0
+    for op in loop.body.walk():
+        if not is_wgmma_dot(op):
+            continue
+        acc = op.result.type
+        words += acc.shape[0] * acc.shape[1] * element_bytes(acc.element) // 4 // threads
+        a = op.a.type
+        if a.layout.version == 2:  # held in registers as A fragments
+            words += a.shape[0] * a.shape[1] * element_bytes(a.element) // 4 // threads
     return words + _REGISTERS_BESIDES_ACCUMULATOR
 
 

@@ -194,3 +194,51 @@ def test_warp_specialized_bmm_and_fused_epilogue(variant):
     torch.testing.assert_close(y, expected.half(), rtol=2e-2, atol=0.5)
     for kernel, args in ((bmm, (a, b, c)), (fused, (x, w, bias, y))):
         assert "setmaxnreg.inc" in kernel.compile_for(*args).ptx
+
+
+WARP_SPECIALIZED_ATTENTION = [
+    # kernel, (B, H, G, M, N, D): plain and causal at d64 and d128, grouped-query heads, lengths
+    # no tile divides, one query tile, a single key tile (the producer's first wait only)
+    ("attention", (2, 4, 4, 1024, 1024, 128)),
+    ("attention", (1, 3, 3, 1537, 1537, 64)),
+    ("attention", (1, 2, 2, 40, 24, 64)),
+    ("attention_causal", (2, 4, 4, 1000, 1000, 128)),
+    ("attention_causal", (1, 2, 2, 257, 257, 64)),
+    ("attention_gqa", (1, 8, 2, 777, 1100, 128)),
+]
+
+
+@pytest.mark.parametrize("kernel, shape", WARP_SPECIALIZED_ATTENTION)
+def test_warp_specialized_attention_gives_the_bits_of_the_plain_one(kernel, shape):
+    """Attention's two TMA loops (the masks' main loop and tail) under one protocol of stages,
+    filled by a producer warpgroup while the consumers stage q and run both loops, with the
+    launch bounds of the 2 blocks an SM its stages were chosen for: the bits of the kernel
+    without it, and SDPA's result."""
+    from tilec.jit import load_kernel
+
+    b, h, g, m, n, d = shape
+    torch.manual_seed(m + n + d)
+    q = torch.randn(b, h, m, d, device="cuda", dtype=torch.float16)
+    k = torch.randn(b, g, n, d, device="cuda", dtype=torch.float16)
+    v = torch.randn(b, g, n, d, device="cuda", dtype=torch.float16)
+    scale = d**-0.5
+    results = []
+    for option in (1, 0):
+        run = load_kernel(
+            EXAMPLES / "attention.tile",
+            kernel,
+            pass_options={"pipeline": {"warp_specialize": option}},
+        )
+        o = torch.full_like(q, float("nan"))
+        run(q, k, v, o, scale)
+        results.append(o)
+        if option == 1:
+            ptx = run.compile_for(q, k, v, o, scale).ptx
+            assert "setmaxnreg.inc" in ptx and "mbarrier.arrive.shared" in ptx
+    kk = k.repeat_interleave(h // g, dim=1)
+    vv = v.repeat_interleave(h // g, dim=1)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), kk.float(), vv.float(), is_causal=kernel == "attention_causal", scale=scale
+    )
+    torch.testing.assert_close(results[0].float(), expected, rtol=2e-2, atol=2e-2)
+    assert torch.equal(results[0], results[1])

@@ -7,7 +7,9 @@ benchmark's clock `time_ms`), and SDPA timed with the same function in the same 
     python -m tilec.benchmarks.attention_probe --config 64,64,4,2 --shape 4,16,4096,128
     python -m tilec.benchmarks.attention_probe --kernel attention_causal --json out.json
 
-A configuration is `BM,BN,WARPS,STAGES` (`default`: what the passes choose). Use it to
+A configuration is `BM,BN,WARPS,STAGES` (`default`: what the passes choose), with `+ws` for a
+producer warpgroup (pipeline's option `warp_specialize = 1`: `default+ws`,
+`128,64,8,3+ws`). Use it to
 compare configurations and to test the tiling model's choice against its neighbours; the
 figures that go in docs/benchmarks.md come from `python -m tilec.gpucheck`.
 """
@@ -21,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "attention.tile"
-DEFAULT_CONFIGS = ["default", "64,64,4,2", "64,32,4,2", "128,64,8,2", "128,32,8,2", "64,128,4,2"]
+DEFAULT_CONFIGS = [
+    "default",
+    "default+ws",
+    "64,64,4,2",
+    "128,64,8,2",
+    "128,64,8,3+ws",
+    "64,128,4,2",
+]
 DEFAULT_SHAPES = ["4,16,4096,128", "4,16,4096,64", "1,8,1537,128"]
 TOLERANCE = 2e-2  # the largest error against SDPA (f16 outputs) a configuration may have
 
@@ -30,13 +39,17 @@ _DIMENSIONS = {"attention_causal": ("S", "T")}
 
 
 def decisions(kernel: str, config: str) -> dict[str, Any]:
-    """The tuner's config (its decision names) for `BM,BN,WARPS,STAGES` (`default`: {})."""
+    """The tuner's config (its decision names) for `BM,BN,WARPS,STAGES[+ws]` (`default`: {})."""
+    config, plus, extra = config.partition("+")
+    if plus and extra != "ws":
+        raise ValueError(f"a configuration ends with '+ws' or nothing, not '+{extra}'")
+    specialized = {"pipeline.warp_specialize": 1} if plus else {}
     if config == "default":
-        return {}
+        return specialized
     bm, bn, warps, stages = (int(x) for x in config.split(","))
     m, n = _DIMENSIONS.get(kernel, ("M", "N"))
     tiles = {"tile.B": 1, "tile.H": 1, f"tile.{m}": bm, f"tile.{n}": bn}
-    return {**tiles, "warps": warps, "stages": stages}
+    return {**tiles, "warps": warps, "stages": stages, **specialized}
 
 
 def probe(kernel: str, configs: list[str], shape: str, rounds: int) -> list[dict]:

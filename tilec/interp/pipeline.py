@@ -63,6 +63,8 @@ class _Slot:
     unread_write: Operation | None = None  # wrote data that no read has consumed yet
     unpublished_write: Operation | None = None  # wrote since the last barrier
     read_since_barrier: Operation | None = None
+    read_in: str | None = None  # the region of a tile.warp_specialize that read it
+    fenced_in: str | None = None  # the region whose barrier has ordered that read since
     held_by: _HeldRead | None = None  # read by a dot that may still be in flight
 
 
@@ -147,8 +149,11 @@ def _check_write(state: BlockState, op: Operation, s: _Slot, index: int) -> None
             hint=_wait_hint(s.in_flight.op, "wait for that copy (tile.async_wait)")
             + " before reusing the slot",
         )
-    if s.read_since_barrier is not None:
-        specialized = state.async_state is not None and state.async_state.roles is not None
+    roles = state.async_state.roles if state.async_state is not None else None
+    if s.read_since_barrier is not None and not (
+        roles is not None and s.fenced_in is not None and s.fenced_in == roles.running
+    ):
+        specialized = roles is not None
         raise state.error(
             op,
             f"writes slot {index}, which was read ({_where(s.read_since_barrier)}) with no "
@@ -309,13 +314,16 @@ def _barrier(state: BlockState, op: Operation, args: list[Any]) -> Any:
     if state.async_state is not None:
         _release_after_loop(state, op)
         # In a region of a tile.warp_specialize the barrier is its warps' only: it releases
-        # no read to the other region (tilec.interp.warp_specialize).
-        in_region = state.async_state.roles is not None
+        # the reads of its own region, none to the other (tilec.interp.warp_specialize).
+        roles = state.async_state.roles
+        region = roles.running if roles is not None else None
         for buffer in state.async_state.buffers:
             for s in buffer.slots:
                 s.unpublished_write = None
-                if not in_region:
+                if roles is None:
                     s.read_since_barrier = None
+                elif s.read_since_barrier is not None and s.read_in == region:
+                    s.fenced_in = region  # ordered before this region's later writes only
         for barriers in state.async_state.mbarriers.values():
             barriers.publish()  # tilec.interp.tma: the block sees inits, waits are over
     return []
@@ -345,6 +353,9 @@ def _load_shared(state: BlockState, op: Operation, args: list[Any]) -> Any:
         )
     s.unread_write = None
     s.read_since_barrier = op
+    roles = state.async_state.roles if state.async_state is not None else None
+    s.read_in = roles.running if roles is not None else None
+    s.fenced_in = None
     dot = op.result.uses[0] if len(op.result.uses) == 1 else None
     found = _in_flight_loop(dot) if isinstance(dot, tile_ops.DotOp) else None
     if found is not None:

@@ -90,6 +90,11 @@ class Roles:
         if errors:
             raise errors[0]
 
+    @property
+    def running(self) -> str | None:
+        """The region that holds the baton (the one whose ops run now)."""
+        return self._running
+
     def _pass_baton(self, me: str, finished: bool = False) -> bool:
         """Give the baton to the next region that can go on (call holding the lock): one not
         waiting, or whose wait is over; when `me` has finished, any region still running (a
