@@ -474,8 +474,8 @@ def _consume(
     empty: Value,
     chain: bool,
 ) -> None:
-    """The consumers' loop: its copies go, and the barrier after its wait unless the consumers
-    store into shared memory in the loop themselves (a tile staged each step); each step
+    """The consumers' loop: its copies go, and its barriers unless the consumers store into
+    shared memory in the loop themselves (a tile staged each step); each step
     releases the stage of the step before (`step` counts on from loop to loop, so the first
     step of a later loop releases the last of the loop before). A wgmma chain in flight
     (`carried_in_flight`) releases it once the next wgmma is issued (whose issue waited for
@@ -486,11 +486,15 @@ def _consume(
     ahead = [op for op in body if isinstance(op, _COPIES)]
     for op in reversed(ahead):
         op.erase()
-    at_wait = body.index(wait)
-    barrier = body[at_wait + 1] if at_wait + 1 < len(body) else None
     written = any(isinstance(op, shared.StoreSharedOp) for op in loop.body.walk())
-    if isinstance(barrier, shared.BarrierOp) and not written:
-        barrier.erase()  # else it orders the consumers' own stores after last step's reads
+    if not written:
+        # The stages' bytes are ordered by the mbarriers alone (the full one makes the copies
+        # visible, the empty one keeps the producer off a stage being read); a barrier kept
+        # for a staging store the TMA unit replaced orders nothing, and would hold the
+        # consumer warpgroups in step with each other.
+        for op in body:
+            if isinstance(op, shared.BarrierOp):
+                op.erase()
     r = Builder.before_op(loop.yield_op) if chain else Builder.after_op(wait)
     count = r.create(arith.ConstantOp, value=IntegerAttr(stages), result_types=[index]).result
     back = r.create(arith.ConstantOp, value=IntegerAttr(stages - 1), result_types=[index]).result
