@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared, tma
 from tilec.dialects import tile as T
-from tilec.dialects.builtin import FuncOp
+from tilec.dialects.builtin import STAGED_A_ATTRIBUTE, FuncOp
 from tilec.dialects.tile import DotOperandLayout, MmaLayout, SharedLayout
 from tilec.dialects.tma import is_barrier_buffer
 from tilec.ir.attributes import IntegerAttr, UnitAttr
@@ -223,14 +223,17 @@ def wgmma_swizzle_for(
     )
 
 
-def wgmma_a_in_registers(index: int, transposed: bool, before_loop: bool) -> bool:
+def wgmma_a_in_registers(
+    index: int, transposed: bool, before_loop: bool, staged_shared: bool = False
+) -> bool:
     """Whether a `wgmma` dot takes operand `index` from registers (`mma.sync` A fragments,
     `#dot_operand` version 2) rather than by a descriptor: A stored [K, M] (`wgmma_swizzle_for`
     says why), and an A staged once before the dot's loop -- read into registers once, as on
-    mma.sync, rather than from shared memory every iteration (attention's q: whose 8-row groups
-    would also need the accumulator's row order, and a head dimension of 128 two column
-    blocks)."""
-    return index == 0 and (transposed or before_loop)
+    mma.sync, rather than from shared memory every iteration (attention's q) -- unless the
+    kernel reads such an A by descriptor (`staged_shared`: tiling's option `staged_a`, which
+    frees the registers its fragments held; the buffer then holds its 8-row groups in the
+    accumulator's row order and, at a head dimension of 128, two column blocks)."""
+    return index == 0 and (transposed or (before_loop and not staged_shared))
 
 
 def operand_major(index: int, transposed: bool) -> str:
@@ -271,6 +274,8 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             groups.setdefault(id(anchor), (anchor, []))[1].append((dot, index))
     entry = kernel.body.block
     top = Builder(entry, _first_non_alloc(entry), kernel.loc)
+    staged = kernel.attributes.get(STAGED_A_ATTRIBUTE)
+    staged_shared = staged is not None and staged.value == "shared"
     zero: Value | None = None
     for anchor, members in groups.values():
         here = Builder.before_op(anchor)
@@ -281,7 +286,7 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             tile = stored.value.type
             plane = TileType(stored.plane, tile.element)
             if dot.result.type.layout.version == 3 and wgmma_a_in_registers(
-                index, stored.transposed, anchor is not dot
+                index, stored.transposed, anchor is not dot, staged_shared
             ):
                 layout, why = swizzle_for(plane)
                 why = (
@@ -329,7 +334,9 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             mma = dot.result.type.layout
             tile = dot.operands[index].type
             version = 3 if mma.version == 3 else 2
-            if version == 3 and wgmma_a_in_registers(index, stored.transposed, anchor is not dot):
+            if version == 3 and wgmma_a_in_registers(
+                index, stored.transposed, anchor is not dot, staged_shared
+            ):
                 version = 2  # fragments in registers
             load = here.create(
                 shared.LoadSharedOp,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import tile as T
-from tilec.dialects.builtin import FuncOp
-from tilec.ir.attributes import IntegerAttr
+from tilec.dialects.builtin import STAGED_A_ATTRIBUTE, FuncOp
+from tilec.ir.attributes import IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType, f16, i8
@@ -67,7 +67,7 @@ from tilec.passes.tiling_operands import (
     streamed_operand,
 )
 from tilec.passes.tiling_order import BlockOrder
-from tilec.passes.tiling_search import WARP_COUNTS, MmaSearch, TileConfig, TiledDot
+from tilec.passes.tiling_search import STAGED_A, WARP_COUNTS, MmaSearch, TileConfig, TiledDot
 
 
 @register_pass
@@ -157,6 +157,12 @@ class Tiling(Pass):
             "m64n128k16 on 8 warps, and dots whose A is in registers anyway (attention's) wgmma "
             "with A from registers (false: mma.sync)",
         )
+        staged_a: str = option(
+            "registers",
+            "where a wgmma dot reads an A loaded before its loop (attention's q): 'registers' "
+            "(read into fragments once, held across the loop) or 'shared' (read by "
+            "descriptor from its buffer every step, freeing those registers)",
+        )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
         )
@@ -188,6 +194,11 @@ class Tiling(Pass):
             raise TileError(
                 f"tiling: option num_warps={opts.num_warps} is not one of {WARP_COUNTS} "
                 "(0 lets the pass choose)"
+            )
+        if opts.staged_a not in STAGED_A:
+            raise TileError(
+                f"tiling: option staged_a must be one of {', '.join(STAGED_A)}, got "
+                f"'{opts.staged_a}'"
             )
         if opts.group_m < 0:
             raise TileError(
@@ -384,6 +395,13 @@ class _KernelTiling(MmaSearch, BlockOrder):
             for dot in mma_dots:
                 n = self.size(dot.n, config)
                 set_accumulator_layout(dot.op, wgmma_accumulator_layout(config.num_warps, n))
+            if self.staged_a_shared(mma_dots):
+                kernel.attributes[STAGED_A_ATTRIBUTE] = StringAttr("shared")
+                self.ctx.remark(
+                    kernel,
+                    "staged A: the A loaded before the loop is read by descriptor from its "
+                    "buffer every step, not held in registers (option staged_a = shared)",
+                )
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         elif config is not None:
             for dot in mma_dots:

@@ -54,6 +54,8 @@ WGMMA_LIVE_WORD_BUDGET = 160
 # Accumulator registers per thread when operands are copied element by element (unknown
 # strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
 SCATTERED_ACCUMULATORS = 32
+# Where a wgmma dot reads an A loaded before its loop (`Tiling.Options.staged_a`).
+STAGED_A = ("registers", "shared")
 TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for small extents)
 # M and N sizes tried when no config of TILED_SIZES holds its words within the budget (attention's
 # backward at d128 holds k.T's and v.T's fragments for all of K: 64x64 tiles spill on any warps).
@@ -300,7 +302,9 @@ class MmaSearch:
         wgmma = self.wgmma_chain(dots, c)
         for d in dots:
             m, n, k = (self.size(x, c) for x in (d.m, d.n, d.k))
-            if (d.register_a and wn == 1) or not d.streamed[0]:
+            if (d.register_a and wn == 1) or (
+                not d.streamed[0] and not (wgmma and self.staged_a_shared([d]))
+            ):
                 # a warp holds the A fragments of its own rows for all of K: the warps along
                 # N each hold the same rows (attention at d256 on [2, 4]: 128 words, not 32)
                 held_a += (m // wm) * k * d.element_bytes // WARP_SIZE // 4
@@ -319,6 +323,13 @@ class MmaSearch:
             for shape, size in shared_operand_loads(dots)
         )
         return self.registers(dots, c), held_a, held_b, loaded, step
+
+    def staged_a_shared(self, dots: list[TiledDot]) -> bool:
+        """Whether a wgmma chain reads an A loaded before the loop by descriptor (option
+        `staged_a` = shared) rather than holding its fragments: some dot has such an A."""
+        return getattr(self.opts, "staged_a", "registers") == "shared" and any(
+            not d.register_a and not d.streamed[0] for d in dots
+        )
 
     def estimated_registers(self, dots: list[TiledDot], c: TileConfig) -> int:
         """Registers a thread of `c` is estimated to take: its words and ptxas's overhead."""

@@ -242,3 +242,43 @@ def test_warp_specialized_attention_gives_the_bits_of_the_plain_one(kernel, shap
     )
     torch.testing.assert_close(results[0].float(), expected, rtol=2e-2, atol=2e-2)
     assert torch.equal(results[0], results[1])
+
+
+@pytest.mark.parametrize(
+    "kernel, shape, options",
+    [
+        ("attention", (2, 4, 4, 1024, 1024, 128), {}),
+        ("attention_causal", (1, 3, 3, 1537, 1537, 128), {}),
+        ("attention", (1, 2, 2, 777, 1000, 64), {}),
+        ("attention_gqa", (1, 8, 2, 777, 1100, 128), {"pipeline": {"warp_specialize": 1}}),
+    ],
+)
+def test_q_read_from_shared_memory_gives_the_bits_of_q_in_registers(kernel, shape, options):
+    """tiling's option staged_a = shared: q @ k.T reads q by descriptor from its buffer (its
+    8-row groups in the accumulator's order, two column blocks at d128) every step -- the
+    bits of the kernel that holds q's fragments, and SDPA's result; with a producer
+    warpgroup too."""
+    from tilec.jit import load_kernel
+
+    b, h, g, m, n, d = shape
+    torch.manual_seed(m + d)
+    q = torch.randn(b, h, m, d, device="cuda", dtype=torch.float16)
+    k = torch.randn(b, g, n, d, device="cuda", dtype=torch.float16)
+    v = torch.randn(b, g, n, d, device="cuda", dtype=torch.float16)
+    results = []
+    for staged in ("shared", "registers"):
+        run = load_kernel(
+            EXAMPLES / "attention.tile",
+            kernel,
+            pass_options={**options, "tiling": {"staged_a": staged}},
+        )
+        o = torch.full_like(q, float("nan"))
+        run(q, k, v, o, d**-0.5)
+        results.append(o)
+    kk = k.repeat_interleave(h // g, dim=1)
+    vv = v.repeat_interleave(h // g, dim=1)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), kk.float(), vv.float(), is_causal=kernel == "attention_causal", scale=d**-0.5
+    )
+    torch.testing.assert_close(results[0].float(), expected, rtol=2e-2, atol=2e-2)
+    assert torch.equal(results[0], results[1])

@@ -8,8 +8,9 @@ benchmark's clock `time_ms`), and SDPA timed with the same function in the same 
     python -m tilec.benchmarks.attention_probe --kernel attention_causal --json out.json
 
 A configuration is `BM,BN,WARPS,STAGES` (`default`: what the passes choose), with `+ws` for a
-producer warpgroup (pipeline's option `warp_specialize = 1`: `default+ws`,
-`128,64,8,3+ws`). Use it to
+producer warpgroup (pipeline's option `warp_specialize = 1`) and `+ss` for q read by
+descriptor from shared memory every step (tiling's option `staged_a = shared`): `default+ws`,
+`128,128,8,2+ws+ss`. Use it to
 compare configurations and to test the tiling model's choice against its neighbours; the
 figures that go in docs/benchmarks.md come from `python -m tilec.gpucheck`.
 """
@@ -26,30 +27,40 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "attention.tile"
 DEFAULT_CONFIGS = [
     "default",
     "default+ws",
-    "64,64,4,2",
-    "128,64,8,2",
+    "default+ss",
+    "default+ws+ss",
+    "64,128,4,2+ss",
     "128,64,8,3+ws",
-    "64,128,4,2",
+    "128,128,8,2+ws+ss",
 ]
 DEFAULT_SHAPES = ["4,16,4096,128", "4,16,4096,64", "1,8,1537,128"]
 TOLERANCE = 2e-2  # the largest error against SDPA (f16 outputs) a configuration may have
+
+# A configuration's suffixes: a producer warpgroup, q read by descriptor every step.
+_FLAGS: dict[str, dict[str, Any]] = {
+    "ws": {"pipeline.warp_specialize": 1},
+    "ss": {"tiling.staged_a": "shared"},
+}
 
 # The query and key dimensions of each kernel of the example.
 _DIMENSIONS = {"attention_causal": ("S", "T")}
 
 
 def decisions(kernel: str, config: str) -> dict[str, Any]:
-    """The tuner's config (its decision names) for `BM,BN,WARPS,STAGES[+ws]` (`default`: {})."""
-    config, plus, extra = config.partition("+")
-    if plus and extra != "ws":
-        raise ValueError(f"a configuration ends with '+ws' or nothing, not '+{extra}'")
-    specialized = {"pipeline.warp_specialize": 1} if plus else {}
+    """The tuner's config (its decision names) for `BM,BN,WARPS,STAGES[+ws][+ss]` (`default`:
+    {})."""
+    config, *extras = config.split("+")
+    flags: dict[str, Any] = {}
+    for extra in extras:
+        if extra not in _FLAGS:
+            raise ValueError(f"a configuration's suffixes are +ws and +ss, not '+{extra}'")
+        flags.update(_FLAGS[extra])
     if config == "default":
-        return specialized
+        return flags
     bm, bn, warps, stages = (int(x) for x in config.split(","))
     m, n = _DIMENSIONS.get(kernel, ("M", "N"))
     tiles = {"tile.B": 1, "tile.H": 1, f"tile.{m}": bm, f"tile.{n}": bn}
-    return {**tiles, "warps": warps, "stages": stages, **specialized}
+    return {**tiles, "warps": warps, "stages": stages, **flags}
 
 
 def probe(kernel: str, configs: list[str], shape: str, rounds: int) -> list[dict]:

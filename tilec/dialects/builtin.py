@@ -25,6 +25,10 @@ from tilec.ir.core import (
 # the launch has fewer blocks along x (the runtime: the blocks the GPU holds at once; the
 # interpreter: a few), each walking the tiles `program_id(0)`, `+ num_programs(0)`, ...
 PERSISTENT_ATTRIBUTE = "tilec.persistent"
+# A kernel with this attribute ("shared") reads a wgmma dot's A that is loaded before the dot's
+# loop (attention's q) by descriptor from its buffer every step, instead of holding it in
+# registers (`tiling`'s option `staged_a`; smem-placement stages it so).
+STAGED_A_ATTRIBUTE = "tilec.staged_a"
 
 
 @register_op

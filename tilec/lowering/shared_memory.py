@@ -31,7 +31,7 @@ from llvmlite import ir
 
 from tilec.dialects import scf
 from tilec.dialects import shared as S
-from tilec.dialects.tile import SharedLayout
+from tilec.dialects.tile import DotOperandLayout, SharedLayout
 from tilec.dialects.tma import MbarrierInitOp, TmaCopyOp
 from tilec.ir.core import Operation
 from tilec.ir.types import SharedType, TileType
@@ -140,7 +140,7 @@ def buffer_live_ranges(kernel: Operation) -> tuple[list[Operation], dict[Operati
         if not isinstance(op, S.AllocSharedOp):
             continue
         refilled = _loops_refilling(op, position)
-        spans = [span(u, refilled) for u in op.result.uses] or [
+        spans = [span(u, refilled) for u in _buffer_uses(op)] or [
             (position[id(op)], position[id(op)])
         ]
         first, last = min(a for a, _ in spans), max(b for _, b in spans)
@@ -185,6 +185,23 @@ def _loops_refilling(alloc: Operation, position: dict[int, int]) -> set[int]:
     if isinstance(uses[0], S.StoreSharedOp):
         loops = loops[1:]
     return set(loops)
+
+
+def _buffer_uses(alloc: Operation) -> list[Operation]:
+    """The ops that touch `alloc`'s bytes: its uses, and the uses of a `tile.load_shared` of it
+    that reads no values but a wgmma operand (`#dot_operand` version 3: the descriptor's
+    address, which the dots read through wherever they are -- attention's q read before the
+    loop by every step's dot)."""
+    uses = list(alloc.result.uses)
+    for use in alloc.result.uses:
+        if isinstance(use, S.LoadSharedOp) and _descriptor_operand(use.result.type):
+            uses.extend(use.result.uses)
+    return uses
+
+
+def _descriptor_operand(t: Any) -> bool:
+    layout = getattr(t, "layout", None)
+    return isinstance(layout, DotOperandLayout) and layout.version == 3
 
 
 def scratch_bases_for(kernel: Operation, ends: dict[Operation, int]) -> dict[Operation, int]:

@@ -10,6 +10,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `split` (kernels `split-reduction` split) | `@kernel(split=...)` | split-reduction |
 | `tiling.group_m` (dots over a 2-D grid) | pass option | tiling |
 | `tiling.wgmma`, `tiling.mma` (f16/bf16 dots) | pass options | tiling |
+| `tiling.staged_a` (wgmma dots whose A is loaded before their loop: held in registers, or read from shared memory every step) | pass option | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
@@ -40,12 +41,12 @@ from typing import Any
 
 from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
-from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, STAGED_A_ATTRIBUTE, FuncOp
 from tilec.dialects.tile import MmaLayout
 from tilec.dialects.warp_specialize import WarpSpecializeOp
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
-from tilec.lowering.wgmma import chained_wgmma_slots
+from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.specialize import attribute_pairs as _pairs
 from tilec.passmanager import registered_passes
 
@@ -152,7 +153,7 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     """What each decision became in `kernel` (compiled through the passes): `tile.D` per
     tiled dimension, `warps`, `stages` (slots of the streamed buffers; 1 when none),
     `tiling.group_m` (1: launch order), `path` (`wgmma`, `mma` or `fma` for a kernel with
-    dots, else absent), `split` (`auto`: chosen at launch), the occupancy the kernel asks
+    dots, else absent), `tiling.staged_a` where a wgmma dot reads an A loaded before its loop, `split` (`auto`: chosen at launch), the occupancy the kernel asks
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
     rewrote a loop, `defer-reduction.enable`; where a pipelined loop carries a wgmma chain,
     `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
@@ -176,6 +177,9 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
             decisions["path"] = "fma"
         group = kernel.attributes.get("tilec.group_m")
         decisions["tiling.group_m"] = int(group.value) if group is not None else 1
+    if _staged_before_loop(kernel):
+        staged = kernel.attributes.get(STAGED_A_ATTRIBUTE)
+        decisions["tiling.staged_a"] = staged.value if staged is not None else "registers"
     if kernel.attributes.get("tilec.split") is not None:
         pinned = kernel.attributes.get("tilec.pinned_split")
         decisions["split"] = int(pinned.value) if pinned is not None else "auto"
@@ -195,6 +199,19 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
             scf.dots_in_flight(op) for op in kernel.walk() if isinstance(op, scf.ForOp)
         )
     return decisions
+
+
+def _staged_before_loop(kernel: FuncOp) -> bool:
+    """Whether a wgmma dot of `kernel` reads an A loaded from shared memory before its loop
+    (attention's q): where `tiling.staged_a` decides how."""
+    for op in kernel.walk():
+        if not (isinstance(op, T.DotOp) and is_wgmma_dot(op)):
+            continue
+        a = op.a
+        load = getattr(a, "op", None)
+        if isinstance(load, shared.LoadSharedOp) and load.parent is not op.parent:
+            return True
+    return False
 
 
 def _chained(loop: scf.ForOp) -> bool:
@@ -239,6 +256,8 @@ def applicable(
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
     if "defer-reduction.enable" in chosen:
         options.append(("defer-reduction.enable", (True, False)))
+    if "tiling.staged_a" in chosen and arch == "sm_90a":
+        options.append(("tiling.staged_a", ("registers", "shared")))
     if "pipeline.dots_in_flight" in chosen and arch == "sm_90a":
         options.append(("pipeline.dots_in_flight", (0, 1)))
     if chosen.get("pipeline.tma") == 1 and arch == "sm_90a":  # where the unit copies them all
