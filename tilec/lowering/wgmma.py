@@ -381,10 +381,16 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
         walks.append((address, lbo, major, block))
     high = _i32((SWIZZLE_ATOM >> 4) | _SWIZZLE_128B)
     descriptors: list[ir.Value] = []
+    # Each operand's descriptor is built once; a k-step adds its bytes / 16 to the start
+    # address field (the address >> 4 in the low 14 bits): shared addresses are below 2^18
+    # (228 KiB), so the sum never carries out of the field, and one add replaces the shift,
+    # mask and or of a new descriptor (20 descriptors a step of attention at d128).
+    starts = [wgmma_descriptor_low(address, lbo, b) for address, lbo, _, _ in walks]
     for kk in range(steps):
-        for address, lbo, major, block in walks:
+        for (_, _, major, block), start in zip(walks, starts):
             step = wgmma_step_offset(major, block, kk)
-            low = wgmma_descriptor_low(b.add(address, _i32(step)), lbo, b)
+            assert step % 16 == 0, step
+            low = b.add(start, _i32(step >> 4)) if step else start
             wide = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
             descriptors.append(wide)
     trans_b = 0 if bop.transposed else 1  # 0: B is K-major
