@@ -59,6 +59,7 @@ from tilec.passes.pipeline_persistent import (
     persistent_loop,
     reserve_epilogue,
 )
+from tilec.passes.pipeline_pingpong import schedule_pingpong
 from tilec.passes.pipeline_tma import (
     TMA_ARCHES,
     planned_buffer,
@@ -170,6 +171,13 @@ class Pipeline(Pass):
             "0 never (the default until measured faster on the H200), 1 required (an error "
             "says why not)",
         )
+        pingpong: int = option(
+            0,
+            "in a warp-specialized kernel of two or more consumer warpgroups, they take turns "
+            "issuing the first wgmma of each step of loops with several (attention's q @ k.T), "
+            "so one's softmax runs while another's dots do (passes/pipeline_pingpong.py): -1 "
+            "where allowed, 0 never (the default until measured on the H200), 1 required",
+        )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
         )
@@ -193,6 +201,11 @@ class Pipeline(Pass):
         )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
+        for name in ("persistent", "warp_specialize", "pingpong"):
+            if getattr(self.options, name) not in (-1, 0, 1):
+                raise TileError(
+                    f"pipeline: option {name} must be -1, 0 or 1, got {getattr(self.options, name)}"
+                )
         if self.options.num_stages < 0:
             raise TileError(
                 f"pipeline: option num_stages must be 0 (automatic) or at least 1, "
@@ -297,6 +310,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         ctx,
         blocks=_planned_blocks(kernel, options),
     )
+    schedule_pingpong(kernel, specialized, options.pingpong, ctx)
     if persistent is not None and not specialized:
         chosen = next((p for p in made if p.loop is persistent), None)
         persist(kernel, persistent, chosen, reserve, options.persistent, ctx)

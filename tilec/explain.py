@@ -374,7 +374,12 @@ class _Kernel:
                 for m in self.said(loop, "pipeline")
                 if "flight" in m or m.startswith(("copies by", "performance:"))
             ]
-            warps = specialized + self.said(self.kernel, "pipeline", "not warp-specialized")
+            warps = (
+                specialized
+                + self.said(self.kernel, "pipeline", "not warp-specialized")
+                + self.said(self.kernel, "pipeline", "pingpong")
+                + self.said(self.kernel, "pipeline", "no pingpong")
+            )
             self.line("stages", text, [m.split(": ", 1)[-1] for m in chosen] + flight + warps)
             return
         why = chosen + [

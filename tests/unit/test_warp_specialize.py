@@ -294,3 +294,36 @@ def test_an_attention_step_releasing_its_own_stage_is_a_race():
         arrive.erase()
     with pytest.raises(InterpreterError, match=r"writes slot \d, which was read"):
         run_kernel(module, "attention", random_arguments(func, extents, seed=4), None)
+
+
+def test_pingpong_is_searched_for_attention_and_reads_back(tmp_path, monkeypatch):
+    """The tuner searches pingpong where a loop has several wgmma dots (attention, not a
+    GEMM); a candidate of two consumer warpgroups with it builds and reads back as such."""
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    from pathlib import Path
+
+    from tilec.ir.parser import parse_module
+    from tilec.jit import load_kernel
+    from tilec.tune.api import problem_for
+    from tilec.tune.space import applicable
+    from tilec.tune.worker import build_candidate
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    dims = {"B": 4, "H": 16, "M": 4096, "N": 4096, "D": 128}
+    problem = problem_for(
+        load_kernel(examples / "attention.tile", "attention"), dims, arch="sm_90a"
+    )
+    heuristic = build_candidate(problem, {})
+    kernel = parse_module(heuristic.ir, "x").functions[0]
+    assert "pipeline.pingpong" in {d.name for d in applicable(kernel, dims, "sm_90a")}
+    config = {"tile.M": 128, "warps": 8, "pipeline.warp_specialize": 1, "pipeline.pingpong": 1}
+    built = build_candidate(problem, config)
+    assert built.status == "built", built.reason
+    assert built.decisions["pipeline.pingpong"] == 1
+    gemm = problem_for(
+        load_kernel(examples / "gemm_layouts.tile", "gemm_nn"),
+        {"M": 2048, "N": 2048, "K": 1024},
+        arch="sm_90a",
+    )
+    plain = parse_module(build_candidate(gemm, {}).ir, "x").functions[0]
+    assert "pipeline.pingpong" not in {d.name for d in applicable(plain, {}, "sm_90a")}

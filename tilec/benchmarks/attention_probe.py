@@ -9,8 +9,9 @@ benchmark's clock `time_ms`), and SDPA timed with the same function in the same 
 
 A configuration is `BM,BN,WARPS,STAGES` (`default`: what the passes choose), with `+ws` for a
 producer warpgroup (pipeline's option `warp_specialize = 1`) and `+ss` for q read by
-descriptor from shared memory every step (tiling's option `staged_a = shared`): `default+ws`,
-`128,128,8,2+ws+ss`. Use it to
+descriptor from shared memory every step (tiling's option `staged_a = shared`), `+pp` for two
+consumer warpgroups taking turns (pipeline's option `pingpong = 1`, with `+ws` and 8 warps):
+`default+ws`, `128,128,8,2+ws+ss+pp`. Use it to
 compare configurations and to test the tiling model's choice against its neighbours; the
 figures that go in docs/benchmarks.md come from `python -m tilec.gpucheck`.
 """
@@ -32,6 +33,8 @@ DEFAULT_CONFIGS = [
     "64,128,4,2+ss",
     "128,64,8,3+ws",
     "128,128,8,2+ws+ss",
+    "128,64,8,3+ws+pp",
+    "128,128,8,2+ws+ss+pp",
 ]
 DEFAULT_SHAPES = ["4,16,4096,128", "4,16,4096,64", "1,8,1537,128"]
 TOLERANCE = 2e-2  # the largest error against SDPA (f16 outputs) a configuration may have
@@ -40,6 +43,7 @@ TOLERANCE = 2e-2  # the largest error against SDPA (f16 outputs) a configuration
 _FLAGS: dict[str, dict[str, Any]] = {
     "ws": {"pipeline.warp_specialize": 1},
     "ss": {"tiling.staged_a": "shared"},
+    "pp": {"pipeline.pingpong": 1},
 }
 
 # The query and key dimensions of each kernel of the example.
@@ -53,7 +57,7 @@ def decisions(kernel: str, config: str) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     for extra in extras:
         if extra not in _FLAGS:
-            raise ValueError(f"a configuration's suffixes are +ws and +ss, not '+{extra}'")
+            raise ValueError(f"a configuration's suffixes are +ws, +ss and +pp, not '+{extra}'")
         flags.update(_FLAGS[extra])
     if config == "default":
         return flags

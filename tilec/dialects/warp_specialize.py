@@ -53,7 +53,19 @@ from __future__ import annotations
 from tilec.ir.attributes import IntegerAttr
 from tilec.ir.core import Attr, Operation, RegionDef, register_op
 
-__all__ = ["WarpSpecializeOp", "enclosing_region", "is_producer_region"]
+__all__ = [
+    "FIRST_TURN_BARRIER",
+    "PINGPONG_ATTRIBUTE",
+    "WarpSpecializeOp",
+    "enclosing_region",
+    "is_producer_region",
+]
+
+# Consumer warpgroups that take turns (passes/pipeline_pingpong.py): a consumer loop with this
+# attribute wraps its first wgmma in warpgroup g's named barrier FIRST_TURN_BARRIER + g.
+PINGPONG_ATTRIBUTE = "tilec.pingpong"
+FIRST_TURN_BARRIER = 2  # 0 is the block's barrier, 1 the consumers'
+
 
 _REGISTER_RANGE = range(24, 257, 8)
 

@@ -24,7 +24,11 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from tilec.dialects import tma as M
-from tilec.dialects.warp_specialize import WarpSpecializeOp
+from tilec.dialects.warp_specialize import (
+    FIRST_TURN_BARRIER,
+    PINGPONG_ATTRIBUTE,
+    WarpSpecializeOp,
+)
 from tilec.ir.core import Operation
 from tilec.lowering.layouts import WARP_SIZE
 from tilec.lowering.shared_memory import _asm, _i32
@@ -66,12 +70,35 @@ def lower_warp_specialize(k: _KernelLowering, op: Operation) -> None:
     b.position_at_end(consumer_bb)
     _asm(k, ir.VoidType(), [], f"setmaxnreg.inc.sync.aligned.u32 {op.consumer_registers};", "")
     k.barrier_scope = (CONSUMER_BARRIER, consumers * WARP_SIZE)
+    turns = _takes_turns(op)
+    if turns:
+        _turn(k, "bar.arrive", consumers // 4 - 1)  # the last warpgroup gives the first its turn
     k.block(op.consumer.block)
+    if turns:
+        _turn(k, "bar.sync", 0)  # and the first takes the last turn back: no arrival left over
     b.branch(join)
 
     k.warp, k.barrier_scope = saved[0], saved[1]
     k.unfenced_reads = []
     b.position_at_end(join)
+
+
+def _takes_turns(op: WarpSpecializeOp) -> bool:
+    """Whether the consumers' loops take turns (passes/pipeline_pingpong.py)."""
+    return any(PINGPONG_ATTRIBUTE in loop.attributes for loop in op.consumer.block.ops)
+
+
+def _turn(k: _KernelLowering, instruction: str, group: int) -> None:
+    """`instruction` (bar.arrive or bar.sync) on warpgroup 0's turn barrier, by warpgroup
+    `group` of the consumers only."""
+    b = k.b
+    then = k.fn.append_basic_block(f"pingpong.{instruction.split('.')[1]}")
+    done = k.fn.append_basic_block(f"pingpong.{instruction.split('.')[1]}.done")
+    b.cbranch(b.icmp_unsigned("==", b.lshr(k.warp, _i32(2)), _i32(group)), then, done)
+    b.position_at_end(then)
+    _asm(k, ir.VoidType(), [], f"{instruction} {FIRST_TURN_BARRIER}, 256;", "~{memory}")
+    b.branch(done)
+    b.position_at_end(done)
 
 
 def lower_mbarrier_arrive(k: _KernelLowering, op: Operation) -> None:

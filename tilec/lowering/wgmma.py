@@ -16,7 +16,11 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE
 from tilec.dialects.tile import DotOperandLayout, MmaLayout
 from tilec.dialects.tma import MbarrierInvalOp, MbarrierWaitOp
-from tilec.dialects.warp_specialize import enclosing_region
+from tilec.dialects.warp_specialize import (
+    FIRST_TURN_BARRIER,
+    PINGPONG_ATTRIBUTE,
+    enclosing_region,
+)
 from tilec.ir.core import Operation, OpResult
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
@@ -229,6 +233,30 @@ def carried_in_flight(loop: Operation) -> list[int]:
     return [j for j in deferred_wgmma_slots(loop) if j in chained]
 
 
+WARPGROUP_THREADS = 128
+
+
+def _takes_turns(op: Operation) -> bool:
+    """Whether `op` is the first wgmma dot of a loop whose warpgroups take turns
+    (`tilec.pingpong`, passes/pipeline_pingpong.py)."""
+    loop = op.parent_op
+    if not (isinstance(loop, scf.ForOp) and PINGPONG_ATTRIBUTE in loop.attributes):
+        return False
+    return next(d for d in loop.body.block.ops if is_wgmma_dot(d)) is op
+
+
+def pingpong_barriers(k: _KernelLowering) -> list[ir.Value]:
+    """This warpgroup's named barrier (2 + g) and the next warpgroup's (2 + (g + 1) % G), for
+    warpgroup g of the G consumer warpgroups."""
+    b = k.b
+    groups = k.abi.num_warps // 4
+    g = b.lshr(k.warp, _i32(2))
+    own = b.add(g, _i32(FIRST_TURN_BARRIER))
+    after = b.add(g, _i32(1))
+    wrapped = b.select(b.icmp_unsigned("==", after, _i32(groups)), _i32(0), after)
+    return [own, b.add(wrapped, _i32(FIRST_TURN_BARRIER))]
+
+
 def _wgmma_wait(k: _KernelLowering, values: list[ir.Value]) -> list[ir.Value]:
     """`wgmma.wait_group 0`, with the accumulator registers it completes tied through it (so
     nothing reads them before)."""
@@ -404,7 +432,14 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     order = [i * per_row + 2 * j + c for j in range(n // 8) for i in range(2) for c in range(2)]
     count = len(order)
     regs = "{" + ", ".join(f"${r}" for r in range(count)) + "}"
-    lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;", "wgmma.fence.sync.aligned;"]
+    turns = None  # the asm operands of this warpgroup's named barrier and the next one's
+    if _takes_turns(op):
+        first = 2 * count + len(descriptors) + len(a_regs)
+        turns = (first, first + 1)
+    lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;"]
+    if turns is not None:
+        lines.append(f"bar.sync ${turns[0]}, {2 * WARPGROUP_THREADS};")
+    lines.append("wgmma.fence.sync.aligned;")
     instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k{instr_k}.{types}"
     scales = ", 1, 1" if scaled else ""
     for kk in range(steps):
@@ -422,6 +457,8 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
         loop.yield_op.operands[j] is op.result for j in deferred_wgmma_slots(loop)
     )
     lines += ["wgmma.commit_group.sync.aligned;"]
+    if turns is not None:  # the next warpgroup's turn, before this one waits for its dots
+        lines.append(f"bar.arrive ${turns[1]}, {2 * WARPGROUP_THREADS};")
     if not deferred:  # else the next barrier, or the wait after the loop, waits
         lines.append("wgmma.wait_group.sync.aligned 0;")
     elif scf.dots_in_flight(loop) and any(
@@ -431,16 +468,18 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     lines.append("}")
     text = "\n\t".join(lines)
     register = _register_kind(acc[0].type)
+    barrier_ids = [] if turns is None else pingpong_barriers(k)
     constraints = ",".join(
         [f"={register}"] * count
         + [str(r) for r in range(count)]
         + ["l"] * len(descriptors)
         + ["r"] * len(a_regs)
+        + ["r"] * len(barrier_ids)
     )
     out = _asm(
         k,
         ir.LiteralStructType([acc[0].type] * count),
-        [*(acc[s] for s in order), *descriptors, *a_regs],
+        [*(acc[s] for s in order), *descriptors, *a_regs, *barrier_ids],
         text,
         constraints,
     )

@@ -17,6 +17,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `pipeline.tma` (streamed loops on sm_90a: copies by the TMA unit or by cp.async) | pass option | pipeline |
 | `pipeline.persistent` (kernels whose main loop the TMA unit fills: persistent blocks or one a tile) | pass option | pipeline |
 | `pipeline.warp_specialize` (the same kernels: a producer warpgroup issues the copies, or the computing warps do) | pass option | pipeline |
+| `pipeline.pingpong` (warp-specialized kernels of two or more consumer warpgroups whose loops have several wgmma dots: they take turns, or run free) | pass option | pipeline |
 
 The values come from where the compiler declares them: warp counts and the stage range from
 the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
@@ -43,7 +44,7 @@ from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, STAGED_A_ATTRIBUTE, FuncOp
 from tilec.dialects.tile import MmaLayout
-from tilec.dialects.warp_specialize import WarpSpecializeOp
+from tilec.dialects.warp_specialize import PINGPONG_ATTRIBUTE, WarpSpecializeOp
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
@@ -194,11 +195,24 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
             decisions["pipeline.warp_specialize"] = int(
                 any(isinstance(op, WarpSpecializeOp) for op in kernel.walk())
             )
+            if _turn_candidate(kernel):
+                decisions["pipeline.pingpong"] = int(
+                    any(PINGPONG_ATTRIBUTE in op.attributes for op in kernel.walk())
+                )
     if any(_chained(op) for op in kernel.walk() if isinstance(op, scf.ForOp)):
         decisions["pipeline.dots_in_flight"] = max(
             scf.dots_in_flight(op) for op in kernel.walk() if isinstance(op, scf.ForOp)
         )
     return decisions
+
+
+def _turn_candidate(kernel: FuncOp) -> bool:
+    """Whether `kernel` has a loop of two or more wgmma dots (attention's), whose consumer
+    warpgroups could take turns once warp-specialized (passes/pipeline_pingpong.py)."""
+    return any(
+        isinstance(op, scf.ForOp) and sum(is_wgmma_dot(d) for d in op.body.block.ops) >= 2
+        for op in kernel.walk()
+    )
 
 
 def _staged_before_loop(kernel: FuncOp) -> bool:
@@ -268,6 +282,8 @@ def applicable(
         options.append(("pipeline.persistent", (0, 1)))
     if "pipeline.warp_specialize" in chosen and arch == "sm_90a":
         options.append(("pipeline.warp_specialize", (0, 1)))
+        if _turn_candidate(heuristic):
+            options.append(("pipeline.pingpong", (0, 1)))
     for name, values in options:
         if name in fixed:
             continue
