@@ -1,0 +1,62 @@
+"""The `positive` fact of a float scalar (`Specialization.positive`): finite and above zero
+as the parameter's type holds the value -- what `hoist-scale` needs to take `max(x * scale)`
+as `max(x) * scale`. Where it is said (the `assume` pass, `tilec compile --assume`), how a
+value is tested (`tilec.runtime.arguments.POSITIVE_RANGE`), and which scalars `@tilec.jit`
+records it for. The launcher's refusal is in test_runtime.py, the fast path's signature in
+test_jit_fast_path.py."""
+
+from __future__ import annotations
+
+import pytest
+
+import tilec
+from tilec.diagnostics import TileError
+from tilec.lowering.abi import Specialization, kernel_specialization
+from tilec.passes.assume import assume_pass_text
+from tilec.runtime.arguments import POSITIVE_RANGE, _scalar, is_positive
+
+SCALED_MAX = """
+def scaled_max(x: f32[M, N], y: f32[M], c: f16, bias: f32):
+    for tm in tiles(M):
+        y[tm] = max(x[tm, :] * c, axis=1) + bias
+"""
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # f16: 65520 is inf
+def test_positive_is_what_each_type_holds():
+    for dtype, (low, high) in POSITIVE_RANGE.items():
+        for value in (low, high, -1.0, 0.0, -0.0, float("nan"), float("inf"), 1.0):
+            held = _scalar(dtype, value)
+            assert is_positive(dtype, held) == (low < value < high), (dtype, value)
+    assert is_positive("bf16", 0x3F80) and not is_positive("bf16", 0xBF80)  # 1.0 and -1.0
+    assert not is_positive("bf16", 0x7F80) and not is_positive("bf16", 0x7FC0)  # inf, NaN
+
+
+def test_assume_names_float_scalars_only(tmp_path):
+    path = tmp_path / "k.tile"
+    path.write_text(SCALED_MAX)
+    program = tilec.compile(str(path), pipeline='assume{positive="c,bias"}')
+    func = program.module.lookup("scaled_max")
+    assert kernel_specialization(func).positive == {"c", "bias"}
+    assert func.attributes["tilec.positive"] is not None
+    remarks = [r.message for stage in program.stages for r in stage.remarks]
+    assert "assumes positive: bias, c" in remarks
+    blanket = tilec.compile(str(path), pipeline='assume{all="positive"}').module
+    assert kernel_specialization(blanket.lookup("scaled_max")).positive == {"c", "bias"}
+    with pytest.raises(TileError, match="has no float scalar parameter 'x' \\(for 'positive'\\)"):
+        tilec.compile(str(path), pipeline='assume{positive="x"}')
+    spec = Specialization(positive=frozenset({"c"}))
+    assert assume_pass_text(spec) == 'assume{positive="c"}'
+    assert Specialization.from_json(spec.to_json()) == spec
+    assert "positive" not in Specialization().to_json()  # the keys of other kernels unchanged
+
+
+def test_the_command_line_says_positive_by_name():
+    from tilec.cli import _with_assumptions
+
+    text = _with_assumptions("cse", "aligned,unit,divisible,positive=scale", "ptx")
+    assert text == 'assume{all="aligned,unit,divisible" positive="scale"},cse'
+    assert _with_assumptions("cse", "positive", "ptx") == 'assume{all="positive"},cse'
+    for bad in ("negative=scale", "positive=", "aligned=q"):
+        with pytest.raises(TileError, match="--assume: unknown fact"):
+            _with_assumptions("cse", bad, "ptx")
