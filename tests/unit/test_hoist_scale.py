@@ -1,10 +1,12 @@
 """`hoist-scale`: the rewrite of `max(x * c)` into `max(x) * c` under the `positive` fact
 (test_positive_scalars.py), checked by the interpreter before and after every pass, and a
-zero scale under the fact, which shows why the fact must exclude it."""
+zero scale under the fact, which shows why the fact must exclude it; and the exponent's FMA
+that takes the product in (`tilec.lowering.elementwise.folded_scale`)."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -97,3 +99,40 @@ def test_the_fact_is_what_keeps_a_zero_scale_out():
 
     assert np.isnan(output(f'assume{{positive="scale"}},{DEFAULT_PIPELINE}')).any()
     assert not np.isnan(output(DEFAULT_PIPELINE)).any()
+
+
+def _ptx(kernel: str, facts: str) -> tilec.CompiledProgram:
+    extents = "D=128,M=4096,N=4096,S=4096,T=4096,B=4,H=16,G=4"
+    pipeline = tilec.compiler.build_pipeline(
+        options={"tiling": {"extents": extents, "exact": "D", "arch": "sm_90a"}}
+    )
+    return tilec.compile(
+        ATTENTION,
+        kernels=[kernel],
+        target="ptx",
+        arch="sm_90a",
+        pipeline=f'assume{{all="aligned,unit,divisible"{facts}}},{pipeline}',
+    )
+
+
+# The exponent's FMA, `fma.rn.f32 t, x, m, -m·log2 e` before `ex2.approx.ftz`: the multiplier
+# is log2 e (0f3FB8AA3B) without the fold, a register (scale·log2 e) with it.
+EXPONENT = re.compile(r"fma\.rn\.f32\s+%r\d+, %r\d+, (\S+), %r\d+;\s*\n\s*ex2\.approx\.ftz")
+
+
+@pytest.mark.parametrize("kernel", ["attention", "attention_causal"])
+def test_the_exponent_takes_the_scale_into_its_fma(kernel):
+    folded = _ptx(kernel, ' positive="scale"')
+    multipliers = EXPONENT.findall(folded.ptx)
+    # Both loops' 64 x 64 scores a warpgroup: 32 exps a thread each.
+    assert len(multipliers) == 64 and all(m.startswith("%r") for m in multipliers)
+    remarks = [r.message for stage in folded.stages for r in stage.remarks]
+    assert any("exp(x * scale - m) as one FMA" in m for m in remarks)
+    plain = _ptx(kernel, "")
+    assert set(EXPONENT.findall(plain.ptx)) == {"0f3FB8AA3B"}
+
+    # The products' multiplies (32 a loop a thread) are gone; a few per row came instead.
+    def multiplies(ptx: str) -> int:
+        return len(re.findall(r"\bmul\.rn\.f32\b", ptx))
+
+    assert multiplies(plain.ptx) - multiplies(folded.ptx) >= 64 - 8
