@@ -1,7 +1,8 @@
 """`hoist-scale`: the rewrite of `max(x * c)` into `max(x) * c` under the `positive` fact
-(test_positive_scalars.py), checked by the interpreter before and after every pass, and a
-zero scale under the fact, which shows why the fact must exclude it; and the exponent's FMA
-that takes the product in (`tilec.lowering.elementwise.folded_scale`)."""
+(test_positive_scalars.py), checked by the interpreter before and after every pass; a zero
+scale under the fact, which shows why the fact must exclude it; a negative and a zero scale
+that `@tilec.jit` compiles without it (and still right); and the exponent's FMA that takes
+the product in (`tilec.lowering.elementwise.folded_scale`)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ from tests.validation import run_kernel
 from tilec.compiler import DEFAULT_PIPELINE
 from tilec.dialects import arith
 from tilec.dialects import tile as T
-from tilec.interp.runner import random_arguments
+from tilec.interp.runner import load_reference, random_arguments, reference_path
 from tilec.ir.verifier import verify
-from tilec.lowering.abi import Specialization
+from tilec.jit import _specialization
+from tilec.lowering.abi import Specialization, kernel_parameters, kernel_specialization
 from tilec.passes.assume import assume_pass_text
 from tilec.passmanager import PassContext, parse_pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ATTENTION = os.path.join(ROOT, "examples", "attention.tile")
+REFERENCE = load_reference(reference_path(ATTENTION))
 # Partial tiles everywhere: the loops split by mask-bounds keep their padding selects.
 SIZES = {"B": 1, "H": 2, "G": 1, "M": 37, "N": 45, "S": 37, "T": 45, "D": 19}
 
@@ -79,6 +82,36 @@ def test_every_pass_preserves_results_with_a_positive_scale(kernel):
     # Both loops (the unmasked tiles and the rest) read the raw products.
     assert len(remarks) == 2 and all("max(x * scale) taken as max(x) * scale" in m for m in remarks)
     assert _max_of_products(module) == []
+
+
+def _jit_compiled(kernel: str, scale: float):
+    """The IR `@tilec.jit` compiles for a call with `scale` (contiguous tensors of `SIZES`),
+    for sm_90a, and the call's arguments."""
+    function = tilec.load_kernel(ATTENTION, kernel)
+    func = function.ir.functions[0]
+    values = random_arguments(func, _extents(func), seed=5, scalars={"scale": scale})
+    arguments = function._checker.convert(values)
+    signs = [name for _i, name, _dtype in function._sign_scalars]
+    specialization = _specialization(kernel_parameters(func), arguments, signs)
+    pipeline, key = function.plan_specialized(specialization, dict(arguments.extents), "sm_90a")
+    program = function._compile(pipeline)
+    return program, values, specialization, key
+
+
+@pytest.mark.parametrize("kernel", ["attention", "attention_causal"])
+@pytest.mark.parametrize("scale", [0.3, -0.3, 0.0, -0.0])
+def test_a_scale_that_is_not_positive_compiles_without_the_rewrite_and_stays_right(kernel, scale):
+    program, values, specialization, _key = _jit_compiled(kernel, scale)
+    positive = scale > 0
+    assert specialization.positive == (frozenset({"scale"}) if positive else frozenset())
+    func = program.module.lookup(kernel)
+    assert kernel_specialization(func).positive == specialization.positive
+    remarks = [r for stage in program.stages for r in stage.remarks if r.pass_name == "hoist-scale"]
+    assert bool(remarks) == positive
+    assert bool(_max_of_products(program.module)) != positive  # both loops, or neither
+    outputs, _ = run_kernel(program.module, kernel, values, None)
+    expected = getattr(REFERENCE, kernel)(*values[:4], np.float32(scale))
+    np.testing.assert_allclose(outputs[3].astype(np.float64), expected, rtol=2e-2, atol=2e-3)
 
 
 def test_the_fact_is_what_keeps_a_zero_scale_out():

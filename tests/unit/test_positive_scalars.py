@@ -7,13 +7,21 @@ test_jit_fast_path.py."""
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
 import pytest
 
 import tilec
 from tilec.diagnostics import TileError
-from tilec.lowering.abi import Specialization, kernel_specialization
+from tilec.jit import _specialization
+from tilec.lowering.abi import Specialization, kernel_parameters, kernel_specialization
 from tilec.passes.assume import assume_pass_text
+from tilec.passes.hoist_scale import scalars_worth_a_sign
 from tilec.runtime.arguments import POSITIVE_RANGE, _scalar, is_positive
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ATTENTION = os.path.join(ROOT, "examples", "attention.tile")
 
 SCALED_MAX = """
 def scaled_max(x: f32[M, N], y: f32[M], c: f16, bias: f32):
@@ -60,3 +68,29 @@ def test_the_command_line_says_positive_by_name():
     for bad in ("negative=scale", "positive=", "aligned=q"):
         with pytest.raises(TileError, match="--assume: unknown fact"):
             _with_assumptions("cse", bad, "ptx")
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # f16: 70000 is inf
+def test_the_jit_records_the_sign_of_the_scalars_the_pass_could_use(tmp_path):
+    assert [n for _i, n, _d in tilec.load_kernel(ATTENTION, "attention")._sign_scalars] == ["scale"]
+    vector_add = os.path.join(ROOT, "examples", "vector_add.tile")
+    assert tilec.load_kernel(vector_add, "saxpy")._sign_scalars == ()  # alpha * x + y: no max
+    path = tmp_path / "k.tile"
+    path.write_text(SCALED_MAX)
+    function = tilec.load_kernel(path, "scaled_max")
+    assert scalars_worth_a_sign(function.ir.functions[0]) == {"c"}  # through the f16 -> f32 cast
+    x, y = np.zeros((8, 40), np.float32), np.zeros(8, np.float32)
+    params = kernel_parameters(function.ir.functions[0])
+
+    def facts(c: float) -> tuple:
+        arguments = function._checker.convert([x, y, c, 1.0])
+        spec = _specialization(params, arguments, ["c"])
+        return spec.positive, function._key(arguments)
+
+    positive, key = facts(2.0)
+    assert positive == {"c"}
+    # As the f16 parameter holds them: below half its least subnormal is 0, past 65519 inf.
+    for c in (-2.0, 0.0, -0.0, float("nan"), float("inf"), 1e-8, 70000.0):
+        not_positive, other = facts(c)
+        assert not_positive == frozenset() and other != key, c
+    assert facts(3e-8) == (frozenset({"c"}), key) and facts(65519.0)[0] == {"c"}
