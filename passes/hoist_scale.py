@@ -120,7 +120,7 @@ class _Product:
 
 class _Factors:
     """Which values of `kernel` are known positive: its parameters named in `positive`,
-    positive constants, their `extf` and splats."""
+    positive constants, their widening conversions and splats."""
 
     def __init__(self, kernel: FuncOp, positive: frozenset[str]):
         self.kernel = kernel
@@ -131,7 +131,7 @@ class _Factors:
         }
 
     def root(self, v: Value) -> Value | None:
-        """The positive parameter or constant `v` (a splat, an `extf`, or the thing itself)
+        """The positive parameter or constant `v` (a splat, a widening conversion, or itself)
         stands for, else None."""
         if isinstance(v, OpResult) and (isinstance(v.op, T.SplatOp) or _widens(v.op)):
             return self.root(v.op.operands[0])
