@@ -1,12 +1,13 @@
 """The `assume` pass: records what a kernel may assume about its arguments, in the IR.
 
 `@tilec.jit` compiles one kernel per *specialization* of its arguments (which pointers are
-16-byte aligned, which strides are 1, which extents and strides divide by 16:
-`tilec.lowering.abi.Specialization`) and starts its pipeline with this pass, naming those
-parameters; `tilec compile --assume aligned,unit,divisible` starts it with blanket
-assumptions. Later passes (`vectorize`) and the lowering read the facts from the kernel's
-attributes `tilec.aligned`, `tilec.unit` and `tilec.divisible` (`kernel_specialization`), so
-they act on the same ones; the launcher refuses arguments that break them.
+16-byte aligned, which strides are 1, which extents and strides divide by 16, which float
+scalars are positive: `tilec.lowering.abi.Specialization`) and starts its pipeline with this
+pass, naming those parameters; `tilec compile --assume aligned,unit,divisible` starts it with
+blanket assumptions. Later passes (`vectorize`, `hoist-scale`) and the lowering read the facts
+from the kernel's attributes `tilec.aligned`, `tilec.unit`, `tilec.divisible`,
+`tilec.multiples` and `tilec.positive` (`kernel_specialization`), so they act on the same
+ones; the launcher refuses arguments that break them.
 """
 
 from __future__ import annotations
@@ -36,16 +37,19 @@ class Assume(Pass):
     comma-separated: `aligned` -- pointers 16-byte aligned; `unit` -- strides equal to 1;
     `divisible` -- extents or strides that are multiples of 16; `multiples` -- `name=m` for
     extents or strides that are multiples of m = 2, 4 or 8 (`x.stride.0=8`: rows of 1000
-    f16 are 16-byte vectors though not 16 elements). `all` is a list of blanket
-    assumptions (`aligned,unit,divisible`) for every argument: every pointer aligned, every
-    last stride 1, every other stride and every extent a multiple of 16. A kernel gets
-    `tilec.aligned`, `tilec.unit`, `tilec.divisible` (sorted names), `tilec.multiples`
-    (pairs), replacing earlier ones; a
-    name that none of the module's kernels has is an error. Remark: the facts, per kernel.
+    f16 are 16-byte vectors though not 16 elements); `positive` -- float scalars that are
+    finite and above zero (`scale`: what lets `hoist-scale` take `max(s * scale)` as
+    `max(s) * scale`). `all` is a list of blanket assumptions (`aligned,unit,divisible`, and
+    `positive` only when listed) for every argument: every pointer aligned, every last stride
+    1, every other stride and every extent a multiple of 16, every float scalar positive. A
+    kernel gets `tilec.aligned`, `tilec.unit`, `tilec.divisible`, `tilec.positive` (sorted
+    names), `tilec.multiples` (pairs), replacing earlier ones; a name that none of the
+    module's kernels has (as a parameter of the right kind) is an error. Remark: the facts,
+    per kernel.
     """
 
     name = "assume"
-    summary = "Record argument facts (alignment, unit strides, divisibility) on kernels"
+    summary = "Record argument facts (alignment, strides, divisibility, signs) on kernels"
 
     @dataclass
     class Options:
@@ -55,11 +59,14 @@ class Assume(Pass):
         multiples: str = option(
             "", 'extents/strides that are multiples of 2, 4 or 8, e.g. "x.stride.0=8"'
         )
-        all: str = option("", 'blanket assumptions for every argument: "aligned,unit,divisible"')
+        positive: str = option("", 'float scalars finite and above zero, e.g. "scale"')
+        all: str = option(
+            "", 'blanket assumptions for every argument: "aligned,unit,divisible" (+ "positive")'
+        )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         opts = self.options
-        named = {f: _names(getattr(opts, f)) for f in ("aligned", "unit", "divisible")}
+        named = {f: _names(getattr(opts, f)) for f in ("aligned", "unit", "divisible", "positive")}
         blanket = _names(opts.all)
         for kind in blanket - set(ASSUMPTIONS):
             raise TileError(
@@ -114,7 +121,8 @@ def assume_pass_text(specialization: Specialization) -> str:
     """The `assume` pass, as pipeline text, that records `specialization` on a kernel (what
     `@tilec.jit` and the fuzzers' differential compile start with)."""
     facts = specialization.to_json()
-    options = [f'{k}="{",".join(facts[k])}"' for k in ("aligned", "unit", "divisible") if facts[k]]
+    fields = ("aligned", "unit", "divisible", "positive")
+    options = [f'{k}="{",".join(facts[k])}"' for k in fields if facts.get(k)]
     if facts["multiples"]:
         options.append('multiples="' + ",".join(f"{n}={m}" for n, m in facts["multiples"]) + '"')
     return "assume{" + " ".join(options) + "}" if options else "assume"

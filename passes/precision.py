@@ -34,7 +34,10 @@ where it is and ends in a conversion to f16/bf16 that is only stored:
 Anything else — a comparison, a product reduction, a subtraction, an f32 store — needs the
 exact value, and a value any of whose uses needs it stays exact. The pass sets
 `approx = true` on every narrow-bound `arith.divf` and `math.exp` of f32 and remarks each, with
-the store it reaches; `enable=false` (or `--disable precision`) leaves every op exact. The
+the store it reaches, and for an exp of `x * c - m` whose product nothing else uses (after
+`hoist-scale`: attention's scale) that the lowering folds `c` into the exponent's FMA
+(`tilec.lowering.elementwise.folded_scale`); `enable=false` (or `--disable precision`) leaves
+every op exact. The
 interpreter ignores `approx` (it computes exactly), so translation validation is unchanged;
 the GPU's results differ from it by less than the final rounding's half ulp, within the
 interpreter's tolerances for f16/bf16 outputs.
@@ -54,6 +57,7 @@ from tilec.ir.attributes import BoolAttr
 from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import FloatType
+from tilec.lowering.elementwise import folded_scale
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Precision"]
@@ -81,6 +85,7 @@ class Precision(Pass):
             if not isinstance(kernel, FuncOp):
                 continue
             analysis = _NarrowBound()
+            made: list[tuple[Operation, T.StoreOp]] = []
             for op in kernel.walk():
                 if not isinstance(op, (arith.DivFOp, mathd.ExpOp)):
                     continue
@@ -91,13 +96,33 @@ class Precision(Pass):
                 if store is None:
                     continue
                 op.attributes["approx"] = BoolAttr(True)
+                made.append((op, store))
+            # Once every op is marked: whether an exp folds a scale depends on its product's
+            # other exps (`folded_scale`).
+            for op, store in made:
                 what = "division" if isinstance(op, arith.DivFOp) else "exp"
-                ctx.remark(
-                    op,
+                text = (
                     f"approximate f32 {what}: the result reaches memory only as "
                     f"{_element(store.value)} (line {store.loc.line}), whose rounding hides "
-                    "the approximation's error",
+                    "the approximation's error"
                 )
+                folded = folded_scale(op) if what == "exp" else None
+                if folded is not None:
+                    text += (
+                        f"; exp(x * {_factor_text(folded[1])} - m) as one FMA, "
+                        f"ex2(fma(x, {_factor_text(folded[1])}·log2 e, -m·log2 e)): the product "
+                        "has no other use (hoist-scale)"
+                    )
+                ctx.remark(op, text)
+
+
+def _factor_text(c: Value) -> str:
+    """A splat's scalar by name (`scale`), a constant tile by value."""
+    if isinstance(c, OpResult) and isinstance(c.op, T.SplatOp):
+        scalar = c.op.input
+        return scalar.name_hint or "c"
+    value = constant_value(c)
+    return repr(value.value) if value is not None else "c"
 
 
 # An answer still being worked out (a value round a loop): assumed yes meanwhile.

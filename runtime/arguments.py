@@ -21,6 +21,7 @@ what it expected, what it got. Nothing here knows the IR: the parameters are the
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +31,12 @@ from tilec.diagnostics import UNKNOWN_LOC, Location, TileError
 
 __all__ = [
     "ELEMENT_BYTES",
+    "POSITIVE_RANGE",
     "ArgumentChecker",
     "Arguments",
     "DeviceTensor",
     "LaunchError",
+    "is_positive",
     "scalar_converter",
     "signature_text",
 ]
@@ -538,6 +541,29 @@ def _scalar(dtype: str, value: Any) -> Any:
     if not low <= int(value) <= high:
         raise _Problem(f"{int(value)} does not fit {dtype} ({low} to {high})")
     return int(value)
+
+
+# The numbers that become a finite value above zero in each float type, an open interval
+# (v, w) of what a Python number may be: rounding to nearest even takes anything at or below
+# half the least subnormal to 0 and anything at or past the midpoint between the largest
+# finite value and the next power of two to infinity (or an error). NaN is in no interval. A
+# kernel compiled for a `positive` scalar (`Specialization.positive`) takes only these.
+POSITIVE_RANGE = {
+    "f16": (2.0**-25, 65520.0),
+    "bf16": (2.0**-134, 2.0**128 - 2.0**119),
+    "f32": (2.0**-150, 2.0**128 - 2.0**103),
+    "f64": (0.0, math.inf),
+}
+_BF16_INF_BITS = 0x7F80
+
+
+def is_positive(dtype: str, value: Any) -> bool:
+    """Whether scalar `value`, as `_scalar` converts it for a parameter of type `dtype` (a
+    float; for bf16, its bits), is finite and above zero in that type."""
+    if dtype == "bf16":
+        return 0 < value < _BF16_INF_BITS
+    low, high = POSITIVE_RANGE[dtype]
+    return low < value < high
 
 
 def scalar_converter(dtype: str, kind: type) -> Any:

@@ -45,6 +45,7 @@ from tilec.runtime.arguments import (
     Arguments,
     DeviceTensor,
     LaunchError,
+    is_positive,
 )
 from tilec.runtime.device import GPUError, check, cuda_modules, device_arch, get_device
 from tilec.runtime.split import split_grid
@@ -184,6 +185,8 @@ class Launcher:
                     self._promises.append((i, "unit", p.axis, p.name))
                 if p.kind in ("extent", "stride") and spec.multiple(p.name) > 1:
                     self._promises.append((i, p.kind, p.axis, p.name))
+                if p.kind == "scalar" and p.name in getattr(spec, "positive", ()):
+                    self._promises.append((i, "positive", 0, p.name))
         self._grid = [(axis.dim, axis.tile) for axis in self.abi.grid]
         written = getattr(self.abi, "written", frozenset())
         self._written = {names.index(n) for n in written if n in names}
@@ -240,6 +243,16 @@ class Launcher:
                 )
         values = arguments.values
         for i, what, axis, parameter in self._promises:
+            if what == "positive":
+                dtype = self.checker.arguments[i][2]
+                if not is_positive(dtype, values[i]):
+                    self._broken(
+                        i,
+                        f"a value finite and above zero, got {_scalar_text(dtype, values[i])}",
+                        "compile the kernel for any value of it (@tilec.jit does so by itself "
+                        "for a value that is not positive)",
+                    )
+                continue
             tensor: DeviceTensor = values[i]
             if what == "aligned":
                 if tensor.host is None and tensor.pointer % 16:
@@ -260,10 +273,11 @@ class Launcher:
                     self._broken(i, f"{what} {axis} divisible by {m} ({parameter}), got {value}")
 
     def _broken(self, index: int, what: str, hint: str | None = None) -> None:
-        name, _kind, dtype, dims = self.checker.arguments[index]
+        name, kind, dtype, dims = self.checker.arguments[index]
         text = ", ".join("?" if d is None else str(d) for d in dims)
+        typed = dtype if kind == "scalar" else f"{dtype}[{text}]"
         raise LaunchError(
-            f"argument '{name}' of kernel '{self.name}' ({name}: {dtype}[{text}]): the kernel "
+            f"argument '{name}' of kernel '{self.name}' ({name}: {typed}): the kernel "
             f"was compiled for {what}",
             self.loc,
             hint=hint or "compile the kernel for these arguments (@tilec.jit does so by itself)",
@@ -621,6 +635,22 @@ class Launcher:
                 self.loc,
                 hint="use smaller tiles (tile={...}) or fewer warps (warps=...)",
             )
+
+
+def _scalar_text(dtype: str, value: Any) -> str:
+    """A converted scalar (`tilec.runtime.arguments`: bf16 as its bits) as a number, and as
+    the parameter holds it where that differs (an f32 of 1e-50 is 0)."""
+    if dtype == "bf16":
+        return repr(struct.unpack("<f", struct.pack("<I", int(value) << 16))[0])
+    text = repr(float(value))
+    if dtype == "f32":
+        try:
+            held = struct.unpack("<f", struct.pack("<f", value))[0]
+        except OverflowError:
+            held = float("inf")
+        if held != value and held == held:
+            text += f" ({held!r} as an f32)"
+    return text
 
 
 def stream_handle(stream: Any) -> int:

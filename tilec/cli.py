@@ -134,9 +134,10 @@ def add_pinning_flags(parser: argparse.ArgumentParser) -> None:
         default="none",
         help="what every launch's arguments will satisfy, for the code to use (the 'assume' "
         "pass): aligned = pointers 16-byte aligned, unit = last strides 1, divisible = "
-        "extents and other strides multiples of 16; e.g. --assume aligned,unit,divisible "
-        "(what @tilec.jit finds for contiguous tensors). Default none: the code is right for "
-        "any arguments",
+        "extents and other strides multiples of 16, positive = every float scalar finite and "
+        "above zero, positive=NAME = scalar NAME so; e.g. --assume aligned,unit,divisible "
+        "(what @tilec.jit finds for contiguous tensors), --assume positive=scale (what it "
+        "finds for a positive scale). Default none: the code is right for any arguments",
     )
 
 
@@ -464,22 +465,34 @@ def dtype_bindings(text: str) -> dict[str, str]:
 
 
 def _with_assumptions(pipeline: str | None, assume: str, emit: str) -> str | None:
-    """`pipeline` (None: the default for `emit`) started by the `assume` pass for `--assume`."""
+    """`pipeline` (None: the default for `emit`) started by the `assume` pass for `--assume`:
+    blanket facts (`aligned,unit,divisible`), and `positive=NAME` items naming float scalars."""
     from tilec.compiler import DEFAULT_PIPELINE
     from tilec.lowering.abi import ASSUMPTIONS
 
-    facts = [f.strip() for f in assume.split(",") if f.strip() and f.strip() != "none"]
-    for fact in facts:
-        if fact not in ASSUMPTIONS:
+    facts, positive = [], []
+    for item in (f.strip() for f in assume.split(",")):
+        fact, eq, name = (part.strip() for part in item.partition("="))
+        if not item or item == "none":
+            continue
+        if eq and fact == "positive" and name:
+            positive.append(name)
+        elif eq or fact not in ASSUMPTIONS:
             raise TileError(
-                f"--assume: unknown fact '{fact}'", hint="facts: " + ", ".join(ASSUMPTIONS)
+                f"--assume: unknown fact '{item}'",
+                hint="facts: " + ", ".join(ASSUMPTIONS) + ", or positive=NAME for one scalar",
             )
-    if not facts:
+        else:
+            facts.append(fact)
+    if not facts and not positive:
         return pipeline
     if pipeline is None:
         pipeline = DEFAULT_PIPELINE if emit != "tir" else ""
     rest = f",{pipeline}" if pipeline else ""
-    return f'assume{{all="{",".join(facts)}"}}{rest}'
+    options = ([f'all="{",".join(facts)}"'] if facts else []) + (
+        [f'positive="{",".join(positive)}"'] if positive else []
+    )
+    return f"assume{{{' '.join(options)}}}{rest}"
 
 
 def _pass_options(items: list[str]) -> dict[str, dict[str, str]]:

@@ -73,7 +73,7 @@ DEFAULT_PIPELINE = (
     "canonicalize,cse,privatize-atomics,accumulate-atomics,transpose-dot,tiling,canonicalize,"
     "split-reduction,"
     "mask-bounds,defer-reduction,align-rows,assign-layouts,"
-    "smem-placement,pipeline,vectorize,fold-padding,canonicalize,cse,dce,precision"
+    "smem-placement,pipeline,vectorize,fold-padding,hoist-scale,canonicalize,cse,dce,precision"
 )
 
 # The optimisation passes of the default pipeline that `build_pipeline` (`tilec compile
@@ -94,6 +94,7 @@ OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "pipeline": None,
     "vectorize": {"enable": False},
     "fold-padding": None,
+    "hoist-scale": None,
     "precision": {"enable": False},
 }
 

@@ -153,6 +153,7 @@ class _Kernel:
         self.shared_memory()
         self.stages()
         self.vectors()
+        self.scale()
         self.precision()
         self.ptxas()
         self.tuned()
@@ -436,6 +437,23 @@ class _Kernel:
         for m in said:
             text, _, why = m.removeprefix("philox: ").partition(": ")
             self.line("", "random: " + text, [why] if why else [])
+
+    def scale(self) -> None:
+        """The max/min reductions `hoist-scale` made read the raw values (only if any)."""
+        if not self.ran("hoist-scale"):
+            return
+        made = [op for op in self.ops if self.said(op, "hoist-scale")]
+        if not made:
+            return
+        n = len(made)
+        kinds = "/".join(sorted({op.kind for op in made}))
+        reasons = [m for op in made for m in self.said(op, "hoist-scale")]
+        self.line(
+            "scale",
+            f"{n} {kinds} reduction{'s' if n > 1 else ''} of the raw values, the factor applied "
+            "to the result",
+            reasons,
+        )
 
     def precision(self) -> None:
         """The divisions and exps made approximate (precision), and why they could be."""

@@ -62,7 +62,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,7 @@ from tilec.compiler import CompiledProgram, build_pipeline, compile_module, targ
 from tilec.frontend import parse_source
 from tilec.frontend.source import Source, function_source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
-from tilec.runtime.arguments import _TORCH_TENSOR, _Problem, _torch_stream
+from tilec.runtime.arguments import _TORCH_TENSOR, _Problem, _torch_stream, is_positive
 from tilec.runtime.launcher import stream_handle
 
 __all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
@@ -205,6 +205,20 @@ class JitFunction:
         return tuple(str(d) for d in attr.value) if attr is not None else ()
 
     @functools.cached_property
+    def _sign_scalars(self) -> tuple[tuple[int, str, str], ...]:
+        """(argument index, name, dtype) of each float scalar whose sign the specialization
+        records (`Specialization.positive`): those `hoist-scale` could use
+        (`scalars_worth_a_sign`), so that no other scalar's sign compiles a second kernel."""
+        from tilec.passes.hoist_scale import scalars_worth_a_sign
+
+        names = scalars_worth_a_sign(self._kernel)
+        return tuple(
+            (i, name, dtype)
+            for i, (name, kind, dtype, _dims) in enumerate(self._checker.arguments)
+            if kind == "scalar" and name in names
+        )
+
+    @functools.cached_property
     def _has_scatter(self) -> bool:
         """Whether the kernel scatters atomically (privatize-atomics wants the extents)."""
         from tilec.dialects.atomic import AtomicScatterOp
@@ -333,7 +347,7 @@ class JitFunction:
         """Let later calls with arguments of `args`'s signature take the fast path: only when
         every tensor is a torch tensor (exactly `torch.Tensor`) and every scalar a Python
         `int`, `float` or `bool`, the cases whose signature determines every check."""
-        from tilec.runtime.arguments import scalar_converter
+        from tilec.runtime.arguments import POSITIVE_RANGE, scalar_converter
 
         tensor_type = _TORCH_TENSOR[0]
         converters = {}
@@ -354,7 +368,8 @@ class JitFunction:
         )
         if self._fast_call is None:
             kinds = [kind for _name, kind, _dtype, _dims in self._checker.arguments]
-            self._fast_call, self._signature = _fast_path(kinds, self._fast, tensor_type)
+            signs = {i: POSITIVE_RANGE[dtype] for i, _name, dtype in self._sign_scalars}
+            self._fast_call, self._signature = _fast_path(kinds, self._fast, tensor_type, signs)
         launches = self._fast.launches
         if len(launches) >= _FAST_ENTRIES:
             launches.clear()  # many shapes: start again rather than grow without bound
@@ -382,8 +397,9 @@ class JitFunction:
     def _key(self, arguments: Any) -> tuple:
         """The specialization of `arguments`: per tensor, one integer holding whether its
         address is 16-byte aligned, and per dimension whether its stride is 1 and what the
-        specialization records of its stride and extent (`recorded_multiple`); per
-        whole dimension, the power of two that covers it; and the GPU."""
+        specialization records of its stride and extent (`recorded_multiple`); per float
+        scalar whose sign it records (`_sign_scalars`), whether it is positive; per whole
+        dimension, the power of two that covers it; and the GPU."""
         from tilec.runtime import DeviceTensor
 
         # TILEC_CHECK_BOUNDS changes the code (tilec.lowering.gather): part of the key.
@@ -404,6 +420,9 @@ class JitFunction:
                     m = (v.shape[-1] & -v.shape[-1]) or 16
                     bits = bits * 8 + (5 if m >= 16 else min(m, cap).bit_length())
                 parts.append(bits)
+        values = arguments.values
+        for i, _name, dtype in self._sign_scalars:
+            parts.append(is_positive(dtype, values[i]))
         extents = arguments.extents
         for dim in self._whole_dims:
             # The tile's size, and whether the extent fills it (its masks then fold away).
@@ -449,7 +468,8 @@ class JitFunction:
     def _compile_for(self, arguments: Any, arch: str, values: Sequence[Any] = ()) -> CompiledKernel:
         from tilec.lowering.abi import kernel_parameters
 
-        specialization = _specialization(kernel_parameters(self._kernel), arguments)
+        signs = [name for _i, name, _dtype in self._sign_scalars]
+        specialization = _specialization(kernel_parameters(self._kernel), arguments, signs)
         extents = dict(arguments.extents)
         if self.autotune:
             from tilec.tune.api import autotuned_function
@@ -603,14 +623,19 @@ class _ThreadLaunches(threading.local):
 
 
 def _fast_path(
-    kinds: Sequence[str], per_thread: _ThreadLaunches, tensor_type: type
+    kinds: Sequence[str],
+    per_thread: _ThreadLaunches,
+    tensor_type: type,
+    signs: Mapping[int, tuple[float, float]] | None = None,
 ) -> tuple[Callable[[tuple, Any], bool], Callable[[tuple], tuple]]:
     """`(fast_call, signature)` for a kernel whose arguments are of `kinds` ("scalar", or a
     tensor), written out for exactly those arguments: straight-line code, no loop.
 
     `signature(args)` is what the checks and the choice of compiled kernel depend on, for torch
     tensors and Python scalars: per tensor its dtype, shape, strides, device and address modulo
-    16 (alignment to its element and to 16 bytes); per scalar its type. Two calls with one
+    16 (alignment to its element and to 16 bytes); per scalar its type, and for scalar i of
+    `signs` whether it lies in the open interval `signs[i]` (`POSITIVE_RANGE`: whether its
+    parameter's type holds it finite and above zero, `Specialization.positive`). Two calls with one
     signature pass the same checks and launch the same kernel with the same grid; only the
     addresses, the scalars' values and the stream differ.
 
@@ -627,9 +652,12 @@ def _fast_path(
     tensors = [i for i, kind in enumerate(kinds) if kind != "scalar"]
     first = tensors[0]
     key, values = [], []
+    signs = signs or {}
     for i, kind in enumerate(kinds):
         if kind == "scalar":
             key.append(f"type(a{i})")
+            if i in signs:
+                key.append(f"low{i} < a{i} < high{i}")
             values.append(f"a{i}")
         else:
             device = "device" if i == first else f"a{i}.get_device()"
@@ -663,6 +691,8 @@ def _fast_path(
         "stream_handle": stream_handle,
         "Problem": _Problem,
     }
+    for i, (low, high) in signs.items():
+        namespace[f"low{i}"], namespace[f"high{i}"] = low, high
     # The text holds only indices and the names of `namespace`: safe to run.
     exec(compile(text, "<tilec fast path>", "exec"), namespace)
     return namespace["fast_call"], namespace["signature"]
@@ -699,19 +729,22 @@ def _assume_pass(specialization: Any) -> str:
     return assume_pass_text(specialization)
 
 
-def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
-    """What `arguments` promise, by parameter name (the facts `JitFunction._key` records)."""
+def _specialization(parameters: Sequence[Any], arguments: Any, signs: Collection[str] = ()) -> Any:
+    """What `arguments` promise, by parameter name (the facts `JitFunction._key` records):
+    of the scalars named in `signs`, those that are positive."""
     from tilec.lowering import Specialization
     from tilec.lowering.abi import recorded_multiple
     from tilec.runtime import DeviceTensor
     from tilec.runtime.arguments import ELEMENT_BYTES
 
-    tensors = {}
+    tensors, scalars = {}, {}
     names = list(dict.fromkeys(p.argument for p in parameters))
     for name, value in zip(names, arguments.values):
-        if isinstance(value, DeviceTensor):
-            tensors[name] = value
+        (tensors if isinstance(value, DeviceTensor) else scalars)[name] = value
     aligned, unit, values = set(), set(), {}
+    positive = [
+        p.name for p in parameters if p.name in signs and is_positive(p.dtype, scalars[p.name])
+    ]
     for p in parameters:
         t = tensors.get(p.argument)
         if t is None:
@@ -729,7 +762,7 @@ def _specialization(parameters: Sequence[Any], arguments: Any) -> Any:
             size = ELEMENT_BYTES[t.dtype]
             extent = t.shape[p.axis]
             values[p.name] = recorded_multiple("extent", p.axis, len(t.shape), extent, size)
-    return Specialization.of_values(aligned, unit, values)
+    return Specialization.of_values(aligned, unit, values, positive)
 
 
 _TRACE_KEYS = itertools.count()

@@ -327,7 +327,8 @@ def test_disable_and_pass_options_change_the_pipeline(tmp_path):
         "canonicalize", "cse", "privatize-atomics", "accumulate-atomics", "transpose-dot", "tiling",
         "canonicalize",
         "split-reduction", "mask-bounds", "defer-reduction", "align-rows", "assign-layouts",
-        "smem-placement", "vectorize", "fold-padding", "canonicalize", "cse", "dce", "precision",
+        "smem-placement", "vectorize", "fold-padding", "hoist-scale", "canonicalize", "cse", "dce",
+        "precision",
     ]  # fmt: skip
     assert "#mma" not in result.stdout and "tile.async_copy" not in result.stdout
     assert "vector =" not in result.stdout

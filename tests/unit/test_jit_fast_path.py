@@ -23,6 +23,10 @@ MIXED = """
 def mixed(x: f32[N], y: f32[N], alpha: f16, n: i32, big: i64, beta: f64):
     for tn in tiles(N):
         y[tn] = x[tn] * alpha + n + big + beta
+
+def row_max(x: f32[M, N], y: f32[M], c: f32):
+    for tm in tiles(M):
+        y[tm] = max(x[tm, :] * c, axis=1)
 """
 
 
@@ -86,8 +90,9 @@ def kernels(tmp_path):
         scale = tilec.load_kernel(path, "scale", tile={"N": 256})
         add2d = tilec.load_kernel(path, "add2d", tile={"M": 16, "N": 64})
         mixed = tilec.load_kernel(path, "mixed", tile={"N": 256})
-        made += [scale, add2d, mixed]
-        yield scale, add2d, launches, mixed, results
+        row_max = tilec.load_kernel(path, "row_max", tile={"M": 16})
+        made += [scale, add2d, mixed, row_max]
+        yield scale, add2d, launches, mixed, results, row_max
 
 
 def expected(kernel, *args) -> tuple:
@@ -132,7 +137,7 @@ def test_a_repeated_call_skips_the_checks_and_hands_the_driver_the_same_paramete
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # f16: 1e6 is inf
 def test_scalars_of_every_type_are_converted_as_the_full_path_does(kernels):
-    *_, launches, mixed, _results = kernels
+    _scale, _add2d, launches, mixed, *_ = kernels
     x, y = torch.randn(100), torch.empty(100)
     slow = full_checks(mixed)
     mixed(x, y, 1.5, 7, 2**40, 0.25)
@@ -151,6 +156,28 @@ def test_scalars_of_every_type_are_converted_as_the_full_path_does(kernels):
     with pytest.raises(LaunchError, match="expected an integer for i32, got float"):
         mixed(x, y, 1.5, 2.5, 0, 0.0)
     assert len(launches) == 4
+
+
+def test_the_sign_of_a_scale_is_part_of_the_signature(kernels):
+    """A scale the kernel may assume positive (hoist-scale's): a negative one after a positive
+    one is another specialization, compiled and remembered apart, never the positive
+    kernel's launch; a value that rounds to 0 as an f32 is not positive."""
+    *_, launches, _mixed, _results, row_max = kernels
+    x, y = torch.randn(40, 100), torch.empty(40)
+    slow = full_checks(row_max)
+    for c in (0.5, 0.25, -0.5, -0.25, 1e-50, 0.5):
+        row_max(x, y, c)
+    assert len(slow) == 2  # 0.5, then -0.5; 1e-50 (0 as an f32) takes -0.5's launch
+    assert len(launches) == 6
+    compiled = {
+        launcher.specialization.positive: launcher for launcher in row_max._launchers.values()
+    }
+    assert len(compiled) == 2
+    positive, other = compiled[frozenset({"c"})], compiled[frozenset()]
+    functions = [launch.args[0] for launch in launches]
+    assert functions == [positive._functions[0]] * 2 + [other._functions[0]] * 3 + [
+        positive._functions[0]
+    ]
 
 
 def test_the_stream_is_looked_up_on_every_call(kernels, monkeypatch):
@@ -193,7 +220,7 @@ def test_each_thread_launches_from_parameters_of_its_own(kernels):
 
 
 def test_a_thread_without_a_context_gets_one_and_launches_again(kernels, monkeypatch):
-    scale, _add2d, launches, _mixed, results = kernels
+    scale, _add2d, launches, _mixed, results, _row_max = kernels
     from tilec.runtime import launcher as launcher_module
 
     made_current = []
@@ -316,7 +343,7 @@ def test_each_stream_is_made_into_a_cuda_stream_once(kernels, monkeypatch):
 
 
 def test_a_failed_fast_launch_raises_what_the_full_path_raises(kernels, monkeypatch):
-    scale, _add2d, launches, _mixed, results = kernels
+    scale, _add2d, launches, _mixed, results, _row_max = kernels
     from tilec.runtime import GPUError
 
     driver = launch_overhead._Driver

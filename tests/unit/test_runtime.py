@@ -131,6 +131,26 @@ def test_arguments_must_keep_the_promises_of_the_specialization():
     assert "stride 0 divisible by 8 (x.stride.0), got 36" in message(lambda: rows.check(odd))
 
 
+def test_a_positive_scalar_is_a_promise_too():
+    positive = Specialization(positive=frozenset({"alpha"}))
+    saxpy = launcher("vector_add", "saxpy", positive)
+    x = gpu((10,))
+    saxpy.check(saxpy.checker.convert([0.5, x, x, x]))
+    for alpha, shown in [(-0.5, "-0.5"), (0.0, "0.0"), (-0.0, "-0.0"), (float("nan"), "nan")]:
+        args = saxpy.checker.convert([alpha, x, x, x])
+        text = message(lambda args=args: saxpy.check(args))
+        assert (
+            "argument 'alpha' of kernel 'saxpy' (alpha: f32): the kernel was compiled for a "
+            in (text)
+        )
+        assert f"value finite and above zero, got {shown}" in text
+    tiny = saxpy.checker.convert([1e-50, x, x, x])  # 0 as an f32
+    assert "got 1e-50 (0.0 as an f32)" in message(lambda: saxpy.check(tiny))
+    # Without the promise, any value goes.
+    anything = launcher("vector_add", "saxpy")
+    anything.check(anything.checker.convert([-0.5, x, x, x]))
+
+
 def test_the_grid_and_its_limits():
     matmul = launcher("matmul", "matmul")
     tile = {axis.dim: axis.tile for axis in matmul.abi.grid}  # what the pipeline chose

@@ -45,6 +45,7 @@ __all__ = [
     "ALIGNMENT",
     "ASSUMPTIONS",
     "DIVISOR",
+    "FLOAT_SCALARS",
     "SPECIALIZATION_ATTRIBUTES",
     "GridAxis",
     "KernelABI",
@@ -123,13 +124,16 @@ class Specialization:
     aligned to `ALIGNMENT` bytes (`aligned`), strides equal to 1 (`unit`), extents and strides
     that are multiples of `DIVISOR` (`divisible`), and of smaller powers of two (`multiples`:
     (name, 2, 4 or 8) -- a row of 1000 f16 is 2000 bytes, a whole number of 16-byte vectors
-    though not of 16 elements). The lowering folds these into the code (a unit stride becomes
-    the constant 1); a launch whose arguments break one is refused."""
+    though not of 16 elements), and float scalars that are `positive`: finite and above zero
+    (not 0, -0.0, NaN or an infinity, as the parameter's type holds the value), which lets
+    `hoist-scale` take `max(x * c)` as `max(x) * c`. The lowering folds these into the code (a
+    unit stride becomes the constant 1); a launch whose arguments break one is refused."""
 
     aligned: frozenset[str] = frozenset()
     unit: frozenset[str] = frozenset()
     divisible: frozenset[str] = frozenset()
     multiples: frozenset[tuple[str, int]] = frozenset()
+    positive: frozenset[str] = frozenset()
 
     def multiple(self, name: str) -> int:
         """The power of two the extent or stride `name` is known to be a multiple of."""
@@ -142,48 +146,65 @@ class Specialization:
             k: sorted(getattr(self, k)) for k in ("aligned", "unit", "divisible")
         }
         facts["multiples"] = [[n, m] for n, m in sorted(self.multiples)]
+        if self.positive:  # absent when empty: the keys of kernels without it stay as they were
+            facts["positive"] = sorted(self.positive)
         return facts
 
     def __bool__(self) -> bool:
-        return bool(self.aligned or self.unit or self.divisible or self.multiples)
+        return bool(self.aligned or self.unit or self.divisible or self.multiples or self.positive)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Specialization:
         facts = {k: frozenset(data.get(k, ())) for k in ("aligned", "unit", "divisible")}
         multiples = frozenset((str(n), int(m)) for n, m in data.get("multiples", ()))
-        return cls(**facts, multiples=multiples)
+        positive = frozenset(map(str, data.get("positive", ())))
+        return cls(**facts, multiples=multiples, positive=positive)
 
     @classmethod
     def of_values(
-        cls, aligned: Iterable[str], unit: Iterable[str], multiples_of: Mapping[str, int]
+        cls,
+        aligned: Iterable[str],
+        unit: Iterable[str],
+        multiples_of: Mapping[str, int],
+        positive: Iterable[str] = (),
     ) -> Specialization:
-        """The facts of pointers `aligned`, unit strides `unit`, and the other extents and
-        strides known to be multiples of `multiples_of[name]` (`recorded_multiple`)."""
+        """The facts of pointers `aligned`, unit strides `unit`, the other extents and
+        strides known to be multiples of `multiples_of[name]` (`recorded_multiple`), and the
+        float scalars `positive`."""
         divisible, multiples = set(), set()
         for name, m in multiples_of.items():
             if m == DIVISOR:
                 divisible.add(name)
             elif m > 1:
                 multiples.add((name, m))
-        return cls(frozenset(aligned), frozenset(unit), frozenset(divisible), frozenset(multiples))
+        return cls(
+            frozenset(aligned),
+            frozenset(unit),
+            frozenset(divisible),
+            frozenset(multiples),
+            frozenset(positive),
+        )
 
 
 # The kernel attributes that carry a `Specialization` in the IR, by field: `tilec.aligned =
-# ["x", "y"]`, `tilec.unit = ["x.stride.1"]`, `tilec.divisible = ["x.extent.0"]` (sorted
-# parameter names), `tilec.multiples = [["x.stride.0", 8]]` (an absent attribute is an empty
-# set). Passes (vectorize) and the lowering read these, and nothing else, so both act on the
-# same facts.
+# ["x", "y"]`, `tilec.unit = ["x.stride.1"]`, `tilec.divisible = ["x.extent.0"]`,
+# `tilec.positive = ["scale"]` (sorted parameter names), `tilec.multiples = [["x.stride.0",
+# 8]]` (an absent attribute is an empty set). Passes (vectorize, hoist-scale) and the lowering
+# read these, and nothing else, so both act on the same facts.
 SPECIALIZATION_ATTRIBUTES = {
     "aligned": "tilec.aligned",
     "unit": "tilec.unit",
     "divisible": "tilec.divisible",
     "multiples": "tilec.multiples",
+    "positive": "tilec.positive",
 }
+# The scalar types a `positive` fact may name.
+FLOAT_SCALARS = ("f16", "bf16", "f32", "f64")
 
 
 def kernel_specialization(kernel: FuncOp) -> Specialization:
     """What `kernel` was compiled assuming about its arguments (its `tilec.aligned`,
-    `tilec.unit` and `tilec.divisible` attributes)."""
+    `tilec.unit`, `tilec.divisible`, `tilec.multiples` and `tilec.positive` attributes)."""
     facts: dict[str, frozenset[Any]] = {}
     for field_name, attr in SPECIALIZATION_ATTRIBUTES.items():
         found = kernel.attributes.get(attr)
@@ -200,11 +221,16 @@ def kernel_specialization(kernel: FuncOp) -> Specialization:
 def set_kernel_specialization(kernel: FuncOp, specialization: Specialization) -> None:
     """Record `specialization` on `kernel` (replacing what it said). A name that is not a
     parameter of the right kind (a pointer for `aligned`, a stride for `unit`, an extent or a
-    stride for `divisible`) is a ValueError."""
-    kinds = {p.name: p.kind for p in kernel_parameters(kernel)}
+    stride for `divisible`, a float scalar for `positive`) is a ValueError."""
+    params = kernel_parameters(kernel)
+    kinds = {p.name: p.kind for p in params}
+    kinds.update(
+        {p.name: "float scalar" for p in params if p.kind == "scalar" and p.dtype in FLOAT_SCALARS}
+    )
     numbers = ("extent", "stride")
     allowed = {"aligned": ("pointer",), "unit": ("stride",), "divisible": numbers}
     allowed["multiples"] = numbers
+    allowed["positive"] = ("float scalar",)
     for field_name, attr in SPECIALIZATION_ATTRIBUTES.items():
         entries = sorted(getattr(specialization, field_name))
         for entry in entries:
@@ -229,14 +255,15 @@ def set_kernel_specialization(kernel: FuncOp, specialization: Specialization) ->
             kernel.attributes[attr] = ArrayAttr(tuple(StringAttr(n) for n in entries))
 
 
-ASSUMPTIONS = ("aligned", "unit", "divisible")
+ASSUMPTIONS = ("aligned", "unit", "divisible", "positive")
 
 
 def assumed_specialization(kernel: FuncOp, assumptions: Iterable[str]) -> Specialization:
     """The specialization that blanket `assumptions` (a subset of `ASSUMPTIONS`) make for
     every argument of `kernel`, as Triton assumes for its defaults: `aligned` -- every pointer
     is 16-byte aligned; `unit` -- every tensor's last stride is 1; `divisible` -- every extent,
-    and every stride that `unit` does not make 1, is a multiple of 16."""
+    and every stride that `unit` does not make 1, is a multiple of 16; `positive` -- every
+    float scalar is finite and above zero."""
     assumptions = set(assumptions)
     unknown = assumptions - set(ASSUMPTIONS)
     if unknown:
@@ -250,7 +277,12 @@ def assumed_specialization(kernel: FuncOp, assumptions: Iterable[str]) -> Specia
     divisible = set()
     if "divisible" in assumptions:
         divisible = {p.name for p in params if p.kind in ("extent", "stride")} - unit
-    return Specialization(frozenset(aligned), frozenset(unit), frozenset(divisible))
+    positive = ()
+    if "positive" in assumptions:
+        positive = {p.name for p in params if p.kind == "scalar" and p.dtype in FLOAT_SCALARS}
+    return Specialization(
+        frozenset(aligned), frozenset(unit), frozenset(divisible), positive=frozenset(positive)
+    )
 
 
 @dataclass(frozen=True)

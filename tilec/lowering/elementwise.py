@@ -23,7 +23,7 @@ from tilec.lowering import mathlib
 from tilec.lowering.exchange import thread_map
 from tilec.lowering.llvm_types import constant, llvm_type
 
-__all__ = ["FLOAT_BINARY", "INT_BINARY", "ElementwiseLowering", "check_arch"]
+__all__ = ["FLOAT_BINARY", "INT_BINARY", "ElementwiseLowering", "check_arch", "folded_scale"]
 
 F32 = ir.FloatType()
 
@@ -39,6 +39,39 @@ def _approximate(op: Operation) -> bool:
     """`approx = true` (the `precision` pass): the hardware's approximate instruction."""
     attr = op.attributes.get("approx")
     return attr is not None and bool(attr.value)
+
+
+def folded_scale(exp: Operation) -> tuple[Value, Value] | None:
+    """`(x, c)` for an approximate f32 `math.exp` of `(x * c) - y` (either operand order of
+    the product) whose `c` is the same for every element (a `tile.splat` or `tile.full`) and
+    whose product is used by nothing but such differences' approximate exps: the lowering
+    then computes `ex2.approx.ftz(fma(x, c·log2 e, -(y·log2 e)))`, `c·log2 e` once, and the
+    product not at all (after `hoist-scale`, attention's `(q @ k.T) * scale`: one FFMA an
+    element where the product was an FMUL). The same error bound as without the fold
+    (`mathlib.exp2_fma_approx`), for any c. Else None."""
+    if not (_approximate(exp) and element_type(exp.result.type) == FloatType("f32")):
+        return None
+    difference = exp.operands[0]
+    if not (isinstance(difference, OpResult) and isinstance(difference.op, arith.SubFOp)):
+        return None
+    product = difference.op.lhs
+    if not (isinstance(product, OpResult) and isinstance(product.op, arith.MulFOp)):
+        return None
+    for user in product.uses:
+        if not (isinstance(user, arith.SubFOp) and user.lhs is product and user.rhs is not product):
+            return None
+        if (
+            not all(
+                isinstance(e, type(exp)) and _approximate(e) and e.result.type == exp.result.type
+                for e in user.result.uses
+            )
+            or not user.result.uses
+        ):
+            return None
+    for x, c in ((product.op.lhs, product.op.rhs), (product.op.rhs, product.op.lhs)):
+        if isinstance(c, OpResult) and isinstance(c.op, (T.SplatOp, T.FullOp)):
+            return x, c
+    return None
 
 
 INT_BINARY = {
@@ -373,16 +406,28 @@ class ElementwiseLowering:
                 and isinstance(difference.op, arith.SubFOp)
             ):
                 # exp(x - y) = 2^(x log2 e - y log2 e): one fma before the ex2, the row
-                # max's product computed once per row (a softmax's shape)
+                # max's product computed once per row (a softmax's shape); for x = x' * c
+                # (folded_scale), 2^(x' (c log2 e) - y log2 e), c log2 e once
                 x, y = difference.op.operands
+                folded = folded_scale(op)
                 scaled: dict[int, ir.Value] = {}
 
-                def of_difference(xv: ir.Value, yv: ir.Value) -> ir.Value:
-                    if id(yv) not in scaled:
-                        scaled[id(yv)] = mathlib.times_log2e(b, yv)
-                    return mathlib.exp2_fma_approx(b, xv, scaled[id(yv)])
+                def times_log2e(v: ir.Value) -> ir.Value:
+                    if id(v) not in scaled:
+                        scaled[id(v)] = mathlib.times_log2e(b, v)
+                    return scaled[id(v)]
 
-                return self.elementwise_of(op, of_difference, [x, y])
+                if folded is not None:
+                    return self.elementwise_of(
+                        op,
+                        lambda xv, cv, yv: mathlib.exp2_fma_approx(
+                            b, xv, times_log2e(yv), times_log2e(cv)
+                        ),
+                        [*folded, y],
+                    )
+                return self.elementwise_of(
+                    op, lambda xv, yv: mathlib.exp2_fma_approx(b, xv, times_log2e(yv)), [x, y]
+                )
 
         def in_f32(*xs: ir.Value) -> ir.Value:
             wide = [self.convert_float(x, t, FloatType("f32")) for x in xs]

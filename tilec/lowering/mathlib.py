@@ -177,14 +177,20 @@ def times_log2e(b: ir.IRBuilder, y: ir.Value) -> ir.Value:
     return b.fmul(y, _c(LOG2_E))
 
 
-def exp2_fma_approx(b: ir.IRBuilder, x: ir.Value, y_log2e: ir.Value) -> ir.Value:
+def exp2_fma_approx(
+    b: ir.IRBuilder, x: ir.Value, y_log2e: ir.Value, x_log2e: ir.Value | None = None
+) -> ir.Value:
     """`exp(x - y)` as `ex2.approx.ftz(fma(x, log2 e, -(y log2 e)))`, `y log2 e` given (a
     row's max, computed once): one rounding of the exponent where `exp_approx` of the
     difference has two. The error of `y log2 e`'s rounding adds abs(y)·2^-24·log2(e) to the
     exponent, a relative error of abs(y)·2^-24 in the result (6e-6 for abs(y) = 100, below an
-    f16's half ulp while abs(y) < 8000): what FlashAttention's folded softmax accepts too."""
+    f16's half ulp while abs(y) < 8000): what FlashAttention's folded softmax accepts too.
+    `x_log2e`: the multiplier in place of log2 e -- `c·log2 e` for `exp(x·c - y)` (the scale
+    folded, `hoist-scale`), whose rounding adds abs(x·c)·2^-24·log2(e) to the exponent, as
+    rounding the product `x·c` itself did."""
     neg = b.fneg(y_log2e)
-    t = call_intrinsic(b, "llvm.fma.f32", F32, [x, _c(LOG2_E), neg])
+    multiplier = _c(LOG2_E) if x_log2e is None else x_log2e
+    t = call_intrinsic(b, "llvm.fma.f32", F32, [x, multiplier, neg])
     return call_intrinsic(b, "llvm.nvvm.ex2.approx.ftz.f", F32, [t])
 
 

@@ -41,23 +41,26 @@ def problem_for(
     *,
     arch: str | None = None,
     specialization: Any = None,
+    scalars: Mapping[str, Any] | None = None,
 ) -> Problem:
     """The problem of tuning `function` (a `JitFunction`) at `extents` (every dimension of its
     parameters). `specialization`: the arguments' facts (default: contiguous, 16-byte aligned
-    tensors, as numpy arrays of these shapes give)."""
+    tensors, as numpy arrays of these shapes give, and the scalars `scalars` -- a reference's
+    `SCALARS`, what the clock runs with -- or random ones: a positive `scale` is a fact)."""
     from tilec.interp.runner import random_arguments
     from tilec.lowering.abi import kernel_parameters
     from tilec.lowering.ptx import default_arch
 
     kernel = function.ir.functions[0]
     # Checks the sizes (every dimension, no other) with located errors, as `tilec run` does.
-    values = random_arguments(kernel, extents, seed=0)
+    values = random_arguments(kernel, extents, seed=0, scalars=scalars)
     extents = {d.upper(): int(n) for d, n in extents.items()}
     if specialization is None:
         from tilec.jit import _specialization
 
         arguments = function._checker.convert(values)
-        specialization = _specialization(kernel_parameters(kernel), arguments)
+        signs = [name for _i, name, _dtype in function._sign_scalars]
+        specialization = _specialization(kernel_parameters(kernel), arguments, signs)
     source = function.source
     options = dict(function.options)
     return Problem(
@@ -82,7 +85,8 @@ def problem_for_call(function: Any, values: Any, *, arch: str | None = None) -> 
     from tilec.lowering.abi import kernel_parameters
 
     arguments = function._checker.convert(list(values))
-    specialization = _specialization(kernel_parameters(function.ir.functions[0]), arguments)
+    signs = [name for _i, name, _dtype in function._sign_scalars]
+    specialization = _specialization(kernel_parameters(function.ir.functions[0]), arguments, signs)
     if arch is None and arguments.device is not None:
         from tilec.runtime import device_arch, get_device
 

@@ -163,7 +163,10 @@ def run(args: argparse.Namespace) -> int:
         reference = load_reference(reference_path(args.file))
     else:
         reference = None
-    problem = problem_for(function, sizes, arch=args.arch)
+    # The reference's scalars: what the clock runs with, and so what the problem's
+    # specialization says of them (a positive scale).
+    scalars = getattr(reference, "SCALARS", {}).get(function.name) if reference else None
+    problem = problem_for(function, sizes, arch=args.arch, scalars=scalars)
     clock = default_clock(args.clock, reference)
     settings = Settings(
         budget_s=budget,
