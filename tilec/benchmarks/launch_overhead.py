@@ -6,7 +6,7 @@ What it measures: tilec's own Python work per call of an already-compiled kernel
 launch-overhead target), called directly and through its PyTorch operator (`tilec.torch.op`,
 Stage L: torch's dispatcher, the operator's checks and the allocation of its output) — `JitFunction.__call__` from the call to the point where it would
 call `cuLaunchKernel`: argument checks and conversion, the specialization lookup, the grid,
-the stream lookup, parameter packing. A repeated call takes the fast path (`tilec.jit.
+the stream lookup, parameter packing. A repeated call takes the fast path (`tilec.jit_fast_path.
 _fast_path`, `Launcher.fast_launch`), which is what this times. No GPU is needed:
 
 * the tensors are real CPU torch tensors (so reading `data_ptr()`, `shape`, `stride()` and
