@@ -134,7 +134,9 @@ def probe(kernel: str, configs: list[str], shape: str, rounds: int) -> list[dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", action="append", help="attention, attention_causal, ...")
-    parser.add_argument("--config", action="append", help="BM,BN,WARPS,STAGES or default")
+    parser.add_argument(
+        "--config", action="append", help="BM,BN,WARPS,STAGES or default, with +ws, +ss, +pp"
+    )
     parser.add_argument("--shape", action="append", help="B,H,S,D")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--json", type=Path)
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{row['tilec_tflops']:7.1f} TFLOP/s vs SDPA {row['sdpa_tflops']:7.1f}"
                         f"  time ratio {row['ratio']:5.2f}"
                     )
-                print(f"{kernel:18} {shape:16} {row['config']:12} {text}", flush=True)
+                print(f"{kernel:18} {shape:16} {row['config']:22} {text}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0
