@@ -116,17 +116,40 @@ def warp_specialize_kernel(
             raise TileError(f"pipeline: option warp_specialize = 1, but {why}", kernel.loc)
         ctx.remark(kernel, f"not warp-specialized: {why}")
         return False
+    planned = blocks
+    blocks = _specialized_blocks(kernel, made, planned)
     if blocks > 1 and "tilec.min_blocks_per_sm" not in kernel.attributes:
         kernel.attributes["tilec.min_blocks_per_sm"] = IntegerAttr(blocks)
+        why = (
+            "as the stages were chosen for"
+            if blocks == planned
+            else f"not the {planned} the stages were chosen for, whose consumers would lack "
+            "registers"
+        )
         ctx.remark(
             kernel,
-            f"{blocks} blocks an SM, as the stages were chosen for (tilec.min_blocks_per_sm), "
-            f"with a producer warpgroup each; the launch bounds keep each thread to "
+            f"{blocks} blocks an SM, {why} (tilec.min_blocks_per_sm), with a producer "
+            f"warpgroup each; the launch bounds keep each thread to "
             f"{REGISTERS_PER_SM // (blocks * _threads(kernel)) // 8 * 8} registers, the "
             f"consumers take {_consumer_registers(_warps(kernel), blocks)} back with setmaxnreg",
         )
     specialize_warps(kernel, made, ctx, persistent=persistent is not None)
     return True
+
+
+def _specialized_blocks(kernel: FuncOp, loops: list[PipelinedLoop], planned: int) -> int:
+    """The blocks an SM a specialized kernel asks for: `tilec.min_blocks_per_sm` when the kernel
+    pins it, else the most, up to `planned` (what the stages were chosen for), whose consumers
+    get the registers their loops need once each block also holds a producer warpgroup."""
+    pinned = kernel.attributes.get("tilec.min_blocks_per_sm")
+    if pinned is not None:
+        return int(pinned.value)
+    warps = _warps(kernel)
+    needed = max(_registers_needed(p.loop, warps) for p in loops)
+    for blocks in range(planned, 1, -1):
+        if _consumer_registers(warps, blocks) >= needed:
+            return blocks
+    return 1
 
 
 def _warps(kernel: FuncOp) -> int:
@@ -170,7 +193,7 @@ def warp_specialize_blocker(
     if isinstance(parts, str):
         return parts
     warps = _warps(kernel)
-    blocks = _blocks_per_sm(kernel, blocks)
+    blocks = _specialized_blocks(kernel, loops, blocks)
     registers = _consumer_registers(warps, blocks)
     needed = max(_registers_needed(p.loop, warps) for p in loops)
     if registers < needed:
@@ -353,7 +376,7 @@ def specialize_warps(
 
     # The op, where the first loop was.
     producer_block, consumer_block = Block(), Block()
-    registers = _consumer_registers(warps, _blocks_per_sm(kernel))
+    registers = _consumer_registers(warps, _specialized_blocks(kernel, loops, 1))
     b.create(
         WarpSpecializeOp,
         producer=Region([producer_block]),
@@ -592,11 +615,6 @@ def _slice(loop: scf.ForOp, roots: list[Operation], stop: set[Value]) -> list[Op
             if isinstance(v, OpResult) and v.op.parent is body:
                 work.append(v.op)
     return [op for op in body.ops if id(op) in needed]
-
-
-def _blocks_per_sm(kernel: FuncOp, planned: int = 1) -> int:
-    blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
-    return int(blocks.value) if blocks is not None else planned
 
 
 # Registers a consumer thread needs besides its accumulators and held fragments: wgmma's

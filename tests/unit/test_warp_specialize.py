@@ -327,3 +327,30 @@ def test_pingpong_is_searched_for_attention_and_reads_back(tmp_path, monkeypatch
     )
     plain = parse_module(build_candidate(gemm, {}).ir, "x").functions[0]
     assert "pipeline.pingpong" not in {d.name for d in applicable(plain, {}, "sm_90a")}
+
+
+def test_a_specialized_kernel_keeps_the_most_blocks_its_consumers_fit(tmp_path, monkeypatch):
+    """Attention at d64 on 64x128 tiles, 2 stages: the stages were chosen for 3 blocks an SM,
+    whose consumers (a producer warpgroup in each block) would get 120 registers for ~208
+    needed; the specialized kernel asks for 2 (216 each) rather than being refused."""
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    from pathlib import Path
+
+    from tilec.jit import load_kernel
+    from tilec.tune.api import problem_for
+    from tilec.tune.worker import build_candidate
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    dims = {"B": 4, "H": 16, "M": 4096, "N": 4096, "D": 64}
+    problem = problem_for(
+        load_kernel(examples / "attention.tile", "attention"), dims, arch="sm_90a"
+    )
+    config = {"tile.M": 64, "tile.N": 128, "warps": 4, "stages": 2}
+    plain = build_candidate(problem, config)
+    assert plain.status == "built", plain.reason
+    built = build_candidate(problem, {**config, "pipeline.warp_specialize": 1})
+    assert built.status == "built", built.reason
+    assert built.decisions["pipeline.warp_specialize"] == 1
+    assert built.decisions["assign-layouts.min_blocks_per_sm"] == 2
+    assert "setmaxnreg.inc.sync.aligned.u32 216;" in built.ptx
+    assert _consumer_registers(4, 3) < 208 <= _consumer_registers(4, 2)
