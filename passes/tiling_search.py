@@ -568,9 +568,14 @@ class MmaSearch:
         for dot in dots:
             m, n = self.size(dot.m) // wm, self.size(dot.n) // wn
             if wgmma:
+                where = (
+                    "A from shared memory (staged_a)"
+                    if self.staged_a_shared([dot])
+                    else "A in registers"
+                )
                 tiles.append(
                     f"{wm // 4} warpgroup{'s' if wm > 4 else ''} of 64x{n}: wgmma m64n{n}k16 "
-                    "with A in registers"
+                    f"with {where}"
                 )
                 continue
             if dot.int8:
