@@ -529,6 +529,8 @@ def _scalar(dtype: str, value: Any) -> Any:
             return _bfloat16_bits(float(value))
         if dtype == "f16":
             return float(np.float16(value))  # struct's "e" overflows where numpy gives inf
+        if dtype == "f32":
+            return _f32(float(value))
         return float(value)
     if dtype == "i1":
         if is_bool or (is_int and int(value) in (0, 1)):
@@ -566,12 +568,27 @@ def is_positive(dtype: str, value: Any) -> bool:
     return low < value < high
 
 
+# The least magnitude an f32 rounds to infinity at (the midpoint between its largest finite
+# value and 2^128): struct's "f" raises OverflowError from there on; C, numpy and torch round.
+_F32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def _f32(value: float) -> float:
+    """`value` as an f32 parameter takes it: round to nearest, infinity past the largest
+    finite f32 (a Python float of 1e39 is inf, as `(float)1e39` is in C)."""
+    if -_F32_OVERFLOW < value < _F32_OVERFLOW or value != value:
+        return value
+    return math.copysign(math.inf, value)
+
+
 def scalar_converter(dtype: str, kind: type) -> Any:
     """What a launch must do to a Python scalar of type `kind` (exactly) for a parameter of
-    type `dtype`: None when it is packed as it is (a float for f32/f64: what `_scalar` gives),
+    type `dtype`: None when it is packed as it is (a float for f64: what `_scalar` gives),
     else a function that converts it or raises `_Problem`, with `_scalar`'s checks."""
-    if kind is float and dtype in ("f32", "f64"):
+    if kind is float and dtype == "f64":
         return None
+    if kind is float and dtype == "f32":
+        return _f32
     if kind is int and dtype in ("i8", "i16", "i32", "i64", "index"):
         bits = 64 if dtype == "index" else int(dtype[1:])
         low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1

@@ -273,3 +273,27 @@ def test_a_persistent_kernel_launches_the_blocks_the_gpu_holds_on_both_paths(mon
     saxpy.fast_launch(values, {}, (5, 2, 1), 0)(1.5, 0x1000, 0x2000, 0x3000, 77)
     assert grids == [(132, 1, 1), (10, 1, 1)]
     assert saxpy.persistent_grid((32, 12, 1), 0) == (132, 1, 1)
+
+
+def test_an_f32_scalar_past_the_largest_rounds_to_infinity():
+    """A Python float beyond the f32 range is packed as C, numpy and torch round it (to ±inf at
+    and past the midpoint between the largest f32 and 2^128), on the full path and the fast
+    path's converter alike, instead of struct's OverflowError escaping as a traceback."""
+    import math
+    import struct
+
+    from tilec.runtime.arguments import _scalar, scalar_converter
+
+    convert = scalar_converter("f32", float)
+    largest = struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0]
+    for value, expected in (
+        (1e39, math.inf),
+        (-1e39, -math.inf),
+        (2.0**128 - 2.0**103, math.inf),  # the midpoint: ties to even, past the largest
+        (largest, largest),
+        (1.5, 1.5),
+    ):
+        for packed in (_scalar("f32", value), convert(value)):
+            assert packed == expected, (value, packed)
+            struct.pack("<f", packed)
+    assert math.isnan(convert(math.nan))
