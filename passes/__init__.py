@@ -15,6 +15,7 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     pipeline,
     precision,
     privatize_atomics,
+    skip_unit_factor,
     smem_placement,
     specialize,
     split_reduction,

@@ -73,7 +73,8 @@ DEFAULT_PIPELINE = (
     "canonicalize,cse,privatize-atomics,accumulate-atomics,transpose-dot,tiling,canonicalize,"
     "split-reduction,"
     "mask-bounds,defer-reduction,align-rows,assign-layouts,"
-    "smem-placement,pipeline,vectorize,fold-padding,hoist-scale,canonicalize,cse,dce,precision"
+    "smem-placement,pipeline,vectorize,fold-padding,hoist-scale,canonicalize,cse,dce,precision,"
+    "skip-unit-factor"
 )
 
 # The optimisation passes of the default pipeline that `build_pipeline` (`tilec compile
@@ -96,6 +97,7 @@ OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "fold-padding": None,
     "hoist-scale": None,
     "precision": {"enable": False},
+    "skip-unit-factor": None,
 }
 
 # Options of other passes that follow from turning a pass off: `tiling` ranks wgmma tiles with

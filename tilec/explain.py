@@ -155,6 +155,7 @@ class _Kernel:
         self.vectors()
         self.scale()
         self.precision()
+        self.rescale()
         self.ptxas()
         self.tuned()
         return "\n".join(self.lines) + "\n"
@@ -470,6 +471,22 @@ class _Kernel:
         text = ", ".join(f"{n} {what}{'s' if n > 1 else ''}" for what, n in counts.items())
         reasons = [m for op in made for m in self.said(op, "precision")]
         self.line("precision", f"{text} on the approximate instructions (f32)", reasons)
+
+    def rescale(self) -> None:
+        """The multiplies `skip-unit-factor` marked to skip where their factor is exactly 1,
+        and those it left (only if any)."""
+        if not self.ran("skip-unit-factor"):
+            return
+        said = [op for op in self.ops if self.said(op, "skip-unit-factor")]
+        if not said:
+            return
+        marked = [op for op in said if "tilec.skip_unit_factor" in op.attributes]
+        n = len(marked)
+        text = f"{n} multipl{'ies' if n != 1 else 'y'} skipped in warps whose factors are all 1"
+        if len(said) > n:
+            text += f", {len(said) - n} kept"
+        reasons = list(dict.fromkeys(m for op in said for m in self.said(op, "skip-unit-factor")))
+        self.line("rescale", text, reasons)
 
     def ptxas(self) -> None:
         # What the PTX stage found would make nvJitLink serialize wgmma (ptxas cannot say).

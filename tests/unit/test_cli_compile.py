@@ -328,7 +328,7 @@ def test_disable_and_pass_options_change_the_pipeline(tmp_path):
         "canonicalize",
         "split-reduction", "mask-bounds", "defer-reduction", "align-rows", "assign-layouts",
         "smem-placement", "vectorize", "fold-padding", "hoist-scale", "canonicalize", "cse", "dce",
-        "precision",
+        "precision", "skip-unit-factor",
     ]  # fmt: skip
     assert "#mma" not in result.stdout and "tile.async_copy" not in result.stdout
     assert "vector =" not in result.stdout

@@ -124,6 +124,17 @@ def test_precision_says_which_ops_are_approximate_and_why(monkeypatch):
     assert "exact" in section(off, "precision")
 
 
+def test_rescale_says_which_multiplies_a_warp_skips(monkeypatch):
+    no_ptxas(monkeypatch)
+    text = " ".join(section(explained("attention", "attention"), "rescale").split())
+    assert text.startswith("rescale 2 multiplies skipped in warps whose factors are all 1")
+    assert "exp(u - max(u, r)) is 1 where the running max did not grow" in text
+    off = explained(
+        "attention", "attention", tilec.compiler.build_pipeline(disable=["skip-unit-factor"])
+    )
+    assert "  rescale " not in off
+
+
 def test_disabled_passes_show(monkeypatch):
     no_ptxas(monkeypatch)
     pipeline = tilec.compiler.build_pipeline(disable=["tiling", "pipeline", "vectorize"])

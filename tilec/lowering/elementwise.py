@@ -23,9 +23,20 @@ from tilec.lowering import mathlib
 from tilec.lowering.exchange import thread_map
 from tilec.lowering.llvm_types import constant, llvm_type
 
-__all__ = ["FLOAT_BINARY", "INT_BINARY", "ElementwiseLowering", "check_arch", "folded_scale"]
+__all__ = [
+    "FLOAT_BINARY",
+    "INT_BINARY",
+    "SKIP_UNIT_FACTOR",
+    "ElementwiseLowering",
+    "check_arch",
+    "folded_scale",
+]
 
 F32 = ir.FloatType()
+
+# On an `arith.mulf` (set by `skip-unit-factor`): the index of the operand that is a factor
+# likely exactly 1 in every lane; the warp then multiplies only where one is not.
+SKIP_UNIT_FACTOR = "tilec.skip_unit_factor"
 
 FLOAT_BINARY = {
     arith.AddFOp: "fadd",
@@ -138,8 +149,45 @@ class ElementwiseLowering:
     def float_binary(self, op: Operation) -> list[Any]:
         if _approximate(op) and element_type(op.result.type) == FloatType("f32"):
             return self.elementwise(op, lambda a, c: mathlib.div_approx(self.b, a, c))
+        if isinstance(op, arith.MulFOp) and SKIP_UNIT_FACTOR in op.attributes:
+            return self.multiply_unless_unit(op)
         name = FLOAT_BINARY[type(op)]
         return self.elementwise(op, lambda a, c: getattr(self.b, name)(a, c))
+
+    def multiply_unless_unit(self, op: Operation) -> list[Any]:
+        """A tile multiply marked by `skip-unit-factor`: where no lane of the warp holds a
+        factor other than exactly 1.0 (`vote.sync.any` of `fcmp une`, so NaN counts as not 1),
+        a uniform branch passes the other operand through -- `x * 1.0 == x` for every x, so
+        the result is the same bits either way."""
+        index = int(op.attributes[SKIP_UNIT_FACTOR].value)
+        b = self.b
+        n = thread_map(op.result.type).num_slots
+        slots = [self.operand_slots(v, n) for v in op.operands]
+        factors = list({id(f): f for f in slots[index]}.values())  # a row's: few distinct
+        kept = slots[1 - index]
+        one = ir.Constant(factors[0].type, 1.0)
+        not_unit = b.fcmp_unordered("!=", factors[0], one)
+        for f in factors[1:]:
+            not_unit = b.or_(not_unit, b.fcmp_unordered("!=", f, one))
+        full_warp = ir.Constant(ir.IntType(32), -1)
+        rescale = mathlib.call_intrinsic(
+            b, "llvm.nvvm.vote.any.sync", ir.IntType(1), [full_warp, not_unit]
+        )
+        before = b.block
+        multiply = self.fn.append_basic_block("rescale")
+        merge = self.fn.append_basic_block("rescale.end")
+        b.cbranch(rescale, multiply, merge)
+        b.position_at_end(multiply)
+        products = [b.fmul(lhs, rhs) for lhs, rhs in zip(*slots)]
+        b.branch(merge)
+        b.position_at_end(merge)
+        result = []
+        for x, product in zip(kept, products):
+            phi = b.phi(product.type)
+            phi.add_incoming(product, multiply)
+            phi.add_incoming(x, before)
+            result.append(phi)
+        return [result]
 
     def int_binary(self, op: Operation) -> list[Any]:
         name = INT_BINARY[type(op)]
