@@ -5,7 +5,7 @@ Attention's online softmax rescales its accumulator every key step, `acc * alpha
 `alpha = exp(m_i - m_new)` and `m_new = maximum(m_i, max(s))`: at d128, 64 FMULs a thread a
 step. Where a row's max did not grow, `m_new == m_i`, the difference is +0 and `alpha` is
 exactly 1 (tilec's exact `exp(0)` is `ex2.approx(0) = 1` corrected by a zero remainder);
-after the first key tiles that is most rows of most steps. FlashAttention-4 skips the rescale
+the later a key tile, the likelier every row a warp holds keeps its max (docs/attention.md). FlashAttention-4 skips the rescale
 when the max has not grown by enough; this pass skips it only where it changes nothing.
 
 **Rewrite.** An f32 `arith.mulf` one operand of which is a *unit-likely factor* gets
@@ -89,9 +89,8 @@ class SkipUnitFactor(Pass):
                 ctx.remark(
                     op,
                     "skipped in a warp whose factors are all exactly 1: exp(u - max(u, r)) "
-                    "is 1 where the running max did not grow (most steps after the first), "
-                    "and x * 1 = x for every x; else a vote and a branch before the "
-                    "multiplies",
+                    "is 1 where the running max did not grow, and x * 1 = x for every x; "
+                    "else a vote and a branch before the multiplies",
                 )
                 break
 
