@@ -14,7 +14,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.tile import MmaLayout
 from tilec.lowering.layouts import MMA_I8_INSTR_SHAPE, MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
 from tilec.passes.occupancy import SM_SHARED_SM90
-from tilec.passes.pipeline import stages_in_flight
+from tilec.passes.pipeline_occupancy import stages_in_flight
 from tilec.passes.specialize import attribute_pairs
 from tilec.passes.tiling_operands import (
     either_of,
