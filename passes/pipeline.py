@@ -31,13 +31,13 @@ After, with S stages (`examples/ir/matmul_pipelined.tir` is the shape):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
-from tilec.dialects.builtin import FuncOp
+from tilec.dialects.builtin import PRODUCER_ATTRIBUTE, FuncOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Value
@@ -78,9 +78,11 @@ from tilec.passes.specialize import parse_assignments
 from tilec.passes.wgmma_model import COPY_LATENCY_CLOCKS, lead_covers_latency
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
+__all__ = ["AS_PLANNED", "MAX_DEFAULT_STAGES", "Pipeline", "as_planned"]
 
 MAX_DEFAULT_STAGES = 4
+# warp_specialize and pingpong: as tiling planned (`PRODUCER_ATTRIBUTE`), else never.
+AS_PLANNED = 2
 
 
 @register_pass
@@ -164,18 +166,19 @@ class Pipeline(Pass):
             "pipeline_persistent.py), 1 required (an error says why not)",
         )
         warp_specialize: int = option(
-            0,
-            "a producer warpgroup issues the TMA copies of a GEMM loop while the kernel's warps "
+            AS_PLANNED,
+            "a producer warpgroup issues the TMA copies of a loop while the kernel's warps "
             "compute (sm_90a; passes/pipeline_warp_specialize.py says when): -1 where allowed, "
-            "0 never (the default until measured faster on the H200), 1 required (an error "
-            "says why not)",
+            "0 never, 1 required (an error says why not), 2 (the default) where tiling tiled "
+            "the kernel for one (its option producer: attention at d128), else never",
         )
         pingpong: int = option(
-            0,
+            AS_PLANNED,
             "in a warp-specialized kernel of two or more consumer warpgroups, they take turns "
             "issuing the first wgmma of each step of loops with several (attention's q @ k.T), "
             "so one's softmax runs while another's dots do (passes/pipeline_pingpong.py): -1 "
-            "where allowed, 0 never (the default until measured on the H200), 1 required",
+            "where allowed, 0 never, 1 required, 2 (the default) where tiling tiled the kernel "
+            "for a producer warpgroup",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
@@ -201,9 +204,11 @@ class Pipeline(Pass):
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         for name in ("persistent", "warp_specialize", "pingpong"):
-            if getattr(self.options, name) not in (-1, 0, 1):
+            allowed = (-1, 0, 1) if name == "persistent" else (-1, 0, 1, AS_PLANNED)
+            if getattr(self.options, name) not in allowed:
                 raise TileError(
-                    f"pipeline: option {name} must be -1, 0 or 1, got {getattr(self.options, name)}"
+                    f"pipeline: option {name} must be {', '.join(map(str, allowed[:-1]))} or "
+                    f"{allowed[-1]}, got {getattr(self.options, name)}"
                 )
         if self.options.num_stages < 0:
             raise TileError(
@@ -228,7 +233,23 @@ class _Stream:
     recompute: list[Operation]  # body ops the offsets and mask need, in order
 
 
+def as_planned(kernel: FuncOp, options: Pipeline.Options) -> Pipeline.Options:
+    """`options` for `kernel` with warp_specialize and pingpong left at `AS_PLANNED` resolved:
+    -1 (where allowed) in a kernel tiling tiled for a producer warpgroup
+    (`PRODUCER_ATTRIBUTE`), else 0."""
+    planned = -1 if PRODUCER_ATTRIBUTE in kernel.attributes else 0
+    return replace(
+        options,
+        **{
+            name: planned
+            for name in ("warp_specialize", "pingpong")
+            if getattr(options, name) == AS_PLANNED
+        },
+    )
+
+
 def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext) -> None:
+    options = as_planned(kernel, options)
     streams: list[_Stream] = []
     for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
         streams += _find_streams(loop, ctx)

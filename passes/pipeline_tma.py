@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.core import BlockArgument
+from tilec.ir.core import BlockArgument, Value
 from tilec.ir.types import SharedType
 from tilec.lowering.abi import argument_name, kernel_specialization
 from tilec.lowering.layouts import element_bytes
@@ -26,7 +26,14 @@ from tilec.lowering.tma import box_plan
 if TYPE_CHECKING:
     from tilec.passes.pipeline import _Stream
 
-__all__ = ["TMA_ARCHES", "TMA_ELEMENTS", "planned_buffer", "stream_box", "tma_blocker"]
+__all__ = [
+    "TMA_ARCHES",
+    "TMA_ELEMENTS",
+    "planned_buffer",
+    "stream_box",
+    "tensor_map_blocker",
+    "tma_blocker",
+]
 
 TMA_ARCHES = ("sm_90a",)
 # Element types a tensor map describes here (CU_TENSOR_MAP_DATA_TYPE_*).
@@ -79,9 +86,21 @@ def straddling_rows(kernel: FuncOp, stream: _Stream) -> str:
 def tma_blocker(kernel: FuncOp, stream: _Stream, stages: int) -> str:
     """Why `stream` cannot be copied by the TMA unit ("" when it can)."""
     load = stream.load
-    view = load.view
     if load.mask is not None:
         return "its load is masked (a copy by the TMA unit writes whole boxes)"
+    why = tensor_map_blocker(kernel, load.view)
+    if why:
+        return why
+    box = stream_box(stream, stages)
+    if isinstance(box, str):
+        return f"its buffer's slots are not what the TMA unit writes: {box}"
+    return ""
+
+
+def tensor_map_blocker(kernel: FuncOp, view: Value) -> str:
+    """Why no tensor map can describe `view`, read by the kernel ("" when one can): it must be
+    an argument of TMA elements and at most 5 dimensions, known 16-byte aligned, its last
+    stride 1 and the others multiples of 16 bytes (the specialization's facts)."""
     if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
         return "it reads a view the kernel computes, not an argument (a tensor map describes one)"
     name = argument_name(kernel, view.index)
@@ -102,7 +121,4 @@ def tma_blocker(kernel: FuncOp, stream: _Stream, stages: int) -> str:
         stride = f"{name}.stride.{axis}"
         if (spec.multiple(stride) * size) % 16:
             return f"stride {axis} of {name} ({stride}) is not known to be a multiple of 16 bytes"
-    box = stream_box(stream, stages)
-    if isinstance(box, str):
-        return f"its buffer's slots are not what the TMA unit writes: {box}"
     return ""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import tile as T
-from tilec.dialects.builtin import STAGED_A_ATTRIBUTE, FuncOp
-from tilec.ir.attributes import IntegerAttr, StringAttr
+from tilec.dialects.builtin import PRODUCER_ATTRIBUTE, STAGED_A_ATTRIBUTE, FuncOp
+from tilec.ir.attributes import IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType, f16, i8
@@ -158,10 +158,18 @@ class Tiling(Pass):
             "with A from registers (false: mma.sync)",
         )
         staged_a: str = option(
-            "registers",
+            "auto",
             "where a wgmma dot reads an A loaded before its loop (attention's q): 'registers' "
-            "(read into fragments once, held across the loop) or 'shared' (read by "
-            "descriptor from its buffer every step, freeing those registers)",
+            "(read into fragments once, held across the loop), 'shared' (read by "
+            "descriptor from its buffer every step, freeing those registers), 'auto' (shared "
+            "in a chain tiled for a producer warpgroup, else registers)",
+        )
+        producer: int = option(
+            -1,
+            "tile a chain of dots (attention's q @ k.T, softmax, p @ v) for a producer "
+            "warpgroup: 128-row blocks of two consumer warpgroups, pipeline's "
+            "warp_specialize and pingpong following (passes/wgmma_model.py, chain_bound): -1 "
+            "where the dots, not the softmax, bound the loop, 0 never, 1 wherever it can",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
@@ -200,6 +208,8 @@ class Tiling(Pass):
                 f"tiling: option staged_a must be one of {', '.join(STAGED_A)}, got "
                 f"'{opts.staged_a}'"
             )
+        if opts.producer not in (-1, 0, 1):
+            raise TileError(f"tiling: option producer must be -1, 0 or 1, got {opts.producer}")
         if opts.group_m < 0:
             raise TileError(
                 f"tiling: option 'group_m' must be at least 0 (0 lets the pass choose), got "
@@ -395,12 +405,22 @@ class _KernelTiling(MmaSearch, BlockOrder):
             for dot in mma_dots:
                 n = self.size(dot.n, config)
                 set_accumulator_layout(dot.op, wgmma_accumulator_layout(config.num_warps, n))
+            if self.producer:
+                kernel.attributes[PRODUCER_ATTRIBUTE] = UnitAttr()
+            if self.producer_why:
+                self.ctx.remark(kernel, self.producer_why)
             if self.staged_a_shared(mma_dots):
                 kernel.attributes[STAGED_A_ATTRIBUTE] = StringAttr("shared")
+                source = (
+                    "option staged_a = shared"
+                    if self.opts.staged_a == "shared"
+                    else "its registers go to the larger tile of a block with a producer "
+                    "warpgroup; option staged_a"
+                )
                 self.ctx.remark(
                     kernel,
                     "staged A: the A loaded before the loop is read by descriptor from its "
-                    "buffer every step, not held in registers (option staged_a = shared)",
+                    f"buffer every step, not held in registers ({source})",
                 )
             self.ctx.remark(kernel, self.mma_remark(mma_dots, config))
         elif config is not None:

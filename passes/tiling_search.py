@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import tile as T
 from tilec.dialects.tile import MmaLayout
+from tilec.ir.types import TileType
 from tilec.lowering.layouts import MMA_I8_INSTR_SHAPE, MMA_INSTR_SHAPE, WARP_SIZE, element_bytes
 from tilec.passes.occupancy import SM_SHARED_SM90
 from tilec.passes.pipeline_occupancy import stages_in_flight
+from tilec.passes.pipeline_tma import tensor_map_blocker
 from tilec.passes.specialize import attribute_pairs
+from tilec.passes.wgmma_model import chain_bound
 from tilec.passes.tiling_operands import (
     either_of,
     int8_b_reads,
@@ -38,6 +41,9 @@ WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 # Warp counts the search tries when none is pinned, most preferred first: 4 warps (a 2x2 grid of
 # 64x64 warp tiles on a 128x128 block) is the GEMM sweet spot of mma.sync on sm_80/sm_90.
 SEARCH_WARPS = (4, 8, 2, 1)
+# The same for a chain tiled for a producer warpgroup (`MmaSearch.producer_plan`): two
+# consumer warpgroups of one block first.
+PRODUCER_SEARCH_WARPS = (8, 4, 2, 1)
 MAX_ACCUMULATOR_REGISTERS = 128  # f32 accumulator values per thread: the rest of 255 is operands
 # The 32-bit words a thread of an mma.sync tiling holds at its busiest (`_Search.live_words`:
 # accumulators, fragments held across the loop, one k-step of operand fragments) may come to
@@ -54,8 +60,9 @@ WGMMA_LIVE_WORD_BUDGET = 160
 # Accumulator registers per thread when operands are copied element by element (unknown
 # strides): a 128x128 tile (128 per thread on 4 warps) spills with them; 64x64 (32) does not.
 SCATTERED_ACCUMULATORS = 32
-# Where a wgmma dot reads an A loaded before its loop (`Tiling.Options.staged_a`).
-STAGED_A = ("registers", "shared")
+# Where a wgmma dot reads an A loaded before its loop (`Tiling.Options.staged_a`; auto: from
+# shared memory in a chain tiled for a producer warpgroup, else in registers).
+STAGED_A = ("auto", "registers", "shared")
 TILED_SIZES = (128, 64)  # M and N sizes the search tries (smaller only for small extents)
 # M and N sizes tried when no config of TILED_SIZES holds its words within the budget (attention's
 # backward at d128 holds k.T's and v.T's fragments for all of K: 64x64 tiles spill on any warps).
@@ -309,6 +316,8 @@ class MmaSearch:
                 # N each hold the same rows (attention at d256 on [2, 4]: 128 words, not 32)
                 held_a += (m // wm) * k * d.element_bytes // WARP_SIZE // 4
                 a_step = 0
+            elif wgmma and not d.streamed[0]:
+                a_step = 0  # read by descriptor from its buffer: no fragments
             else:
                 a_step = (m // wm) * d.instr_k * d.element_bytes // WARP_SIZE // 4
             b_step = 0  # wgmma reads B from shared memory
@@ -326,9 +335,76 @@ class MmaSearch:
 
     def staged_a_shared(self, dots: list[TiledDot]) -> bool:
         """Whether a wgmma chain reads an A loaded before the loop by descriptor (option
-        `staged_a` = shared) rather than holding its fragments: some dot has such an A."""
-        return getattr(self.opts, "staged_a", "registers") == "shared" and any(
-            not d.register_a and not d.streamed[0] for d in dots
+        `staged_a` = shared, or `auto` in a chain tiled for a producer warpgroup) rather than
+        holding its fragments: some dot has such an A."""
+        staged = getattr(self.opts, "staged_a", "auto")
+        wanted = staged == "shared" or (staged == "auto" and self.producer)
+        return wanted and any(not d.register_a and not d.streamed[0] for d in dots)
+
+    # Set by `choose_mma` (`producer_plan`): whether the dots are tiled for a producer warpgroup.
+    producer = False
+
+    def producer_plan(self, dots: list[TiledDot]) -> tuple[bool, str]:
+        """`(planned, why)`: whether to tile a chain of dots (one whose A is computed in the
+        loop from another's accumulator: attention's p @ v after q @ k.T) for a producer
+        warpgroup -- 128-row blocks of two consumer warpgroups, the A loaded before the loop
+        read by descriptor (its registers freed for the larger tile), the pipeline's option
+        `warp_specialize` following -- and why (empty when the question does not arise).
+        Option `producer`: -1 where the wgmma model's `chain_bound` says the dots, not the
+        softmax between them, bound the loop and a tensor map can describe every operand the
+        loop streams; 0 never; 1 wherever the chain can be."""
+        option = getattr(self.opts, "producer", -1)
+        if option == 0 or not (self.opts.wgmma and self.opts.arch == "sm_90a"):
+            return False, ""
+        chained = [d for d in dots if d.register_a]
+        if len(dots) != 2 or len(chained) != 1 or self.scattered:
+            return False, ""  # not one dot feeding another (attention's backward has three)
+        second = chained[0]
+        score = (str(second.m), str(second.k))  # the first dot's accumulator: attention's s
+        loop = second.op.parent_op
+        streamed = [operand_load(d.op.b) for d in dots]
+        if streamed[0] is not None and streamed[0] is streamed[1]:
+            return False, ""  # one tile read by both dots: the loop stages it itself
+        for load in streamed:
+            why = (
+                "an operand is not loaded"
+                if load is None
+                else tensor_map_blocker(self.kernel, load.view)
+            )
+            if why:
+                return False, f"not tiled for a producer warpgroup: {why}"
+        if option == 1:
+            return True, "tiled for a producer warpgroup (option producer = 1)"
+        macs = 0
+        for d in dots:
+            dims = [str(x) for x in (d.m, d.n, d.k)]
+            for x in score:
+                if x not in dims:
+                    return False, ""
+                dims.remove(x)
+            macs += self.size(dims[0])
+        exps, ops = 0, 0
+        for op in loop.body.walk() if loop is not None else ():
+            shapes = [v.type for v in (*op.operands, *op.results) if isinstance(v.type, TileType)]
+            if not any(tuple(str(x) for x in t.shape) == score for t in shapes):
+                continue
+            if op.name in ("math.exp", "math.exp2"):
+                exps += 1
+            elif op.name.startswith(("arith.", "math.")) or isinstance(op, (T.ReduceOp, T.CastOp)):
+                ops += 1
+        bound, tensor, softmax = chain_bound(macs, exps, ops)
+        numbers = (
+            f"per score the dots take {tensor:.3f} clocks ({macs} products), the softmax "
+            f"{softmax:.3f} ({exps} exponential{'s' if exps != 1 else ''}, {ops} other ops)"
+        )
+        if bound == "dots":
+            return True, (
+                f"tiled for a producer warpgroup: {numbers}, so the dots bound the loop and "
+                "128-row blocks stream half the key/value bytes a product of 64-row ones"
+            )
+        return False, (
+            f"not tiled for a producer warpgroup: {numbers}, so the softmax bounds the loop "
+            "and larger blocks would save nothing"
         )
 
     def estimated_registers(self, dots: list[TiledDot], c: TileConfig) -> int:
@@ -380,7 +456,8 @@ class MmaSearch:
         """Sort key of qualifying configs, best first (see the class docstring)."""
         blocks = self.blocks(c)
         fill = min(blocks, self.opts.sm_count) if blocks is not None else 0
-        warps_rank = SEARCH_WARPS.index(c.num_warps) if c.num_warps in SEARCH_WARPS else 0
+        order = PRODUCER_SEARCH_WARPS if self.producer else SEARCH_WARPS
+        warps_rank = order.index(c.num_warps) if c.num_warps in order else 0
         area = sum(self.size(d.m, c) * self.size(d.n, c) for d in dots)
         split_along_rows = 0 if (not self.reduces or c.warps[1] == 1) else 1
         fragments = 0.0  # shared-memory operand reads per product: least for square tiles
@@ -425,7 +502,9 @@ class MmaSearch:
             for d in (dot.m, dot.n, dot.k)
             if isinstance(d, str) and self.plan.symbols[d].free
         }
-        warps = (self.warps_pin,) if self.warps_pin is not None else SEARCH_WARPS
+        self.producer, self.producer_why = self.producer_plan(dots)
+        order = PRODUCER_SEARCH_WARPS if self.producer else SEARCH_WARPS
+        warps = (self.warps_pin,) if self.warps_pin is not None else order
         existing = {
             op.result.type.layout.warps_per_cta
             for op in (d.op for d in dots)

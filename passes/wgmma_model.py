@@ -29,6 +29,24 @@ block's epilogue, and, for a block alone on its SM, the latency of its first cop
 stores, which another block would hide. So a 1024^3 product takes 64x64 tiles two to an SM
 (256 blocks) over 64x128 (128 blocks, each alone), and 64 products of 256x256x64 (one k-step:
 the fixed costs are most of the work) 128x128 tiles two to an SM over 128x256.
+
+A **chain** -- a dot whose A is computed in the loop from another dot's accumulator, with
+elementwise work between (attention: s = q @ k.T, its softmax, p @ v) -- is bound either by
+its dots or by that work (`chain_bound`). Per score (an element of the first dot's
+accumulator), the tensor cores spend the chain's products per score over
+`TENSOR_MACS_PER_CLOCK` (attention: 2 x d, so 0.125 clocks at d128 and 0.0625 at d64), and
+the softmax spends its exponentials at the SM's 16 a clock (the special-function units:
+3.9 TFLOP/s on the H100/H200, FlashAttention-3's figure) plus its other elementwise and
+reduction ops at 128 a clock (four schedulers issuing one warp instruction each): attention's
+one `exp` and five others come to 0.102. Where the dots bound the loop (d128: 0.125 against
+0.102), what an SM streams per product decides the speed: a block of BM query rows reads every
+key and value tile once for its BM rows, so 128-row blocks stream half the bytes per product
+of 64-row ones -- and two warpgroups of one block overlap one's softmax with the other's dots
+only with a producer warpgroup issuing the copies (no block-wide barrier each step). Where the
+softmax bounds it (d64: 0.0625 against 0.102) the larger block saves nothing and fills the
+SMs in coarser waves. Measured on the H200 (docs/benchmarks.md, 2026-12-05): at d128, 128x128
+blocks with a producer 1.12-1.14x faster than 64x64 ones two to an SM (4096 keys, causal and
+not), at 1537 keys 2% slower; at d64 2-4% slower (4096 and 1024 keys).
 """
 
 from __future__ import annotations
@@ -43,11 +61,14 @@ from tilec.passes.occupancy import DRIVER_RESERVED_SHARED, SM_SHARED_SM90
 
 __all__ = [
     "BLOCK_LATENCY_CLOCKS",
+    "EXP_PER_CLOCK",
+    "ISSUE_PER_CLOCK",
     "COPY_LATENCY_CLOCKS",
     "SHARED_BYTES_PER_CLOCK",
     "TENSOR_MACS_PER_CLOCK",
     "WORKSPACE_BYTES_PER_CLOCK",
     "best_split",
+    "chain_bound",
     "epilogue_operands",
     "epilogue_words",
     "grid_clocks",
@@ -73,6 +94,8 @@ MAX_SPLITS = 16  # the most ways `best_split` shares out one tile's k-steps
 # DRAM's bytes a clock for the whole GPU (the H200's copy bandwidth, 4.2 TB/s, at 1.83 GHz).
 DRAM_BYTES_PER_CLOCK = 4.2e12 / 1.83e9
 WARPGROUP_ROWS = 64  # rows of A one warpgroup's wgmma covers
+EXP_PER_CLOCK = 16  # exponentials an SM's special-function units compute a clock (sm_90)
+ISSUE_PER_CLOCK = 128  # lane-operations an SM's four schedulers issue a clock (a warp each)
 K_STEP = 16
 
 
@@ -85,6 +108,18 @@ def step_clocks(bm: int, bn: int, element_bytes: int = 2) -> float:
     reads = groups * (WARPGROUP_ROWS + bn) * K_STEP * element_bytes
     writes = (bm + bn) * K_STEP * element_bytes
     return max(tensor, (reads + writes) / SHARED_BYTES_PER_CLOCK)
+
+
+def chain_bound(
+    macs_per_score: float, exps_per_score: int, ops_per_score: int
+) -> tuple[str, float, float]:
+    """`(bound, tensor, softmax)`: the clocks an SM spends per score of a chain on its dots
+    (`tensor`) and on the elementwise work between them (`softmax`), and which bounds the
+    loop (`"dots"` or `"softmax"`; see the module docstring). The softmax is counted as issued
+    in series: its exponentials at `EXP_PER_CLOCK`, every other op at `ISSUE_PER_CLOCK`."""
+    tensor = macs_per_score / TENSOR_MACS_PER_CLOCK
+    softmax = exps_per_score / EXP_PER_CLOCK + ops_per_score / ISSUE_PER_CLOCK
+    return ("dots" if tensor > softmax else "softmax"), tensor, softmax
 
 
 def stages_that_fit(

@@ -246,6 +246,11 @@ class _Kernel:
                 groups = wm // 4
                 text += f": {groups} warpgroup{'s' if groups > 1 else ''} of 64x{n}, wgmma m64n{n}k{layout.instr_shape[2]}"
                 reasons += [m_ for m_ in self.said(self.kernel, "tiling") if "wgmma" in m_]
+                reasons += [
+                    m_
+                    for m_ in self.said(self.kernel, "tiling")
+                    if "producer warpgroup" in m_ or m_.startswith("staged A")
+                ]
             else:
                 shape = "m16n8k32 (s8)" if tuple(layout.instr_shape)[2] == 32 else "m16n8k16"
                 text += f": {wm}x{wn} warp tiles of {m // wm}x{n // wn}, mma.sync {shape}"

@@ -23,12 +23,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ATTENTION = os.path.join(ROOT, "examples", "attention.tile")
 
 
-def _compiled(d: int, kernel: str = "attention", tiles: str = ""):
+def _compiled(
+    d: int, kernel: str = "attention", tiles: str = "", producer: int = -1, copies: str = ""
+):
+    """`kernel` through the passes, tiled for sm_90a (`copies`: pipeline's arch, whose TMA
+    copies and producer warpgroup the tests of tiling's choices leave out)."""
     extents = f"D={d},M=4096,N=4096,S=4096,T=4096,B=4,H=16,G=16"
+    tiling = {"extents": extents, "exact": "D", "arch": "sm_90a", "tiles": tiles}
     pipeline = tilec.compiler.build_pipeline(
-        options={
-            "tiling": {"extents": extents, "exact": "D", "arch": "sm_90a", "tiles": tiles},
-        }
+        options={"tiling": {**tiling, "producer": producer}, "pipeline": {"arch": copies}}
     )
     program = tilec.compile(
         ATTENTION, kernels=[kernel], pipeline='assume{all="aligned,unit,divisible"},' + pipeline
@@ -60,7 +63,8 @@ def test_softmax_stays_in_the_accumulator_registers(d):
     assert inside == [], [str(op) for op in inside]
     reductions = [op for op in _loop(func).walk() if isinstance(op, T.ReduceOp)]
     assert len(reductions) == 2
-    twin = as_blocked(mma_accumulator_layout((4, 1)))
+    warps = func.attributes["tilec.num_warps"].value
+    twin = as_blocked(mma_accumulator_layout((warps, 1)))
     for r in reductions:  # in the accumulator's registers: shuffles within quads of lanes
         assert r.input.type.layout == twin
         assert op_scratch_bytes(r) == 0
@@ -91,9 +95,10 @@ def test_q_is_staged_once_before_the_loops():
 
 @pytest.mark.parametrize(("d", "bn"), [(128, 64), (64, 128)])
 def test_key_tile_follows_the_register_model(d, bn):
-    """On wgmma with A in registers (sm_90a), d128 at BN=128 would hold 192 words a thread
-    (ptxas spilled 496 bytes); BN=64 holds 144. At d64 BN=128 holds 144 words and is chosen."""
-    func, remarks = _compiled(d)
+    """On wgmma with A in registers (sm_90a, no producer warpgroup), d128 at BN=128 would hold
+    192 words a thread (ptxas spilled 496 bytes); BN=64 holds 144. At d64 BN=128 holds 144
+    words and is chosen."""
+    func, remarks = _compiled(d, producer=0)
     sizes = dict(func.attributes["tilec.tile_sizes"].value)
     assert sizes["BN"] == bn and sizes["BM"] == 64
     assert any("144 words a thread holds at its busiest (at most 160" in r for r in remarks)
@@ -105,8 +110,8 @@ def test_key_tile_follows_the_register_model(d, bn):
 def test_both_dots_run_on_wgmma_with_a_in_registers():
     """q (staged once) and P (repacked from the first dot's accumulator) are A fragments in
     registers (`#dot_operand` version 2); k and v are read by descriptors (version 3), k as
-    stored [N, K] in two 64-column blocks at d128."""
-    func, _ = _compiled(128)
+    stored [N, K] in two 64-column blocks at d128 (tiled without a producer warpgroup)."""
+    func, _ = _compiled(128, producer=0)
     for dot in (op for op in _loop(func).walk() if isinstance(op, T.DotOp)):
         assert dot.a.type.layout.version == 2 and dot.b.type.layout.version == 3
     layouts = [
@@ -115,6 +120,51 @@ def test_both_dots_run_on_wgmma_with_a_in_registers():
         if isinstance(op, shared.AllocSharedOp) and op.result.type.shape[-1] == 128
     ]
     assert any(getattr(layout, "col_block", 0) == 64 for layout in layouts), layouts
+
+
+@pytest.mark.parametrize("kernel", ["attention", "attention_causal", "attention_gqa"])
+def test_d128_is_tiled_for_a_producer_warpgroup(kernel):
+    """At d128 the dots bound the loop (0.125 clocks a score against the softmax's 0.102): 128
+    query rows a block on two consumer warpgroups, q read by descriptor (its registers go to
+    the larger tile), and the pipeline, following, gives the block a producer warpgroup whose
+    two consumers take turns."""
+    from tilec.dialects.builtin import PRODUCER_ATTRIBUTE, STAGED_A_ATTRIBUTE
+    from tilec.dialects.warp_specialize import PINGPONG_ATTRIBUTE, WarpSpecializeOp
+
+    func, remarks = _compiled(128, kernel=kernel, copies="sm_90a")
+    sizes = dict(func.attributes["tilec.tile_sizes"].value)
+    m, n = ("BS", "BT") if kernel == "attention_causal" else ("BM", "BN")
+    assert (sizes[m], sizes[n], func.attributes["tilec.num_warps"].value) == (128, 128, 8)
+    assert PRODUCER_ATTRIBUTE in func.attributes
+    assert func.attributes[STAGED_A_ATTRIBUTE].value == "shared"
+    assert any(
+        r.startswith("tiled for a producer warpgroup: per score the dots take 0.125 clocks")
+        for r in remarks
+    ), remarks
+    assert len([op for op in func.walk() if isinstance(op, WarpSpecializeOp)]) == 1
+    loops = [op for op in func.walk() if isinstance(op, scf.ForOp)]
+    assert any(PINGPONG_ATTRIBUTE in loop.attributes for loop in loops)
+
+
+def test_d64_and_pins_keep_blocks_of_one_warpgroup():
+    """At d64 the softmax bounds the loop (0.0625 clocks a score for the dots, 0.102 for it):
+    the larger block would save nothing; option producer = 0 says the same at d128."""
+    from tilec.dialects.builtin import PRODUCER_ATTRIBUTE
+    from tilec.dialects.warp_specialize import WarpSpecializeOp
+
+    for func, remarks in (
+        _compiled(64, copies="sm_90a"),
+        _compiled(128, producer=0, copies="sm_90a"),
+    ):
+        assert PRODUCER_ATTRIBUTE not in func.attributes
+        assert func.attributes["tilec.num_warps"].value == 4
+        assert not [op for op in func.walk() if isinstance(op, WarpSpecializeOp)]
+    _, remarks = _compiled(64)
+    assert any(
+        r.startswith("not tiled for a producer warpgroup: per score the dots take 0.062")
+        and "so the softmax bounds the loop" in r
+        for r in remarks
+    ), remarks
 
 
 def test_the_tiles_every_mask_shows_run_without_the_masks():

@@ -10,8 +10,9 @@ benchmark's clock `time_ms`), and SDPA timed with the same function in the same 
 A configuration is `BM,BN,WARPS,STAGES` (`default`: what the passes choose), with `+ws` for a
 producer warpgroup (pipeline's option `warp_specialize = 1`) and `+ss` for q read by
 descriptor from shared memory every step (tiling's option `staged_a = shared`), `+pp` for two
-consumer warpgroups taking turns (pipeline's option `pingpong = 1`, with `+ws` and 8 warps):
-`default+ws`, `128,128,8,2+ws+ss+pp`. Use it to
+consumer warpgroups taking turns (pipeline's option `pingpong = 1`, with `+ws` and 8 warps),
+`+np` for blocks not tiled for a producer warpgroup (tiling's option `producer = 0`: the
+default before 2026-12-05): `default+np`, `128,128,8,2+ws+ss+pp`. Use it to
 compare configurations and to test the tiling model's choice against its neighbours; the
 figures that go in docs/benchmarks.md come from `python -m tilec.gpucheck`.
 """
@@ -27,14 +28,13 @@ from typing import Any
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "attention.tile"
 DEFAULT_CONFIGS = [
     "default",
-    "default+ws",
-    "default+ss",
-    "default+ws+ss",
-    "64,128,4,2+ss",
-    "128,64,8,3+ws",
-    "128,128,8,2+ws+ss",
-    "128,64,8,3+ws+pp",
+    "default+np",
     "128,128,8,2+ws+ss+pp",
+    "128,128,8,3+ws+ss+pp",
+    "128,128,8,2+ws+ss",
+    "64,64,4,3+np",
+    "64,128,4,3+ss+np",
+    "128,64,8,3+ws+ss+pp",
 ]
 DEFAULT_SHAPES = ["4,16,4096,128", "4,16,4096,64", "1,8,1537,128"]
 TOLERANCE = 2e-2  # the largest error against SDPA (f16 outputs) a configuration may have
@@ -44,6 +44,7 @@ _FLAGS: dict[str, dict[str, Any]] = {
     "ws": {"pipeline.warp_specialize": 1},
     "ss": {"tiling.staged_a": "shared"},
     "pp": {"pipeline.pingpong": 1},
+    "np": {"tiling.producer": 0},
 }
 
 # The query and key dimensions of each kernel of the example.
@@ -51,13 +52,15 @@ _DIMENSIONS = {"attention_causal": ("S", "T")}
 
 
 def decisions(kernel: str, config: str) -> dict[str, Any]:
-    """The tuner's config (its decision names) for `BM,BN,WARPS,STAGES[+ws][+ss]` (`default`:
-    {})."""
+    """The tuner's config (its decision names) for `BM,BN,WARPS,STAGES[+ws][+ss][+pp][+np]`
+    (`default`: {})."""
     config, *extras = config.split("+")
     flags: dict[str, Any] = {}
     for extra in extras:
         if extra not in _FLAGS:
-            raise ValueError(f"a configuration's suffixes are +ws, +ss and +pp, not '+{extra}'")
+            raise ValueError(
+                f"a configuration's suffixes are +ws, +ss, +pp and +np, not '+{extra}'"
+            )
         flags.update(_FLAGS[extra])
     if config == "default":
         return flags

@@ -30,6 +30,10 @@ PERSISTENT_ATTRIBUTE = "tilec.persistent"
 # registers (`tiling`'s option `staged_a`; smem-placement stages it so).
 STAGED_A_ATTRIBUTE = "tilec.staged_a"
 
+# A kernel with this attribute was tiled for a producer warpgroup (`tiling`'s option
+# `producer`): pipeline's options warp_specialize and pingpong, left at their default, follow.
+PRODUCER_ATTRIBUTE = "tilec.producer_warpgroup"
+
 
 @register_op
 class ModuleOp(Operation):
