@@ -18,7 +18,6 @@ from tilec.passes.occupancy import SM_SHARED_SM90
 from tilec.passes.pipeline_occupancy import stages_in_flight
 from tilec.passes.pipeline_tma import tensor_map_blocker
 from tilec.passes.specialize import attribute_pairs
-from tilec.passes.wgmma_model import chain_bound
 from tilec.passes.tiling_operands import (
     either_of,
     int8_b_reads,
@@ -27,6 +26,7 @@ from tilec.passes.tiling_operands import (
     operand_load,
     shared_operand_loads,
 )
+from tilec.passes.wgmma_model import chain_bound
 
 __all__ = [
     "DEFAULT_GROUP_M",
@@ -495,14 +495,34 @@ class MmaSearch:
 
     def choose_mma(self, dots: list[TiledDot]) -> TileConfig | None:
         """The best qualifying config, None when the dots stay on the FMA path (remarked), or a
-        `TileError` when pins rule out every config that the free choice would have."""
+        `TileError` when pins rule out every config that the free choice would have. A chain
+        planned for a producer warpgroup (`producer_plan`) keeps the plan only where the best
+        config under it has two consumer warpgroups or more (or option producer = 1)."""
+        self.producer, self.producer_why = self.producer_plan(dots)
+        chosen = self._choose_mma(dots)
+        if (
+            self.producer
+            and getattr(self.opts, "producer", -1) == -1
+            and chosen is not None
+            and chosen.num_warps < 8
+        ):
+            blocks = self.blocks(chosen)
+            self.producer = False
+            self.producer_why = (
+                "not tiled for a producer warpgroup: the dots bound the loop, but the tiling "
+                "preferred among those with one has a single warpgroup a block"
+                + (f" (its {blocks} blocks fill more of the SMs)" if blocks is not None else "")
+            )
+            chosen = self._choose_mma(dots)
+        return chosen
+
+    def _choose_mma(self, dots: list[TiledDot]) -> TileConfig | None:
         free = {
             d
             for dot in dots
             for d in (dot.m, dot.n, dot.k)
             if isinstance(d, str) and self.plan.symbols[d].free
         }
-        self.producer, self.producer_why = self.producer_plan(dots)
         order = PRODUCER_SEARCH_WARPS if self.producer else SEARCH_WARPS
         warps = (self.warps_pin,) if self.warps_pin is not None else order
         existing = {

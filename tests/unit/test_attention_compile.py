@@ -24,11 +24,16 @@ ATTENTION = os.path.join(ROOT, "examples", "attention.tile")
 
 
 def _compiled(
-    d: int, kernel: str = "attention", tiles: str = "", producer: int = -1, copies: str = ""
+    d: int,
+    kernel: str = "attention",
+    tiles: str = "",
+    producer: int = -1,
+    copies: str = "",
+    heads: str = "B=4,H=16,M=4096",
 ):
     """`kernel` through the passes, tiled for sm_90a (`copies`: pipeline's arch, whose TMA
     copies and producer warpgroup the tests of tiling's choices leave out)."""
-    extents = f"D={d},M=4096,N=4096,S=4096,T=4096,B=4,H=16,G=16"
+    extents = f"D={d},N=4096,S=4096,T=4096,{heads},G=16"
     tiling = {"extents": extents, "exact": "D", "arch": "sm_90a", "tiles": tiles}
     pipeline = tilec.compiler.build_pipeline(
         options={"tiling": {**tiling, "producer": producer}, "pipeline": {"arch": copies}}
@@ -152,7 +157,7 @@ def test_d64_and_pins_keep_blocks_of_one_warpgroup():
     from tilec.dialects.builtin import PRODUCER_ATTRIBUTE
     from tilec.dialects.warp_specialize import WarpSpecializeOp
 
-    for func, remarks in (
+    for func, _remarks in (
         _compiled(64, copies="sm_90a"),
         _compiled(128, producer=0, copies="sm_90a"),
     ):
@@ -165,6 +170,17 @@ def test_d64_and_pins_keep_blocks_of_one_warpgroup():
         and "so the softmax bounds the loop" in r
         for r in remarks
     ), remarks
+
+
+def test_a_grid_of_fewer_128_row_blocks_than_sms_keeps_64_row_blocks():
+    """B1 H8: 256 blocks of 64 query rows fill the 132 SMs, 128 blocks of 128 rows would not;
+    tiling prefers the fuller grid, and a single warpgroup a block gets no producer."""
+    from tilec.dialects.builtin import PRODUCER_ATTRIBUTE
+
+    func, remarks = _compiled(128, heads="B=1,H=8,M=2048", copies="sm_90a")
+    assert func.attributes["tilec.num_warps"].value == 4
+    assert PRODUCER_ATTRIBUTE not in func.attributes
+    assert any("a single warpgroup a block (its 256 blocks" in r for r in remarks), remarks
 
 
 def test_the_tiles_every_mask_shows_run_without_the_masks():

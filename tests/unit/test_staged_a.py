@@ -8,7 +8,6 @@ computed before, in the interpreter; ptxas takes it without spills; the tuner se
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 import numpy as np
