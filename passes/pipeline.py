@@ -31,13 +31,13 @@ After, with S stages (`examples/ir/matmul_pipelined.tir` is the shape):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
-from tilec.dialects.builtin import PRODUCER_ATTRIBUTE, FuncOp
+from tilec.dialects.builtin import FuncOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Value
@@ -65,7 +65,7 @@ from tilec.passes.pipeline_tma import (
     straddling_rows,
     tma_blocker,
 )
-from tilec.passes.pipeline_warp_specialize import warp_specialize_kernel
+from tilec.passes.pipeline_warp_specialize import AS_PLANNED, as_planned, warp_specialize_kernel
 from tilec.passes.register_prefetch import check_choice, prefetch_registers
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
@@ -78,11 +78,9 @@ from tilec.passes.specialize import parse_assignments
 from tilec.passes.wgmma_model import COPY_LATENCY_CLOCKS, lead_covers_latency
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["AS_PLANNED", "MAX_DEFAULT_STAGES", "Pipeline", "as_planned"]
+__all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
 
 MAX_DEFAULT_STAGES = 4
-# warp_specialize and pingpong: as tiling planned (`PRODUCER_ATTRIBUTE`), else never.
-AS_PLANNED = 2
 
 
 @register_pass
@@ -231,21 +229,6 @@ class _Stream:
     load: T.LoadOp
     alloc: shared.AllocSharedOp
     recompute: list[Operation]  # body ops the offsets and mask need, in order
-
-
-def as_planned(kernel: FuncOp, options: Pipeline.Options) -> Pipeline.Options:
-    """`options` for `kernel` with warp_specialize and pingpong left at `AS_PLANNED` resolved:
-    -1 (where allowed) in a kernel tiling tiled for a producer warpgroup
-    (`PRODUCER_ATTRIBUTE`), else 0."""
-    planned = -1 if PRODUCER_ATTRIBUTE in kernel.attributes else 0
-    return replace(
-        options,
-        **{
-            name: planned
-            for name in ("warp_specialize", "pingpong")
-            if getattr(options, name) == AS_PLANNED
-        },
-    )
 
 
 def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext) -> None:

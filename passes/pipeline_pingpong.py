@@ -19,8 +19,9 @@ are in the consumer region's body (no branch around them), and their bounds are 
 left alone: its warpgroups overlap their mainloops without turns.
 
 When: a warp-specialized kernel with at least two consumer warpgroups and a consumer loop of
-two or more wgmma dots. Option values: -1 where allowed, 0 never (the default until measured
-faster on the H200), 1 required (an error says why not). The interpreter runs the consumers as
+two or more wgmma dots. Option values: -1 where allowed, 0 never, 1 required (an error says
+why not), 2 (the default) where tiling tiled the kernel for a producer warpgroup (measured on
+the H200 at d128: 1% faster than consumers running free, docs/benchmarks.md). The interpreter runs the consumers as
 one region, so the turns order nothing it sees: the schedule changes no result.
 """
 

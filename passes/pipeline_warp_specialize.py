@@ -36,25 +36,28 @@ warps have the tiles' layouts; a `tile.barrier` there is the consumers' named ba
 buffer the consumers fill themselves gets bytes of its own when shared memory is planned
 again: it is live while the producer copies.
 
-When (`warp_specialize_blocker`): sm_90a, loops directly in the kernel's body whose copies
-the TMA unit makes, each feeding a wgmma dot and starting by waiting on its stage's mbarrier,
-a wgmma chain left in flight only with `tilec.dots_in_flight` (its wait would otherwise be at
-the barrier the consumers no longer have), the copies' operands computed by every warp, and
-enough registers for the consumers. With pipeline's option `persistent` (one loop) both
-regions walk the output tiles (`_walk_tiles`), the producer running into the next tile while
-the consumers run this tile's epilogue. Option values: -1 where allowed, 0 never (the default
-until measured faster on the H200), 1 required (an error says why not). The interpreter runs
-the regions as coroutines and checks the mbarrier protocol (`tilec.interp.warp_specialize`).
+When (`warp_specialize_blocker`): sm_90a, loops directly in the kernel's body whose copies the
+TMA unit makes, each feeding a wgmma dot and starting by waiting on its stage's mbarrier, a
+wgmma chain left in flight only with `tilec.dots_in_flight` (its wait would otherwise be at the
+barrier the consumers no longer have), the copies' operands computed by every warp, and enough
+registers for the consumers. With pipeline's option `persistent` (one loop) both regions walk
+the output tiles (`_walk_tiles`), the producer running into the next tile while the consumers
+run this tile's epilogue. Option values: -1 where allowed, 0 never, 1 required (an error says
+why not), 2 (the default, `AS_PLANNED`) where tiling tiled the kernel for a producer warpgroup
+(its option `producer`: attention at d128, where the dots bound the loop), else never. The
+interpreter runs the regions as coroutines and checks the mbarrier protocol
+(`tilec.interp.warp_specialize`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tma as TM
-from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp, ReturnOp
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, PRODUCER_ATTRIBUTE, FuncOp, ReturnOp
 from tilec.dialects.warp_specialize import WarpSpecializeOp
 from tilec.ir.attributes import IntegerAttr, StringAttr
 from tilec.ir.builder import Builder
@@ -74,13 +77,34 @@ from tilec.passes.pipeline_persistent import (
 from tilec.passmanager import PassContext
 
 __all__ = [
+    "AS_PLANNED",
     "PRODUCER_REGISTERS",
     "PRODUCER_WARPS",
     "PRODUCER_WARPS_ATTRIBUTE",
+    "as_planned",
     "specialize_warps",
     "warp_specialize_blocker",
     "warp_specialize_kernel",
 ]
+
+# pipeline's warp_specialize and pingpong: as tiling planned (`PRODUCER_ATTRIBUTE`), else never.
+AS_PLANNED = 2
+
+
+def as_planned(kernel: FuncOp, options: Any) -> Any:
+    """pipeline's `options` for `kernel`, with warp_specialize and pingpong left at
+    `AS_PLANNED` resolved: -1 (where allowed) in a kernel that tiling tiled for a producer
+    warpgroup (`PRODUCER_ATTRIBUTE`), else 0."""
+    planned = -1 if PRODUCER_ATTRIBUTE in kernel.attributes else 0
+    return replace(
+        options,
+        **{
+            name: planned
+            for name in ("warp_specialize", "pingpong")
+            if getattr(options, name) == AS_PLANNED
+        },
+    )
+
 
 PRODUCER_WARPS = 4  # one warpgroup: setmaxnreg works on whole warpgroups
 PRODUCER_REGISTERS = 40  # a thread that only computes addresses and issues copies
