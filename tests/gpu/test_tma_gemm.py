@@ -247,19 +247,27 @@ def test_warp_specialized_attention_gives_the_bits_of_the_plain_one(kernel, shap
 @pytest.mark.parametrize(
     "kernel, shape, options",
     [
-        ("attention", (2, 4, 4, 1024, 1024, 128), {}),
-        ("attention_causal", (1, 3, 3, 1537, 1537, 128), {}),
-        ("attention", (1, 2, 2, 777, 1000, 64), {}),
-        ("attention_gqa", (1, 8, 2, 777, 1100, 128), {"pipeline": {"warp_specialize": 1}}),
+        ("attention", (2, 4, 4, 1024, 1024, 128), {"tiles": "BM=64,BN=64"}),
+        ("attention_causal", (1, 3, 3, 1537, 1537, 128), {"tiles": "BS=64,BT=64"}),
+        ("attention", (1, 2, 2, 777, 1000, 64), {"tiles": "BM=64,BN=128"}),
+        (
+            "attention_gqa",
+            (1, 8, 2, 777, 1100, 128),
+            {"tiles": "BM=64,BN=64", "pipeline": {"warp_specialize": 1}},
+        ),
     ],
 )
 def test_q_read_from_shared_memory_gives_the_bits_of_q_in_registers(kernel, shape, options):
     """tiling's option staged_a = shared: q @ k.T reads q by descriptor from its buffer (its
     8-row groups in the accumulator's order, two column blocks at d128) every step -- the
     bits of the kernel that holds q's fragments, and SDPA's result; with a producer
-    warpgroup too."""
+    warpgroup too. The tiles are pinned, so that both hold the same scores in the same
+    order (unpinned, d128 takes 128x128 tiles where q is read from shared memory and not
+    where it is held)."""
     from tilec.jit import load_kernel
 
+    options = dict(options)
+    tiles = options.pop("tiles")
     b, h, g, m, n, d = shape
     torch.manual_seed(m + d)
     q = torch.randn(b, h, m, d, device="cuda", dtype=torch.float16)
@@ -270,7 +278,7 @@ def test_q_read_from_shared_memory_gives_the_bits_of_q_in_registers(kernel, shap
         run = load_kernel(
             EXAMPLES / "attention.tile",
             kernel,
-            pass_options={**options, "tiling": {"staged_a": staged}},
+            pass_options={**options, "tiling": {"staged_a": staged, "tiles": tiles}},
         )
         o = torch.full_like(q, float("nan"))
         run(q, k, v, o, d**-0.5)

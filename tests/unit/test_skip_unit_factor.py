@@ -27,9 +27,10 @@ VOTE = re.compile(
 
 def _ptx(kernel: str, d: int, disable: tuple[str, ...] = ()) -> str:
     extents = f"D={d},M=4096,N=4096,S=4096,T=4096,B=4,H=16"
-    pipeline = build_pipeline(
-        disable=disable, options={"tiling": {"extents": extents, "exact": "D", "arch": "sm_90a"}}
-    )
+    # 64-row blocks without a producer warpgroup (tiling's option producer = 0): the SASS
+    # below reads the computing warps' loop, which a producer's loop would come before.
+    tiling = {"extents": extents, "exact": "D", "arch": "sm_90a", "producer": 0}
+    pipeline = build_pipeline(disable=disable, options={"tiling": tiling})
     return tilec.compile(
         ATTENTION,
         kernels=[kernel],
