@@ -118,6 +118,54 @@ def test_gradients_flow_through_a_backward_of_tilec_ops(ops):
     assert torch.autograd.gradcheck(lambda a, b: mul(a, b), (x, w))
 
 
+def test_an_eager_call_of_plain_tensors_skips_the_dispatcher_and_modes_see_the_op(ops):
+    """A plain eager call runs the operator's kernel without torch's dispatcher (~3 µs a
+    call); a TorchDispatchMode, the profiler and FakeTensorMode still see the operator."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(9, dtype=torch.float64)
+    w = torch.randn(9, dtype=torch.float64)
+    calls = []
+    original = ops["mul"]._op
+    ops["mul"]._op = lambda *a: calls.append(a) or original(*a)
+    try:
+        torch.testing.assert_close(ops["mul"](x, w), x * w)
+        assert calls == []  # straight to the kernel
+        with Seen() as seen:
+            torch.testing.assert_close(ops["mul"](x, w), x * w)
+        assert len(calls) == 1 and any("tilec_tests.mul" in op for op in seen.ops), seen.ops
+        with torch.autograd.profiler.profile() as prof:
+            ops["mul"](x, w)
+        assert len(calls) == 2 and any("tilec_tests::mul" in e.name for e in prof.function_events)
+    finally:
+        ops["mul"]._op = original
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        y = ops["mul"](torch.empty(5, dtype=torch.float64), torch.empty(5, dtype=torch.float64))
+    assert y.shape == (5,) and y.dtype == torch.float64
+
+
+def test_an_output_shaped_like_an_input_is_allocated_like_it(ops):
+    """`mul`'s y has x's extents and dtype (`torch.empty_like`, contiguous even where x is
+    not); rmsnorm's y has x's extents but a dtype parameter x binds; stats' outputs are rows."""
+    plan = {name: [like for _dtype, _dims, like in ops[name]._plan] for name in ops}
+    assert plan["mul"] == [0] and plan["rmsnorm"] == [0] and plan["stats"] == [None, None]
+    x = torch.randn(8, 6, dtype=torch.float64).t()[0]  # a strided view of 8 elements
+    w = torch.randn(6, 8, dtype=torch.float64)[1]
+    (y,) = ops["mul"]._allocate_unchecked((x, w))
+    assert y.shape == (8,) and y.is_contiguous() and y.dtype == torch.float64
+
+
 def test_bad_arguments_get_the_kernels_located_message(ops):
     rms = ops["rmsnorm"]
     x = torch.randn(4, 32).bfloat16()

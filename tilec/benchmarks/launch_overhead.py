@@ -122,7 +122,7 @@ def run(calls: int, repeat: int) -> dict[str, float]:
         # against the signature and the output's allocation on top of the call.
         operator = tilec_torch.op("tilec_launch_overhead::vector_add", vector_add)
         stack.enter_context(
-            mock.patch.object(tilec_torch.TilecOp, "_interpreted", staticmethod(lambda d: False))
+            mock.patch.object(tilec_torch.TilecOp, "_interpreted", staticmethod(lambda t: False))
         )
         cases = {
             "scale(x, y, 2.0)  [2 tensors 1-D + f32]": lambda: scale(x1, y1, 2.0),
