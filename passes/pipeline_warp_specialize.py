@@ -138,7 +138,17 @@ def warp_specialize_kernel(
     if why:
         if option == 1:
             raise TileError(f"pipeline: option warp_specialize = 1, but {why}", kernel.loc)
-        ctx.remark(kernel, f"not warp-specialized: {why}")
+        planned = PRODUCER_ATTRIBUTE in kernel.attributes
+        ctx.remark(
+            kernel,
+            f"not warp-specialized: {why}"
+            + (
+                "; tiling chose the tiles for a producer warpgroup, and without one they are "
+                "slow (tiling's option producer = 0 chooses tiles for the warps alone)"
+                if planned
+                else ""
+            ),
+        )
         return False
     planned = blocks
     blocks = _specialized_blocks(kernel, made, planned)

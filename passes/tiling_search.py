@@ -10,6 +10,7 @@ import itertools
 from dataclasses import dataclass
 
 from tilec.diagnostics import TileError, format_bytes
+from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.tile import MmaLayout
 from tilec.ir.types import TileType
@@ -362,10 +363,16 @@ class MmaSearch:
         second = chained[0]
         score = (str(second.m), str(second.k))  # the first dot's accumulator: attention's s
         loop = second.op.parent_op
+        while loop is not None and not isinstance(loop, scf.ForOp):
+            loop = loop.parent_op
+        if loop is None:
+            return False, ""  # not in a loop: nothing streams
         streamed = [operand_load(d.op.b) for d in dots]
         if streamed[0] is not None and streamed[0] is streamed[1]:
             return False, ""  # one tile read by both dots: the loop stages it itself
         for load in streamed:
+            if load is not None and not loop.is_ancestor_of(load):
+                return False, ""  # loaded once before the loop: nothing for a producer
             why = (
                 "an operand is not loaded"
                 if load is None
@@ -384,7 +391,7 @@ class MmaSearch:
                 dims.remove(x)
             macs += self.size(dims[0])
         exps, ops = 0, 0
-        for op in loop.body.walk() if loop is not None else ():
+        for op in loop.body.walk():
             shapes = [v.type for v in (*op.operands, *op.results) if isinstance(v.type, TileType)]
             if not any(tuple(str(x) for x in t.shape) == score for t in shapes):
                 continue
