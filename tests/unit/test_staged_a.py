@@ -141,6 +141,14 @@ def test_the_tuner_searches_where_q_is_read_from():
     assert tiled.decisions["tiling.staged_a"] == "shared"
     assert tiled.decisions["pipeline.warp_specialize"] == 1
     assert tiled.decisions["pipeline.pingpong"] == 1
+    assert tiled.decisions["tiling.producer"] == 1
+    # One move back to the tiling for the warps alone: 64-row blocks, q in registers, no
+    # producer, no turns.
+    alone = build_candidate(wide, {"tiling.producer": 0})
+    assert alone.status == "built", alone.reason
+    got = {k: alone.decisions[k] for k in ("tile.M", "warps", "tiling.staged_a")}
+    assert got == {"tile.M": 64, "warps": 4, "tiling.staged_a": "registers"}
+    assert alone.decisions["pipeline.warp_specialize"] == 0
     dims = {"B": 4, "H": 16, "M": 4096, "N": 4096, "D": 64}
     problem = problem_for(function, dims, arch="sm_90a")
     heuristic = build_candidate(problem, {})
@@ -150,6 +158,8 @@ def test_the_tuner_searches_where_q_is_read_from():
     kernel = parse_module(heuristic.ir, "x").functions[0]
     names = {d.name: d for d in applicable(kernel, dims, "sm_90a")}
     assert names["tiling.staged_a"].values == ("registers", "shared")
+    assert names["tiling.producer"].values == (0, 1)
+    assert heuristic.decisions["tiling.producer"] == 0
     built = build_candidate(problem, {"tiling.staged_a": "shared"})
     assert built.status == "built", built.reason
     assert built.decisions["tiling.staged_a"] == "shared"

@@ -11,6 +11,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `tiling.group_m` (dots over a 2-D grid) | pass option | tiling |
 | `tiling.wgmma`, `tiling.mma` (f16/bf16 dots) | pass options | tiling |
 | `tiling.staged_a` (wgmma dots whose A is loaded before their loop: held in registers, or read from shared memory every step) | pass option | tiling |
+| `tiling.producer` (loops of two wgmma dots, attention's: tiled for a producer warpgroup, or for the warps alone) | pass option | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
@@ -42,7 +43,12 @@ from typing import Any
 
 from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
-from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, STAGED_A_ATTRIBUTE, FuncOp
+from tilec.dialects.builtin import (
+    PERSISTENT_ATTRIBUTE,
+    PRODUCER_ATTRIBUTE,
+    STAGED_A_ATTRIBUTE,
+    FuncOp,
+)
 from tilec.dialects.tile import MmaLayout
 from tilec.dialects.warp_specialize import PINGPONG_ATTRIBUTE, WarpSpecializeOp
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
@@ -154,7 +160,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     """What each decision became in `kernel` (compiled through the passes): `tile.D` per
     tiled dimension, `warps`, `stages` (slots of the streamed buffers; 1 when none),
     `tiling.group_m` (1: launch order), `path` (`wgmma`, `mma` or `fma` for a kernel with
-    dots, else absent), `tiling.staged_a` where a wgmma dot reads an A loaded before its loop, `split` (`auto`: chosen at launch), the occupancy the kernel asks
+    dots, else absent), `tiling.staged_a` where a wgmma dot reads an A loaded before its loop, `tiling.producer`
+    (1: tiled for a producer warpgroup) where a loop has two wgmma dots, `split` (`auto`: chosen at launch), the occupancy the kernel asks
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
     rewrote a loop, `defer-reduction.enable`; where a pipelined loop carries a wgmma chain,
     `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
@@ -178,6 +185,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
             decisions["path"] = "fma"
         group = kernel.attributes.get("tilec.group_m")
         decisions["tiling.group_m"] = int(group.value) if group is not None else 1
+    if dots and _turn_candidate(kernel):
+        decisions["tiling.producer"] = int(PRODUCER_ATTRIBUTE in kernel.attributes)
     if _staged_before_loop(kernel):
         staged = kernel.attributes.get(STAGED_A_ATTRIBUTE)
         decisions["tiling.staged_a"] = staged.value if staged is not None else "registers"
@@ -272,6 +281,11 @@ def applicable(
         options.append(("defer-reduction.enable", (True, False)))
     if "tiling.staged_a" in chosen and arch == "sm_90a":
         options.append(("tiling.staged_a", ("registers", "shared")))
+    if "tiling.producer" in chosen and arch == "sm_90a":
+        # One move between the two tilings of a chain (each with its warps, tiles, where q is
+        # read and the pipeline's choices following), which the other decisions reach only
+        # together.
+        options.append(("tiling.producer", (0, 1)))
     if "pipeline.dots_in_flight" in chosen and arch == "sm_90a":
         options.append(("pipeline.dots_in_flight", (0, 1)))
     if chosen.get("pipeline.tma") == 1 and arch == "sm_90a":  # where the unit copies them all
