@@ -644,3 +644,42 @@ def test_generated_kernels_on_hopper_paths_match_and_assemble(seed, path):
     result = differential.check_program(sample_program(seed, 1), ptxas=True)
     assert f"reached:{path}:sm_90a" in result.features
     assert not result.findings, [f.describe() for f in result.findings]
+
+
+def test_a_scaled_extreme_is_checked_with_its_scale_known_positive():
+    """The generator writes `max(x * s)` with `s` an f32 argument now and then; where the run
+    passes `s` positive, the check's pipeline says so (`Specialization.positive`, as
+    `@tilec.jit` would), hoist-scale takes the extreme of the unscaled tile, and the
+    interpreter agrees after every pass."""
+    from tilec.compiler import compile_source
+    from tilec.fuzz.jit_pipeline import _whole_dimensions, jit_pipeline, positive_scalars
+    from tilec.interp.launch import parameter_name
+    from tilec.interp.runner import random_arguments
+    from tilec.passmanager import PassContext
+
+    for seed in range(1000):
+        program = sample_program(seed)
+        if "reduce:scaled-extreme" not in program.features:
+            continue
+        module = compile_source(program.source, "fuzz.tile").module
+        values = {}
+        for f in module.functions:
+            extents = differential._kernel_extents(f, program.extents)
+            arguments = random_arguments(f, extents, seed=program.seed)
+            values[f.sym_name] = {parameter_name(a): v for a, v in zip(f.arguments, arguments)}
+        positive = positive_scalars(module, values)
+        if not positive:
+            continue
+        whole = _whole_dimensions(module)
+        text = jit_pipeline(module, program.extents, whole, "sm_90a", positive=positive)
+        context = PassContext()
+        for p in parse_pipeline(text):
+            context.current_pass = p.name
+            p.run(module, context)
+        said = [r.message for r in context.remarks if r.pass_name == "hoist-scale"]
+        if not any("is positive" in m for m in said):
+            continue  # another rewrite came first; look further
+        result = differential.check_program(program, ptxas=False)
+        assert not result.findings, [f.kind for f in result.findings]
+        return
+    pytest.fail("no generated program in 1000 rewrote a scaled extreme with a positive scale")

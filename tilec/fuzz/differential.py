@@ -51,6 +51,7 @@ from tilec.fuzz.jit_pipeline import (
     _small_tiles,
     _whole_dimensions,
     jit_pipeline,
+    positive_scalars,
 )
 from tilec.fuzz.model import SM90_ONLY
 from tilec.ir.printer import print_op
@@ -328,6 +329,17 @@ def _check(
         inputs[name] = random_arguments(
             func, _kernel_extents(func, program.extents), seed=program.seed
         )
+    from tilec.interp.launch import parameter_name
+
+    # The float scalars this run passes positive where `@tilec.jit` keys their sign: the
+    # pipeline is told so (`Specialization.positive`), as the jit would.
+    positive = positive_scalars(
+        frontend,
+        {
+            name: {parameter_name(a): v for a, v in zip(func.arguments, inputs[name])}
+            for name, func in funcs.items()
+        },
+    )
     finals: dict[str, tuple] = {}
     # f8 tiles: PTX converts them only on sm_90 and later, so kernels with f8 tensors are not
     # lowered for sm_80; the others of a batch are, as a batch of their own.
@@ -342,7 +354,7 @@ def _check(
             result.pin_rejections += other.pin_rejections
         arches = [a for a in arches if a != "sm_80"]
     for arch in arches:
-        stages = _run_passes(program, frontend, arch, passes, found)
+        stages = _run_passes(program, frontend, arch, passes, found, positive)
         if stages is None:
             continue
         result.features |= _reached(stages[-1][1], arch)
@@ -434,10 +446,11 @@ def _pins_to_blame(
 
 
 def _run_passes(
-    program, frontend, arch, passes, found
+    program, frontend, arch, passes, found, positive: Sequence[str] = ()
 ) -> list[tuple[str, Any, tuple, bool]] | None:
     """[(stage name, module after it, its `structure` key, its pass's `exact`)], frontend
-    first; None when a pass failed."""
+    first; None when a pass failed. `positive`: the float scalars the run passes positive
+    (`positive_scalars`)."""
     module = frontend.clone()
     tiles = _small_tiles(frontend) if program.seed % 4 else ""
     variant = {} if tiles else PIPELINE_VARIANTS[program.seed // 4 % len(PIPELINE_VARIANTS)]
@@ -446,7 +459,7 @@ def _run_passes(
     split = SPLIT_PINNED if program.seed % 4 == 2 else 0
     whole = _whole_dimensions(frontend)
     pipeline = parse_pipeline(
-        jit_pipeline(frontend, program.extents, whole, arch, tiles, variant, split)
+        jit_pipeline(frontend, program.extents, whole, arch, tiles, variant, split, positive)
     )
     if passes is not None:
         pipeline = passes(arch, pipeline)

@@ -504,6 +504,12 @@ class ExpressionWriter:
             inner = self.full_shape(inner, source_shape)
         fn = choose(c, ("sum", "max", "min", "mean"))
         inner = self.numeric(inner)
+        if fn in ("max", "min") and inner.dtype == "f32" and chance(c, 50):
+            # The extreme of a tile scaled by an f32 argument (attention's max(s * scale)):
+            # hoist-scale's rewrite where the specialization says the scale is positive.
+            scale = self.scalar_argument("f32")
+            inner = Value(f"({inner.text} * {scale.text})", "f32", inner.shape)
+            self.features.add("reduce:scaled-extreme")
         if chance(c, 15):  # an arg-reduction instead: i32 positions, an axis always named
             return self.arg_reduction(inner, position, keepdims)
         everything = chance(c, 10)

@@ -17,6 +17,7 @@ __all__ = [
     "SPLIT_PINNED",
     "contiguous_facts",
     "jit_pipeline",
+    "positive_scalars",
 ]
 
 # Three programs in four have tiling's free sizes set this small (what the kernels pin still
@@ -35,9 +36,12 @@ def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[Any]]:
+def contiguous_facts(
+    module: Any, extents: dict[str, int], positive: Sequence[str] = ()
+) -> dict[str, list[Any]]:
     """What contiguous, 16-byte aligned tensors of `extents` promise, by parameter name (what
-    `@tilec.jit` records for them: `tilec.jit._specialization`)."""
+    `@tilec.jit` records for them: `tilec.jit._specialization`), and that the float scalars
+    named in `positive` are positive."""
     from tilec.lowering.abi import Specialization, kernel_parameters, recorded_multiple
     from tilec.lowering.layouts import element_bytes
 
@@ -68,7 +72,28 @@ def contiguous_facts(module: Any, extents: dict[str, int]) -> dict[str, list[Any
                 values[p.name] = recorded_multiple(
                     "extent", p.axis, len(shape), shape[p.axis], sizes[arg]
                 )
-    return Specialization.of_values(aligned, unit, values).to_json()
+    return Specialization.of_values(aligned, unit, values, positive).to_json()
+
+
+def positive_scalars(module: Any, inputs: dict[str, dict[str, Any]]) -> list[str]:
+    """The float scalars whose sign `@tilec.jit` would key (`scalars_worth_a_sign`: they feed
+    a max or min that `hoist-scale` can rewrite) and whose value in every kernel's `inputs`
+    (kernel name -> parameter name -> value) is positive and finite: what the jit's
+    specialization would promise for this run (`Specialization.positive`)."""
+    from tilec.passes.hoist_scale import scalars_worth_a_sign
+
+    wanted: set[str] = set()
+    refused: set[str] = set()
+    for func in module.functions:
+        values = inputs.get(func.sym_name, {})
+        for name in scalars_worth_a_sign(func):
+            value = values.get(name)
+            try:
+                ok = value is not None and math.isfinite(float(value)) and float(value) > 0
+            except (TypeError, ValueError):
+                ok = False
+            (wanted if ok else refused).add(name)
+    return sorted(wanted - refused)
 
 
 def _parameters_with_arguments(func: Any, parameters: Sequence[Any]) -> list[tuple[Any, Any]]:
@@ -86,6 +111,7 @@ def jit_pipeline(
     tiles: str = "",
     pipeline_options: dict[str, object] | None = None,
     split: int = 0,
+    positive: Sequence[str] = (),
 ) -> str:
     """The pipeline `@tilec.jit` runs for contiguous tensors of `extents` on `arch`: `assume`
     with their facts, then the default pipeline with `tiling` told the whole dimensions'
@@ -93,7 +119,8 @@ def jit_pipeline(
     option of that name (sizes the kernel does not pin: `"BM=32,BN=32"`);
     `pipeline_options`, options of the `pipeline` pass (`PIPELINE_VARIANTS`); `split`,
     split-reduction's option of that name (0: chosen at launch, and a GEMM only where tiling's
-    model says so)."""
+    model says so); `positive`, the float scalars the run passes positive values that
+    `@tilec.jit` keys the sign of (`positive_scalars`)."""
     tiling: dict[str, object] = {"tiles": tiles} if tiles else {}
     if whole:
         tiling["extents"] = ",".join(f"{d}={_power_of_two(extents[d])}" for d in whole)
@@ -109,7 +136,7 @@ def jit_pipeline(
     from tilec.lowering.abi import Specialization
     from tilec.passes.assume import assume_pass_text
 
-    facts = Specialization.from_json(contiguous_facts(module, extents))
+    facts = Specialization.from_json(contiguous_facts(module, extents, positive))
     return assume_pass_text(facts) + "," + pipeline
 
 
