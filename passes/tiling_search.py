@@ -342,8 +342,10 @@ class MmaSearch:
         wanted = staged == "shared" or (staged == "auto" and self.producer)
         return wanted and any(not d.register_a and not d.streamed[0] for d in dots)
 
-    # Set by `choose_mma` (`producer_plan`): whether the dots are tiled for a producer warpgroup.
+    # Set by `choose_mma` (`producer_plan`): whether the dots are tiled for a producer
+    # warpgroup, and the remark that says why or why not ("" where the question did not arise).
     producer = False
+    producer_why = ""
 
     def producer_plan(self, dots: list[TiledDot]) -> tuple[bool, str]:
         """`(planned, why)`: whether to tile a chain of dots (one whose A is computed in the
