@@ -207,3 +207,11 @@ def test_a_pinned_split_is_other_code_than_the_heuristics():
     assert heuristic.ptx == pinned.ptx
     assert heuristic.code != pinned.code
     assert pinned.code == build_candidate(problem, {"split": 16}).code
+
+
+def test_a_budget_spent_before_the_heuristic_is_measured_still_measures_it():
+    """The heuristic's configuration is the search's reference: a budget too short to build it
+    (here none at all) stops the search after it, not before."""
+    result = Tuner(_settings(budget_s=0)).run(_problem(), FakeClock(prefers_64_rows_and_2_warps))
+    assert result.stopped == "budget"
+    assert result.heuristic.timed and result.winner is result.heuristic

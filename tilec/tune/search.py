@@ -383,12 +383,16 @@ class Tuner:
     def _evaluate(self, configs: Sequence[dict], prepare: bool = False) -> list[Candidate]:
         """Compile `configs` in the workers, and check and time each on a free device as it
         is built; the candidates, in the order their outcomes came. `prepare`: the heuristic's
-        batch, which starts the devices."""
+        batch, which starts the devices; the budget does not stop it (its kernel is the
+        search's reference: a budget spent before it is measured, on a loaded machine, would
+        leave nothing to report)."""
         s = self.settings
         fresh = [c for c in configs if config_key(c) not in self.tried]
         if s.max_candidates:
             fresh = fresh[: max(s.max_candidates - self._counted(), 0)]
-        self._check_budget()
+        budgeted = not prepare
+        if budgeted:
+            self._check_budget()
         if not fresh:
             return []
         self.batch: list[Candidate] = []
@@ -410,14 +414,14 @@ class Tuner:
                 self.measuring[self.tickets] = build = self.built.popleft()
                 self.devices.measure(self.tickets, build)
             now = time.perf_counter()
-            wait = s.budget_s - (now - self.start)
+            wait = s.budget_s - (now - self.start) if budgeted else 1.0
             if self.compiling:
                 wait = min(wait, s.compile_timeout_s - (now - last_compile))
             try:
                 event = self.events.get(timeout=max(wait, 0.01))
             except queue.Empty:
                 now = time.perf_counter()
-                if now - self.start > s.budget_s:
+                if budgeted and now - self.start > s.budget_s:
                     for f in self.compiling:
                         f.cancel()
                     raise _Stop("budget") from None
