@@ -240,10 +240,6 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         return
     limit = options.shared_limit
     persistent, reserve = None, 0
-    if options.persistent not in (-1, 0, 1):
-        raise TileError(
-            f"pipeline: option persistent must be -1 (automatic), 0 or 1, got {options.persistent}"
-        )
     if options.persistent != 0 and options.arch in TMA_ARCHES and options.tma != 0:
         loops = list({id(s.loop): s.loop for s in streams}.values())
         copies = next((w for w in (tma_blocker(kernel, s, 2) for s in streams) if w), "")
