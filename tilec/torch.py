@@ -467,18 +467,14 @@ class TilecOp:
         would call), which saves the dispatcher's ~3 µs a call -- the eager call of plain
         tensors, the common one. Below the autograd kernel when it would record nothing."""
         grad = torch.is_grad_enabled()
-        plain = True
+        records = subclass = False
         for v in values:
-            if isinstance(v, torch.Tensor) and (
-                type(v) is not torch.Tensor or (grad and v.requires_grad)
-            ):
-                plain = False
-                break
-        if plain and not _dispatcher_needed():
+            if isinstance(v, torch.Tensor):
+                subclass = subclass or type(v) is not torch.Tensor
+                records = records or (grad and v.requires_grad)
+        if not (records or subclass or _dispatcher_needed()):
             return self._run(*values)
-        if torch.compiler.is_compiling() or (
-            grad and any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
-        ):
+        if records or torch.compiler.is_compiling():
             return self._op(*values)
         with _BELOW_AUTOGRAD():
             return self._op(*values)
