@@ -36,9 +36,10 @@ SM_SHARED_SM90 = 233472  # bytes of shared memory per SM on sm_90 (228 KiB)
 DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's share (sm_80+)
 
 # Automatic warps (`_Occupancy`): of AUTO_WARPS, the one whose blocks keep the bytes of their
-# largest streamed tile in flight on an SM (blocks per SM, from threads and estimated
-# registers, times the tile's bytes) nearest BYTES_IN_FLIGHT, on a log scale; ties to fewer
-# warps (cheaper barriers and cross-warp reductions). Fitted on the H200 (rowwise_probe,
+# streamed loads in flight on an SM (blocks per SM, from threads and estimated registers,
+# times a block's `streamed_load_bytes`: every tile it loads that no other block reads, as
+# swiglu's a and b; the largest moved tile where there is none) nearest BYTES_IN_FLIGHT, on a
+# log scale; ties to fewer warps (cheaper barriers and cross-warp reductions). Fitted on the H200 (rowwise_probe,
 # docs/benchmarks.md, with ptxas's registers): softmax f32 rows of 4096 fastest on 16 warps
 # (4 blocks x 16 KiB = 64 KiB; 8 warps keep 128 KiB, 4 warps 160), of 16384 on 16 (128 KiB
 # against 192 on 8), of 1024 on 4 (16 blocks x 4 KiB); layernorm f16 rows of 8192 on 4 (5 x
@@ -64,6 +65,53 @@ def _moved_tiles(kernel: FuncOp) -> list[TileType]:
         for t in [op.result.type if isinstance(op, (T.LoadOp, G.GatherOp)) else op.value.type]
         if isinstance(t, TileType) and t.is_static
     ]
+
+
+def _grid_axes(value: Value, memo: dict[Value, frozenset[int]]) -> frozenset[int]:
+    """The grid axes whose `tile.program_id` `value` depends on (through a loop's induction
+    variable or carried value, on the loop's bounds and initial values)."""
+    found = memo.get(value)
+    if found is not None:
+        return found
+    memo[value] = frozenset()  # a cycle through a loop contributes nothing more
+    owner = value.owner
+    if isinstance(owner, T.ProgramIdOp):
+        found = frozenset([int(owner.axis)])
+    elif isinstance(owner, Operation):
+        found = frozenset().union(*(_grid_axes(v, memo) for v in owner.operands))
+    else:  # a block argument: its op's operands (a loop's bounds, step and initial values)
+        parent = owner.parent_op
+        operands = parent.operands if parent is not None else []
+        found = frozenset().union(*(_grid_axes(v, memo) for v in operands))
+    memo[value] = found
+    return found
+
+
+def streamed_load_bytes(kernel: FuncOp) -> int:
+    """The bytes of one block's static tiles loaded together from memory no other block
+    reads: loads (and gathers) whose operands depend on every grid axis the kernel has, summed
+    per block of ops (a loop's body), the largest such sum. A tile read at
+    offsets that leave out a grid axis (a gate `g[ts, :]` beside `x[ts, h, :]`: every block
+    along h reads it) is read again by those blocks from L2, and keeps nothing in flight to
+    DRAM after the first. 0 when the kernel has no such load, or no grid axis."""
+    axes = {int(op.axis) for op in kernel.walk() if isinstance(op, T.ProgramIdOp)}
+    if not axes:
+        return 0  # every block reads the same tiles: nothing says which are streamed
+    memo: dict[Value, frozenset[int]] = {}
+    per_block: dict[int, int] = {}
+    for op in kernel.walk():
+        if not isinstance(op, (T.LoadOp, G.GatherOp)):
+            continue
+        t = op.result.type
+        if not (isinstance(t, TileType) and t.is_static and t.rank):
+            continue
+        reached = frozenset().union(*(_grid_axes(v, memo) for v in op.operands))
+        if axes <= reached:
+            # Loads of one block of ops are in flight together; those of two loops (a loop
+            # and its masked remainder) one after the other.
+            key = id(op.parent)
+            per_block[key] = per_block.get(key, 0) + prod(t.shape) * element_bytes(t.element)
+    return max(per_block.values(), default=0)
 
 
 def run_key(shape: tuple) -> tuple:
@@ -150,6 +198,7 @@ class _Occupancy:
     candidates: tuple[_Candidate, ...]
     excluded: tuple[str, ...]  # warps left out, and why
     choice: int
+    streamed: int = 0  # a block's streamed loads' bytes, where they are not `tile`'s
 
     @staticmethod
     def of(kernel: FuncOp, registers: Callable[[int], int] | None = None) -> _Occupancy | None:
@@ -160,6 +209,9 @@ class _Occupancy:
             return None
         tile = max(moved, key=lambda t: (prod(t.shape) * element_bytes(t.element), t.rank))
         elements = prod(tile.shape)
+        # What a block keeps in flight to DRAM: its streamed loads together (swiglu's a and b),
+        # else the largest tile it moves.
+        streamed = streamed_load_bytes(kernel) or elements * element_bytes(tile.element)
         widest = max(1, ACCESS_BYTES // element_bytes(tile.element))
         vector = _access_vectors(kernel).get(run_key(tile.shape), widest)
         reduces_rows = any(
@@ -183,7 +235,7 @@ class _Occupancy:
             }
             limit = min(limits, key=lambda k: limits[k])
             blocks = max(1, limits[limit])
-            in_flight = blocks * elements * element_bytes(tile.element)
+            in_flight = blocks * streamed
             layout = default_layout(tile.shape, warps, vector)  # type: ignore[arg-type]
             rows_in_warps = reduces_rows and layout.warps_per_cta[-1] == 1
             candidates.append(_Candidate(warps, used, blocks, limit, in_flight, rows_in_warps))
@@ -191,12 +243,15 @@ class _Occupancy:
             return _Occupancy(tile, (), tuple(excluded), AUTO_WARPS[-1])
         whole = [c for c in candidates if c.whole_rows()]
         best = min(whole or candidates, key=lambda c: (c.distance(), c.warps))
-        return _Occupancy(tile, tuple(candidates), tuple(excluded), best.warps)
+        other = streamed if streamed != elements * element_bytes(tile.element) else 0
+        return _Occupancy(tile, tuple(candidates), tuple(excluded), best.warps, other)
 
     def reason(self) -> str:
         t = self.tile
         size = prod(t.shape) * element_bytes(t.element)
         tile = f"tiles of {'x'.join(map(str, t.shape))} x {t.element} = {format_bytes(size)}"
+        if self.streamed:
+            tile += f" moved, {format_bytes(self.streamed)} of streamed loads a block"
         if not self.candidates:
             return f"{tile}: over {MAX_ELEMENTS_PER_THREAD} elements a thread on fewer warps"
         (best,) = [c for c in self.candidates if c.warps == self.choice]
@@ -212,7 +267,7 @@ class _Occupancy:
             if c is not best
         )
         return (
-            f"{tile} moved: {_count(best.blocks, 'block')} per SM (by {best.limit}; "
+            f"{tile}{'' if self.streamed else ' moved'}: {_count(best.blocks, 'block')} per SM (by {best.limit}; "
             f"~{best.registers} registers estimated) keep {format_bytes(best.in_flight)} in flight, "
             f"{why}"
             + (f"; {others}" if others else "")

@@ -12,6 +12,14 @@ that order, for `tiling`:
    known extent), so that a warp reads whole rows of 16-byte vectors and the block's bytes are
    one long run per row — SwiGLU over 8192 x 8192 bf16 measured 0.119-0.125 ms as 1 x 4096 tiles
    on the H200 against 0.137 ms as 64 x 64 (`tilec.benchmarks.shape_probe`, docs/benchmarks.md).
+   Where a loop walks another axis (column sums walk the rows) the run is one warp's 16-byte
+   accesses, and where the extents are known and the grid would have fewer than
+   `FILL_BLOCKS` blocks an SM, it halves down to one `LINE_BYTES` line a row while that
+   multiplies the blocks: column sums of 65536 x 128 f32 as 128 x 32 tiles (4 blocks, each
+   split at launch) took 0.0150 ms on the H200 against 0.0199 as 32 x 128 (1 block) -- the
+   split's combine reads a block's partials one round after another, and more blocks along
+   the grid share them out (the regret run of b1ca8d8; the launch's own split model,
+   `tilec.runtime.split`, ranks them the same way at every size tried).
 2. **The other axes** start at 1 (one row per block: the most blocks) and are doubled — the
    axes of sequential loops first, since they cost the grid nothing, then the grid's — only
    while the occupancy model of `assign-layouts` (`passes/occupancy.py`, `_Occupancy`: the
@@ -57,6 +65,10 @@ from tilec.passes.specialize import TilePlan, TileSize, attribute_pairs, bind_ti
 # tokens on the H200 (the regret run of f74c4b9): 8 rows a block (512 blocks, 3.9 an SM)
 # 5.5 us, 16 (1.9) 5.6, 32 6.2, 64 6.8 — where bytes in flight alone chose 64.
 FILL_BLOCKS = 2
+
+# The bytes of a cache line: the memory moves whole lines, so a tile row of one line wastes
+# nothing of what it fetches.
+LINE_BYTES = 128
 
 # The rows a block of a scanning loop starts with: one a warp at assign-layouts' fewest warps.
 ROWS_PER_WARP_SCAN = AUTO_WARPS[0]
@@ -205,6 +217,8 @@ def shape_streamed_tiles(
             if across
             else f"the contiguous axis: {run.size} so that one tile row is one long run"
         )
+        if across:
+            _narrow_for_grid(plan, grid, run, LINE_BYTES // _narrowest_moved(kernel))
     sequential = _sequential_symbols(kernel)
     order = sorted(others, key=lambda s: (s.name not in sequential, s.name))
     for s in order:
@@ -239,6 +253,25 @@ def shape_streamed_tiles(
         )
         in_flight = _in_flight(kernel, plan)
     return True
+
+
+def _narrow_for_grid(plan: TilePlan, grid: _Grid, run: TileSize, line: int) -> None:
+    """Where a loop walks another axis and the grid, known, has fewer than `FILL_BLOCKS`
+    blocks an SM, halve the contiguous run -- down to one `line` of elements a row, which
+    still moves whole lines -- while that multiplies the blocks (module doc, 1.)."""
+    blocks = grid.blocks(plan)
+    if blocks is None or blocks >= FILL_BLOCKS * grid.sm_count or run.size <= line:
+        return
+    before = blocks
+    while run.size > line and blocks < FILL_BLOCKS * grid.sm_count:
+        run.size //= 2
+        blocks = grid.blocks(plan) or blocks
+    run.adjusted = (
+        f"the contiguous axis: {run.size} ({run.size * LINE_BYTES // line} bytes a row, whole "
+        "lines): "
+        f"a loop walks another axis, and at the known extents wider tiles leave the grid "
+        f"{before} block(s), under {FILL_BLOCKS} an SM ({grid.sm_count} SMs); now {blocks}"
+    )
 
 
 def _scan_rows(

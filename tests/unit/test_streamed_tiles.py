@@ -1,0 +1,91 @@
+"""What a block keeps in flight, and the grids of kernels whose loop walks another axis:
+`occupancy.streamed_load_bytes` (loads no other block reads, together per loop body) and
+`tile_shapes`' narrowing of the contiguous run where the known grid is small. The choices
+are checked against the configurations the H200's regret runs timed fastest
+(docs/benchmarks/regret-full-b1ca8d8.json); `tilec.benchmarks.regret_replay` looks them up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tilec.compiler import compile as compile_tile
+from tilec.dialects.builtin import FuncOp
+from tilec.passes.occupancy import streamed_load_bytes
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _kernel(example: str, name: str, extents: str, passes: str = "") -> FuncOp:
+    pipeline = f'canonicalize,cse,tiling{{extents="{extents}"}}' + passes
+    program = compile_tile(EXAMPLES / f"{example}.tile", target="tir", pipeline=pipeline)
+    (kernel,) = [
+        op for op in program.module.walk() if isinstance(op, FuncOp) and op.sym_name == name
+    ]
+    return kernel
+
+
+def _sizes(kernel: FuncOp) -> dict[str, int]:
+    return {str(s): int(v) for s, v in kernel.attributes["tilec.tile_sizes"].value}
+
+
+def test_both_operands_of_an_elementwise_kernel_are_streamed():
+    # swiglu's a and b (1 x 4096 bf16 each) are read by one block only: 16 KiB in flight.
+    kernel = _kernel("swiglu", "swiglu", "M=8192,N=8192")
+    assert _sizes(kernel)["BN"] == 4096
+    assert streamed_load_bytes(kernel) == 2 * 4096 * 2
+
+
+def test_a_tile_every_block_along_a_grid_axis_reads_is_not_streamed():
+    # head_gate's gate g[ts, :] leaves out the heads' grid axis: 32 blocks read it (from L2);
+    # only x[ts, h, :] streams.
+    kernel = _kernel("head_gate", "head_gate", "S=8192,H=32,D=128")
+    bs = _sizes(kernel)["BS"]
+    assert streamed_load_bytes(kernel) == bs * 128 * 2
+
+
+def test_loads_of_two_loops_are_not_in_flight_together():
+    # mask-bounds splits cross-entropy's loop into the unmasked tiles and the rest: two loads
+    # of the logits, one loop after the other, so one tile's bytes are in flight.
+    kernel = _kernel("cross_entropy", "cross_entropy", "M=4096,V=32000", ",mask-bounds")
+    loads = [op for op in kernel.walk() if op.name == "tile.load" and op.result.type.rank == 2]
+    assert len(loads) == 2
+    assert streamed_load_bytes(kernel) == 4096 * 4
+
+
+def test_warps_follow_the_streamed_bytes():
+    # 4 blocks of 16 warps keep 64 KiB of a and b in flight (4 warps: 128 KiB). The H200
+    # (regret run of b1ca8d8): 16 warps 0.0982 ms, 8 warps 0.0982, 4 warps 0.1064.
+    kernel = _kernel("swiglu", "swiglu", "M=8192,N=8192", ",assign-layouts")
+    assert kernel.attributes["tilec.num_warps"].value == 16
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "expected"),
+    [
+        # one block of 128 columns would be split across the GPU with one combine for all;
+        # 128 x 32 tiles give 4 blocks (H200: 0.0150 ms against 0.0199; 16384 x 128: 0.0092
+        # against 0.0122)
+        (65536, 128, (128, 32)),
+        (16384, 128, (128, 32)),
+        (262144, 512, (128, 32)),  # 16 blocks, not 4 (the split model: 130.9 against 132.7 us)
+        # 64 columns: 2 blocks of a line each, not 1
+        (300000, 64, (128, 32)),
+        # 4096 columns: 32 blocks of 128, 128 of 32 -- still under 2 an SM, so a line a row
+        (16384, 4096, (128, 32)),
+        # 65536 columns: 512 blocks of 128 fill the GPU, the run stays a warp's accesses
+        (1024, 65536, (32, 128)),
+    ],
+)
+def test_column_sums_narrow_their_run_while_the_grid_is_small(m, n, expected):
+    sizes = _sizes(_kernel("col_sum", "col_sum", f"M={m},N={n}"))
+    assert (sizes["BM"], sizes["BN"]) == expected
+
+
+def test_column_sums_of_unknown_extents_keep_a_warps_run():
+    program = compile_tile(
+        EXAMPLES / "col_sum.tile", target="tir", pipeline="canonicalize,cse,tiling"
+    )
+    (kernel,) = [op for op in program.module.walk() if isinstance(op, FuncOp)]
+    assert _sizes(kernel)["BN"] == 128
