@@ -215,3 +215,25 @@ def test_a_budget_spent_before_the_heuristic_is_measured_still_measures_it():
     result = Tuner(_settings(budget_s=0)).run(_problem(), FakeClock(prefers_64_rows_and_2_warps))
     assert result.stopped == "budget"
     assert result.heuristic.timed and result.winner is result.heuristic
+
+
+def test_a_problem_from_the_calls_facts_allocates_nothing_whatever_its_size():
+    # The jit's autotune and the suite's runner give the specialization of the GPU tensors of
+    # the call: the sizes are checked, no host copy of 12 GiB of arguments is made (it once
+    # was, and past 4 GiB refused).
+    function = load_kernel(EXAMPLES / "matmul.tile", "matmul")
+    facts = _problem().specialization
+    from tilec.lowering import Specialization
+
+    sizes = {"M": 65536, "N": 65536, "K": 32768}
+    problem = problem_for(
+        function, sizes, arch="sm_90a", specialization=Specialization.from_json(facts)
+    )
+    assert problem.extents == sizes
+    with pytest.raises(TileError, match="has no dimension 'Q'"):
+        problem_for(
+            function,
+            {**sizes, "Q": 1},
+            arch="sm_90a",
+            specialization=Specialization.from_json(facts),
+        )

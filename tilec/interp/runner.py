@@ -239,6 +239,17 @@ def _tensor_shapes(func: FuncOp, sizes: Mapping[str, int]) -> list[tuple[int, ..
     return shapes
 
 
+def check_sizes(
+    func: FuncOp, sizes: Mapping[str, int], tile_sizes: Mapping[str, int] | None = None
+) -> list[Any]:
+    """The shape of each argument of `func` (None for a scalar) at dimensions `sizes`, checked
+    against the kernel (every dimension given, no other; overflow; `tile_sizes`), with
+    located errors; nothing is allocated."""
+    shapes = _tensor_shapes(func, sizes)
+    bind_sizes(func, shapes, tile_sizes)
+    return shapes
+
+
 def random_arguments(
     func: FuncOp,
     sizes: Mapping[str, int],
@@ -249,8 +260,7 @@ def random_arguments(
 ) -> list[Any]:
     """Random arguments for `func` with dimensions of `sizes` (by dimension name). Checks the
     sizes against the kernel (and `tile_sizes`) before allocating anything."""
-    shapes = _tensor_shapes(func, sizes)
-    bind_sizes(func, shapes, tile_sizes)  # overflow and tile-size problems, before allocating
+    shapes = check_sizes(func, sizes, tile_sizes)
     total = sum(
         math.prod(shape) * dtype_of(arg.type).itemsize
         for arg, shape in zip(func.arguments, shapes)

@@ -47,20 +47,23 @@ def problem_for(
     parameters). `specialization`: the arguments' facts (default: contiguous, 16-byte aligned
     tensors, as numpy arrays of these shapes give, and the scalars `scalars` -- a reference's
     `SCALARS`, what the clock runs with -- or random ones: a positive `scale` is a fact)."""
-    from tilec.interp.runner import random_arguments
+    from tilec.interp.runner import check_sizes, random_arguments
     from tilec.lowering.abi import kernel_parameters
     from tilec.lowering.ptx import default_arch
 
     kernel = function.ir.functions[0]
-    # Checks the sizes (every dimension, no other) with located errors, as `tilec run` does.
-    values = random_arguments(kernel, extents, seed=0, scalars=scalars)
-    extents = {d.upper(): int(n) for d, n in extents.items()}
     if specialization is None:
         from tilec.jit import _specialization
 
+        # Checks the sizes (every dimension, no other) with located errors, as `tilec run`
+        # does, and gives the arguments whose facts the specialization records.
+        values = random_arguments(kernel, extents, seed=0, scalars=scalars)
         arguments = function._checker.convert(values)
         signs = [name for _i, name, _dtype in function._sign_scalars]
         specialization = _specialization(kernel_parameters(kernel), arguments, signs)
+    else:  # the call's own arguments gave the facts: only the sizes are checked, no copy made
+        check_sizes(kernel, extents)
+    extents = {d.upper(): int(n) for d, n in extents.items()}
     source = function.source
     options = dict(function.options)
     return Problem(
