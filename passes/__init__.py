@@ -10,6 +10,7 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     dce,
     defer_reduction,
     fold_padding,
+    hoist_loads,
     hoist_scale,
     mask_bounds,
     pipeline,

@@ -1,0 +1,119 @@
+"""The `hoist-loads` pass: a load is issued before the reductions that precede it, so that its
+bytes are in flight while the block reduces.
+
+A loop of paged decode attention loads a page's keys, reduces their scores (a max and a sum
+across the page's rows, which the block's warps share), and only then loads the same page's
+values: the frontend writes the ops in the kernel's order. A reduction across warps goes
+through shared memory between block barriers (`bar.sync`), and neither LLVM nor ptxas moves a
+global load across a barrier, so each iteration waits for two memory round trips one after
+the other, with the block's barriers between -- where a CUDA author issues both loads first.
+This pass moves each `tile.load` (and `tile.gather`) of a block of ops up to the first point
+where its operands exist, past the ops that cannot change what it reads: pure ops (the
+reductions, scans, layout conversions, elementwise math). A store, an atomic, a random-number
+op, a loop or a branch stops it (the pass does not reason about which tensors they write), and
+so does another load (loads keep their written order); a load never leaves its block (loop
+body or branch).
+
+A load is moved only where that takes it past a reduction, scan, dot or layout conversion:
+the ops whose lowering may synchronize the block. Past elementwise ops alone ptxas schedules
+the load itself. Registers: the moved tile lives across the ops it passed --
+`occupancy.estimate_registers` already counts a load from where its operands allow, so the
+warps and tiles chosen after this pass are the ones it prices.
+
+Runs after `defer-reduction` and `align-rows` (the loops and accesses settled) and before
+`assign-layouts` and `pipeline` (whose prefetch in registers moves a load into the previous
+iteration: independent of this). Exact: a moved load reads what it read (translation
+validation). Option `enable` (false: keep the written order; `--disable hoist-loads`).
+Remarks: per load moved, the tensor and the synchronizing ops it now precedes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.dialects import gather as G
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import FuncOp
+from tilec.dialects.scan import ScanOp
+from tilec.ir.core import Operation, Pure
+from tilec.lowering.abi import argument_name
+from tilec.passmanager import Pass, PassContext, option, register_pass
+
+__all__ = ["HoistLoads"]
+
+_LOADS = (T.LoadOp, G.GatherOp)
+# Ops whose lowering may exchange values between warps through shared memory, behind block
+# barriers: a load placed after one waits for them.
+_SYNCHRONIZING = (T.ReduceOp, ScanOp, T.ConvertLayoutOp, T.DotOp)
+_NOUNS = {
+    T.ReduceOp: "reduction",
+    ScanOp: "scan",
+    T.ConvertLayoutOp: "layout conversion",
+    T.DotOp: "dot",
+}
+
+
+@register_pass
+class HoistLoads(Pass):
+    """Issues each load before the reductions (and other pure ops) that precede it in its
+    block, as far up as its operands allow; the module docstring says what it may pass and
+    why. Remarks: each load moved."""
+
+    name = "hoist-loads"
+    summary = "Issue loads before the reductions that precede them, as their operands allow"
+
+    @dataclass
+    class Options:
+        enable: bool = option(True, "move loads up past pure ops (false: keep the written order)")
+
+    def run(self, module: Operation, ctx: PassContext) -> None:
+        if not self.options.enable:
+            return
+        for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            for op in [op for op in kernel.walk() if isinstance(op, _LOADS)]:
+                _hoist(kernel, op, ctx)
+
+
+def _passable(op: Operation) -> bool:
+    """Whether a load may move above `op`: `op` is pure and holds no region (loads keep
+    their written order among themselves)."""
+    return not op.regions and not isinstance(op, _LOADS) and op.has_trait(Pure)
+
+
+def _hoist(kernel: FuncOp, load: Operation, ctx: PassContext) -> None:
+    block = load.parent
+    if block is None:
+        return
+    ops = list(block.ops)
+    at = ops.index(load)
+    operands = {id(v) for v in load.operands}
+    stop = at
+    while stop > 0:
+        before = ops[stop - 1]
+        if not _passable(before) or any(id(r) in operands for r in before.results):
+            break
+        stop -= 1
+    passed = ops[stop:at]
+    synchronizing = [op for op in passed if isinstance(op, _SYNCHRONIZING)]
+    if not synchronizing:
+        return
+    load.move_before(passed[0])
+    kinds: dict[str, int] = {}
+    for op in synchronizing:
+        word = _NOUNS[type(op)]
+        kinds[word] = kinds.get(word, 0) + 1
+    what = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())
+    ctx.remark(
+        load,
+        f"load of {_tensor(kernel, load)} issued before {len(passed)} ops ({what}) that need "
+        "none of its values: its bytes are in flight while they run, not after them "
+        "(no barrier of theirs delays it)",
+    )
+
+
+def _tensor(kernel: FuncOp, load: Operation) -> str:
+    view = load.operands[0]
+    for i, arg in enumerate(kernel.arguments):
+        if arg is view:
+            return argument_name(kernel, i)
+    return "a view"
