@@ -20,7 +20,7 @@ from tilec.ir.types import TileType
 from tilec.lowering.layouts import WARP_SIZE, default_layout, element_bytes
 from tilec.passes.scan_layouts import SCAN_OPS
 
-__all__ = ["AUTO_WARPS", "BYTES_IN_FLIGHT", "estimate_registers"]
+__all__ = ["AUTO_WARPS", "BYTES_IN_FLIGHT", "Streamed", "estimate_registers", "streamed_load_bytes"]
 
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 ACCESS_BYTES = 16  # the widest global access per thread (ld.global.v4.b32)
@@ -87,6 +87,22 @@ def _grid_axes(value: Value, memo: dict[Value, frozenset[int]]) -> frozenset[int
     return found
 
 
+class Streamed:
+    """Which loads of a kernel are streamed: at offsets (view, indices, mask) that depend on
+    every grid axis the kernel has, so that no other block reads what they read (from DRAM,
+    not from L2 after another block's read). A kernel without grid axes streams nothing."""
+
+    def __init__(self, kernel: FuncOp):
+        self.axes = frozenset(int(op.axis) for op in kernel.walk() if isinstance(op, T.ProgramIdOp))
+        self._memo: dict[Value, frozenset[int]] = {}
+
+    def __call__(self, load: Operation) -> bool:
+        if not self.axes:
+            return False
+        reached = frozenset().union(*(_grid_axes(v, self._memo) for v in load.operands))
+        return self.axes <= reached
+
+
 def streamed_load_bytes(kernel: FuncOp) -> int:
     """The bytes of one block's static tiles loaded together from memory no other block
     reads: loads (and gathers) whose operands depend on every grid axis the kernel has, summed
@@ -94,10 +110,7 @@ def streamed_load_bytes(kernel: FuncOp) -> int:
     offsets that leave out a grid axis (a gate `g[ts, :]` beside `x[ts, h, :]`: every block
     along h reads it) is read again by those blocks from L2, and keeps nothing in flight to
     DRAM after the first. 0 when the kernel has no such load, or no grid axis."""
-    axes = {int(op.axis) for op in kernel.walk() if isinstance(op, T.ProgramIdOp)}
-    if not axes:
-        return 0  # every block reads the same tiles: nothing says which are streamed
-    memo: dict[Value, frozenset[int]] = {}
+    streamed = Streamed(kernel)
     per_block: dict[int, int] = {}
     for op in kernel.walk():
         if not isinstance(op, (T.LoadOp, G.GatherOp)):
@@ -105,8 +118,7 @@ def streamed_load_bytes(kernel: FuncOp) -> int:
         t = op.result.type
         if not (isinstance(t, TileType) and t.is_static and t.rank):
             continue
-        reached = frozenset().union(*(_grid_axes(v, memo) for v in op.operands))
-        if axes <= reached:
+        if streamed(op):
             # Loads of one block of ops are in flight together; those of two loops (a loop
             # and its masked remainder) one after the other.
             key = id(op.parent)

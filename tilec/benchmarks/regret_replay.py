@@ -35,7 +35,7 @@ from typing import Any
 
 from tilec.benchmarks.suite_core import EXAMPLES, Context, Implementation
 
-__all__ = ["heuristic_decisions", "main", "replay"]
+__all__ = ["heuristic_decisions", "main", "problem_of", "replay"]
 
 DOCS = EXAMPLES.parent / "docs" / "benchmarks"
 # Decisions that only say how the search was set up, not what was compiled.
@@ -80,13 +80,12 @@ def _meta_sets(make: Callable[[], Sequence[Any]], _bytes: int) -> list[Sequence[
     return [make()]
 
 
-def heuristic_decisions(workload: Any, size: tuple, arch: str = "sm_90a") -> dict[str, Any]:
-    """The decisions tilec's heuristics make today for `workload` at `size`, as the suite
-    calls its kernel (compiled on the CPU; nothing is run)."""
+def problem_of(workload: Any, size: tuple, arch: str = "sm_90a") -> Any:
+    """The tuner's problem of `workload`'s kernel at `size`, as the suite calls it (built on
+    the CPU: the arguments' shapes, dtypes, strides and alignment; nothing is run)."""
     import tilec.benchmarks.suite_core as core
     from tilec.jit import load_kernel
     from tilec.tune.api import problem_for_call
-    from tilec.tune.worker import build_candidate
 
     context = _Meta(sets=_meta_sets, triton=None, triton_missing="replay")
     device = core.DEVICE
@@ -104,8 +103,15 @@ def heuristic_decisions(workload: Any, size: tuple, arch: str = "sm_90a") -> dic
     function = load_kernel(EXAMPLES / file, kernel)
     arguments = _Arguments()
     make(arguments)(*case.sets[0])
-    problem = problem_for_call(function, [_described(v) for v in arguments.values], arch=arch)
-    build = build_candidate(problem, {})
+    return problem_for_call(function, [_described(v) for v in arguments.values], arch=arch)
+
+
+def heuristic_decisions(workload: Any, size: tuple, arch: str = "sm_90a") -> dict[str, Any]:
+    """The decisions tilec's heuristics make today for `workload` at `size`, as the suite
+    calls its kernel (compiled on the CPU; nothing is run)."""
+    from tilec.tune.worker import build_candidate
+
+    build = build_candidate(problem_of(workload, size, arch), {})
     if build.status == "pruned" or not build.decisions:
         raise RuntimeError(f"{workload.name}: the heuristic's build failed: {build.reason}")
     return dict(build.decisions)

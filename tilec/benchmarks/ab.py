@@ -1,0 +1,169 @@
+"""A/B runs of suite workloads: tilec's kernel as the heuristics compile it against the same
+kernel under other configurations, timed in one process with the suite's clock.
+
+    python -m tilec.benchmarks.ab --only paged_decode --config hoist-loads.enable=false
+    python -m tilec.benchmarks.ab --only 'col_sum*' --config tile.M=32,tile.N=128 --all-sizes
+    python -m tilec.benchmarks.ab --only swiglu --config warps=4 --dry-run     # no GPU
+
+A configuration is the tuner's (`tilec tune --sweep`'s names, comma-separated: `warps=4`,
+`tile.M=32,tile.N=128`, `hoist-loads.enable=false`, `pipeline.warp_specialize=1`); each is
+one A/B pair with the heuristics' own choice, so a change made without a GPU can be timed
+against what it replaced -- the predictions docs/benchmarks.md lists -- in one call. The
+suite's case gives the inputs (rotated past the L2 cache), the expected output (each
+configuration's output is checked before it is timed) and the runner; the tuner's sweep
+(`tilec.tune.api.sweep_runner`) compiles the configurations in parallel and times them with
+`time_ms` in interleaved rounds. Peers are not built: the suite run (`tilec.benchmarks.gpu`)
+times them. `--dry-run` compiles every configuration on the CPU and prints the decisions it
+came to, and whether its code is the heuristic's own (it would measure nothing), before GPU
+time is spent. `--json FILE` writes the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "parse_config"]
+
+
+def parse_config(text: str) -> dict[str, Any]:
+    """`tile.M=32,warps=4` as the tuner's config (values: true/false, integers, else text)."""
+    from tilec.diagnostics import TileError
+    from tilec.tune.cli import _value
+
+    config: dict[str, Any] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip() or not value.strip():
+            raise TileError(
+                f"--config: expected DECISION=VALUE[,DECISION=VALUE...], got '{text}'",
+                hint="e.g. --config warps=4 --config tile.M=32,tile.N=128 "
+                "--config hoist-loads.enable=false",
+            )
+        config[name.strip()] = _value(value.strip())
+    return config
+
+
+def _sizes(workload: Any, all_sizes: bool) -> tuple:
+    return tuple(workload.sizes) if all_sizes else tuple(workload.sizes[:1])
+
+
+def _dry_run(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from tilec.benchmarks.regret_replay import problem_of
+    from tilec.tune.space import config_text
+    from tilec.tune.worker import build_candidate
+
+    problem = problem_of(workload, size)
+    heuristic = build_candidate(problem, {})
+    rows = []
+    for config in [{}, *configs]:
+        build = heuristic if not config else build_candidate(problem, config)
+        same = bool(config) and build.code == heuristic.code
+        rows.append(
+            {
+                "workload": workload.name,
+                "size": workload.label(size),
+                "config": config,
+                "status": build.status,
+                "reason": build.reason,
+                "decisions": build.decisions,
+                "same_as_heuristic": same,
+            }
+        )
+        note = "  (the heuristic's own code: measures nothing)" if same else ""
+        print(
+            f"  {config_text(config):<40} {build.status:<7} {build.decisions}{note}"
+            + (f"  {build.reason}" if build.reason else ""),
+            flush=True,
+        )
+    return rows
+
+
+def _measure(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from tilec.benchmarks.gpu import EXAMPLES, _close, _sets
+    from tilec.benchmarks.regret import _Capture
+    from tilec.jit import load_kernel
+    from tilec.tune.api import sweep_runner
+    from tilec.tune.space import config_text
+
+    context = _Capture(sets=_sets, examples=EXAMPLES)
+    case = workload.build(size, context)
+    if context.captured is None:
+        raise RuntimeError(f"{workload.name}: the suite case has no tilec kernel")
+    file, kernel, make, output = context.captured
+    function = load_kernel(EXAMPLES / file, kernel)
+    right = None
+    if case.expected is not None:
+        right = lambda got: _close(got, case.expected, case.rtol)  # noqa: E731
+    result = sweep_runner(function, make, case.sets, configs, right=right, output=output, rounds=3)
+    base = result.heuristic.ms
+    rows = []
+    for config in [{}, *configs]:
+        candidate = result.heuristic if not config else result.candidate_for(config)
+        timed = candidate is not None and candidate.status in ("ok", "duplicate")
+        ms = candidate.ms if timed else None
+        why = "" if candidate is None else candidate.reason
+        rows.append(
+            {
+                "workload": workload.name,
+                "size": workload.label(size),
+                "config": config,
+                "ms": ms,
+                "spread": None if candidate is None else candidate.spread,
+                "vs_heuristic": (ms / base) if ms and base else None,
+                "decisions": None if candidate is None else candidate.decisions,
+                "status": "not run" if candidate is None else candidate.status,
+                "reason": why,
+            }
+        )
+        shown = f"{ms:.4f} ms  x{ms / base:.3f}" if ms and base else f"{rows[-1]['status']} {why}"
+        print(f"  {config_text(config):<40} {shown}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tilec.benchmarks.suite import WORKLOADS, select
+    from tilec.diagnostics import TileError
+
+    parser = argparse.ArgumentParser(prog="python -m tilec.benchmarks.ab", description=__doc__)
+    parser.add_argument("--only", required=True, help="workloads: substrings or globs, commas")
+    parser.add_argument(
+        "--config", action="append", default=[], help="a configuration to time (repeatable)"
+    )
+    parser.add_argument("--all-sizes", action="store_true", help="every full suite size")
+    parser.add_argument("--dry-run", action="store_true", help="compile on the CPU, time nothing")
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    try:
+        configs = [parse_config(text) for text in args.config]
+        chosen = select(args.only, list(WORKLOADS))
+    except TileError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    except ValueError as e:
+        parser.error(str(e))
+    if not configs:
+        parser.error("give at least one --config to compare with the heuristics' choice")
+    rows: list[dict[str, Any]] = []
+    for workload in WORKLOADS.values():
+        if workload.name not in chosen:
+            continue
+        for size in _sizes(workload, args.all_sizes):
+            print(f"{workload.name} {workload.label(size)}", flush=True)
+            run = _dry_run if args.dry_run else _measure
+            try:
+                rows += run(workload, size, configs)
+            except Exception as e:  # one workload's failure is reported; the others run
+                print(f"  FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
