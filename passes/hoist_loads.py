@@ -29,7 +29,8 @@ Runs after `defer-reduction` and `align-rows` (the loops and accesses settled) a
 `assign-layouts` and `pipeline` (whose prefetch in registers moves a load into the previous
 iteration: independent of this). Exact: a moved load reads what it read (translation
 validation). Option `enable` (false: keep the written order; `--disable hoist-loads`).
-Remarks: per load moved, the tensor and the synchronizing ops it now precedes.
+Remarks: per load moved, the tensor and the synchronizing ops it now precedes. Writes
+`tilec.hoisted_loads = n` on a kernel whose loads it moved (the fuzzers' coverage reads it).
 """
 
 from __future__ import annotations
@@ -40,13 +41,16 @@ from tilec.dialects import gather as G
 from tilec.dialects import scan as S
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import IntegerAttr
 from tilec.ir.core import Operation, Pure
 from tilec.lowering.abi import argument_name
 from tilec.passes.occupancy import Streamed
 from tilec.passes.scan_layouts import SCAN_OPS
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["HoistLoads"]
+__all__ = ["MOVED_ATTR", "HoistLoads"]
+
+MOVED_ATTR = "tilec.hoisted_loads"  # on a kernel: how many of its loads this pass moved
 
 _LOADS = (T.LoadOp, G.GatherOp)
 # The kernel's own reductions across a tile, which its warps may share through shared memory
@@ -78,9 +82,12 @@ class HoistLoads(Pass):
             return
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             streamed = Streamed(kernel)
+            moved = 0
             for op in [op for op in kernel.walk() if isinstance(op, _LOADS)]:
                 if streamed(op) and not _feeds_dot(op):
-                    _hoist(kernel, op, ctx)
+                    moved += _hoist(kernel, op, ctx)
+            if moved:  # what the fuzzers count as reached (`tilec.fuzz.differential`)
+                kernel.attributes[MOVED_ATTR] = IntegerAttr(moved)
 
 
 # Ops that pass a tile's elements on unchanged in value (a dot operand's way from its load).
@@ -108,10 +115,10 @@ def _passable(op: Operation) -> bool:
     return not op.regions and not isinstance(op, _LOADS) and op.has_trait(Pure)
 
 
-def _hoist(kernel: FuncOp, load: Operation, ctx: PassContext) -> None:
+def _hoist(kernel: FuncOp, load: Operation, ctx: PassContext) -> bool:
     block = load.parent
     if block is None:
-        return
+        return False
     ops = list(block.ops)
     at = ops.index(load)
     operands = {id(v) for v in load.operands}
@@ -124,7 +131,7 @@ def _hoist(kernel: FuncOp, load: Operation, ctx: PassContext) -> None:
     passed = ops[stop:at]
     synchronizing = [op for op in passed if isinstance(op, _SYNCHRONIZING)]
     if not synchronizing:
-        return
+        return False
     load.move_before(passed[0])
     kinds: dict[str, int] = {}
     for op in synchronizing:
@@ -137,6 +144,7 @@ def _hoist(kernel: FuncOp, load: Operation, ctx: PassContext) -> None:
         "none of its values: its bytes are in flight while they run, not after them "
         "(no barrier of theirs delays it)",
     )
+    return True
 
 
 def _tensor(kernel: FuncOp, load: Operation) -> str:

@@ -152,6 +152,7 @@ class _Kernel:
         self.layouts()
         self.shared_memory()
         self.stages()
+        self.issue()
         self.vectors()
         self.scale()
         self.precision()
@@ -443,6 +444,23 @@ class _Kernel:
         for m in said:
             text, _, why = m.removeprefix("philox: ").partition(": ")
             self.line("", "random: " + text, [why] if why else [])
+
+    def issue(self) -> None:
+        """The loads `hoist-loads` issued before the reductions written before them (only if
+        any)."""
+        if not self.ran("hoist-loads"):
+            return
+        moved = [op for op in self.ops if self.said(op, "hoist-loads")]
+        if not moved:
+            return
+        reasons = [m for op in moved for m in self.said(op, "hoist-loads")]
+        n = len(moved)
+        self.line(
+            "loads",
+            f"{n} load{'s' if n > 1 else ''} issued before the reductions written before "
+            f"{'them' if n > 1 else 'it'}",
+            reasons,
+        )
 
     def scale(self) -> None:
         """The max/min reductions `hoist-scale` made read the raw values (only if any)."""

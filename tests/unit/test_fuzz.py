@@ -630,12 +630,14 @@ def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options,
 # Seeds whose generated kernel reaches a Hopper path (found by searching the sampler), each
 # checked in the interpreter and by ptxas: the pipeline warp-specializes it (a program in three
 # of those that keep tiling's choice asks for it, `PIPELINE_VARIANTS`), gives a float
-# atomic add vector runs (a vector `red`), or splits a GEMM's K loop (`SPLIT_PINNED`: its
-# partials read back a slot a round in the accumulator's layout).
+# atomic add vector runs (a vector `red`), splits a GEMM's K loop (`SPLIT_PINNED`: its
+# partials read back a slot a round in the accumulator's layout), or issues a streamed load
+# before the reductions written before it (`hoist-loads`).
 REACHING_SEEDS = [
     *[(seed, "warp_specialize") for seed in (380, 8408, 13792)],
     *[(seed, "vector_red") for seed in (1248, 1548, 2297)],
     *[(seed, "split_k") for seed in (6, 22, 150)],
+    *[(seed, "hoisted_load") for seed in (14, 29, 68)],
 ]
 
 

@@ -372,7 +372,8 @@ def _reached(module: Any, arch: str) -> set[str]:
     """What the pipeline made of the program on `arch`, as coverage features: copies by the
     TMA unit, a warp-specialized loop, persistent blocks (the walk's `tilec.persistent`),
     atomic adds as vector `red`s (`vector` on an atomic), a split-K GEMM (a split kernel's
-    partials read back by `tile.workspace_read`)."""
+    partials read back by `tile.workspace_read`), a load issued before the reductions that
+    preceded it (`hoist-loads`' `tilec.hoisted_loads`)."""
     from tilec.dialects import split as W
     from tilec.dialects.atomic import AtomicRMWOp, AtomicScatterOp
     from tilec.dialects.tma import TmaCopyOp
@@ -390,6 +391,8 @@ def _reached(module: Any, arch: str) -> set[str]:
             reached.add(f"reached:split_k:{arch}")
         if "tilec.persistent" in getattr(op, "attributes", {}):
             reached.add(f"reached:persistent:{arch}")
+        if "tilec.hoisted_loads" in getattr(op, "attributes", {}):
+            reached.add(f"reached:hoisted_load:{arch}")
     return reached
 
 
