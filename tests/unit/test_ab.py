@@ -60,3 +60,50 @@ def test_the_dry_run_says_which_configs_compile_to_the_heuristics_code(tmp_path,
 def test_no_config_is_a_usage_error():
     with pytest.raises(SystemExit):
         main(["--only", "col_sum", "--dry-run"])
+
+
+def test_a_plan_runs_each_prediction_against_the_heuristic(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            [
+                {
+                    "workload": "swiglu",
+                    "config": {"warps": 4},
+                    "predicted": 1.08,
+                    "at": "8192x8192 bf16",
+                    "why": "the old warps",
+                }
+            ]
+        )
+    )
+    out = tmp_path / "rows.json"
+    assert main(["--plan", str(plan), "--dry-run", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["workload"], r["config"]) for r in rows] == [
+        ("swiglu", {}),
+        ("swiglu", {"warps": 4}),
+    ]
+    assert rows[0]["decisions"]["warps"] == 16 and rows[1]["decisions"]["warps"] == 4
+
+
+def test_the_pending_plan_is_well_formed():
+    from pathlib import Path
+
+    from tilec.benchmarks.ab import load_plan
+    from tilec.benchmarks.suite import WORKLOADS
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
+    for path in root.glob("pending-*.json"):
+        for entry in load_plan(str(path)):
+            workload = WORKLOADS[entry["workload"]]
+            assert entry["at"] in {workload.label(s) for s in workload.sizes}, entry
+
+
+def test_a_malformed_plan_is_a_clear_error(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text('[{"workload": "swiglu"}]')
+    assert main(["--plan", str(plan), "--dry-run"]) == 1
+    assert "expected a list of objects with workload, config, predicted, at" in (
+        capsys.readouterr().err
+    )

@@ -4,6 +4,7 @@ kernel under other configurations, timed in one process with the suite's clock.
     python -m tilec.benchmarks.ab --only paged_decode --config hoist-loads.enable=false
     python -m tilec.benchmarks.ab --only 'col_sum*' --config tile.M=32,tile.N=128 --all-sizes
     python -m tilec.benchmarks.ab --only swiglu --config warps=4 --dry-run     # no GPU
+    python -m tilec.benchmarks.ab --plan docs/benchmarks/pending-2026-12-05.json
 
 A configuration is the tuner's (`tilec tune --sweep`'s names, comma-separated: `warps=4`,
 `tile.M=32,tile.N=128`, `hoist-loads.enable=false`, `pipeline.warp_specialize=1`); each is
@@ -26,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "parse_config"]
+__all__ = ["load_plan", "main", "parse_config"]
 
 
 def parse_config(text: str) -> dict[str, Any]:
@@ -126,12 +127,55 @@ def _measure(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[
     return rows
 
 
+def load_plan(path: str) -> list[dict[str, Any]]:
+    """The predictions of a plan file (module docstring), checked for the fields each needs."""
+    from tilec.diagnostics import TileError
+
+    try:
+        plan = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise TileError(f"--plan {path}: {e}") from None
+    needed = ("workload", "config", "predicted", "at")
+    if not isinstance(plan, list) or not all(
+        isinstance(p, dict) and all(k in p for k in needed) for p in plan
+    ):
+        raise TileError(
+            f"--plan {path}: expected a list of objects with {', '.join(needed)}",
+            hint='e.g. [{"workload": "swiglu", "config": {"warps": 4}, "predicted": 1.08, '
+            '"at": "8192x8192 bf16"}]',
+        )
+    return plan
+
+
+def _plan_table(plan: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    from tilec.tune.space import config_text
+
+    print("\npredicted against measured (the configuration's time over the heuristics'):")
+    for entry in plan:
+        got = next(
+            (
+                r["vs_heuristic"]
+                for r in rows
+                if r["workload"] == entry["workload"]
+                and r["size"] == entry["at"]
+                and r["config"] == entry["config"]
+            ),
+            None,
+        )
+        shown = f"{got:.3f}" if got else "not measured"
+        print(
+            f"  {entry['workload']:<16} {entry['at']:<30} {config_text(entry['config']):<30} "
+            f"predicted {entry['predicted']:.2f}  measured {shown}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     from tilec.benchmarks.suite import WORKLOADS, select
     from tilec.diagnostics import TileError
 
     parser = argparse.ArgumentParser(prog="python -m tilec.benchmarks.ab", description=__doc__)
-    parser.add_argument("--only", required=True, help="workloads: substrings or globs, commas")
+    parser.add_argument("--only", help="workloads: substrings or globs, commas")
+    parser.add_argument("--plan", help="a JSON file of predictions to measure (module doc)")
     parser.add_argument(
         "--config", action="append", default=[], help="a configuration to time (repeatable)"
     )
@@ -139,27 +183,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="compile on the CPU, time nothing")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
+    if (args.plan is None) == (args.only is None):
+        parser.error("give --only (with --config) or --plan")
     try:
-        configs = [parse_config(text) for text in args.config]
-        chosen = select(args.only, list(WORKLOADS))
+        if args.plan is not None:
+            plan = load_plan(args.plan)
+            jobs = [(p["workload"], [p["config"]], bool(p.get("all_sizes"))) for p in plan]
+        else:
+            plan = []
+            configs = [parse_config(text) for text in args.config]
+            if not configs:
+                parser.error("give at least one --config to compare with the heuristics' choice")
+            jobs = [(name, configs, args.all_sizes) for name in select(args.only, list(WORKLOADS))]
     except TileError as e:
         print(e.render(), file=sys.stderr)
         return 1
     except ValueError as e:
         parser.error(str(e))
-    if not configs:
-        parser.error("give at least one --config to compare with the heuristics' choice")
     rows: list[dict[str, Any]] = []
-    for workload in WORKLOADS.values():
-        if workload.name not in chosen:
-            continue
-        for size in _sizes(workload, args.all_sizes):
+    run = _dry_run if args.dry_run else _measure
+    for name, configs, all_sizes in jobs:
+        workload = WORKLOADS.get(name)
+        if workload is None:
+            print(f"{name}: no such workload in the suite", file=sys.stderr)
+            return 1
+        for size in _sizes(workload, all_sizes):
             print(f"{workload.name} {workload.label(size)}", flush=True)
-            run = _dry_run if args.dry_run else _measure
             try:
                 rows += run(workload, size, configs)
             except Exception as e:  # one workload's failure is reported; the others run
                 print(f"  FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    if plan and not args.dry_run:
+        _plan_table(plan, rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=str) + "\n")
     return 0
