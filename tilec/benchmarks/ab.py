@@ -54,6 +54,11 @@ def _sizes(workload: Any, all_sizes: bool) -> tuple:
     return tuple(workload.sizes) if all_sizes else tuple(workload.sizes[:1])
 
 
+def _named(workload: Any, label: str) -> tuple:
+    """The suite size of `workload` labelled `label` (a plan's `at`), or none."""
+    return tuple(s for s in (*workload.sizes, *workload.small) if workload.label(s) == label)
+
+
 def _dry_run(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from tilec.benchmarks.regret_replay import problem_of
     from tilec.tune.space import config_text
@@ -188,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.plan is not None:
             plan = load_plan(args.plan)
-            jobs = [(p["workload"], [p["config"]], bool(p.get("all_sizes"))) for p in plan]
+            jobs = [(p["workload"], [p["config"]], p.get("all_sizes") or p["at"]) for p in plan]
         else:
             plan = []
             configs = [parse_config(text) for text in args.config]
@@ -202,12 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     rows: list[dict[str, Any]] = []
     run = _dry_run if args.dry_run else _measure
-    for name, configs, all_sizes in jobs:
+    for name, configs, which in jobs:
         workload = WORKLOADS.get(name)
         if workload is None:
             print(f"{name}: no such workload in the suite", file=sys.stderr)
             return 1
-        for size in _sizes(workload, all_sizes):
+        sizes = _sizes(workload, which) if isinstance(which, bool) else _named(workload, which)
+        if not sizes:
+            print(f"{name}: no suite size '{which}'", file=sys.stderr)
+            return 1
+        for size in sizes:
             print(f"{workload.name} {workload.label(size)}", flush=True)
             try:
                 rows += run(workload, size, configs)
