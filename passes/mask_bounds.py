@@ -53,8 +53,14 @@ steps at or past that bound (`lower + ceil(max(0, b - lower) / step) * step`, at
 upper bound). A sliding window `(keys <= queries) & (keys > queries - W)` so runs only the key
 tiles it reaches (`examples/attention_window.tile`); its carried values must be finite on the
 hidden prefix too (the kernel starts its row max at -1e30). Remarks: the masks, and the new
-lower and upper bounds. The tiles a window shows entirely lie in the middle of the loop and
-keep its mask (only prefixes are split off).
+lower and upper bounds. The tiles a window shows entirely lie in the middle of the loop: a
+lower comparison is true everywhere on a suffix of the tiles (`t + [0, n) > r + [0, m)` once
+`t >= r + m`; `sge`: `r + m - 1`), an upper one on a prefix, so a window's shown tiles are the
+range between (option `middle`, on): the loop splits in three, the tiles before
+`visible_start` (the first on the loop's steps at or past the largest suffix bound) and those
+from `visible_end` on keeping the masks, the range between without them -- the steady state
+of a window of W keys is then plain attention's (`examples/attention_window.tile`: 4 loops of
+a 64-tile window become 1 + 2 + 1). `middle=false` splits off prefixes only.
 
 **Longest first.** A shortened bound `program_id(a) * c + k` (c > 0) makes the trip count
 grow with the block's index along grid axis a; that axis is then walked backwards
@@ -103,6 +109,11 @@ class MaskBounds(Pass):
             "run the tiles every recognised mask shows entirely in a loop of their own, "
             "without the masks (false: one loop, masked everywhere)",
         )
+        middle: bool = option(
+            True,
+            "split off shown tiles in the middle of the loop too, where a lower comparison "
+            "(a sliding window's left edge) shows a suffix of the tiles (false: prefixes only)",
+        )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         if not self.options.enable:
@@ -111,7 +122,7 @@ class MaskBounds(Pass):
             for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
                 _shorten(loop, ctx)
                 if self.options.split:
-                    _split_visible(loop, ctx)
+                    _split_visible(loop, ctx, self.options.middle)
 
 
 @dataclass(frozen=True)
@@ -513,11 +524,13 @@ def _evaluate(op: Operation, select: T.SelectOp, of) -> tuple:
 
 @dataclass(frozen=True)
 class _Prefix:
-    """Tiles with `t <= bound` see `compare` true everywhere."""
+    """Tiles with `t <= bound` see `compare` true everywhere (`after`: those with
+    `t >= bound`, a suffix)."""
 
     compare: arith.CmpIOp
     bound: _Bound
     text: str
+    after: bool = False
 
 
 def _condition_root(v: Value) -> Value:
@@ -526,19 +539,29 @@ def _condition_root(v: Value) -> Value:
     return v
 
 
-def _prefix(compare: arith.CmpIOp, loop: scf.ForOp, name: str) -> _Prefix | None:
-    """The tiles of `loop` on which `compare` is true everywhere, when they are a prefix."""
+def _prefix(
+    compare: arith.CmpIOp, loop: scf.ForOp, name: str, middle: bool = False
+) -> _Prefix | None:
+    """The tiles of `loop` on which `compare` is true everywhere, when they are a prefix
+    (or, `middle`, a suffix: a lower comparison's)."""
     padding = _padding_bound(compare, loop)
     if padding is not None:
         upper, size = padding
         bound = _Bound(upper, (), -size)
         return _Prefix(compare, bound, f"{name} (the padding of the loop's tiles)")
     c = _comparison(compare.result, loop, name)
-    if c is None or c.predicate not in ("sle", "slt"):
+    if c is None:
+        return None
+    r = c.fixed
+    if c.predicate in ("sle", "slt"):
+        # max(t + [0, n)) <= min(r + [0, m)) = r: t <= r - n + 1 (slt: r - n)
+        offset = r.offset + 1 - c.size - (1 if c.predicate == "slt" else 0)
+        return _Prefix(compare, _Bound(r.start, r.shifts, offset), c.text)
+    if not middle:
         return None  # a lower comparison is true on a suffix of the tiles, not a prefix
-    # max(t + [0, n)) <= min(r + [0, m)) = r: t <= r - n + 1 (slt: r - n)
-    offset = c.fixed.offset + 1 - c.size - (1 if c.predicate == "slt" else 0)
-    return _Prefix(compare, _Bound(c.fixed.start, c.fixed.shifts, offset), c.text)
+    # min(t + [0, n)) = t > max(r + [0, m)) = r + m - 1: t >= r + m (sge: r + m - 1)
+    offset = r.offset + r.size - (1 if c.predicate == "sge" else 0)
+    return _Prefix(compare, _Bound(r.start, r.shifts, offset), c.text, after=True)
 
 
 def iota_below(compare: arith.CmpIOp) -> tuple[Value, Value] | None:
@@ -580,9 +603,10 @@ def _padding_bound(compare: arith.CmpIOp, loop: scf.ForOp) -> tuple[Value, int] 
     return upper, shape[0]
 
 
-def _shown_selects(loop: scf.ForOp) -> list[tuple[T.SelectOp, list[_Prefix]]]:
+def _shown_selects(loop: scf.ForOp, middle: bool = False) -> list[tuple[T.SelectOp, list[_Prefix]]]:
     """The selects whose condition is true everywhere on a prefix of the loop's tiles: every
-    conjunct must be (the prefix is where all are)."""
+    conjunct must be (the prefix is where all are); `middle`: or on a range of them, each
+    conjunct true on a prefix or on a suffix (the range is where all are)."""
     found = []
     for op in loop.body.block.ops:
         if not isinstance(op, T.SelectOp):
@@ -592,7 +616,7 @@ def _shown_selects(loop: scf.ForOp) -> list[tuple[T.SelectOp, list[_Prefix]]]:
         for atom in _atoms(op.operands[0]):
             prefix = None
             if isinstance(atom, OpResult) and isinstance(atom.op, arith.CmpIOp):
-                prefix = _prefix(atom.op, loop, name)
+                prefix = _prefix(atom.op, loop, name, middle)
             if prefix is None:
                 break
             prefixes.append(prefix)
@@ -601,14 +625,16 @@ def _shown_selects(loop: scf.ForOp) -> list[tuple[T.SelectOp, list[_Prefix]]]:
     return found
 
 
-def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
+def _split_visible(loop: scf.ForOp, ctx: PassContext, middle: bool = False) -> None:
     step = constant_value(loop.step)
     if not isinstance(getattr(step, "value", None), int) or step.value <= 0:
         return  # the prefix arithmetic below is for loops that count up by a known step
-    shown = _shown_selects(loop)
+    shown = _shown_selects(loop, middle)
     if not shown:
         return
-    prefixes = list({id(p.compare): p for _, ps in shown for p in ps}.values())
+    bounds = list({id(p.compare): p for _, ps in shown for p in ps}.values())
+    prefixes = [p for p in bounds if not p.after]
+    suffixes = [p for p in bounds if p.after]
     b = Builder.before_op(loop)
 
     def index(value: int) -> Value:
@@ -616,39 +642,80 @@ def _split_visible(loop: scf.ForOp, ctx: PassContext) -> None:
             arith.ConstantOp, value=IntegerAttr(value), result_types=[IndexType()]
         ).result
 
-    last: Value | None = None  # the last tile start every mask shows entirely
-    for p in prefixes:
-        bound = p.bound.build(b)
-        last = bound if last is None else b.create(arith.MinSIOp, lhs=last, rhs=bound).result
-    assert last is not None
     lower, upper, step = loop.lower, loop.upper, loop.step
-    # the first tile past `last`: lower + ((last - lower + step) / step) * step, in [lower, upper]
-    since = b.create(arith.SubIOp, lhs=last, rhs=lower).result
-    steps = b.create(
-        arith.DivSIOp, lhs=b.create(arith.AddIOp, lhs=since, rhs=step).result, rhs=step
-    ).result
-    past = b.create(
-        arith.AddIOp, lhs=lower, rhs=b.create(arith.MulIOp, lhs=steps, rhs=step).result
-    ).result
-    split = b.create(arith.MaxSIOp, lhs=lower, rhs=past).result
-    split = b.create(arith.MinSIOp, lhs=split, rhs=upper).result
+    start = lower  # the first tile every mask shows entirely
+    if suffixes:
+        first: Value | None = None
+        for p in suffixes:
+            bound = p.bound.build(b)
+            first = bound if first is None else b.create(arith.MaxSIOp, lhs=first, rhs=bound).result
+        assert first is not None
+        # the first tile at or past `first`: lower + ceil(max(0, first - lower) / step) * step
+        since = b.create(
+            arith.MaxSIOp, lhs=b.create(arith.SubIOp, lhs=first, rhs=lower).result, rhs=index(0)
+        ).result
+        steps = b.create(
+            arith.DivSIOp,
+            lhs=b.create(
+                arith.AddIOp, lhs=since, rhs=b.create(arith.SubIOp, lhs=step, rhs=index(1)).result
+            ).result,
+            rhs=step,
+        ).result
+        start = b.create(
+            arith.AddIOp, lhs=lower, rhs=b.create(arith.MulIOp, lhs=steps, rhs=step).result
+        ).result
+        start = b.create(arith.MinSIOp, lhs=start, rhs=upper).result
+        start.name_hint = "visible_start"
+    split = upper
+    if prefixes:
+        last: Value | None = None  # the last tile start every mask shows entirely
+        for p in prefixes:
+            bound = p.bound.build(b)
+            last = bound if last is None else b.create(arith.MinSIOp, lhs=last, rhs=bound).result
+        assert last is not None
+        # the first tile past `last`: lower + ((last - lower + step) / step) * step, in [start, upper]
+        since = b.create(arith.SubIOp, lhs=last, rhs=lower).result
+        steps = b.create(
+            arith.DivSIOp, lhs=b.create(arith.AddIOp, lhs=since, rhs=step).result, rhs=step
+        ).result
+        past = b.create(
+            arith.AddIOp, lhs=lower, rhs=b.create(arith.MulIOp, lhs=steps, rhs=step).result
+        ).result
+        split = b.create(arith.MaxSIOp, lhs=start, rhs=past).result
+        split = b.create(arith.MinSIOp, lhs=split, rhs=upper).result
     split.name_hint = "visible_end"
+    before_loop = None
+    if suffixes:  # the tiles before every mask shows entirely: masked, as they were
+        before_loop = loop.clone({})
+        b.insert(before_loop)
+        before_loop.set_operand(1, start)
     shown_loop = loop.clone({})
     b.insert(shown_loop)
+    shown_loop.set_operand(0, start)
     shown_loop.set_operand(1, split)
-    for select, _ in _shown_selects(shown_loop):
+    for select, _ in _shown_selects(shown_loop, middle):
         select.replace_with([select.operands[1]])
+    if before_loop is not None:
+        for i, result in enumerate(before_loop.results):
+            shown_loop.set_operand(3 + i, result)
     loop.set_operand(0, split)
     for i, result in enumerate(shown_loop.results):
         loop.set_operand(3 + i, result)
-    masks = ", ".join(dict.fromkeys(p.text for p in prefixes))
-    bounds = ", ".join(_bound_text(p) for p in prefixes)
-    bounds = f"min({bounds})" if len(prefixes) > 1 else bounds
+    masks = ", ".join(dict.fromkeys(p.text for p in bounds))
+    ends = ", ".join(_bound_text(p) for p in prefixes)
+    ends = f"min({ends})" if len(prefixes) > 1 else ends
+    which = "the tiles before visible_end = the first past " + ends if prefixes else ""
+    if suffixes:
+        starts = ", ".join(_bound_text(p) for p in suffixes)
+        starts = f"max({starts})" if len(suffixes) > 1 else starts
+        which = f"the tiles from visible_start = the first at or past {starts}" + (
+            f" up to visible_end = the first past {ends}" if prefixes else ""
+        )
     ctx.remark(
         shown_loop,
-        f"the tiles before visible_end = the first past {bounds} "
-        f"run without {len(shown)} select{'s' if len(shown) != 1 else ''}: {masks} "
-        "true everywhere there; the loop after it keeps them",
+        f"{which} run without {len(shown)} select{'s' if len(shown) != 1 else ''}: {masks} "
+        "true everywhere there; the loop"
+        + (" before and the loop after keep them" if suffixes else " after it keeps them"),
     )
 
 

@@ -27,7 +27,7 @@ from tilec.passes.tiling_operands import (
     operand_load,
     shared_operand_loads,
 )
-from tilec.passes.wgmma_model import chain_bound
+from tilec.passes.wgmma_model import chain_bound, index_mask_work
 
 __all__ = [
     "DEFAULT_GROUP_M",
@@ -397,6 +397,8 @@ class MmaSearch:
             shapes = [v.type for v in (*op.operands, *op.results) if isinstance(v.type, TileType)]
             if not any(tuple(str(x) for x in t.shape) == score for t in shapes):
                 continue
+            if index_mask_work(op):
+                continue  # mask-bounds runs the tiles the mask shows entirely without it
             if op.name in ("math.exp", "math.exp2"):
                 exps += 1
             elif op.name.startswith(("arith.", "math.")) or isinstance(op, (T.ReduceOp, T.CastOp)):

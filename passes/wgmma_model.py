@@ -38,7 +38,10 @@ accumulator), the tensor cores spend the chain's products per score over
 the softmax spends its exponentials at the SM's 16 a clock (the special-function units:
 3.9 TFLOP/s on the H100/H200, FlashAttention-3's figure) plus its other elementwise and
 reduction ops at 128 a clock (four schedulers issuing one warp instruction each): attention's
-one `exp` and five others come to 0.102. Where the dots bound the loop (d128: 0.125 against
+one `exp` and five others come to 0.102. The ops of a mask of offsets (causal, a sliding
+window, a tile's padding: `index_mask_work`) are left out: `mask-bounds` runs the tiles such
+a mask shows entirely -- the loop's steady state -- without them (counted, a window's four
+came to 0.125 and tied with the dots at d128). Where the dots bound the loop (d128: 0.125 against
 0.102), what an SM streams per product decides the speed: a block of BM query rows reads every
 key and value tile once for its BM rows, so 128-row blocks stream half the bytes per product
 of 64-row ones -- and two warpgroups of one block overlap one's softmax with the other's dots
@@ -72,6 +75,7 @@ __all__ = [
     "epilogue_operands",
     "epilogue_words",
     "grid_clocks",
+    "index_mask_work",
     "lead_covers_latency",
     "split_clocks",
     "stages_that_fit",
@@ -120,6 +124,63 @@ def chain_bound(
     tensor = macs_per_score / TENSOR_MACS_PER_CLOCK
     softmax = exps_per_score / EXP_PER_CLOCK + ops_per_score / ISSUE_PER_CLOCK
     return ("dots" if tensor > softmax else "softmax"), tensor, softmax
+
+
+# What an index mask is built of: comparisons and conjunctions of offsets (iotas, splats of
+# scalars, index arithmetic), broadcast to the tile's shape.
+_INDEX_OPS = (
+    "arith.cmpi",
+    "arith.andi",
+    "arith.ori",
+    "arith.addi",
+    "arith.subi",
+    "arith.muli",
+    "arith.divsi",
+    "arith.remsi",
+    "arith.minsi",
+    "arith.maxsi",
+    "arith.index_cast",
+    "arith.constant",
+    "tile.program_id",
+    "tile.num_programs",
+    "tile.symbol",
+    "tile.dim",
+    "tile.iota",
+    "tile.splat",
+    "tile.broadcast",
+    "tile.expand_dims",
+    "tile.reshape",
+)
+
+
+def _index_only(v: Value, seen: dict[int, bool]) -> bool:
+    """Whether `v` is computed from indices alone (no loaded or floating-point data)."""
+    key = id(v)
+    if key in seen:
+        return seen[key]
+    seen[key] = True  # a cycle through a loop adds nothing
+    owner = v.owner if isinstance(v, OpResult) else None
+    if owner is None:  # a block argument: a loop's induction variable or a kernel's scalar
+        result = not isinstance(v.type, TileType)
+    elif owner.name not in _INDEX_OPS:
+        result = False
+    else:
+        result = all(_index_only(x, seen) for x in owner.operands)
+    seen[key] = result
+    return result
+
+
+def index_mask_work(op: Operation) -> bool:
+    """Whether `op` is part of a mask of offsets (a causal or sliding-window mask, a tile's
+    padding): a `tile.select` whose condition is built from indices alone, or an op of such a
+    condition. `mask-bounds` runs the tiles such a mask shows entirely -- the loop's steady
+    state -- without it, so `chain_bound`'s count of a loop's work leaves it out."""
+    seen: dict[int, bool] = {}
+    if isinstance(op, T.SelectOp):
+        return _index_only(op.operands[0], seen)
+    if op.name in _INDEX_OPS and op.results:
+        return all(_index_only(r, seen) for r in op.results)
+    return False
 
 
 def stages_that_fit(

@@ -36,6 +36,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
     expected = {
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
         "bmm", "matmul_bias_gelu", "int8_gemm", "int8_gemm_nt", "fp8_gemm", "attention", "attention_causal", "attention_gqa",
+        "attention_window",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
         "col_sum", "col_sum_atomic", "transpose", "rotary", "head_gate", "vector_add", "embedding", "embedding_backward", "histogram", "cumsum_rows",
         "running_max_rows", "topk_softmax", "paged_decode", "moe_gemm",
@@ -84,6 +85,7 @@ TINY = {
     "attention": (1, 2, 2, 128, 16),
     "attention_causal": (1, 2, 2, 128, 16),
     "attention_gqa": (1, 4, 2, 128, 16),
+    "attention_window": (1, 2, 128, 16, 40),
     "rmsnorm": (8, 64),
     "layernorm": (8, 64),
     "softmax": (8, 64),

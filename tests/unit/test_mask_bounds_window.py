@@ -1,7 +1,8 @@
 """mask-bounds on sliding-window attention (`examples/attention_window.tile`): the key loop of
-each query tile starts at the first tile the window reaches and stops after the diagonal, and
-the kernel computes the same before and after the pass (translation validation in the
-interpreter) at awkward shapes and windows."""
+each query tile starts at the first tile the window reaches and stops after the diagonal, the
+tiles the window shows entirely run in a loop of their own without its mask, and the kernel
+computes the same before and after the pass (translation validation in the interpreter) at
+awkward shapes and windows."""
 
 from __future__ import annotations
 
@@ -107,3 +108,67 @@ def test_window_remarks_name_both_bounds_and_the_masks():
     assert "visible (offsets of the loop > others - W)" in start
     # both ends move with the block: the trip count does not grow with it
     assert not any(r.startswith("blocks walk grid axis") for r in remarks), remarks
+
+
+def _loops_and_selects(module) -> list[int]:
+    from tilec.dialects import tile as T
+
+    func = module.lookup("attention_window")
+    loops = [op for op in func.walk() if isinstance(op, scf.ForOp)]
+    return [sum(isinstance(o, T.SelectOp) for o in loop.body.block.ops) for loop in loops]
+
+
+def test_the_tiles_a_window_shows_entirely_run_without_its_mask():
+    # Three key loops: the tiles the window's left edge cuts (masked), those it shows whole
+    # (no select), and the diagonal and the padding (masked); before: two, the first masked.
+    shown, remarks = _mask_bounds(_tiled(64))
+    selects = _loops_and_selects(shown)
+    assert len(selects) == 3 and selects[1] == 0 and selects[0] > 0 and selects[2] > 0
+    assert any(
+        r.startswith("the tiles from visible_start = the first at or past ts - W + 16 up to ")
+        for r in remarks
+    ), remarks
+    # middle=false: prefixes only, the window's mask on every tile it does not hide
+    (prefixes,) = parse_pipeline("mask-bounds{middle=false}")
+    module = _tiled(64)
+    prefixes.run(module, PassContext())
+    selects = _loops_and_selects(module)
+    assert len(selects) == 2 and all(n > 0 for n in selects)
+
+
+def test_at_d128_the_window_runs_its_three_loops_on_a_producer_warpgroup():
+    """With the shown tiles unmasked, the window's steady state is plain attention's: the dots
+    bound the loop at d128 (`chain_bound` leaves index masks out), tiling plans a producer
+    warpgroup, and the three key loops run warp-specialized -- checked in the interpreter (its
+    mbarrier protocol too) against the reference at windows shorter than a tile, of one,
+    between, and longer than the sequence."""
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    import torch
+
+    from tilec.benchmarks.regret_replay import _described
+    from tilec.ir.parser import parse_module
+    from tilec.jit import load_kernel
+    from tilec.tune.api import problem_for_call
+    from tilec.tune.worker import build_candidate
+
+    function = load_kernel(WINDOW, "attention_window")
+    shape = torch.empty((1, 2, 300, 128), dtype=torch.float16, device="meta")
+    problem = problem_for_call(function, [_described(shape)] * 4 + [0.088, 100], arch="sm_90a")
+    build = build_candidate(problem, {})
+    assert build.decisions["tiling.producer"] == 1, build.decisions
+    assert build.decisions["pipeline.warp_specialize"] == 1, build.decisions
+    assert build.ir.count("tile.warp_specialize") == 1 and build.ir.count("scf.for") == 6
+    spec = spec_from_file_location("window_reference", WINDOW.replace(".tile", "_reference.py"))
+    reference = module_from_spec(spec)
+    spec.loader.exec_module(reference)  # type: ignore[union-attr]
+    module = parse_module(build.ir)
+    func = module.lookup("attention_window")
+    for n, w in [(300, 7), (300, 128), (300, 200), (257, 1000)]:
+        extents = {"B": 1, "H": 2, "S": n, "T": n}
+        inputs = random_arguments(func, extents, seed=w, scalars={"scale": 0.088, "W": w})
+        (_q, _k, _v, o), _ = run_kernel(module, "attention_window", inputs)
+        expected = reference.attention_window(*inputs[:3], o, np.float32(0.088), w)
+        np.testing.assert_allclose(
+            o.astype(np.float32), expected.astype(np.float32), atol=2e-3, rtol=2e-3
+        )

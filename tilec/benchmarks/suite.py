@@ -35,6 +35,8 @@ from typing import Any
 from tilec.benchmarks.suite_compute import (
     _attention,
     _attention_label,
+    _attention_window,
+    _attention_window_label,
     _bmm,
     _fp8_gemm,
     _gemm,
@@ -206,6 +208,15 @@ WORKLOADS: dict[str, Workload] = {
             _attention_label,
             ((2, 32, 8, 2048, 128),),
             ((1, 8, 2, 1024, 64),),
+            ceiling="f16",
+        ),
+        Workload(
+            "attention_window",
+            "compute",
+            _attention_window,
+            _attention_window_label,
+            ((4, 16, 4096, 128, 1024), (2, 16, 8192, 64, 2048)),
+            ((1, 4, 1024, 64, 256),),
             ceiling="f16",
         ),
         _memory(

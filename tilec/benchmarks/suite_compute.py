@@ -333,23 +333,97 @@ def _attention(variant: str) -> Callable[[tuple, Context], Case]:
     return build
 
 
-def _attention_reference(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
+def _attention_reference(
+    q: Any, k: Any, v: Any, scale: float, causal: bool, window: int | None = None
+) -> Any:
     """softmax(q k^T scale) v in f32, one batch element at a time (the scores of a whole
-    B4 H16 S4096 batch would be 4 GiB)."""
+    B4 H16 S4096 batch would be 4 GiB); `window`: each query sees itself and the `window - 1`
+    keys before it (a causal sliding window)."""
     import torch
 
     groups = q.shape[1] // k.shape[1]
     outputs = []
+    keep = None
+    if causal or window is not None:
+        rows = torch.arange(q.shape[2], device=q.device)[:, None]
+        keys = torch.arange(k.shape[2], device=q.device)[None, :]
+        keep = keys <= rows
+        if window is not None:
+            keep = keep & (keys > rows - window)
     for z in range(q.shape[0]):
         kz = k[z].float().repeat_interleave(groups, dim=0)
         vz = v[z].float().repeat_interleave(groups, dim=0)
         s = q[z].float() @ kz.transpose(-1, -2) * scale
-        if causal:
-            keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+        if keep is not None:
             s = s.masked_fill(~keep, float("-inf"))
         outputs.append((torch.softmax(s, dim=-1) @ vz).half())
         del s
     return torch.stack(outputs)
+
+
+def _attention_window(size: tuple, ctx: Context) -> Case:
+    """Causal sliding-window attention (`examples/attention_window.tile`): each query sees
+    itself and the W - 1 keys before it. Sizes are (B, H, S, D, W). The peers a user has:
+    SDPA with the window as a boolean mask, and FlexAttention (`torch.compile` of
+    `flex_attention` with the window as a block mask, which skips the tiles it hides)."""
+    import torch
+    import torch.nn.functional as F
+
+    batch, heads, length, d, window = size
+    scale = d**-0.5
+    shape = (batch, heads, length, d)
+
+    def inputs() -> tuple[Any, Any, Any]:
+        return _randn(shape, "f16"), _randn(shape, "f16"), _randn(shape, "f16")
+
+    sets = ctx.sets(inputs, 3 * _elements(shape) * 2)
+    o = torch.empty(shape, device=suite_core.DEVICE, dtype=torch.float16)
+    expected = _attention_reference(*sets[0], scale, False, window)
+    rows = torch.arange(length, device=suite_core.DEVICE)[:, None]
+    keys = torch.arange(length, device=suite_core.DEVICE)[None, :]
+    mask = (keys <= rows) & (keys > rows - window)
+    sdpa = Implementation(
+        "SDPA (window as a mask)",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale),
+    )
+    implementations = [
+        ctx.tilec(
+            "attention_window.tile",
+            "attention_window",
+            lambda f: lambda q, k, v: f(q, k, v, o, scale, window),
+            lambda: o,
+        ),
+        sdpa,
+        _flex_window(ctx, sets[0], length, window, scale),
+    ]
+    seen = sum(min(i + 1, window) for i in range(length))  # the (query, key) pairs computed
+    flops = 4 * batch * heads * d * seen
+    return Case(implementations, sets, expected, flops, "TFLOP/s", 4e-3)
+
+
+def _flex_window(ctx: Context, inputs: Any, length: int, window: int, scale: float) -> Any:
+    """FlexAttention over the window's block mask, compiled as its docs say it must be (a
+    missing peer, saying why, where this torch has none or it does not compile here)."""
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        def visible(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+            return (kv_idx <= q_idx) & (kv_idx > q_idx - window)
+
+        blocks = create_block_mask(visible, None, None, length, length, device=suite_core.DEVICE)
+    except Exception as e:  # torch before 2.5, or a device it does not build masks on
+        reason = f"FlexAttention: {type(e).__name__}: {str(e).strip()[:200]}"
+        return Implementation("FlexAttention", None, missing=reason)
+    compiled = ctx.compiled(
+        lambda q, k, v: flex_attention(q, k, v, block_mask=blocks, scale=scale), inputs
+    )
+    compiled.name = "FlexAttention (torch.compile)"
+    return compiled
+
+
+def _attention_window_label(size: tuple) -> str:
+    batch, heads, length, d, window = size
+    return f"B{batch} H{heads} S{length} d{d} window {window}"
 
 
 def _attention_label(size: tuple) -> str:
