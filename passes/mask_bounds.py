@@ -87,7 +87,10 @@ from tilec.ir.folding import constant_value
 from tilec.ir.types import IndexType
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["MaskBounds", "iota_below"]
+__all__ = ["MIDDLE_ATTR", "MaskBounds", "iota_below"]
+
+# On a kernel: how many loops had the tiles a window shows entirely split off (option middle).
+MIDDLE_ATTR = "tilec.shown_middles"
 
 
 @register_pass
@@ -119,10 +122,13 @@ class MaskBounds(Pass):
         if not self.options.enable:
             return
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
+            middles = 0
             for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
                 _shorten(loop, ctx)
                 if self.options.split:
-                    _split_visible(loop, ctx, self.options.middle)
+                    middles += _split_visible(loop, ctx, self.options.middle)
+            if middles:  # what the tuner reads back (`tilec.tune.space.read_back`)
+                kernel.attributes[MIDDLE_ATTR] = IntegerAttr(middles)
 
 
 @dataclass(frozen=True)
@@ -625,13 +631,15 @@ def _shown_selects(loop: scf.ForOp, middle: bool = False) -> list[tuple[T.Select
     return found
 
 
-def _split_visible(loop: scf.ForOp, ctx: PassContext, middle: bool = False) -> None:
+def _split_visible(loop: scf.ForOp, ctx: PassContext, middle: bool = False) -> bool:
+    """Split off the tiles every recognised mask of `loop` shows entirely; whether they were a
+    middle range (a loop before them too)."""
     step = constant_value(loop.step)
     if not isinstance(getattr(step, "value", None), int) or step.value <= 0:
-        return  # the prefix arithmetic below is for loops that count up by a known step
+        return False  # the prefix arithmetic below is for loops that count up by a known step
     shown = _shown_selects(loop, middle)
     if not shown:
-        return
+        return False
     bounds = list({id(p.compare): p for _, ps in shown for p in ps}.values())
     prefixes = [p for p in bounds if not p.after]
     suffixes = [p for p in bounds if p.after]
@@ -717,6 +725,7 @@ def _split_visible(loop: scf.ForOp, ctx: PassContext, middle: bool = False) -> N
         "true everywhere there; the loop"
         + (" before and the loop after keep them" if suffixes else " after it keeps them"),
     )
+    return bool(suffixes)
 
 
 def _bound_text(p: _Prefix) -> str:

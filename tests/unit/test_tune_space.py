@@ -138,3 +138,19 @@ def test_a_tma_gemm_searches_persistent_blocks_and_warp_specialization():
     assert built.status == "built", built.reason
     assert built.decisions["pipeline.warp_specialize"] == 1
     assert built.decisions["pipeline.persistent"] == 1
+
+
+def test_a_sliding_window_searches_whether_its_shown_tiles_run_unmasked():
+    _problem, build, kernel = _heuristic(
+        "attention_window.tile", "attention_window", {"B": 1, "H": 2, "S": 512, "T": 512, "D": 64}
+    )
+    assert build.decisions["mask-bounds.middle"] is True
+    names = {d.name: d for d in applicable(kernel, {"S": 512, "T": 512}, "sm_90a")}
+    assert names["mask-bounds.middle"].values == (True, False)
+    off = build_candidate(_problem, {"mask-bounds.middle": False})
+    assert off.status == "built" and "mask-bounds.middle" not in off.decisions
+    # Plain attention has no middle range: no such decision.
+    _p, plain, _kernel = _heuristic(
+        "attention.tile", "attention", {"B": 1, "H": 2, "M": 512, "N": 512, "D": 64}
+    )
+    assert "mask-bounds.middle" not in plain.decisions

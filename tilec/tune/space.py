@@ -14,6 +14,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `tiling.producer` (loops of two wgmma dots, attention's: tiled for a producer warpgroup, or for the warps alone) | pass option | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
+| `mask-bounds.middle` (loops whose masks show a middle range of tiles entirely: a sliding window's; that range run without them, or masked) | pass option | mask-bounds |
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
 | `pipeline.tma` (streamed loops on sm_90a: copies by the TMA unit or by cp.async) | pass option | pipeline |
 | `pipeline.persistent` (kernels whose main loop the TMA unit fills: persistent blocks or one a tile) | pass option | pipeline |
@@ -54,6 +55,7 @@ from tilec.dialects.warp_specialize import PINGPONG_ATTRIBUTE, WarpSpecializeOp
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
+from tilec.passes.mask_bounds import MIDDLE_ATTR
 from tilec.passes.specialize import attribute_pairs as _pairs
 from tilec.passmanager import registered_passes
 
@@ -163,7 +165,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     dots, else absent), `tiling.staged_a` where a wgmma dot reads an A loaded before its loop, `tiling.producer`
     (1: tiled for a producer warpgroup) where a loop has two wgmma dots, `split` (`auto`: chosen at launch), the occupancy the kernel asks
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
-    rewrote a loop, `defer-reduction.enable`; where a pipelined loop carries a wgmma chain,
+    rewrote a loop, `defer-reduction.enable`; where `mask-bounds` split off the middle range
+    of tiles a window shows entirely, `mask-bounds.middle`; where a pipelined loop carries a wgmma chain,
     `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
     `pipeline.tma` (1: the TMA unit copies them); where those are, `pipeline.persistent` (1:
     persistent blocks walk the tiles) and `pipeline.warp_specialize` (1: a producer warpgroup
@@ -197,6 +200,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     decisions["assign-layouts.min_blocks_per_sm"] = int(blocks.value) if blocks is not None else 0
     if kernel.attributes.get("tilec.deferred_reductions") is not None:
         decisions["defer-reduction.enable"] = True
+    if kernel.attributes.get(MIDDLE_ATTR) is not None:
+        decisions["mask-bounds.middle"] = True
     if buffers:
         decisions["pipeline.tma"] = int(any(isinstance(op, tma.TmaCopyOp) for op in kernel.walk()))
         if decisions["pipeline.tma"]:
@@ -279,6 +284,8 @@ def applicable(
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
     if "defer-reduction.enable" in chosen:
         options.append(("defer-reduction.enable", (True, False)))
+    if "mask-bounds.middle" in chosen:
+        options.append(("mask-bounds.middle", (True, False)))
     if "tiling.staged_a" in chosen and arch == "sm_90a":
         options.append(("tiling.staged_a", ("registers", "shared")))
     if "tiling.producer" in chosen and arch == "sm_90a":
