@@ -91,21 +91,11 @@ def _dry_run(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[
 
 
 def _measure(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from tilec.benchmarks.gpu import EXAMPLES, _close, _sets
-    from tilec.benchmarks.regret import _Capture
-    from tilec.jit import load_kernel
+    from tilec.benchmarks.regret import suite_kernel
     from tilec.tune.api import sweep_runner
     from tilec.tune.space import config_text
 
-    context = _Capture(sets=_sets, examples=EXAMPLES)
-    case = workload.build(size, context)
-    if context.captured is None:
-        raise RuntimeError(f"{workload.name}: the suite case has no tilec kernel")
-    file, kernel, make, output = context.captured
-    function = load_kernel(EXAMPLES / file, kernel)
-    right = None
-    if case.expected is not None:
-        right = lambda got: _close(got, case.expected, case.rtol)  # noqa: E731
+    function, make, case, output, right = suite_kernel(workload, size)
     result = sweep_runner(function, make, case.sets, configs, right=right, output=output, rounds=3)
     base = result.heuristic.ms
     rows = []

@@ -27,7 +27,7 @@ from typing import Any
 
 from tilec.benchmarks.suite import WORKLOADS, Context, Implementation, select
 
-__all__ = ["main", "tune_workload"]
+__all__ = ["main", "suite_kernel", "tune_workload"]
 
 
 class _Capture(Context):
@@ -43,12 +43,12 @@ class _Capture(Context):
         return Implementation("torch.compile", None, missing="not built for the regret run")
 
 
-def tune_workload(workload: Any, size: tuple, settings: Any) -> dict[str, Any]:
-    """Tune `workload`'s kernel at `size` on its suite case; the search's JSON."""
+def suite_kernel(workload: Any, size: tuple) -> tuple[Any, Any, Any, Any, Any]:
+    """`(function, make, case, output, right)` of `workload`'s tilec kernel at `size`, from its
+    suite case (GPU inputs, no peers built): the kernel, its runner, the case, what reads its
+    output, and the check of an output against the case's expected one (None: unchecked)."""
     from tilec.benchmarks.gpu import EXAMPLES, _close, _sets
     from tilec.jit import load_kernel
-    from tilec.tune.api import runner_problem, tune
-    from tilec.tune.clock import RunnerClock
 
     context = _Capture(sets=_sets, examples=EXAMPLES)
     case = workload.build(size, context)
@@ -56,10 +56,19 @@ def tune_workload(workload: Any, size: tuple, settings: Any) -> dict[str, Any]:
         raise RuntimeError(f"{workload.name}: the suite case has no tilec kernel")
     file, kernel, make, output = context.captured
     function = load_kernel(EXAMPLES / file, kernel)
-    problem = runner_problem(function, make, case.sets[0])
     right = None
     if case.expected is not None:
         right = lambda got: _close(got, case.expected, case.rtol)  # noqa: E731
+    return function, make, case, output, right
+
+
+def tune_workload(workload: Any, size: tuple, settings: Any) -> dict[str, Any]:
+    """Tune `workload`'s kernel at `size` on its suite case; the search's JSON."""
+    from tilec.tune.api import runner_problem, tune
+    from tilec.tune.clock import RunnerClock
+
+    function, make, case, output, right = suite_kernel(workload, size)
+    problem = runner_problem(function, make, case.sets[0])
     clock = RunnerClock(make, case.sets, right=right, output=output, rtol=case.rtol)
     _result, entry = tune(problem, clock, settings, refresh=True)
     entry["workload"] = workload.name
