@@ -77,6 +77,33 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def profile_steps(model: Decoder, loss_of: Callable, steps: int, lr: float) -> dict:
+    """Where a step's time goes: the GPU's busy time against the wall time of `steps` steps
+    (a step whose GPU time is far below its wall time waits on the host's launches), and the
+    ten kernels taking the most GPU time, printed and returned."""
+    from torch.profiler import ProfilerActivity, profile
+
+    train(model, loss_of, 2, "cuda", lr)  # warm: compiled, allocated
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        train(model, loss_of, steps, "cuda", lr)
+        wall = time.perf_counter() - start
+    kernels = [
+        e for e in prof.key_averages() if e.device_time_total > 0 and e.device_type.name == "CUDA"
+    ]
+    kernels.sort(key=lambda e: -e.device_time_total)
+    busy = sum(e.device_time_total for e in kernels) / 1e3 / steps  # ms a step
+    top = [
+        {"kernel": e.key[:70], "calls": e.count // steps, "ms": e.device_time_total / 1e3 / steps}
+        for e in kernels[:10]
+    ]
+    name = "tilec" if loss_of is tilec_loss else "eager"
+    print(f"profile {name}: {wall / steps * 1e3:.2f} ms a step (wall), GPU busy {busy:.2f} ms")
+    for row in top:
+        print(f"  {row['ms']:8.3f} ms {row['calls']:4d}x  {row['kernel']}")
+    return {"wall_ms": wall / steps * 1e3, "gpu_ms": busy, "top": top}
+
+
 def tilec_loss(model, ids, targets):
     return model.loss(ops, ids, targets)
 
@@ -119,6 +146,14 @@ def main(argv: list[str] | None = None) -> dict:
         help="time torch.compile of the PyTorch model (default: on CUDA)",
     )
     parser.add_argument("--json", help="write the result (losses, tokens/s) here too")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after training, profile N more steps of the tilec and the eager model (CUDA): "
+        "GPU time per step against wall time, and the kernels that take the most",
+    )
     parser.add_argument(
         "--compile-tilec",
         action=argparse.BooleanOptionalAction,
@@ -177,6 +212,11 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"largest loss difference: {worst:.3e}")
     for name, rate in result["tokens_per_second"].items():
         print(f"tokens/s {name:>14}: {rate:,.0f}")
+    if args.profile and on_cuda:
+        result["profile"] = {
+            "tilec": profile_steps(model, tilec_loss, args.profile, args.lr),
+            "eager": profile_steps(eager, torch_loss, args.profile, args.lr),
+        }
     if args.explain:
         result["graph_breaks"] = graph_breaks(model, args.device)
         print(
