@@ -22,6 +22,11 @@ Everything the operator needs comes from the kernel's signature and body (docs/t
   `torch.library.opcheck` checks it there.
 * **Autograd.** `op.register_autograd(backward, setup_context=...)` is
   `torch.library.register_autograd` of the operator; the backward may call other tilec ops.
+  An eager call that autograd records (a plain tensor that requires grad, nothing but the
+  operator taking part) runs the same two functions as a `torch.autograd.Function` of its
+  own (`_recorded`) rather than through the dispatcher's autograd kernel, whose layers
+  (schema checks, defaults filled, a redispatch) cost a training step's hundreds of calls
+  ~3x the host time of the launch itself (docs/torch.md, host overhead).
 * **A direct call under `torch.compile`.** A `@tilec.jit` kernel called inside a compiled
   function (`kernel(x, y)`, `y` written in place) becomes one call of the operator
   `tilec::launch` in the graph (`tilec.torch_trace.traced_call`): the tensors the kernel
@@ -91,6 +96,30 @@ def _dispatcher_needed() -> bool:
 
 class OpError(RuntimeError):
     """Arguments a tilec operator cannot take; the message is the kernel's, located."""
+
+
+def _recorded(op: TilecOp) -> type[torch.autograd.Function]:
+    """The `torch.autograd.Function` an eager call of `op` that autograd records runs: the
+    operator's kernel, then its `setup_context` and `backward` as `register_autograd` took
+    them (the functions the dispatcher's autograd kernel calls), without the dispatcher
+    between. One class an operator, so `ctx.needs_input_grad` indexes the operator's own
+    arguments, as under the dispatcher."""
+
+    class Recorded(torch.autograd.Function):
+        # The forward takes ctx and sets it up itself: a separate `setup_context` would make
+        # `apply` bind the arguments through `inspect.signature`, ~20 µs a call.
+        @staticmethod
+        def forward(ctx: Any, *values: Any) -> Any:
+            output = op._run(*values)
+            op._setup_of(ctx, values, output)
+            return output
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            return op._backward_of(ctx, *grads)
+
+    Recorded.__name__ = Recorded.__qualname__ = f"Recorded[{op.name}]"
+    return Recorded
 
 
 @dataclass(frozen=True)
@@ -196,6 +225,9 @@ class TilecOp:
         self._backward: Callable[..., Any] | None = None
         self._setup_context: Callable[..., Any] | None = None
         self.mutated = [p.name for p in self.params if p.role == "mutated"]
+        # What a recorded eager call runs once a backward is registered (`_recorded`); until
+        # then the dispatcher, whose autograd kernel raises the operator's error at backward.
+        self._recorded: type[torch.autograd.Function] | None = None
         if not self.mutated:
             torch.library.register_autograd(
                 name, self._backward_of, setup_context=self._setup_of, lib=self._library
@@ -474,6 +506,8 @@ class TilecOp:
                 records = records or (grad and v.requires_grad)
         if not (records or subclass or _dispatcher_needed()):
             return self._run(*values)
+        if records and self._recorded is not None and not (subclass or _dispatcher_needed()):
+            return self._recorded.apply(*values)
         if records or torch.compiler.is_compiling():
             return self._op(*values)
         with _BELOW_AUTOGRAD():
@@ -497,6 +531,7 @@ class TilecOp:
                 )
             )
         self._backward, self._setup_context = backward, setup_context
+        self._recorded = _recorded(self)
 
     def _setup_of(self, ctx: Any, inputs: tuple, output: Any) -> None:
         if self._setup_context is not None:

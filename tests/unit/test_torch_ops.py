@@ -118,6 +118,39 @@ def test_gradients_flow_through_a_backward_of_tilec_ops(ops):
     assert torch.autograd.gradcheck(lambda a, b: mul(a, b), (x, w))
 
 
+def test_a_recorded_eager_call_runs_the_backward_without_the_dispatcher(ops):
+    """An eager call that autograd records takes the operator's own autograd.Function (its
+    setup_context and backward, no dispatcher); the gradients are the dispatcher path's, and
+    ctx.needs_input_grad indexes the operator's arguments."""
+    mul = ops["mul"]
+    seen = []
+
+    def backward(ctx, grad):
+        seen.append(ctx.needs_input_grad)
+        x, w = ctx.saved_tensors
+        return mul(grad, w), mul(grad, x)
+
+    mul.register_autograd(backward, setup_context=_save_inputs)
+    x = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(7, dtype=torch.float64)
+    calls = []
+    original = mul._op
+    mul._op = lambda *a: calls.append(a) or original(*a)
+    try:
+        y = mul(x, w)
+        assert calls == [] and "Recorded" in type(y.grad_fn).__name__
+        (gx,) = torch.autograd.grad(y.sum(), x)
+        with torch.autograd.profiler.profile():  # the profiler records: the dispatcher's path
+            y2 = mul(x, w)
+        assert len(calls) == 1 and "Recorded" not in type(y2.grad_fn).__name__
+        (gx2,) = torch.autograd.grad(y2.sum(), x)
+    finally:
+        mul._op = original
+    torch.testing.assert_close(gx, w)
+    torch.testing.assert_close(gx2, gx)
+    assert seen[0] == (True, False) and seen[1] == (True, False)
+
+
 def test_an_eager_call_of_plain_tensors_skips_the_dispatcher_and_modes_see_the_op(ops):
     """A plain eager call runs the operator's kernel without torch's dispatcher (~3 µs a
     call); a TorchDispatchMode, the profiler and FakeTensorMode still see the operator."""
