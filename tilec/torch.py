@@ -73,6 +73,9 @@ for _name, _torch_name in (("f8e4m3", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2"
 # Dispatch below the Autograd key (what an autograd kernel does once it has recorded nothing).
 _BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
 _CONTIGUOUS = torch.contiguous_format
+# Tensor types a call may take without the dispatcher: a module's weights (`nn.Parameter`, a
+# subclass whose torch functions are torch's own) count as plain tensors.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 _PROFILER = torch.autograd.profiler
 
 
@@ -494,7 +497,7 @@ class TilecOp:
 
     def _dispatch(self, values: tuple) -> Any:
         """The operator on `values`. Through torch's dispatcher where anything besides the
-        kernel takes part (`_dispatcher_needed`, a tensor subclass, autograd recording a
+        kernel takes part (`_dispatcher_needed`, a tensor subclass other than `nn.Parameter`, autograd recording a
         tensor that requires grad); else straight to the kernel (`_run`, what the dispatcher
         would call), which saves the dispatcher's ~3 µs a call -- the eager call of plain
         tensors, the common one. Below the autograd kernel when it would record nothing."""
@@ -502,7 +505,7 @@ class TilecOp:
         records = subclass = False
         for v in values:
             if isinstance(v, torch.Tensor):
-                subclass = subclass or type(v) is not torch.Tensor
+                subclass = subclass or type(v) not in _PLAIN
                 records = records or (grad and v.requires_grad)
         if not (records or subclass or _dispatcher_needed()):
             return self._run(*values)

@@ -121,7 +121,8 @@ def test_gradients_flow_through_a_backward_of_tilec_ops(ops):
 def test_a_recorded_eager_call_runs_the_backward_without_the_dispatcher(ops):
     """An eager call that autograd records takes the operator's own autograd.Function (its
     setup_context and backward, no dispatcher); the gradients are the dispatcher path's, and
-    ctx.needs_input_grad indexes the operator's arguments."""
+    ctx.needs_input_grad indexes the operator's arguments. A module's weight (nn.Parameter)
+    counts as a plain tensor."""
     mul = ops["mul"]
     seen = []
 
@@ -131,7 +132,7 @@ def test_a_recorded_eager_call_runs_the_backward_without_the_dispatcher(ops):
         return mul(grad, w), mul(grad, x)
 
     mul.register_autograd(backward, setup_context=_save_inputs)
-    x = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    x = torch.nn.Parameter(torch.randn(7, dtype=torch.float64))
     w = torch.randn(7, dtype=torch.float64)
     calls = []
     original = mul._op
