@@ -27,7 +27,7 @@ from tilec.passes.tiling_operands import (
     operand_load,
     shared_operand_loads,
 )
-from tilec.passes.wgmma_model import chain_bound, index_mask_work
+from tilec.passes.wgmma_model import chain_bound, index_mask_work, mask_walk, producer_ratio
 
 __all__ = [
     "DEFAULT_GROUP_M",
@@ -393,11 +393,13 @@ class MmaSearch:
                 dims.remove(x)
             macs += self.size(dims[0])
         exps, ops = 0, 0
+        walks = set()
         for op in loop.body.walk():
             shapes = [v.type for v in (*op.operands, *op.results) if isinstance(v.type, TileType)]
             if not any(tuple(str(x) for x in t.shape) == score for t in shapes):
                 continue
             if index_mask_work(op):
+                walks.add(mask_walk(loop, op))
                 continue  # mask-bounds runs the tiles the mask shows entirely without it
             if op.name in ("math.exp", "math.exp2"):
                 exps += 1
@@ -409,13 +411,43 @@ class MmaSearch:
             f"{softmax:.3f} ({exps} exponential{'s' if exps != 1 else ''}, {ops} other ops)"
         )
         if bound == "dots":
-            return True, (
-                f"tiled for a producer warpgroup: {numbers}, so the dots bound the loop and "
-                "128-row blocks stream half the key/value bytes a product of 64-row ones"
-            )
+            return self._producer_pays(second, walks, tensor + softmax, numbers)
         return False, (
             f"not tiled for a producer warpgroup: {numbers}, so the softmax bounds the loop "
             "and larger blocks would save nothing"
+        )
+
+    def _producer_pays(
+        self, second: TiledDot, walks: set[str | None], clocks: float, numbers: str
+    ) -> tuple[bool, str]:
+        """`producer_plan`'s answer where the dots bound the chain: whether the key tiles a
+        block walks pay for a producer's block alone on its SM (`producer_ratio`)."""
+        why = (
+            f"{numbers}, so the dots bound the loop and 128-row blocks stream half the "
+            "key/value bytes a product of 64-row ones"
+        )
+        keys = self.extents.get(second.k[1:]) if isinstance(second.k, str) else second.k
+        if "band" in walks:
+            return True, (
+                f"tiled for a producer warpgroup: {why}; a mask of a window whose width is a "
+                "runtime value leaves the key tiles a block walks unknown (taken as long; "
+                "option producer = 0 for short windows)"
+            )
+        if keys is None:
+            return True, f"tiled for a producer warpgroup: {why}; the key extent is unknown"
+        walk = "triangle" if "triangle" in walks else None
+        tiles = -(-int(keys) // 128)
+        ratio = producer_ratio(tiles, walk, clocks * 128 * 128)
+        walked = f"{tiles} key tiles of 128" + (", query block i walking i + 1" if walk else "")
+        if ratio < 1:
+            return False, (
+                f"not tiled for a producer warpgroup: {why}, but over {walked} 64-row blocks "
+                f"two to an SM take {ratio:.2f} of the time of 128-row blocks alone on theirs "
+                "(their first copies and last stores unhidden)"
+            )
+        return True, (
+            f"tiled for a producer warpgroup: {why}; over {walked} 64-row blocks would take "
+            f"{ratio:.2f}x as long"
         )
 
     def estimated_registers(self, dots: list[TiledDot], c: TileConfig) -> int:

@@ -50,6 +50,26 @@ softmax bounds it (d64: 0.0625 against 0.102) the larger block saves nothing and
 SMs in coarser waves. Measured on the H200 (docs/benchmarks.md, 2026-12-05): at d128, 128x128
 blocks with a producer 1.12-1.14x faster than 64x64 ones two to an SM (4096 keys, causal and
 not), at 1537 keys 2% slower; at d64 2-4% slower (4096 and 1024 keys).
+
+**How many key tiles a block walks** decides whether the producer's gain is worth its block
+(`producer_ratio`). A 128-row block with a producer holds its SM alone, so what it waits for
+unhidden -- its first copies (q, the first key tile) and its last stores -- is
+`BLOCK_LATENCY_CLOCKS` a block, as a GEMM tile alone on its SM; 64-row blocks two to an SM
+hide it behind each other. Per key tile the producer's block spends its dots and its softmax
+(`chain_bound`'s two times, in series: 3.7k clocks a 128x128 tile at d128, 3.9k measured), and
+the 64-row blocks `PRODUCER_STEADY_GAIN` times as long for the same scores (the steady state of
+4096 keys, where the fixed cost is 2.6% of a block). So with n key tiles a block, the 64-row
+plan takes G n against the producer's n + F (F = the latency over a tile's clocks, 0.86 at
+d128): at 4 key tiles they tie, at 8 the producer is ahead 5%, at 32 13%. A causal mask
+(`mask_walk`: a comparison that hides a suffix of the key tiles moving with the query block)
+makes query block i walk i + 1 tiles, so over the grid the sums of both plans' walks count;
+a 128-row block's diagonal tile also computes twice the hidden scores a 64-row block's does.
+Measured on the H100 (docs/benchmarks.md, 2026-12-05, third session; time of 64-row blocks
+over the producer's): full attention at 512, 1024, 2048 keys 1.00, 1.05-1.07, 1.10 (model:
+0.96, 1.05, 1.10); causal 0.85, 0.95-0.97, 1.03 (model: 0.78, 0.92, 1.02), causal 4096 keys
+on the H200 1.088 (1.09). A window of a runtime width (`mask_walk`'s "band") walks a number of
+tiles the compiler cannot know: the model keeps the producer there, and says so (at 1024 of
+4096 keys it loses 8%: tiling's option producer = 0, or the tuner, chooses otherwise).
 """
 
 from __future__ import annotations
@@ -67,6 +87,7 @@ __all__ = [
     "COPY_LATENCY_CLOCKS",
     "EXP_PER_CLOCK",
     "ISSUE_PER_CLOCK",
+    "PRODUCER_STEADY_GAIN",
     "SHARED_BYTES_PER_CLOCK",
     "TENSOR_MACS_PER_CLOCK",
     "WORKSPACE_BYTES_PER_CLOCK",
@@ -77,6 +98,8 @@ __all__ = [
     "grid_clocks",
     "index_mask_work",
     "lead_covers_latency",
+    "mask_walk",
+    "producer_ratio",
     "split_clocks",
     "stages_that_fit",
     "step_clocks",
@@ -88,6 +111,11 @@ TENSOR_MACS_PER_CLOCK = 2048  # dense f16/bf16 products an sm_90 SM's tensor cor
 # did not, nor did two of 128x128x64 on two blocks an SM (1280 each); on one block (1280
 # clocks) they did -- 0.61 of cuBLAS against 0.73 (docs/benchmarks.md).
 COPY_LATENCY_CLOCKS = 1600
+# How much longer 64-row blocks without a producer take than 128-row blocks with one over the
+# same scores of a chain bound by its dots, once the producer's fixed cost is paid: attention
+# d128 over 4096 keys, 1.13x on the H200 (docs/benchmarks.md, 2026-12-05), with F = 0.86 of
+# 32 tiles taken out.
+PRODUCER_STEADY_GAIN = 1.16
 # What a block alone on its SM waits for unhidden: its first copies, and its last stores.
 BLOCK_LATENCY_CLOCKS = 2 * COPY_LATENCY_CLOCKS
 SHARED_BYTES_PER_CLOCK = 128  # bytes an SM's shared memory moves a clock (32 banks x 4 bytes)
@@ -181,6 +209,106 @@ def index_mask_work(op: Operation) -> bool:
     if op.name in _INDEX_OPS and op.results:
         return all(_index_only(r, seen) for r in op.results)
     return False
+
+
+def _slope(v: Value, iv: Value, seen: dict[int, int | None]) -> int | None:
+    """How `v` moves with the loop's induction variable `iv`: +1 (as `offsets(t)`), -1 (as
+    `U - t`), 0 (not at all), None (some other way: a product, a quotient)."""
+    key = id(v)
+    if key in seen:
+        return seen[key]
+    seen[key] = 0
+    owner = v.owner if isinstance(v, OpResult) else None
+    if v is iv:
+        result: int | None = 1
+    elif owner is None or owner.name in ("tile.iota", "arith.constant", "tile.program_id"):
+        result = 0
+    elif owner.name in ("arith.addi", "arith.subi"):
+        a, b = (_slope(x, iv, seen) for x in owner.operands[:2])
+        if a is None or b is None:
+            result = None
+        else:
+            total = a + b if owner.name == "arith.addi" else a - b
+            result = total if abs(total) <= 1 and not (a and b and total == 0) else None
+    elif owner.name in _INDEX_OPS and len(owner.operands) == 1:  # casts, broadcasts, splats
+        result = _slope(owner.operands[0], iv, seen)
+    elif not owner.operands:
+        result = 0
+    else:
+        result = None if any(_slope(x, iv, seen) != 0 for x in owner.operands) else 0
+    seen[key] = result
+    return result
+
+
+def _on_grid(v: Value, seen: set[int]) -> bool:
+    """Whether `v` depends on a block's program id (the query block, in attention)."""
+    if id(v) in seen:
+        return False
+    seen.add(id(v))
+    owner = v.owner if isinstance(v, OpResult) else None
+    if owner is None:
+        return False
+    return owner.name == "tile.program_id" or any(_on_grid(x, seen) for x in owner.operands)
+
+
+def mask_walk(loop: scf.ForOp, select: Operation) -> str | None:
+    """How an index mask `select` (`index_mask_work`) limits the tiles of `loop` a block walks:
+    "triangle" where a comparison of the loop's offsets with the block's own hides a suffix
+    of the tiles (causal: block i walks i + 1), "band" where another also hides a prefix (a
+    sliding window: a walk as long as the window, a runtime value), None where neither
+    depends on the block (a padding mask)."""
+    if not isinstance(select, T.SelectOp):
+        return None
+    iv = loop.induction_var
+    upper = lower = False
+    cond = select.operands[0]
+    atoms, pending = [], [cond]
+    while pending:
+        v = pending.pop()
+        owner = v.owner if isinstance(v, OpResult) else None
+        if owner is not None and owner.name == "arith.andi":
+            pending.extend(owner.operands[:2])
+        elif owner is not None and owner.name in ("tile.broadcast", "tile.expand_dims"):
+            pending.append(owner.operands[0])
+        else:
+            atoms.append(v)
+    for atom in atoms:
+        cmp = atom.owner if isinstance(atom, OpResult) else None
+        if cmp is None or cmp.name != "arith.cmpi":
+            continue
+        predicate = str(cmp.attributes["predicate"].value)
+        lhs, rhs = cmp.operands[:2]
+        a, b = _slope(lhs, iv, {}), _slope(rhs, iv, {})
+        if a is None or b is None or a == b or not _on_grid(lhs if b else rhs, set()):
+            continue
+        rising = (a - b) > 0  # lhs - rhs grows with the loop
+        below = predicate in ("sle", "slt", "ule", "ult")
+        if predicate not in ("sle", "slt", "ule", "ult", "sge", "sgt", "uge", "ugt"):
+            continue
+        if rising == below:
+            upper = True  # true early, false late: a suffix hidden
+        else:
+            lower = True
+    if upper and lower:
+        return "band"
+    return "triangle" if upper else None
+
+
+def producer_ratio(key_tiles: int, walk: str | None, tile_clocks: float) -> float:
+    """The time of a chain's 64-row blocks without a producer over that of 128-row blocks with
+    one (the module docstring), `key_tiles` the 128-key tiles of the whole key dimension,
+    `walk` the mask's (`mask_walk`: "triangle" or None), `tile_clocks` a 128x128 tile's dots
+    and softmax (`chain_bound`'s times a score, summed, times 128 x 128). Above 1 the producer
+    is faster."""
+    fixed = BLOCK_LATENCY_CLOCKS / tile_clocks
+    n = key_tiles
+    if walk == "triangle":  # query block i walks i + 1 tiles; 64-row block j, j + 1 of 64
+        producer = n * (n + 1) / 2 + n * fixed
+        sixty_four = n * (2 * n + 1) / 4
+    else:
+        producer = n + fixed
+        sixty_four = n
+    return PRODUCER_STEADY_GAIN * sixty_four / producer
 
 
 def stages_that_fit(

@@ -30,10 +30,11 @@ def _compiled(
     producer: int = -1,
     copies: str = "",
     heads: str = "B=4,H=16,M=4096",
+    keys: int = 4096,
 ):
     """`kernel` through the passes, tiled for sm_90a (`copies`: pipeline's arch, whose TMA
     copies and producer warpgroup the tests of tiling's choices leave out)."""
-    extents = f"D={d},N=4096,S=4096,T=4096,{heads},G=16"
+    extents = f"D={d},N={keys},S={keys},T={keys},{heads},G=16"
     tiling = {"extents": extents, "exact": "D", "arch": "sm_90a", "tiles": tiles}
     pipeline = tilec.compiler.build_pipeline(
         options={"tiling": {**tiling, "producer": producer}, "pipeline": {"arch": copies}}
@@ -149,6 +150,57 @@ def test_d128_is_tiled_for_a_producer_warpgroup(kernel):
     assert len([op for op in func.walk() if isinstance(op, WarpSpecializeOp)]) == 1
     loops = [op for op in func.walk() if isinstance(op, scf.ForOp)]
     assert any(PINGPONG_ATTRIBUTE in loop.attributes for loop in loops)
+
+
+@pytest.mark.parametrize(
+    "kernel,keys,planned,ratio",
+    [
+        ("attention", 512, False, "0.95"),
+        ("attention", 1024, True, "1.05"),
+        ("attention_causal", 1024, False, "0.92"),
+        ("attention_causal", 2048, True, "1.02"),
+        ("attention_causal", 4096, True, "1.09"),
+    ],
+)
+def test_the_key_tiles_a_block_walks_decide_the_producer(kernel, keys, planned, ratio):
+    """A 128-row block with a producer holds its SM alone and waits for its first copies and
+    last stores unhidden: over few key tiles 64-row blocks two to an SM are faster
+    (wgmma_model.producer_ratio; measured on the H100: causal 1024 keys 0.95-0.97, 2048
+    1.03; full 512 keys 1.00, 1024 1.05-1.07). A causal block walks the tiles up to its
+    diagonal (mask_walk: a triangle)."""
+    from tilec.dialects.builtin import PRODUCER_ATTRIBUTE
+
+    func, remarks = _compiled(128, kernel=kernel, keys=keys, copies="sm_90a")
+    assert (PRODUCER_ATTRIBUTE in func.attributes) == planned
+    tiles = -(-keys // 128)
+    said = [r for r in remarks if f"over {tiles} key tiles of 128" in r]
+    assert said and ratio in said[0], remarks
+    assert ("query block i walking i + 1" in said[0]) == (kernel == "attention_causal")
+
+
+def test_a_window_of_runtime_width_keeps_the_producer_and_says_why():
+    """The window's width W is a kernel argument: how many key tiles a block walks is unknown
+    at compile time, so the model keeps the producer and names the option for short windows
+    (at 1024 of 4096 keys it loses 8%, docs/benchmarks.md)."""
+    from tilec.dialects.builtin import PRODUCER_ATTRIBUTE
+
+    program = tilec.compile(
+        os.path.join(ROOT, "examples", "attention_window.tile"),
+        pipeline='assume{all="aligned,unit,divisible"},'
+        + tilec.compiler.build_pipeline(
+            options={
+                "tiling": {
+                    "extents": "B=4,H=16,S=4096,T=4096,D=128",
+                    "exact": "D",
+                    "arch": "sm_90a",
+                },
+                "pipeline": {"arch": "sm_90a"},
+            }
+        ),
+    )
+    remarks = [r.message for stage in program.stages for r in stage.remarks]
+    assert PRODUCER_ATTRIBUTE in program.module.lookup("attention_window").attributes
+    assert any("window whose width is a runtime value" in r for r in remarks), remarks
 
 
 def test_d64_and_pins_keep_blocks_of_one_warpgroup():
