@@ -194,7 +194,7 @@ class ArgumentChecker:
                 if kind == "scalar":
                     converted.append(_scalar(dtype, value))
                     continue
-                if type(value) is _TORCH_TENSOR[0]:  # the common case, first
+                if type(value) in _TORCH_TENSOR[0]:  # the common case, first
                     tensor, framework = _torch_tensor(value), _torch_stream
                 else:
                     tensor, framework = _tensor(value)
@@ -351,8 +351,10 @@ def _no_negative_strides(tensor: DeviceTensor) -> DeviceTensor:
 
 
 _TORCH_DTYPES: dict[Any, str] = {}
-# torch.Tensor once torch has been seen (never imported here: tilec does not need torch).
-_TORCH_TENSOR: list[Any] = [None]
+# The plain torch tensor types once torch has been seen (never imported here: tilec does not
+# need torch): torch.Tensor and a module's weight, nn.Parameter (a subclass that adds no
+# behaviour to its data, shape or strides).
+_TORCH_TENSOR: list[Any] = [()]
 
 
 def _torch_dtype(t: Any) -> str:
@@ -376,7 +378,7 @@ def _torch_dtype(t: Any) -> str:
         ]:
             if dt is not None:
                 _TORCH_DTYPES[dt] = name
-        _TORCH_TENSOR[0] = torch.Tensor
+        _TORCH_TENSOR[0] = (torch.Tensor, torch.nn.Parameter)
     return _TORCH_DTYPES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
 
 

@@ -344,11 +344,11 @@ class JitFunction:
 
     def _remember(self, args: tuple, arguments: Any, launcher: Any) -> None:
         """Let later calls with arguments of `args`'s signature take the fast path: only when
-        every tensor is a torch tensor (exactly `torch.Tensor`) and every scalar a Python
+        every tensor is a plain torch tensor (exactly `torch.Tensor` or `nn.Parameter`) and every scalar a Python
         `int`, `float` or `bool`, the cases whose signature determines every check."""
         from tilec.runtime.arguments import POSITIVE_RANGE, scalar_converter
 
-        tensor_type = _TORCH_TENSOR[0]
+        tensor_types = _TORCH_TENSOR[0]
         converters = {}
         for i, ((_name, kind, dtype, _dims), value) in enumerate(
             zip(self._checker.arguments, args)
@@ -357,7 +357,7 @@ class JitFunction:
                 if type(value) not in (int, float, bool):
                     return
                 converters[i] = scalar_converter(dtype, type(value))
-            elif type(value) is not tensor_type:
+            elif type(value) not in tensor_types:
                 return
         ordinal = arguments.device
         if ordinal is None or launcher._functions.get(ordinal) is None:
@@ -368,7 +368,7 @@ class JitFunction:
         if self._fast_call is None:
             kinds = [kind for _name, kind, _dtype, _dims in self._checker.arguments]
             signs = {i: POSITIVE_RANGE[dtype] for i, _name, dtype in self._sign_scalars}
-            self._fast_call, self._signature = _fast_path(kinds, self._fast, tensor_type, signs)
+            self._fast_call, self._signature = _fast_path(kinds, self._fast, tensor_types, signs)
         launches = self._fast.launches
         if len(launches) >= _FAST_ENTRIES:
             launches.clear()  # many shapes: start again rather than grow without bound

@@ -30,7 +30,7 @@ class _ThreadLaunches(threading.local):
 def _fast_path(
     kinds: Sequence[str],
     per_thread: _ThreadLaunches,
-    tensor_type: type,
+    tensor_types: tuple[type, ...],
     signs: Mapping[int, tuple[float, float]] | None = None,
 ) -> tuple[Callable[[tuple, Any], bool], Callable[[tuple], tuple]]:
     """`(fast_call, signature)` for a kernel whose arguments are of `kinds` ("scalar", or a
@@ -49,7 +49,7 @@ def _fast_path(
     (else torch's current stream on the tensors' GPU, looked up on every call: the caller may
     have switched streams, or be capturing a graph, since), and says True. False: nothing was
     queued, and the full path must run (another count of arguments, a tensor not exactly
-    `torch.Tensor`, an unknown signature, a scalar out of range). `signature` is only asked of
+    of `tensor_types` (`torch.Tensor`, `nn.Parameter`), an unknown signature, a scalar out of range). `signature` is only asked of
     arguments that `fast_call` would look up (`_remember` checks them first)."""
     import torch
 
@@ -68,7 +68,7 @@ def _fast_path(
             device = "device" if i == first else f"a{i}.get_device()"
             key += [f"a{i}.dtype", f"a{i}.shape", f"a{i}.stride()", device, f"p{i} & 15"]
             values.append(f"p{i}")
-    not_tensors = " or ".join(f"type(a{i}) is not Tensor" for i in tensors)
+    not_tensors = " or ".join(f"type(a{i}) not in Tensors" for i in tensors)
     addresses = "".join(f"    p{i} = a{i}.data_ptr()\n" for i in tensors)
     head = (
         f"    try:\n        {', '.join(names)}, = args\n"
@@ -90,7 +90,7 @@ def _fast_path(
     # The raw handle, without making a torch.cuda.Stream object (a few µs a launch).
     current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _torch_stream
     namespace = {
-        "Tensor": tensor_type,
+        "Tensors": tensor_types,
         "per_thread": per_thread,
         "current_stream": current_stream,
         "stream_handle": stream_handle,

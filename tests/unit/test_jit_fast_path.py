@@ -249,15 +249,23 @@ def test_other_tensor_types_and_argument_counts_take_the_full_path(kernels):
     slow = full_checks(scale)
     x, y = torch.randn(100), torch.empty(100)
     scale(x, y, 2.0)
-    scale(torch.nn.Parameter(x), y, 2.0)  # a subclass of torch.Tensor
+    # A module's weight is a plain tensor to the fast path (the training model's every linear
+    # layer passes one); another subclass of torch.Tensor takes the full path.
     scale(torch.nn.Parameter(x), y, 2.0)
+    assert len(slow) == 1
+
+    class Sub(torch.Tensor):  # recognised by its module, as torch's own subclasses are
+        __module__ = "torch.testing"
+
+    scale(x.as_subclass(Sub), y, 2.0)
+    scale(x.as_subclass(Sub), y, 2.0)
     assert len(slow) == 3
     with pytest.raises(LaunchError, match="takes 3 argument"):
         scale(x, y)
     with pytest.raises(LaunchError, match="takes 3 argument"):
         scale(x, y, 2.0, 1.0)
     scale(x=x, y=y, alpha=2.0)  # by name: the full path
-    assert len(slow) == 6 and len(launches) == 4
+    assert len(slow) == 6 and len(launches) == 5
     assert launches[-1].parameters == expected(scale, x, y, 2.0)
 
 
