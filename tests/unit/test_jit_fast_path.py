@@ -10,6 +10,7 @@ import struct
 import threading
 from contextlib import ExitStack, suppress
 from typing import Any, NamedTuple
+from unittest import mock
 
 import pytest
 import torch
@@ -373,3 +374,21 @@ def test_a_failed_fast_launch_raises_what_the_full_path_raises(kernels, monkeypa
         "launching kernel 'scale' (cuLaunchKernel) failed: CUDA_ERROR_ILLEGAL_ADDRESS"
         in (messages[0])
     )
+
+
+def test_the_training_steps_host_time_runs_every_operator_on_the_launch_path():
+    """`launch_overhead --train`: the decoder's forward and backward run their tilec
+    operators on the compiled-launch path (driver stubbed), forward and backward kernels."""
+    import tilec.torch as tilec_torch
+
+    paths = []
+    original = tilec_torch.TilecOp._run
+
+    def counting(self, *args):
+        paths.append(self.name)
+        return original(self, *args)
+
+    with mock.patch.object(tilec_torch.TilecOp, "_run", counting):
+        (ms,) = launch_overhead.train_step("tiny", 1, 1).values()
+    assert ms > 0
+    assert "tilec_llama::linear" in paths and "tilec_llama::attention_dkdv" in paths

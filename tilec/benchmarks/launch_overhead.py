@@ -19,6 +19,13 @@ _fast_path`, `Launcher.fast_launch`), which is what this times. No GPU is needed
   (`get_device`, `device_arch`) is an sm_90a stand-in. The kernels are compiled to PTX for
   real, once, before timing (through the on-disk cache when one is configured).
 
+`--train CONFIG` times instead the host side of a whole training step of the Stage L decoder
+(`examples/torch/train.py`'s CONFIG, bf16): the forward and backward of its tilec operators
+with the same stubs (tensor maps, SM counts and split workspaces stubbed too), in ms of CPU
+time a step. The tensors are CPU tensors, so what torch itself does between the operators
+(the model's reshapes and copies, autograd accumulating gradients) runs as CPU arithmetic:
+compare the figure between commits on one machine, not with a GPU step.
+
 So the figure is the real per-call path minus the driver call itself (4.75 µs on the lent
 H200) and minus the difference between the stubs and torch's C functions. Each kernel is timed
 as the median over `--repeat` rounds of `--calls` calls, in µs per call of this thread's CPU
@@ -89,6 +96,16 @@ def _stubs(stack: ExitStack) -> None:
     stack.enter_context(
         mock.patch.object(torch._C, "_cuda_getCurrentRawStream", lambda d: 0, create=True)
     )
+    from tilec.runtime import split, tensormap
+
+    # TMA descriptors, the SM count a split or persistent grid asks for, a split's workspace.
+    stack.enter_context(
+        mock.patch.object(tensormap, "encode_tensormap", lambda *a, **k: bytes(128))
+    )
+    stack.enter_context(
+        mock.patch.object(launcher.Launcher, "_measure_residency", lambda self, o: (132, 1))
+    )
+    stack.enter_context(mock.patch.object(split.WORKSPACES, "get", lambda *a, **k: (4096, 8192)))
 
 
 def _time(call: Any, calls: int, repeat: int) -> float:
@@ -139,12 +156,56 @@ def run(calls: int, repeat: int) -> dict[str, float]:
         return results
 
 
+def train_step(config: str, steps: int, repeat: int) -> dict[str, float]:
+    """Median ms of CPU time of a forward and backward of the training model (module
+    docstring), over `repeat` rounds of `steps` steps, after a first step that compiles."""
+    import statistics
+
+    import tilec.torch as tilec_torch
+    from examples.torch.model import Decoder
+    from examples.torch.train import CONFIGS, synthetic_batch, tilec_loss
+
+    with ExitStack() as stack:
+        _stubs(stack)
+        stack.enter_context(
+            mock.patch.object(tilec_torch.TilecOp, "_interpreted", staticmethod(lambda t: False))
+        )
+        torch.manual_seed(0)
+        model = Decoder(CONFIGS[config]).to(torch.bfloat16)
+        ids, targets = synthetic_batch(model.config, 0, "cpu")
+
+        def step() -> None:
+            tilec_loss(model, ids, targets).backward()
+
+        step()
+        rounds = []
+        for _ in range(repeat):
+            start = time.thread_time()
+            for _ in range(steps):
+                step()
+            rounds.append((time.thread_time() - start) / steps * 1e3)
+        return {f"training step ({config}, bf16, forward + backward)": statistics.median(rounds)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument(
+        "--train",
+        metavar="CONFIG",
+        help="time a training step of examples/torch/train.py's CONFIG (tiny, small, h200)",
+    )
     args = parser.parse_args(argv)
+    if args.train:
+        results = train_step(args.train, max(1, args.calls // 20_000), args.repeat)
+        for name, ms in results.items():
+            print(f"  {name:45s} {ms:7.2f} ms of CPU a step")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+        return
     results = run(args.calls, args.repeat)
     print(
         f"cached @tilec.jit call, driver stubbed ({platform.python_implementation()} "
