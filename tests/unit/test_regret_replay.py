@@ -56,3 +56,20 @@ def test_the_heuristic_is_read_back_from_the_suite_call_without_a_gpu():
     workload = WORKLOADS["col_sum"]
     decisions = heuristic_decisions(workload, workload.quick[0])
     assert decisions["tile.N"] == 32 and decisions["split"] == "auto"
+
+
+def test_the_recorded_code_says_whether_a_time_still_describes_the_choice():
+    """A record's candidates carry their code's digest (`Build.code`): the same decisions
+    compiled to other code today are another kernel, whose time the record does not hold."""
+    search = _search({"tile.M": 32}, [({"tile.M": 32}, 2.0), ({"tile.M": 64}, 1.0)])
+    search["candidates"][1]["code"] = "abc"
+    assert replay(search, {"tile.M": 64}, "abc")["code"] == "same"
+    assert replay(search, {"tile.M": 64}, "def")["code"] == "changed"
+    search["candidates"][1]["code"] = None  # a record from before the digests
+    assert replay(search, {"tile.M": 64}, "abc")["code"] == "unknown"
+
+
+def test_a_tuned_candidate_records_its_code_digest():
+    from tilec.tune.search import Candidate
+
+    assert Candidate(0, {}, "ok", code="0123abcd").to_json()["code"] == "0123abcd"

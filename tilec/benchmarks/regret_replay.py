@@ -19,7 +19,11 @@ A choice no recorded candidate made is reported as such ("not timed"), never gue
 recorded times are one run's on one GPU, of the code of that day: the prediction holds where
 the code generated for those decisions has not changed since (a search recorded before a
 lowering change replays that change's "before"), and a GPU session confirms it
-(docs/benchmarks.md cites both).
+(docs/benchmarks.md cites both). Searches recorded since 2026-12-05 keep each candidate's
+code digest (`Build.code`: its PTX and ABI); where today's heuristic makes a recorded
+candidate's decisions but compiles other code, the row says "code changed since" and is left
+out of the geometric mean; older records have no digest, and the summary counts them as
+unverified.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 
 from tilec.benchmarks.suite_core import EXAMPLES, Context, Implementation
 
-__all__ = ["heuristic_decisions", "main", "problem_of", "replay"]
+__all__ = ["heuristic_build", "heuristic_decisions", "main", "problem_of", "replay"]
 
 DOCS = EXAMPLES.parent / "docs" / "benchmarks"
 # Decisions that only say how the search was set up, not what was compiled.
@@ -109,12 +113,17 @@ def problem_of(workload: Any, size: tuple, arch: str = "sm_90a") -> Any:
 def heuristic_decisions(workload: Any, size: tuple, arch: str = "sm_90a") -> dict[str, Any]:
     """The decisions tilec's heuristics make today for `workload` at `size`, as the suite
     calls its kernel (compiled on the CPU; nothing is run)."""
+    return heuristic_build(workload, size, arch)[0]
+
+
+def heuristic_build(workload: Any, size: tuple, arch: str = "sm_90a") -> tuple[dict, str]:
+    """`heuristic_decisions` and the digest of the code they compile to (`Build.code`)."""
     from tilec.tune.worker import build_candidate
 
     build = build_candidate(problem_of(workload, size, arch), {})
     if build.status == "pruned" or not build.decisions:
         raise RuntimeError(f"{workload.name}: the heuristic's build failed: {build.reason}")
-    return dict(build.decisions)
+    return dict(build.decisions), build.code
 
 
 def _same(recorded: dict[str, Any], now: dict[str, Any], known: set[str]) -> bool:
@@ -131,18 +140,25 @@ def _changed(before: dict[str, Any], now: dict[str, Any], known: set[str]) -> st
     return ", ".join(moved) or "unchanged"
 
 
-def replay(search: dict[str, Any], decisions: dict[str, Any]) -> dict[str, Any]:
-    """One recorded search against today's `decisions`: the then-heuristic's time, the
-    time of the recorded candidate that made today's decisions (None: none did), the
-    winner's, and the predicted regret."""
+def replay(search: dict[str, Any], decisions: dict[str, Any], code: str = "") -> dict[str, Any]:
+    """One recorded search against today's `decisions` (compiled to `code`, `Build.code`):
+    the then-heuristic's time, the time of the recorded candidate that made today's
+    decisions (None: none did), the winner's, the predicted regret, and whether that
+    candidate's recorded code is today's ("same", "changed", or "unknown": no digest)."""
     timed = [c for c in search["candidates"] if c.get("status") == "ok" and c.get("ms")]
     before = search["heuristic"]
     known = {k for c in search["candidates"] for k in (c.get("decisions") or {})} - _IGNORED
     if _same(before.get("decisions") or {}, decisions, known):
-        now_ms = before["ms"]  # the same choice: its own time, not a luckier twin's
+        matched = [before]  # the same choice: its own time, not a luckier twin's
+        now_ms = before["ms"]
     else:
-        match = sorted(c["ms"] for c in timed if _same(c.get("decisions") or {}, decisions, known))
-        now_ms = match[len(match) // 2] if match else None  # the median of the twins
+        matched = sorted(
+            (c for c in timed if _same(c.get("decisions") or {}, decisions, known)),
+            key=lambda c: c["ms"],
+        )
+        now_ms = matched[len(matched) // 2]["ms"] if matched else None  # the twins' median
+    digests = {c.get("code") for c in matched} - {None, ""}
+    verdict = "unknown" if not digests or not code else "same" if code in digests else "changed"
     winner = search["winner"]["ms"]
     return {
         "workload": search.get("workload", search["kernel"]),
@@ -153,6 +169,7 @@ def replay(search: dict[str, Any], decisions: dict[str, Any]) -> dict[str, Any]:
         "winner_ms": winner,
         "predicted_regret": now_ms / winner if now_ms else None,
         "changed": _changed(before.get("decisions") or {}, decisions, known),
+        "code": verdict,
     }
 
 
@@ -187,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     files = args.files or sorted(glob.glob(str(DOCS / "regret*.json")), key=_recorded_order)
     chosen = select(args.only, list(WORKLOADS)) if args.only else set(WORKLOADS)
     rows, regrets, then = [], [], []
+    unverified = 0
     print(
         f"{'workload':<20} {'size':<34} {'then ms':>8} {'now ms':>8} {'best ms':>8} "
         f"{'regret then':>11} {'now':>6}  what changed"
@@ -201,13 +219,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<20} {search.get('size', ''):<34} (no such suite size any more)")
             continue
         try:
-            decisions = heuristic_decisions(workload, size, search.get("arch", "sm_90a"))
+            decisions, code = heuristic_build(workload, size, search.get("arch", "sm_90a"))
         except Exception as e:  # one workload's failure is reported; the others go on
             print(f"{name:<20} {search.get('size', ''):<34} FAILED {type(e).__name__}: {e}")
             continue
-        row = replay(search, decisions)
+        row = replay(search, decisions, code)
         rows.append(row)
-        now = row["now_ms"]
+        now = row["now_ms"] if row["code"] != "changed" else None
+        if row["code"] == "changed":
+            row["changed"] += "; code changed since (the recorded time is another kernel's)"
         now_text = f"{now:8.4f}" if now else "not timed"
         regret_text = f"{row['predicted_regret']:6.3f}" if now else "     ?"
         print(
@@ -219,10 +239,13 @@ def main(argv: list[str] | None = None) -> int:
         if now:
             regrets.append(row["predicted_regret"])
             then.append(row["then_regret"])
+            unverified += row["code"] == "unknown"
     if regrets:
         print(
             f"geomean regret over the {len(regrets)} searches whose new choice was timed: "
-            f"then {_geomean(then):.3f}, now {_geomean(regrets):.3f} (worst {max(regrets):.3f})"
+            f"then {_geomean(then):.3f}, now {_geomean(regrets):.3f} (worst {max(regrets):.3f}); "
+            f"{unverified} of them recorded without code digests (the code of their decisions "
+            "may have changed since: unverified)"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

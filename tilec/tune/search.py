@@ -120,6 +120,9 @@ class Candidate:
             "spread": None if math.isnan(self.spread) else self.spread,
             "compile_s": self.compile_s,
             "same_as": self.same_as,
+            # A digest of the PTX and ABI (`Build.code`): whether the code of these decisions
+            # has changed since (`tilec.benchmarks.regret_replay`).
+            "code": self.code,
             "device": self.device,
             "descent_device": self.descent_device,
             "descent_ms": statistics.median(self.descent_times) if self.descent_times else None,
