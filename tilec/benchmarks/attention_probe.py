@@ -12,7 +12,9 @@ producer warpgroup (pipeline's option `warp_specialize = 1`) and `+ss` for q rea
 descriptor from shared memory every step (tiling's option `staged_a = shared`), `+pp` for two
 consumer warpgroups taking turns (pipeline's option `pingpong = 1`, with `+ws` and 8 warps),
 `+np` for blocks not tiled for a producer warpgroup (tiling's option `producer = 0`: the
-default before 2026-12-05): `default+np`, `128,128,8,2+ws+ss+pp`. Use it to
+default before 2026-12-05), `+pr` for blocks tiled for one wherever the chain can be (option
+`producer = 1`, what the model chose at d128 before it counted the key tiles a block walks):
+`default+np`, `default+pr`, `128,128,8,2+ws+ss+pp`. Use it to
 compare configurations and to test the tiling model's choice against its neighbours; the
 figures that go in docs/benchmarks.md come from `python -m tilec.gpucheck`.
 """
@@ -45,6 +47,7 @@ _FLAGS: dict[str, dict[str, Any]] = {
     "ss": {"tiling.staged_a": "shared"},
     "pp": {"pipeline.pingpong": 1},
     "np": {"tiling.producer": 0},
+    "pr": {"tiling.producer": 1},
 }
 
 # The query and key dimensions of each kernel of the example.
