@@ -344,8 +344,9 @@ class JitFunction:
 
     def _remember(self, args: tuple, arguments: Any, launcher: Any) -> None:
         """Let later calls with arguments of `args`'s signature take the fast path: only when
-        every tensor is a plain torch tensor (exactly `torch.Tensor` or `nn.Parameter`) and every scalar a Python
-        `int`, `float` or `bool`, the cases whose signature determines every check."""
+        every tensor is a plain torch tensor (exactly `torch.Tensor` or `nn.Parameter`) and
+        every scalar a Python `int`, `float` or `bool`, the cases whose signature determines
+        every check."""
         from tilec.runtime.arguments import POSITIVE_RANGE, scalar_converter
 
         tensor_types = _TORCH_TENSOR[0]

@@ -48,9 +48,10 @@ def _fast_path(
     found, calls that launch (`Launcher.fast_launch`) with the addresses and scalars on `stream`
     (else torch's current stream on the tensors' GPU, looked up on every call: the caller may
     have switched streams, or be capturing a graph, since), and says True. False: nothing was
-    queued, and the full path must run (another count of arguments, a tensor not exactly
-    of `tensor_types` (`torch.Tensor`, `nn.Parameter`), an unknown signature, a scalar out of range). `signature` is only asked of
-    arguments that `fast_call` would look up (`_remember` checks them first)."""
+    queued, and the full path must run (another count of arguments, a tensor not exactly of
+    `tensor_types` (`torch.Tensor`, `nn.Parameter`), an unknown signature, a scalar out of
+    range). `signature` is only asked of arguments that `fast_call` would look up
+    (`_remember` checks them first)."""
     import torch
 
     names = [f"a{i}" for i in range(len(kinds))]

@@ -497,10 +497,12 @@ class TilecOp:
 
     def _dispatch(self, values: tuple) -> Any:
         """The operator on `values`. Through torch's dispatcher where anything besides the
-        kernel takes part (`_dispatcher_needed`, a tensor subclass other than `nn.Parameter`, autograd recording a
-        tensor that requires grad); else straight to the kernel (`_run`, what the dispatcher
-        would call), which saves the dispatcher's ~3 µs a call -- the eager call of plain
-        tensors, the common one. Below the autograd kernel when it would record nothing."""
+        kernel takes part (`_dispatcher_needed`, a tensor subclass other than `nn.Parameter`);
+        else straight to the kernel (`_run`, what the dispatcher would call), which saves the
+        dispatcher's ~3 µs a call -- the eager call of plain tensors, the common one -- or,
+        where autograd records a tensor that requires grad, through the operator's own
+        autograd.Function (`_recorded`). Below the autograd kernel when it would record
+        nothing."""
         grad = torch.is_grad_enabled()
         records = subclass = False
         for v in values:
