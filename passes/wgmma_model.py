@@ -61,9 +61,10 @@ the 64-row blocks `PRODUCER_STEADY_GAIN` times as long for the same scores (the 
 4096 keys, where the fixed cost is 2.6% of a block). So with n key tiles a block, the 64-row
 plan takes G n against the producer's n + F (F = the latency over a tile's clocks, 0.86 at
 d128): at 4 key tiles they tie, at 8 the producer is ahead 5%, at 32 13%. A causal mask
-(`mask_walk`: a comparison that hides a suffix of the key tiles moving with the query block)
-makes query block i walk i + 1 tiles, so over the grid the sums of both plans' walks count;
-a 128-row block's diagonal tile also computes twice the hidden scores a 64-row block's does.
+(`mask_walk`: a comparison that hides a suffix of the key tiles moving with the query block;
+or a prefix, the walk from the other end) makes query block i walk i + 1 tiles, so over the
+grid the sums of both plans' walks count; a 128-row block's diagonal tile also computes
+twice the hidden scores a 64-row block's does.
 Measured on the H100 (docs/benchmarks.md, 2026-12-05, third session; time of 64-row blocks
 over the producer's): full attention at 512, 1024, 2048 keys 1.00, 1.05-1.07, 1.10 (model:
 0.96, 1.05, 1.10); causal 0.85, 0.95-0.97, 1.03 (model: 0.78, 0.92, 1.02), causal 4096 keys
@@ -254,9 +255,10 @@ def _on_grid(v: Value, seen: set[int]) -> bool:
 def mask_walk(loop: scf.ForOp, select: Operation) -> str | None:
     """How an index mask `select` (`index_mask_work`) limits the tiles of `loop` a block walks:
     "triangle" where a comparison of the loop's offsets with the block's own hides a suffix
-    of the tiles (causal: block i walks i + 1), "band" where another also hides a prefix (a
-    sliding window: a walk as long as the window, a runtime value), None where neither
-    depends on the block (a padding mask)."""
+    of the tiles (causal: block i walks i + 1) or a prefix (block i walks the n - i from its
+    own on: `mask-bounds` raises the lower bound), "band" where one hides a suffix and
+    another a prefix (a sliding window: a walk as long as the window, a runtime value), None
+    where no comparison depends on the block (a padding mask)."""
     if not isinstance(select, T.SelectOp):
         return None
     iv = loop.induction_var
@@ -291,7 +293,7 @@ def mask_walk(loop: scf.ForOp, select: Operation) -> str | None:
             lower = True
     if upper and lower:
         return "band"
-    return "triangle" if upper else None
+    return "triangle" if upper or lower else None
 
 
 def producer_ratio(key_tiles: int, walk: str | None, tile_clocks: float) -> float:

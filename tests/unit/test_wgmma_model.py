@@ -113,3 +113,52 @@ def test_a_where_over_the_output_holds_a_whole_tile():
     # moe_gemm's where(mine[:, None], acc, y[tm, tn]): the mask's rows and y's whole tile.
     found = epilogue_operands(_dot("moe_gemm.tile", "moe_gemm"), "BT", "BN")
     assert (True, True) in found
+
+
+_MASKED = """
+def masked(q: f32[S, D], k: f32[T, D], o: f32[S, D], W: i32):
+    for ts in tiles(S):
+        acc = zeros([ts, D], f32)
+        for tt in tiles(T):
+            s = q[ts, :] @ k[tt, :].T
+            keys = offsets(tt)[None, :]
+            queries = offsets(ts)[:, None]
+            s = where(MASK, s, 0.0)
+            acc += s @ k[tt, :]
+        o[ts, :] = acc
+"""
+
+
+@pytest.mark.parametrize(
+    "mask,walk",
+    [
+        ("keys <= queries", "triangle"),
+        ("queries >= keys", "triangle"),  # the sides swapped
+        ("keys < queries + 1", "triangle"),
+        ("(keys <= queries) & (keys > queries - W)", "band"),  # a sliding window
+        ("keys < T", None),  # padding: no query block in it
+        ("keys >= queries", "triangle"),  # hides a prefix: block i walks the n - i from it
+    ],
+)
+def test_mask_walk_reads_how_a_mask_limits_the_key_tiles(mask, walk):
+    """`mask_walk`: a comparison of the loop's offsets with the block's that hides a suffix
+    of the tiles makes query block i walk i + 1 (a triangle; a prefix, the walk from the other
+    end); one hiding a suffix and another a prefix, a band; a mask no block index takes part
+    in, none."""
+    import tilec
+    from tilec.dialects import scf
+    from tilec.dialects import tile as T
+    from tilec.passes.wgmma_model import mask_walk
+
+    program = tilec.compile(
+        _MASKED.replace("MASK", mask), pipeline='assume{all="divisible"},canonicalize'
+    )
+    (loop,) = [
+        op
+        for op in program.module.walk()
+        if isinstance(op, scf.ForOp) and any(isinstance(x, T.SelectOp) for x in op.body.walk())
+    ]
+    # The first select is the kernel's `where`; the frontend's padding mask of the second
+    # dot's contraction follows it.
+    select = next(op for op in loop.body.walk() if isinstance(op, T.SelectOp))
+    assert mask_walk(loop, select) == walk
