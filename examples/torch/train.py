@@ -77,7 +77,7 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def profile_steps(model: Decoder, loss_of: Callable, steps: int, lr: float) -> dict:
+def profile_steps(name: str, model: Decoder, loss_of: Callable, steps: int, lr: float) -> dict:
     """Where a step's time goes: the GPU's busy time against the wall time of `steps` steps
     (a step whose GPU time is far below its wall time waits on the host's launches), and the
     ten kernels taking the most GPU time, printed and returned."""
@@ -97,7 +97,6 @@ def profile_steps(model: Decoder, loss_of: Callable, steps: int, lr: float) -> d
         {"kernel": e.key[:70], "calls": e.count // steps, "ms": e.device_time_total / 1e3 / steps}
         for e in kernels[:10]
     ]
-    name = "tilec" if loss_of is tilec_loss else "eager"
     print(f"profile {name}: {wall / steps * 1e3:.2f} ms a step (wall), GPU busy {busy:.2f} ms")
     for row in top:
         print(f"  {row['ms']:8.3f} ms {row['calls']:4d}x  {row['kernel']}")
@@ -214,8 +213,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"tokens/s {name:>14}: {rate:,.0f}")
     if args.profile and on_cuda:
         result["profile"] = {
-            "tilec": profile_steps(model, tilec_loss, args.profile, args.lr),
-            "eager": profile_steps(eager, torch_loss, args.profile, args.lr),
+            "tilec": profile_steps("tilec", model, tilec_loss, args.profile, args.lr),
+            "eager": profile_steps("eager", eager, torch_loss, args.profile, args.lr),
         }
     if args.explain:
         result["graph_breaks"] = graph_breaks(model, args.device)

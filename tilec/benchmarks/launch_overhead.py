@@ -159,7 +159,6 @@ def run(calls: int, repeat: int) -> dict[str, float]:
 def train_step(config: str, steps: int, repeat: int) -> dict[str, float]:
     """Median ms of CPU time of a forward and backward of the training model (module
     docstring), over `repeat` rounds of `steps` steps, after a first step that compiles."""
-    import statistics
 
     import tilec.torch as tilec_torch
     from examples.torch.model import Decoder
@@ -178,13 +177,8 @@ def train_step(config: str, steps: int, repeat: int) -> dict[str, float]:
             tilec_loss(model, ids, targets).backward()
 
         step()
-        rounds = []
-        for _ in range(repeat):
-            start = time.thread_time()
-            for _ in range(steps):
-                step()
-            rounds.append((time.thread_time() - start) / steps * 1e3)
-        return {f"training step ({config}, bf16, forward + backward)": statistics.median(rounds)}
+        ms = _time(step, steps, repeat) / 1e3
+        return {f"training step ({config}, bf16, forward + backward)": ms}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -200,19 +194,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.train:
         results = train_step(args.train, max(1, args.calls // 20_000), args.repeat)
-        for name, ms in results.items():
-            print(f"  {name:45s} {ms:7.2f} ms of CPU a step")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=2)
-        return
-    results = run(args.calls, args.repeat)
-    print(
-        f"cached @tilec.jit call, driver stubbed ({platform.python_implementation()} "
-        f"{platform.python_version()}, torch {torch.__version__}):"
-    )
-    for name, us in results.items():
-        print(f"  {name:45s} {us:6.2f} µs/call")
+        print("a training step's host work, driver stubbed (ms of CPU a step):")
+        unit = "ms a step"
+    else:
+        results = run(args.calls, args.repeat)
+        print(
+            f"cached @tilec.jit call, driver stubbed ({platform.python_implementation()} "
+            f"{platform.python_version()}, torch {torch.__version__}):"
+        )
+        unit = "µs/call"
+    for name, figure in results.items():
+        print(f"  {name:45s} {figure:7.2f} {unit}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
