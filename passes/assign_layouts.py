@@ -412,9 +412,12 @@ class _KernelLayouts:
 
     def want_op(self, op: Operation) -> None:
         if isinstance(op, T.StoreOp):
-            self.want(op.value, self.predicted(op.value))
-            if op.mask is not None:
-                self.want(op.mask, self.predicted(op.value))
+            value = self.predicted(op.value)
+            self.want(op.value, value)
+            if op.mask is not None:  # where the store will move the value (`lay_out`)
+                t = op.value.type
+                coalesced = value is not None and (_is_slice(value) or _coalesced(value, t))
+                self.want(op.mask, value if coalesced else self.default(t))
         elif isinstance(op, T.BroadcastOp):
             result = self.predicted(op.result)
             if result is not None:

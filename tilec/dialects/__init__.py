@@ -12,6 +12,7 @@ from tilec.dialects import (  # noqa: F401
     shared,
     split,
     tile,
+    tile_patterns,
     tma,
     warp_specialize,
 )

@@ -152,6 +152,11 @@ class PatternRewriter(Builder):
         revisited."""
         self._driver.notify_modified(op)
 
+    def remark(self, op: Operation, message: str) -> None:
+        """Explain a rewrite of `op` (the pass's remarks; nothing when it collects none)."""
+        if self._driver.remark is not None:
+            self._driver.remark(op, message)
+
     def constant(self, value: Attribute, type: Type, loc: Location | None = None) -> Value | None:
         """A constant of `type` holding `value` (a splat for tiles), shared with any equal
         constant already at the start of the kernel; None if it cannot be materialized."""
