@@ -50,15 +50,21 @@ class StoreKeepsLanes(RewritePattern):
             op.value.type.shape, i1, op.value.type.layout
         ):
             return False
-        for old, new, inverted in (
+        choices = (
             (select.false_value, select.true_value, False),
             (select.true_value, select.false_value, True),
-        ):
-            load = _defining(old, LoadOp)
-            if load is not None and _rereads(load, op):
-                break
-        else:
+        )
+        found = next(
+            (
+                (load, new, inverted)
+                for old, new, inverted in choices
+                if (load := _defining(old, LoadOp)) is not None and _rereads(load, op)
+            ),
+            None,
+        )
+        if found is None:
             return False
+        load, new, inverted = found
         mask = select.condition
         if inverted:
             true = rewriter.constant(BoolAttr(True), mask.type)
