@@ -111,6 +111,7 @@ from tilec.lowering.fma_dot import DotLowering
 from tilec.lowering.global_memory import GlobalMemoryLowering, View
 from tilec.lowering.layouts import DimMap, ThreadMap, row_major_strides
 from tilec.lowering.line_info import DebugInfo, llvm_line_locations
+from tilec.lowering.stmatrix import stmatrix_plan, store_matrices
 from tilec.lowering.llvm_types import (
     GLOBAL_PTR,
     I1,
@@ -610,7 +611,13 @@ class _KernelLowering(
         chunks = remap_chunks(op)
         if chunks > 1:
             return [self.remap_in_chunks(op, values, chunks)]
-        self.write_tile(src_t, values, strides=remap_scratch_strides(op))
+        strides = remap_scratch_strides(op)
+        plan = stmatrix_plan(src_t, strides, self.arch)
+        if plan is not None:  # fragments of 16-bit elements: four 8 x 8 matrices at a time
+            flats = self.flat_indices(thread_map(src_t), strides)
+            store_matrices(self, plan, values, flats, self.scratch_base)
+        else:
+            self.write_tile(src_t, values, strides=strides)
         self.barrier()
         flats = self.flat_indices(thread_map(dst_t), remap_scratch_coefficients(op))
         result = [self.scratch_load(dst_t.element, f) for f in flats]
