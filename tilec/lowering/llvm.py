@@ -111,7 +111,6 @@ from tilec.lowering.fma_dot import DotLowering
 from tilec.lowering.global_memory import GlobalMemoryLowering, View
 from tilec.lowering.layouts import DimMap, ThreadMap, row_major_strides
 from tilec.lowering.line_info import DebugInfo, llvm_line_locations
-from tilec.lowering.stmatrix import stmatrix_plan, store_matrices
 from tilec.lowering.llvm_types import (
     GLOBAL_PTR,
     I1,
@@ -124,6 +123,7 @@ from tilec.lowering.llvm_types import (
     memory_type,
 )
 from tilec.lowering.reduction import ReductionLowering
+from tilec.lowering.stmatrix import stmatrix_plan, store_matrices
 from tilec.passmanager import save_crash_ir
 
 __all__ = [
