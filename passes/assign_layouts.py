@@ -86,7 +86,9 @@ class AssignLayouts(Pass):
     elementwise ops whose operands disagree) take the layout their users want, found by a walk
     backwards from the broadcasts and stores (an operand of `expand_dims` feeding a broadcast
     wants the slice of the broadcast's layout: the mask of a row of columns is computed where
-    it is used), else the default.
+    it is used; a store's mask wants the layout the store will move its value in, so that a
+    mask of the rows an epilogue updates is computed there rather than converted), else the
+    default.
     Conversions (`tile.convert_layout`) go where an op needs them: operands of elementwise
     ops (`arith`, `math`, `tile.select`, `tile.cast`) and a dot's accumulator take the
     result's layout; a `tile.broadcast` operand takes the result's layout (wrapped on its

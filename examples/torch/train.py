@@ -120,6 +120,13 @@ def graph_breaks(model: Decoder, device: str) -> int:
     return explained.graph_break_count
 
 
+def _compile_options(args: argparse.Namespace, on_cuda: bool) -> dict:
+    """torch.compile's backend (Inductor on CUDA, aot_eager on the CPU) and mode."""
+    if not on_cuda:
+        return {"backend": "aot_eager"}
+    return {"backend": "inductor", "mode": args.compile_mode}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=3)
@@ -161,6 +168,13 @@ def main(argv: list[str] | None = None) -> dict:
         "fused by Inductor (default: on CUDA)",
     )
     parser.add_argument(
+        "--compile-mode",
+        choices=("default", "reduce-overhead", "max-autotune-no-cudagraphs"),
+        default="default",
+        help="torch.compile's mode for both compiled runs (reduce-overhead: CUDA graphs, "
+        "which take the host's launches out of the step)",
+    )
+    parser.add_argument(
         "--explain",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -186,6 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     worst = max(abs(a - b) for a, b in zip(tilec_losses, eager_losses))
     result = {
         "dtype": args.dtype,
+        "compile_mode": args.compile_mode,
         "config": args.config or ("h200" if on_cuda else "tiny"),
         "tilec_losses": tilec_losses,
         "eager_losses": eager_losses,
@@ -197,14 +212,12 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if args.compile if args.compile is not None else on_cuda:
         compiled_model = copy.deepcopy(init)
-        compiled = torch.compile(torch_loss, backend="inductor" if on_cuda else "aot_eager")
+        compiled = torch.compile(torch_loss, **_compile_options(args, on_cuda))
         _, seconds = train(compiled_model, compiled, args.steps, args.device, args.lr)
         result["tokens_per_second"]["torch.compile"] = tokens / seconds
     if args.compile_tilec if args.compile_tilec is not None else on_cuda:
         compiled_model = copy.deepcopy(init)
-        compiled = torch.compile(
-            tilec_loss, fullgraph=True, backend="inductor" if on_cuda else "aot_eager"
-        )
+        compiled = torch.compile(tilec_loss, fullgraph=True, **_compile_options(args, on_cuda))
         losses, seconds = train(compiled_model, compiled, args.steps, args.device, args.lr)
         result["tokens_per_second"]["tilec + torch.compile"] = tokens / seconds
         result["tilec_compiled_losses"] = losses
