@@ -611,13 +611,7 @@ class _KernelLowering(
         chunks = remap_chunks(op)
         if chunks > 1:
             return [self.remap_in_chunks(op, values, chunks)]
-        strides = remap_scratch_strides(op)
-        plan = stmatrix_plan(src_t, strides, self.arch)
-        if plan is not None:  # fragments of 16-bit elements: four 8 x 8 matrices at a time
-            flats = self.flat_indices(thread_map(src_t), strides)
-            store_matrices(self, plan, values, flats, self.scratch_base)
-        else:
-            self.write_tile(src_t, values, strides=strides)
+        self.write_tile(src_t, values, strides=remap_scratch_strides(op))
         self.barrier()
         flats = self.flat_indices(thread_map(dst_t), remap_scratch_coefficients(op))
         result = [self.scratch_load(dst_t.element, f) for f in flats]
