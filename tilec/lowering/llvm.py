@@ -123,7 +123,6 @@ from tilec.lowering.llvm_types import (
     memory_type,
 )
 from tilec.lowering.reduction import ReductionLowering
-from tilec.lowering.stmatrix import stmatrix_plan, store_matrices
 from tilec.passmanager import save_crash_ir
 
 __all__ = [
