@@ -22,7 +22,9 @@ class Canonicalize(Pass):
     in tilec/dialects/random.py), and pure ops left without users are erased. Constants are
     hoisted to the start of their kernel, one op per distinct value. Nothing that could
     change a result for some input is folded (integer division by zero, out-of-range
-    conversions). Assumes verified IR.
+    conversions). A store that writes back what it just loaded on the lanes a select keeps
+    stores only the others, under the select's mask (`StoreKeepsLanes`, option
+    `store_keeps_lanes`). Assumes verified IR.
     Remarks: each constant made by folding names the op it replaced.
     """
 
@@ -33,6 +35,11 @@ class Canonicalize(Pass):
     class Options:
         max_iterations: int = option(10, "rewriting sweeps before giving up (an internal error)")
         fold: bool = option(True, "fold ops and hoist/deduplicate constants")
+        store_keeps_lanes: bool = option(
+            True,
+            "store `where(m, v, y[t])` into y[t] as v under the mask m, without reading y "
+            "(tilec/dialects/tile_patterns.py; false: keep the read)",
+        )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         if self.options.max_iterations < 1:
@@ -45,4 +52,5 @@ class Canonicalize(Pass):
             fold=self.options.fold,
             max_iterations=self.options.max_iterations,
             remark=ctx.remark,
+            disabled=() if self.options.store_keeps_lanes else ("StoreKeepsLanes",),
         )

@@ -288,8 +288,10 @@ class _GreedyDriver:
         patterns: Sequence[RewritePattern],
         fold: bool,
         remark: RemarkSink | None,
+        disabled: frozenset[str] = frozenset(),
     ):
         self.extra_patterns = list(patterns)
+        self.disabled = disabled
         self.fold_enabled = fold
         self.remark = remark
         self.worklist: list[Operation] = []
@@ -357,7 +359,9 @@ class _GreedyDriver:
             extra = [
                 p for p in self.extra_patterns if p.op_kind is None or issubclass(cls, p.op_kind)
             ]
-            found = (*cls.canonicalization_patterns, *extra)
+            found = tuple(
+                p for p in (*cls.canonicalization_patterns, *extra) if p.name not in self.disabled
+            )
             self._patterns_by_kind[cls] = found
         return found
 
@@ -489,6 +493,7 @@ def apply_patterns_greedily(
     fold: bool = True,
     max_iterations: int = 10,
     remark: RemarkSink | None = None,
+    disabled: Iterable[str] = (),
 ) -> bool:
     """Fold, canonicalize and apply `patterns` to every op nested in `root` until nothing
     changes; erase pure ops whose results are unused along the way.
@@ -496,9 +501,10 @@ def apply_patterns_greedily(
     `fold`: use op folders (and hoist/deduplicate constants). `max_iterations`: sweeps over
     the IR that may change it; one more must find nothing left to do, else
     `RewriteDidNotConverge` (a bug in some pattern or folder, never an endless loop). `remark(op, message)` receives a
-    note for each constant produced by folding. Returns whether the IR changed.
+    note for each constant produced by folding. `disabled`: names of patterns not to apply
+    (a pass's option pinning one off). Returns whether the IR changed.
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
-    driver = _GreedyDriver(list(patterns), fold, remark)
+    driver = _GreedyDriver(list(patterns), fold, remark, frozenset(disabled))
     return driver.run(root, max_iterations)
