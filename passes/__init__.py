@@ -23,4 +23,5 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     tiling,
     transpose_dot,
     vectorize,
+    walk_tiles,
 )

@@ -72,7 +72,7 @@ __all__ = [
 DEFAULT_PIPELINE = (
     "canonicalize,cse,privatize-atomics,accumulate-atomics,transpose-dot,tiling,canonicalize,"
     "split-reduction,"
-    "mask-bounds,defer-reduction,align-rows,hoist-loads,assign-layouts,"
+    "mask-bounds,defer-reduction,align-rows,walk-tiles,hoist-loads,assign-layouts,"
     "smem-placement,pipeline,vectorize,fold-padding,hoist-scale,canonicalize,cse,dce,precision,"
     "skip-unit-factor"
 )
@@ -91,6 +91,7 @@ OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
     "split-reduction": None,
     "defer-reduction": None,
     "align-rows": None,
+    "walk-tiles": None,
     "hoist-loads": None,
     "smem-placement": None,
     "pipeline": None,

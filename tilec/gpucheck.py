@@ -84,6 +84,7 @@ def run_example(
     layout: str = "contiguous",
     arrays: str = "torch",
     seed: int = 0,
+    pass_options: dict | None = None,
 ) -> ExampleRun:
     """Run `kernel` of `examples/<example>.tile` on the GPU on random inputs of `sizes` and
     check what it writes against the example's numpy reference.
@@ -92,7 +93,9 @@ def run_example(
     ("contiguous"; "padded": rows longer than the extent, so the row stride is not the
     extent; "transposed": 2-D inputs stored transposed, so the last stride is not 1), and
     each output inside a guard region, whose bytes must be untouched afterwards.
-    `arrays="numpy"` passes the numpy arrays themselves (the runtime copies them)."""
+    `arrays="numpy"` passes the numpy arrays themselves (the runtime copies them).
+    `pass_options`: compile with these (`{"walk-tiles": {"enable": True}}`), for a test of an
+    option the default pipeline leaves off."""
     from tilec.interp.launch import parameter_name, written_parameters
     from tilec.interp.runner import (
         DEFAULT_RTOL,
@@ -109,7 +112,10 @@ def run_example(
     path = EXAMPLES / f"{example}.tile"
     case = kernel
     kernel, dtypes = case_kernel(case)  # "name[T=f32]": a binding of its dtype parameters
-    function = load_kernel(path, kernel, **({"dtypes": dtypes} if dtypes else {}))
+    options: dict = {"dtypes": dtypes} if dtypes else {}
+    if pass_options:
+        options["pass_options"] = pass_options
+    function = load_kernel(path, kernel, **options)
     func = function.ir.functions[0]
     reference = load_reference(reference_path(path))
     scalars = getattr(reference, "SCALARS", {}).get(kernel, {})

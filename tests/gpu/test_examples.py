@@ -104,3 +104,21 @@ PREFETCHED = [
 def test_loops_prefetched_in_registers(example, kernel, sizes):
     run = run_example(example, kernel, sizes, seed=11)
     assert run.passed, run.describe()
+
+
+WALKED = [
+    ("layernorm", "layernorm", {"M": 6000, "N": 3001}),
+    ("layernorm", "layernorm", {"M": 7, "N": 37}),
+    ("rmsnorm", "rmsnorm[T=bf16]", {"M": 300, "N": 5001}),
+    ("rmsnorm", "rmsnorm[T=f32]", {"M": 1000, "N": 4096}),
+]
+
+
+@pytest.mark.parametrize(
+    ("example", "kernel", "sizes"), WALKED, ids=[f"{p[1]}-{p[2]['M']}x{p[2]['N']}" for p in WALKED]
+)
+def test_blocks_walking_rows_with_the_weights_loaded_once(example, kernel, sizes):
+    """`walk-tiles` (off by default): persistent blocks walk the rows, `w` (and `b`) loaded
+    once a block; what the kernel writes, and the guard bytes around it, as without it."""
+    run = run_example(example, kernel, sizes, seed=5, pass_options={"walk-tiles": {"enable": True}})
+    assert run.passed, run.describe()

@@ -326,7 +326,7 @@ def test_disable_and_pass_options_change_the_pipeline(tmp_path):
     assert [h.split()[5] for h in headers] == [
         "canonicalize", "cse", "privatize-atomics", "accumulate-atomics", "transpose-dot", "tiling",
         "canonicalize",
-        "split-reduction", "mask-bounds", "defer-reduction", "align-rows", "hoist-loads", "assign-layouts",
+        "split-reduction", "mask-bounds", "defer-reduction", "align-rows", "walk-tiles", "hoist-loads", "assign-layouts",
         "smem-placement", "vectorize", "fold-padding", "hoist-scale", "canonicalize", "cse", "dce",
         "precision", "skip-unit-factor",
     ]  # fmt: skip

@@ -109,7 +109,9 @@ def test_unknown_pass_and_option_list_the_valid_ones():
     assert "canonicalize, cse, dce" in info.value.hint
     with pytest.raises(TileError) as info:
         parse_pipeline("canonicalize{iterations=2}")
-    assert info.value.hint == "options of 'canonicalize': max_iterations (int), fold (bool)"
+    assert info.value.hint == (
+        "options of 'canonicalize': max_iterations (int), fold (bool), store_keeps_lanes (bool)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,124 @@
+"""The `walk-tiles` pass (passes/walk_tiles.py): blocks walk the output tiles and load what
+every tile reads (a norm's weight and bias) once. Translation validation through the
+interpreter (which launches a persistent kernel's blocks few, so each walks several tiles),
+the IR it leaves, the kernels it leaves alone, and that it is off unless enabled."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tilec
+from tests.validation import kernel_dimensions, run_kernel
+from tilec.dialects import scf
+from tilec.dialects import tile as T
+from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE
+from tilec.interp.runner import random_arguments
+from tilec.ir.verifier import verify
+from tilec.passmanager import PassContext, parse_pipeline
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BEFORE = 'canonicalize,cse,tiling{extents="N=%d"},canonicalize,mask-bounds,defer-reduction'
+ON = "walk-tiles{enable=true}"
+
+
+def _run(path: str, name: str, rows: int, cols: int, pipeline: str):
+    module = tilec.compile(os.path.join(ROOT, "examples", path), kernels=[name]).module
+    func = module.lookup(name)
+    extents = dict.fromkeys(kernel_dimensions(func), cols)
+    extents["M"] = rows
+    inputs = random_arguments(func, extents, seed=rows + cols)
+    context = PassContext()
+    for p in parse_pipeline(pipeline):
+        context.current_pass = p.name
+        p.run(module, context)
+        verify(module)
+    return module, inputs, context
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "rows", "cols"),
+    [
+        ("layernorm.tile", "layernorm", 7, 37),  # more rows than the interpreter's 3 blocks
+        ("layernorm.tile", "layernorm", 1, 37),  # one tile: a block walks it, the others none
+        ("rmsnorm.tile", "rmsnorm", 11, 53),
+    ],
+)
+def test_the_walk_computes_what_a_block_a_tile_did(path, name, rows, cols):
+    module, inputs, _ = _run(path, name, rows, cols, BEFORE % cols)
+    before = module.clone()
+    context = PassContext()
+    (walk,) = parse_pipeline(ON)
+    walk.run(module, context)
+    verify(module)
+    kernel = module.lookup(name)
+    assert PERSISTENT_ATTRIBUTE in kernel.attributes
+    after, tiles = run_kernel(module, name, inputs, None)
+    expected, _ = run_kernel(before, name, inputs, tiles)
+    for got, want in zip(after, expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_loads_every_tile_reads_go_before_the_walk_with_a_remark():
+    module, _, _ = _run("layernorm.tile", "layernorm", 64, 3001, BEFORE % 3001)
+    context = PassContext()
+    (walk,) = parse_pipeline(ON)
+    context.current_pass = "walk-tiles"
+    walk.run(module, context)
+    kernel = module.lookup("layernorm")
+    top = list(kernel.body.block.ops)
+    (loop,) = [op for op in top if isinstance(op, scf.ForOp)]
+    hoisted = [op.view.name_hint for op in top if isinstance(op, T.LoadOp)]
+    inside = [op.view.name_hint for op in loop.body.walk() if isinstance(op, T.LoadOp)]
+    assert sorted(hoisted) == ["b", "w"]
+    assert inside == ["x"]
+    assert [op.view.name_hint for op in loop.body.walk() if isinstance(op, T.StoreOp)] == ["y"]
+    messages = [r.message for r in context.remarks]
+    assert any("%w, %b (16384 bytes a block) loaded once before the walk" in m for m in messages)
+
+
+def test_kernels_it_leaves_alone():
+    # softmax reads nothing every row shares: nothing to hoist, no walk, no remark.
+    module, _, _ = _run("softmax.tile", "softmax", 8, 300, BEFORE % 300)
+    context = PassContext()
+    (walk,) = parse_pipeline(ON)
+    walk.run(module, context)
+    assert PERSISTENT_ATTRIBUTE not in module.lookup("softmax").attributes
+    assert not context.remarks
+    # a block with a loop of its own (here over a row's tiles): left alone, and says why
+    source = """
+def shift_rows(x: f32[M, N], s: f32[K], y: f32[M, N]):
+    for tm in tiles(M):
+        shift = sum(s[:], axis=0)
+        for tn in tiles(N):
+            y[tm, tn] = x[tm, tn] + shift
+"""
+    module = tilec.compile(source, pipeline="canonicalize,cse,tiling,canonicalize").module
+    context = PassContext()
+    walk.run(module, context)
+    assert PERSISTENT_ATTRIBUTE not in module.lookup("shift_rows").attributes
+    assert any("loops or branches" in r.message for r in context.remarks)
+
+
+def test_tiles_too_large_to_hold_across_the_walk_are_not_hoisted():
+    # layer norm over 8192 columns: w and b hold 16384 elements a block, over the 8192 cap
+    module, _, _ = _run("layernorm.tile", "layernorm", 64, 8192, BEFORE % 8192)
+    context = PassContext()
+    (walk,) = parse_pipeline(ON)
+    walk.run(module, context)
+    assert PERSISTENT_ATTRIBUTE not in module.lookup("layernorm").attributes
+    assert any("hold 16384 elements, over the 8192" in r.message for r in context.remarks)
+    module, _, _ = _run("layernorm.tile", "layernorm", 64, 8192, BEFORE % 8192)
+    (wide,) = parse_pipeline("walk-tiles{enable=true max_elements=16384}")
+    wide.run(module, PassContext())
+    assert PERSISTENT_ATTRIBUTE in module.lookup("layernorm").attributes
+
+
+def test_off_unless_enabled():
+    module, _, _ = _run("layernorm.tile", "layernorm", 64, 3001, BEFORE % 3001)
+    text = str(module)
+    (walk,) = parse_pipeline("walk-tiles")
+    walk.run(module, PassContext())
+    assert str(module) == text
