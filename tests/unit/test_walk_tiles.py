@@ -122,3 +122,35 @@ def test_off_unless_enabled():
     (walk,) = parse_pipeline("walk-tiles")
     walk.run(module, PassContext())
     assert str(module) == text
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "sizes"),
+    [
+        ("layernorm.tile", "layernorm", {"M": 7, "N": 37}),
+        ("rmsnorm.tile", "rmsnorm", {"M": 11, "N": 53}),
+    ],
+)
+def test_the_passes_after_it_keep_the_walk_right(path, name, sizes):
+    """The whole default pipeline with the pass on, one pass at a time, each checked in the
+    interpreter against the IR before it (hoist-loads, assign-layouts, vectorize ... inside
+    the walk)."""
+    from tilec.compiler import DEFAULT_PIPELINE
+
+    module = tilec.compile(os.path.join(ROOT, "examples", path), kernels=[name]).module
+    inputs = random_arguments(module.lookup(name), sizes, seed=1)
+    context = PassContext()
+    for p in parse_pipeline(DEFAULT_PIPELINE.replace("walk-tiles", ON)):
+        before = module.clone()
+        context.current_pass = p.name
+        p.run(module, context)
+        verify(module)
+        after, tiles = run_kernel(module, name, inputs, None)
+        expected, _ = run_kernel(before, name, inputs, tiles)
+        for got, want in zip(after, expected):
+            want = want.astype(np.float64)
+            scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+            np.testing.assert_allclose(
+                got.astype(np.float64), want, rtol=0, atol=1e-5 * scale, err_msg=p.name
+            )
+    assert PERSISTENT_ATTRIBUTE in module.lookup(name).attributes
