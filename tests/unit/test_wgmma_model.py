@@ -109,10 +109,26 @@ def test_epilogue_operands_are_the_loaded_tiles_not_the_constants():
     assert epilogue_words([(True, False)], 128) == 2
 
 
-def test_a_where_over_the_output_holds_a_whole_tile():
-    # moe_gemm's where(mine[:, None], acc, y[tm, tn]): the mask's rows and y's whole tile.
-    found = epilogue_operands(_dot("moe_gemm.tile", "moe_gemm"), "BT", "BN")
-    assert (True, True) in found
+_RESIDUAL = """
+def residual(a: f16[M, K], b: f16[K, N], r: f16[M, N], c: f16[M, N]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ b[tk, tn]
+        c[tm, tn] = (acc + r[tm, tn].to(f32)).to(f16)
+"""
+
+
+def test_a_whole_tile_the_epilogue_adds_is_held_but_not_one_a_masked_store_keeps():
+    import tilec
+
+    # acc + r[tm, tn]: r's whole tile is held beside the accumulator.
+    module = tilec.compile(_RESIDUAL, kernels=["residual"], pipeline="canonicalize,cse").module
+    dot = next(op for op in module.lookup("residual").walk() if isinstance(op, T.DotOp))
+    assert epilogue_operands(dot, "BM", "BN") == [(True, True)]
+    # moe_gemm's where(mine[:, None], acc, y[tm, tn]) is a store under the rows' mask
+    # (canonicalize's StoreKeepsLanes): y is not read, and nothing is held beside acc.
+    assert epilogue_operands(_dot("moe_gemm.tile", "moe_gemm"), "BT", "BN") == []
 
 
 _MASKED = """
