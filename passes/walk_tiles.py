@@ -43,7 +43,7 @@ from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
 from tilec.ir.builder import Builder
-from tilec.ir.core import Operation, Pure, Value
+from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import element_bytes
 from tilec.passes.pipeline_persistent import _extent_source, tile_walk, walk_loop
@@ -82,7 +82,7 @@ class WalkTiles(Pass):
             if not hoisted:
                 continue
             why = _blocker(kernel)
-            held = sum(_tile_elements(op.result.type) for op in hoisted)
+            held = sum(op.result.type.num_elements for op in hoisted)
             if not why and held > self.options.max_elements:
                 why = (
                     f"the tiles every row reads hold {held} elements, over the "
@@ -145,9 +145,8 @@ def _needed(loads: list[T.LoadOp]) -> set[int]:
             continue
         keep.add(id(op))
         for v in op.operands:
-            producer = getattr(v, "op", None)
-            if producer is not None and producer.parent is op.parent and producer.has_trait(Pure):
-                work.append(producer)
+            if isinstance(v, OpResult) and v.op.parent is op.parent and v.op.has_trait(Pure):
+                work.append(v.op)
     return keep
 
 
@@ -155,12 +154,13 @@ def _rewrite(kernel: FuncOp, loads: list[T.LoadOp], ctx: PassContext) -> None:
     block = kernel.body.block
     hoist = _needed(loads)
     loc = kernel.loc
+    original = set(map(id, block.ops))
     walk = tile_walk(kernel, loc)  # program ids -> the first tile's coordinates
     ops = list(block.ops)
     last = ops[-1]  # the return
-    first_values = set(map(id, _walk_prologue(walk)))
-    # Per tile: every op after the walk's own prologue that is not hoisted (nor the return).
-    per_tile = [op for op in ops[:-1] if id(op) not in hoist and id(op) not in first_values]
+    # Per tile: every op of the kernel's own (not the walk's prologue, which `tile_walk` put
+    # at the start) that is not hoisted, nor the return.
+    per_tile = [op for op in ops[:-1] if id(op) in original and id(op) not in hoist]
     b = Builder.before_op(last)
     loop, t, _base = walk_loop(b, walk, loc)
     inner = Builder.at_end(loop.body.block, loc)
@@ -181,27 +181,5 @@ def _rewrite(kernel: FuncOp, loads: list[T.LoadOp], ctx: PassContext) -> None:
     )
 
 
-def _walk_prologue(walk) -> list[Operation]:
-    """The ops `tile_walk` put at the kernel's start (tile counts, the first tile and its
-    coordinates): they stay before the walk."""
-    values = [*walk.counts, walk.total, walk.first, *walk.first_coords]
-    seen: list[Operation] = []
-    work = [v.op for v in values if hasattr(v, "op")]
-    while work:
-        op = work.pop()
-        if op in seen:
-            continue
-        seen.append(op)
-        work.extend(v.op for v in op.operands if hasattr(v, "op"))
-    return seen
-
-
-def _tile_elements(t: TileType) -> int:
-    count = 1
-    for d in t.shape:
-        count *= int(d)
-    return count
-
-
 def _tile_bytes(t: TileType) -> int:
-    return _tile_elements(t) * element_bytes(t.element)
+    return t.num_elements * element_bytes(t.element)

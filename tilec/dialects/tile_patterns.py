@@ -26,7 +26,7 @@ Runs in `canonicalize`, before `vectorize` decides the store's access width from
 
 from __future__ import annotations
 
-from tilec.dialects import arith
+from tilec.dialects import arith, scf
 from tilec.dialects.tile import LoadOp, SelectOp, StoreOp
 from tilec.ir.attributes import BoolAttr
 from tilec.ir.core import Operation, OpResult, Pure, Value
@@ -126,8 +126,6 @@ def _rereads(load: LoadOp, store: StoreOp) -> bool:
 def _may_write(op: Operation) -> bool:
     """Whether `op` (or an op nested in it) may write memory: anything but pure ops, loads
     and the structure around them."""
-    from tilec.dialects import scf
-
     for inner in op.walk():
         if inner.has_trait(Pure) or isinstance(inner, LoadOp):
             continue
