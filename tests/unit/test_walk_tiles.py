@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tilec
-from tests.validation import kernel_dimensions, run_kernel
+from tests.validation import check_each_pass, kernel_dimensions, run_kernel
 from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE
@@ -30,12 +30,18 @@ def _run(path: str, name: str, rows: int, cols: int, pipeline: str):
     extents = dict.fromkeys(kernel_dimensions(func), cols)
     extents["M"] = rows
     inputs = random_arguments(func, extents, seed=rows + cols)
+    return module, inputs, _walk(module, pipeline)
+
+
+def _walk(module, pipeline: str = ON) -> PassContext:
+    """Run `pipeline` (by default walk-tiles, on) on `module`, verifying after each pass;
+    the remarks."""
     context = PassContext()
     for p in parse_pipeline(pipeline):
         context.current_pass = p.name
         p.run(module, context)
         verify(module)
-    return module, inputs, context
+    return context
 
 
 @pytest.mark.parametrize(
@@ -49,10 +55,7 @@ def _run(path: str, name: str, rows: int, cols: int, pipeline: str):
 def test_the_walk_computes_what_a_block_a_tile_did(path, name, rows, cols):
     module, inputs, _ = _run(path, name, rows, cols, BEFORE % cols)
     before = module.clone()
-    context = PassContext()
-    (walk,) = parse_pipeline(ON)
-    walk.run(module, context)
-    verify(module)
+    _walk(module)
     kernel = module.lookup(name)
     assert PERSISTENT_ATTRIBUTE in kernel.attributes
     after, tiles = run_kernel(module, name, inputs, None)
@@ -63,10 +66,7 @@ def test_the_walk_computes_what_a_block_a_tile_did(path, name, rows, cols):
 
 def test_the_loads_every_tile_reads_go_before_the_walk_with_a_remark():
     module, _, _ = _run("layernorm.tile", "layernorm", 64, 3001, BEFORE % 3001)
-    context = PassContext()
-    (walk,) = parse_pipeline(ON)
-    context.current_pass = "walk-tiles"
-    walk.run(module, context)
+    context = _walk(module)
     kernel = module.lookup("layernorm")
     top = list(kernel.body.block.ops)
     (loop,) = [op for op in top if isinstance(op, scf.ForOp)]
@@ -82,9 +82,7 @@ def test_the_loads_every_tile_reads_go_before_the_walk_with_a_remark():
 def test_kernels_it_leaves_alone():
     # softmax reads nothing every row shares: nothing to hoist, no walk, no remark.
     module, _, _ = _run("softmax.tile", "softmax", 8, 300, BEFORE % 300)
-    context = PassContext()
-    (walk,) = parse_pipeline(ON)
-    walk.run(module, context)
+    context = _walk(module)
     assert PERSISTENT_ATTRIBUTE not in module.lookup("softmax").attributes
     assert not context.remarks
     # a block with a loop of its own (here over a row's tiles): left alone, and says why
@@ -96,8 +94,7 @@ def shift_rows(x: f32[M, N], s: f32[K], y: f32[M, N]):
             y[tm, tn] = x[tm, tn] + shift
 """
     module = tilec.compile(source, pipeline="canonicalize,cse,tiling,canonicalize").module
-    context = PassContext()
-    walk.run(module, context)
+    context = _walk(module)
     assert PERSISTENT_ATTRIBUTE not in module.lookup("shift_rows").attributes
     assert any("loops or branches" in r.message for r in context.remarks)
 
@@ -105,22 +102,18 @@ def shift_rows(x: f32[M, N], s: f32[K], y: f32[M, N]):
 def test_tiles_too_large_to_hold_across_the_walk_are_not_hoisted():
     # layer norm over 8192 columns: w and b hold 16384 elements a block, over the 8192 cap
     module, _, _ = _run("layernorm.tile", "layernorm", 64, 8192, BEFORE % 8192)
-    context = PassContext()
-    (walk,) = parse_pipeline(ON)
-    walk.run(module, context)
+    context = _walk(module)
     assert PERSISTENT_ATTRIBUTE not in module.lookup("layernorm").attributes
     assert any("hold 16384 elements, over the 8192" in r.message for r in context.remarks)
     module, _, _ = _run("layernorm.tile", "layernorm", 64, 8192, BEFORE % 8192)
-    (wide,) = parse_pipeline("walk-tiles{enable=true max_elements=16384}")
-    wide.run(module, PassContext())
+    _walk(module, "walk-tiles{enable=true max_elements=16384}")
     assert PERSISTENT_ATTRIBUTE in module.lookup("layernorm").attributes
 
 
 def test_off_unless_enabled():
     module, _, _ = _run("layernorm.tile", "layernorm", 64, 3001, BEFORE % 3001)
     text = str(module)
-    (walk,) = parse_pipeline("walk-tiles")
-    walk.run(module, PassContext())
+    _walk(module, "walk-tiles")
     assert str(module) == text
 
 
@@ -139,18 +132,5 @@ def test_the_passes_after_it_keep_the_walk_right(path, name, sizes):
 
     module = tilec.compile(os.path.join(ROOT, "examples", path), kernels=[name]).module
     inputs = random_arguments(module.lookup(name), sizes, seed=1)
-    context = PassContext()
-    for p in parse_pipeline(DEFAULT_PIPELINE.replace("walk-tiles", ON)):
-        before = module.clone()
-        context.current_pass = p.name
-        p.run(module, context)
-        verify(module)
-        after, tiles = run_kernel(module, name, inputs, None)
-        expected, _ = run_kernel(before, name, inputs, tiles)
-        for got, want in zip(after, expected):
-            want = want.astype(np.float64)
-            scale = max(1.0, float(np.abs(want).max(initial=0.0)))
-            np.testing.assert_allclose(
-                got.astype(np.float64), want, rtol=0, atol=1e-5 * scale, err_msg=p.name
-            )
+    check_each_pass(module, name, DEFAULT_PIPELINE.replace("walk-tiles", ON), inputs)
     assert PERSISTENT_ATTRIBUTE in module.lookup(name).attributes
