@@ -17,8 +17,8 @@ the same view at the same offsets (the same SSA values) with the same tile type,
 before the store in the same block, and nothing between them that may write memory (a store,
 an atomic, a call, a loop or branch holding one): else the load's values could be stale and
 writing them back would be part of the meaning. Another block writing the same elements at
-the same time is a data race in both forms (docs/language.md); the masked store is the
-deterministic one of the two.
+the same time is a race in both forms (blocks run in no defined order: docs/language.md,
+"Races"); the masked store is the deterministic one of the two.
 
 Runs in `canonicalize`, before `vectorize` decides the store's access width from its mask
 (a store that already carries a width is left alone).
