@@ -192,7 +192,7 @@ def _prefetchable(loop: scf.ForOp, ctx: PassContext | None) -> list[_Load]:
             ctx.remark(loop, f"not prefetched: {text}")
         return []
 
-    if scf.is_range_loop(loop):
+    if scf.is_range_loop(loop) and not scf.is_tile_walk(loop):
         return refuse(
             "a range() loop (a load issued ahead would read at an index no iteration uses)"
         )

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
+from tilec.ir.attributes import UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.types import TileType
@@ -163,6 +164,7 @@ def _rewrite(kernel: FuncOp, loads: list[T.LoadOp], ctx: PassContext) -> None:
     per_tile = [op for op in ops[:-1] if id(op) in original and id(op) not in hoist]
     b = Builder.before_op(last)
     loop, t, _base = walk_loop(b, walk, loc)
+    loop.attributes[scf.TILE_WALK_ATTRIBUTE] = UnitAttr()  # register_prefetch may run ahead
     inner = Builder.at_end(loop.body.block, loc)
     mapping: dict[Value, Value] = dict(zip(walk.first_coords, walk.coordinates(inner, t)))
     for op in per_tile:

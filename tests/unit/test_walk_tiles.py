@@ -117,6 +117,7 @@ def test_off_unless_enabled():
     assert str(module) == text
 
 
+@pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize(
     ("path", "name", "sizes"),
     [
@@ -124,13 +125,24 @@ def test_off_unless_enabled():
         ("rmsnorm.tile", "rmsnorm", {"M": 11, "N": 53}),
     ],
 )
-def test_the_passes_after_it_keep_the_walk_right(path, name, sizes):
+def test_the_passes_after_it_keep_the_walk_right(path, name, sizes, prefetch):
     """The whole default pipeline with the pass on, one pass at a time, each checked in the
     interpreter against the IR before it (hoist-loads, assign-layouts, vectorize ... inside
-    the walk)."""
+    the walk); with `prefetch`, pipeline's register prefetch loads each block's next tile
+    before it computes this one (a walk's tile index past the last tile reads nothing: the
+    interpreter's 3 blocks over 7 and 11 rows run such an index)."""
     from tilec.compiler import DEFAULT_PIPELINE
 
+    pipeline = DEFAULT_PIPELINE.replace("walk-tiles", ON)
+    if prefetch:
+        pipeline = pipeline.replace(",pipeline,", ",pipeline{register_prefetch=1},")
     module = tilec.compile(os.path.join(ROOT, "examples", path), kernels=[name]).module
     inputs = random_arguments(module.lookup(name), sizes, seed=1)
-    check_each_pass(module, name, DEFAULT_PIPELINE.replace("walk-tiles", ON), inputs)
-    assert PERSISTENT_ATTRIBUTE in module.lookup(name).attributes
+    check_each_pass(module, name, pipeline, inputs)
+    kernel = module.lookup(name)
+    assert PERSISTENT_ATTRIBUTE in kernel.attributes
+    assert [op for op in kernel.walk() if scf.is_tile_walk(op)]
+    # x's row is loaded before the walk (the first tile's, the prefetch's prologue) only with
+    # the prefetch; w and b, which every tile reads, are loaded there either way
+    before = [op.view.name_hint for op in kernel.body.block.ops if isinstance(op, T.LoadOp)]
+    assert ("x" in before) == prefetch

@@ -36,12 +36,21 @@ RANGE_LOOP_ATTRIBUTE = "tilec.loop"
 # Tensor-core dot groups a loop leaves running across its back edge (`pipeline`'s option
 # dots_in_flight): read by the interpreter's race check, the lowering and the tuner.
 DOTS_IN_FLIGHT_ATTRIBUTE = "tilec.dots_in_flight"
+# A range loop that walks a kernel's output tiles (`walk-tiles`): its induction variable is a
+# tile index, and the tiles' loads are masked by their views' extents at any index, so a load
+# may be issued for the next index before this one is done (`register_prefetch`).
+TILE_WALK_ATTRIBUTE = "tilec.tile_walk"
 
 
 def is_range_loop(op: Operation) -> bool:
     """Whether `op` is an `scf.for` made from a `range()` loop."""
     attr = op.attributes.get(RANGE_LOOP_ATTRIBUTE)
     return isinstance(op, ForOp) and isinstance(attr, StringAttr) and attr.value == "range"
+
+
+def is_tile_walk(op: Operation) -> bool:
+    """Whether `op` is a range loop over a kernel's output tiles (`TILE_WALK_ATTRIBUTE`)."""
+    return is_range_loop(op) and TILE_WALK_ATTRIBUTE in op.attributes
 
 
 def dots_in_flight(op: Operation) -> int:
