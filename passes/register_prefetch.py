@@ -73,6 +73,7 @@ from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
 from tilec.dialects.builtin import FuncOp
+from tilec.ir.attributes import BoolAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.folding import constant_value
@@ -89,7 +90,11 @@ from tilec.passes.occupancy import (
 )
 from tilec.passmanager import PassContext
 
-__all__ = ["prefetch_registers"]
+__all__ = ["REGISTER_PREFETCH_ATTRIBUTE", "prefetch_registers"]
+
+# On a kernel with loads a loop could issue an iteration ahead: whether they are (the
+# decision, read back by the tuner as `stages` 2 or 1).
+REGISTER_PREFETCH_ATTRIBUTE = "tilec.register_prefetch"
 
 _SHARED_OPS = (
     shared.StoreSharedOp,
@@ -130,6 +135,7 @@ def prefetch_registers(
     walks = _find_walks(kernel, ctx)
     if not walks:
         return
+    kernel.attributes[REGISTER_PREFETCH_ATTRIBUTE] = BoolAttr(False)
     pin = kernel.attributes.get("tilec.num_stages")
     if pin is not None:
         take, why = pin.value >= 2, f"stages={pin.value} pinned by the kernel"
@@ -154,6 +160,7 @@ def prefetch_registers(
         f"2 stages in registers: {'; '.join(w.names() for w in walks)} loaded one iteration "
         f"ahead: {why}",
     )
+    kernel.attributes[REGISTER_PREFETCH_ATTRIBUTE] = BoolAttr(True)
     for walk in walks:
         _rewrite(walk, ctx)
 

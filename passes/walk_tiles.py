@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
-from tilec.ir.attributes import UnitAttr
+from tilec.ir.attributes import BoolAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Pure, Value
 from tilec.ir.types import TileType
@@ -51,7 +51,11 @@ from tilec.passes.pipeline_persistent import _extent_source, tile_walk, walk_loo
 from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["WalkTiles"]
+__all__ = ["WALK_TILES_ATTRIBUTE", "WalkTiles"]
+
+# On a kernel that could walk its tiles: whether it does (the pass's decision, read back by the
+# tuner).
+WALK_TILES_ATTRIBUTE = "tilec.walk_tiles"
 
 
 @register_pass
@@ -76,8 +80,6 @@ class WalkTiles(Pass):
         )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
-        if not self.options.enable:
-            return
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             hoisted = _invariant_loads(kernel)
             if not hoisted:
@@ -90,9 +92,21 @@ class WalkTiles(Pass):
                     f"{self.options.max_elements} a block may keep in registers across the walk"
                 )
             if why:
-                ctx.remark(kernel, f"blocks not made to walk tiles: {why}")
+                if self.options.enable:
+                    ctx.remark(kernel, f"blocks not made to walk tiles: {why}")
                 continue
-            _rewrite(kernel, hoisted, ctx)
+            # The decision, either way, for the tuner (`tilec.tune.space`: a kernel that
+            # could walk is searched both ways).
+            kernel.attributes[WALK_TILES_ATTRIBUTE] = BoolAttr(self.options.enable)
+            if self.options.enable:
+                _rewrite(kernel, hoisted, ctx)
+            else:
+                names = ", ".join(f"%{op.view.name_hint or '?'}" for op in hoisted)
+                ctx.remark(
+                    kernel,
+                    f"blocks could walk the output tiles and load {names} once; not done "
+                    "(walk-tiles.enable is off by default)",
+                )
 
 
 def _blocker(kernel: FuncOp) -> str:

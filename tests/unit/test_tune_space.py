@@ -154,3 +154,25 @@ def test_a_sliding_window_searches_whether_its_shown_tiles_run_unmasked():
         "attention.tile", "attention", {"B": 1, "H": 2, "M": 512, "N": 512, "D": 64}
     )
     assert "mask-bounds.middle" not in plain.decisions
+
+
+def test_a_row_kernel_that_could_walk_its_rows_searches_the_walk_and_the_prefetch():
+    # layer norm at an odd width: w and b are read by every row, so walk-tiles could make the
+    # blocks walk rows (off by default), and the walk's row load could be issued a row ahead
+    sizes = {"M": 6000, "N": 3001}
+    problem, build, kernel = _heuristic("layernorm.tile", "layernorm", sizes)
+    names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
+    assert names["walk-tiles.enable"].values == (True, False)
+    assert build.decisions["walk-tiles.enable"] is False
+    # the walk's loop could load a row ahead: stages 1 or 2 (the same code without the walk)
+    assert names["stages"].values == (1, 2)
+    walked = build_candidate(problem, {"walk-tiles.enable": True})
+    assert walked.decisions["walk-tiles.enable"] is True and walked.decisions["stages"] == 1
+    ahead = build_candidate(problem, {"walk-tiles.enable": True, "stages": 2})
+    assert ahead.decisions["stages"] == 2  # read back from the kernel, not the config
+    assert ahead.ptx != walked.ptx
+    # a scan over a row's tiles: its loads could go an iteration ahead; stages is 1 or 2
+    problem, build, kernel = _heuristic("cumsum.tile", "cumsum_rows", {"M": 3000, "N": 10007})
+    names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
+    assert names["stages"].values == (1, 2) and build.decisions["stages"] == 1
+    assert build_candidate(problem, {"stages": 2}).decisions["stages"] == 2

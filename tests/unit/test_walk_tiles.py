@@ -16,7 +16,9 @@ from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE
 from tilec.interp.runner import random_arguments
+from tilec.ir.attributes import BoolAttr
 from tilec.ir.verifier import verify
+from tilec.passes.walk_tiles import WALK_TILES_ATTRIBUTE
 from tilec.passmanager import PassContext, parse_pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -111,10 +113,22 @@ def test_tiles_too_large_to_hold_across_the_walk_are_not_hoisted():
 
 
 def test_off_unless_enabled():
+    # off: the kernel is left as it was, but the decision is recorded on it (for the tuner,
+    # which searches it both ways) and said in a remark
     module, _, _ = _run("layernorm.tile", "layernorm", 64, 3001, BEFORE % 3001)
     text = str(module)
-    _walk(module, "walk-tiles")
+    context = _walk(module, "walk-tiles")
+    kernel = module.lookup("layernorm")
+    assert kernel.attributes.pop(WALK_TILES_ATTRIBUTE) == BoolAttr(False)
     assert str(module) == text
+    assert [r.message for r in context.remarks] == [
+        "blocks could walk the output tiles and load %w, %b once; not done "
+        "(walk-tiles.enable is off by default)"
+    ]
+    # on: recorded as taken
+    module, _, _ = _run("layernorm.tile", "layernorm", 64, 3001, BEFORE % 3001)
+    _walk(module)
+    assert module.lookup("layernorm").attributes[WALK_TILES_ATTRIBUTE] == BoolAttr(True)
 
 
 @pytest.mark.parametrize("prefetch", [False, True])

@@ -13,6 +13,8 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `tiling.staged_a` (wgmma dots whose A is loaded before their loop: held in registers, or read from shared memory every step) | pass option | tiling |
 | `tiling.producer` (loops of two wgmma dots, attention's: tiled for a producer warpgroup, or for the warps alone) | pass option | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
+| `stages` 1 or 2 (kernels whose loops load tiles into registers that could be issued an iteration ahead: register prefetch) | `@kernel(stages=...)` | pipeline |
+| `walk-tiles.enable` (row kernels whose rows all read one tile, a norm's weight: blocks walk the rows, loading it once) | pass option | walk-tiles |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 | `mask-bounds.middle` (loops whose masks show a middle range of tiles entirely: a sliding window's; that range run without them, or masked) | pass option | mask-bounds |
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
@@ -56,7 +58,9 @@ from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.mask_bounds import MIDDLE_ATTR
+from tilec.passes.register_prefetch import REGISTER_PREFETCH_ATTRIBUTE
 from tilec.passes.specialize import attribute_pairs as _pairs
+from tilec.passes.walk_tiles import WALK_TILES_ATTRIBUTE
 from tilec.passmanager import registered_passes
 
 __all__ = [
@@ -179,6 +183,12 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
         decisions["warps"] = int(warps.value)
     buffers = _streamed_buffers(kernel)
     decisions["stages"] = max((b.result.type.shape[0] for b in buffers), default=1)
+    prefetch = kernel.attributes.get(REGISTER_PREFETCH_ATTRIBUTE)
+    if not buffers and prefetch is not None and prefetch.value:
+        decisions["stages"] = 2  # a tile loaded one iteration ahead, in registers
+    walk = kernel.attributes.get(WALK_TILES_ATTRIBUTE)
+    if walk is not None:
+        decisions["walk-tiles.enable"] = bool(walk.value)
     dots = [op for op in kernel.walk() if isinstance(op, T.DotOp)]
     if dots:
         layout = dots[0].result.type.layout
@@ -269,8 +279,15 @@ def applicable(
             decisions.append(Decision(f"tile.{dim}", tuple(sorted(values)), pin=True))
     if "warps" not in fixed:
         decisions.append(Decision("warps", tuple(_WARP_COUNTS), pin=True))
-    if _streamed_buffers(heuristic) and "stages" not in fixed:
-        decisions.append(Decision("stages", tuple(range(1, _MAX_STAGES + 1)), pin=True))
+    if "stages" not in fixed:
+        if _streamed_buffers(heuristic):
+            decisions.append(Decision("stages", tuple(range(1, _MAX_STAGES + 1)), pin=True))
+        elif REGISTER_PREFETCH_ATTRIBUTE in heuristic.attributes or (
+            WALK_TILES_ATTRIBUTE in heuristic.attributes
+        ):
+            # loads a loop (or the walk over rows walk-tiles would make) may issue an
+            # iteration ahead: one stage in registers, or two
+            decisions.append(Decision("stages", (1, 2), pin=True))
     if "split" in chosen and "split" not in fixed:
         decisions.append(Decision("split", SPLIT_VALUES, pin=True))
     dots = _f16_dots(heuristic)
@@ -282,6 +299,8 @@ def applicable(
             options.append(("tiling.wgmma", (True, False)))
         options.append(("tiling.mma", (True, False)))
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
+    if "walk-tiles.enable" in chosen:
+        options.append(("walk-tiles.enable", (True, False)))
     if "defer-reduction.enable" in chosen:
         options.append(("defer-reduction.enable", (True, False)))
     if "mask-bounds.middle" in chosen:
