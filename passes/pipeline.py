@@ -38,6 +38,7 @@ from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
 from tilec.dialects.builtin import FuncOp
+from tilec.dialects.tile import DotOperandLayout
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Value
@@ -571,6 +572,16 @@ def _pipeline_loop(
             "which a wgmma still in flight would be reading",
         )
         chained = False
+    elif chained and (held := _registers_a_step_writes(loop)):
+        # wgmma reads a register A while it runs: the next step's fragments would overwrite
+        # registers the group left in flight still reads (the PTX ISA leaves that undefined;
+        # ptxas before 13.3 does not keep them apart).
+        ctx.remark(
+            loop,
+            f"no wgmma group left in flight: its A ('{held}') is in registers, loaded each "
+            "step, which the next step would overwrite while the group still reads them",
+        )
+        chained = False
     elif chained and in_flight == 1 and stages < 3:
         ctx.remark(loop, f"dots_in_flight needs 3 stages or more, not {stages}: left at 0")
         chained = False
@@ -707,6 +718,19 @@ def _written_by_warps(loop: scf.ForOp, streamed: set[int]) -> str | None:
         if isinstance(op, shared.StoreSharedOp) and id(op) not in streamed:
             return op.name
     return None
+
+
+def _registers_a_step_writes(loop: scf.ForOp) -> str:
+    """The name of the A operand of a chained wgmma dot of `loop` held in registers
+    (`#dot_operand` version 2) and computed inside the loop, or "": a staged A (attention's q,
+    read into registers once before the loop) is never rewritten while a group runs."""
+    for j in chained_wgmma_slots(loop):
+        dot = loop.yield_op.operands[j].op
+        a = dot.a
+        layout = a.type.layout
+        if isinstance(layout, DotOperandLayout) and layout.version == 2 and defined_inside(a, loop):
+            return a.name_hint or "A"
+    return ""
 
 
 def _why_not_in_flight(kernel: FuncOp, loop: scf.ForOp, stages: int) -> str:

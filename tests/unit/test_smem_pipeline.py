@@ -356,3 +356,35 @@ def test_a_copy_into_the_slot_a_dot_in_flight_reads_is_a_race():
 def test_dots_in_flight_need_three_stages_and_a_wgmma_chain():
     _module, func = _matmul_in_flight(1, stages=2)
     assert "tilec.dots_in_flight" not in _loop(func).attributes
+
+
+def test_a_register_a_is_never_left_in_flight_and_the_interpreter_says_why():
+    # `a.T @ b` (a stored [K, M]): wgmma's A is read into registers by ldmatrix.trans each
+    # step, so the next step would overwrite registers a group left in flight still reads.
+    # pipeline leaves none in flight even when asked; forcing the attribute back on is a race
+    # the interpreter reports at the dot.
+    from tilec.compiler import DEFAULT_PIPELINE, target_pipeline
+    from tilec.ir.attributes import IntegerAttr
+
+    pipeline = 'assume{all="aligned,unit"},' + DEFAULT_PIPELINE.replace(
+        "pipeline,", "pipeline{dots_in_flight=1},"
+    )
+    program = tilec.compile(
+        os.path.join(ROOT, "examples", "gemm_layouts.tile"),
+        kernels=["gemm_tn"],
+        options={"tile": {"N": 256}, "warps": 8, "stages": 4},
+        pipeline=target_pipeline(pipeline, "sm_90a"),
+    )
+    module, func = program.module, program.module.lookup("gemm_tn")
+    loop = _loop(func)
+    assert "tilec.dots_in_flight" not in loop.attributes
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((192, 128)).astype(np.float16)  # [K, M]
+    b = rng.standard_normal((192, 256)).astype(np.float16)
+    c = np.zeros((128, 256), np.float16)
+    (_, _, got), _ = run_kernel(module, "gemm_tn", [a, b, c])
+    want = a.T.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=2e-2)
+    loop.attributes["tilec.dots_in_flight"] = IntegerAttr(1)
+    with pytest.raises(Exception, match="reads its A from registers computed each iteration"):
+        run_kernel(module, "gemm_tn", [a, b, c])

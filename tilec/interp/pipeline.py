@@ -246,6 +246,22 @@ def _in_flight_loop(dot: Operation) -> tuple[Operation, int] | None:
     return (loop, pending) if pending >= 1 else None
 
 
+def _reads_registers_the_loop_writes(dot: Operation, loop: Operation) -> bool:
+    """Whether `dot`, a link of `loop`'s accumulator chain (its result only yielded, its
+    accumulator the carried value: the dots a loop leaves in flight), reads an A held in
+    registers (`#dot_operand` version 2) that the loop's body computes."""
+    layout = dot.a.type.layout
+    if not (isinstance(layout, tile_ops.DotOperandLayout) and layout.version == 2):
+        return False
+    result = dot.results[0]
+    if not (result.uses and all(isinstance(u, scf.YieldOp) for u in result.uses)):
+        return False
+    a_op = getattr(dot.a, "op", None)
+    while a_op is not None and a_op is not loop:
+        a_op = a_op.parent_op
+    return a_op is loop
+
+
 def _release(held: _HeldRead) -> None:
     """The dot's group is complete: the slot is read, as any read until the next barrier."""
     held.slot.held_by = None
@@ -259,8 +275,16 @@ _plain_dot = SEMANTICS[tile_ops.DotOp]
 def _dot(state: BlockState, op: Operation, args: list[Any]) -> Any:
     """The dot's value, and in a loop that leaves dots in flight, the groups its issue
     completes: all but the newest N of the loop's."""
-    result = _plain_dot(state, op, args)
     found = _in_flight_loop(op)
+    if found is not None and _reads_registers_the_loop_writes(op, found[0]):
+        raise state.error(
+            op,
+            "is left in flight across iterations (tilec.dots_in_flight) but reads its A from "
+            "registers computed each iteration: the next iteration overwrites them while this "
+            "dot's group may still be reading them",
+            hint="leave no dot in flight where A is in registers (pipeline's dots_in_flight = 0)",
+        )
+    result = _plain_dot(state, op, args)
     if found is not None and state.async_state is not None:
         loop, pending = found
         a = state.async_state
