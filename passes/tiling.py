@@ -179,6 +179,12 @@ class Tiling(Pass):
             "blocks grouped along grid axis 0 for L2 reuse (1: off, the launch order; 0: "
             "choose: 8)",
         )
+        inner_first: bool = option(
+            True,
+            "kernels without dots: the grid axis that walks the innermost dimension of the "
+            "tensors the blocks move first (CUDA's x), so the blocks launched together read "
+            "and write neighbouring memory (passes/tiling_order.py)",
+        )
         stages: int = option(
             MAX_DEFAULT_STAGES,
             "most copy-pipeline stages budgeted unless the kernel pins them (pipeline's "
