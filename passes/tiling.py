@@ -180,10 +180,10 @@ class Tiling(Pass):
             "choose: 8)",
         )
         inner_first: bool = option(
-            False,
+            True,
             "kernels without dots: the grid axis that walks the innermost dimension of the "
             "tensors the blocks move first (CUDA's x), so the blocks launched together read "
-            "and write neighbouring memory (passes/tiling_order.py; off until measured)",
+            "and write neighbouring memory (passes/tiling_order.py)",
         )
         stages: int = option(
             MAX_DEFAULT_STAGES,

@@ -166,7 +166,11 @@ def test_warp_specialized_gemm_gives_the_bits_of_the_plain_one(m, n, k, layout, 
     torch.testing.assert_close(c, (a.float() @ b.float()).to(dtype), rtol=2e-2, atol=0.5)
     assert torch.equal(c, c0)
     ptx = specialized.compile_for(a_stored, b_stored, c).ptx
-    if m >= 1000:
+    if layout == "tn":
+        # A stored [K, M] reaches wgmma in registers, loaded each step: no group may be left
+        # in flight over them (passes/pipeline.py), and the producer needs one in flight
+        assert "setmaxnreg.inc" not in ptx
+    elif m >= 1000:
         assert "setmaxnreg.inc" in ptx and "mbarrier.arrive.shared" in ptx
 
 
