@@ -101,25 +101,30 @@ class BlockOrder:
         first, weight = ranked[0]
         if first == 0 or (len(ranked) > 1 and ranked[1][1] == weight):
             return
-        order = [first] + [a for a in range(len(grid)) if a != first]
-        self.reorder_grid(order)
-        names = [str(dim) for dim, _ in grid]
-        self.ctx.remark(
-            self.kernel,
-            f"block order: {names[first]} first (grid axis 0, x), then "
-            f"{', '.join(names[a] for a in order[1:])}: {names[first]} walks the innermost "
-            "dimension the blocks read and write, so the blocks launched together move "
-            "neighbouring memory (option inner_first)",
+        name = str(grid[first][0])
+        self.put_first(
+            first,
+            f"{name} walks the innermost dimension the blocks read and write, so the blocks "
+            "launched together move neighbouring memory (option inner_first)",
         )
 
-    def reorder_grid(self, order: list[int]) -> None:
-        """Make grid axis `order[i]` axis i: the program ids, grid sizes and `tilec.grid`."""
+    def put_first(self, first: int, why: str) -> None:
+        """Make grid axis `first` axis 0 (the others keep their order): the program ids, grid
+        sizes and `tilec.grid`; remarked with `why`."""
+        grid = attribute_pairs(self.kernel, "tilec.grid")
+        order = [first] + [a for a in range(len(grid)) if a != first]
         new_axis = {old: new for new, old in enumerate(order)}
         for op in self.kernel.walk():
             if isinstance(op, (T.ProgramIdOp, T.NumProgramsOp)) and op.axis in new_axis:
                 op.attributes["axis"] = IntegerAttr(new_axis[op.axis])
         pairs = self.kernel.attributes["tilec.grid"].elements
         self.kernel.attributes["tilec.grid"] = ArrayAttr(tuple(pairs[a] for a in order))
+        names = [str(dim) for dim, _ in grid]
+        self.ctx.remark(
+            self.kernel,
+            f"block order: {names[first]} first (grid axis 0, x), then "
+            f"{', '.join(names[a] for a in order[1:])}: {why}",
+        )
 
     def shared_axis_first(self, grid: list[tuple[str, object]]) -> bool:
         """Puts first (CUDA's x, the axis consecutive blocks walk) the grid axis that no
@@ -149,15 +154,10 @@ class BlockOrder:
         if not free or free[0] == 0 or used == set():
             return False
         first = free[0]
-        order = [first] + [a for a in range(len(grid)) if a != first]
-        self.reorder_grid(order)
-        names = [str(dim) for dim, _ in grid]
-        self.ctx.remark(
-            self.kernel,
-            f"block order: {names[first]} first (grid axis 0, x), then "
-            f"{', '.join(names[a] for a in order[1:])}: no streamed dot operand depends on "
-            f"{names[first]}, so the blocks launched together read the same streamed tiles "
-            "from L2",
+        self.put_first(
+            first,
+            f"no streamed dot operand depends on {grid[first][0]}, so the blocks launched "
+            "together read the same streamed tiles from L2",
         )
         return True
 
