@@ -38,7 +38,6 @@ from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
 from tilec.dialects.builtin import FuncOp
-from tilec.dialects.tile import DotOperandLayout
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Value
@@ -52,6 +51,7 @@ from tilec.passes.occupancy import (
     DRIVER_RESERVED_SHARED,
     SM_SHARED_SM90,
 )
+from tilec.passes.pipeline_in_flight import leave_in_flight
 from tilec.passes.pipeline_occupancy import _planned_blocks, blocks_per_sm, stages_in_flight
 from tilec.passes.pipeline_persistent import (
     PipelinedLoop,
@@ -76,7 +76,6 @@ from tilec.passes.smem_placement import (
     remove_redundant_barriers,
 )
 from tilec.passes.specialize import parse_assignments
-from tilec.passes.wgmma_model import COPY_LATENCY_CLOCKS, lead_covers_latency
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
@@ -560,36 +559,9 @@ def _pipeline_loop(
     loop = streams[0].loop
     # With a wgmma chain left in flight across the back edge, iteration i's copies may not
     # fill the slot iteration i-1's wgmmas still read: they run S-2 steps ahead, not S-1.
-    chained = in_flight != 0 and bool(chained_wgmma_slots(loop))
-    written = _written_by_warps(loop, {id(st.store) for st in streams})
-    if in_flight == 1 and not chained:
-        ctx.remark(loop, "dots_in_flight: no wgmma chain in this loop to leave in flight")
-    elif chained and written is not None:
-        # Each step's store would overwrite what the group left in flight still reads.
-        ctx.remark(
-            loop,
-            f"no wgmma group left in flight: the loop writes shared memory itself ('{written}'), "
-            "which a wgmma still in flight would be reading",
-        )
-        chained = False
-    elif chained and (held := _registers_a_step_writes(loop)):
-        # wgmma reads a register A while it runs: the next step's fragments would overwrite
-        # registers the group left in flight still reads (the PTX ISA leaves that undefined;
-        # ptxas before 13.3 does not keep them apart).
-        ctx.remark(
-            loop,
-            f"no wgmma group left in flight: its A ('{held}') is in registers, loaded each "
-            "step, which the next step would overwrite while the group still reads them",
-        )
-        chained = False
-    elif chained and in_flight == 1 and stages < 3:
-        ctx.remark(loop, f"dots_in_flight needs 3 stages or more, not {stages}: left at 0")
-        chained = False
-    elif chained and in_flight == -1:
-        why = _why_not_in_flight(kernel, loop, stages)
-        if why:
-            ctx.remark(loop, f"no wgmma group left in flight: {why}")
-            chained = False
+    chained = leave_in_flight(
+        kernel, loop, stages, in_flight, {id(st.store) for st in streams}, ctx
+    )
     lead = stages - 2 if chained else stages - 1
     if chained:
         loop.attributes[scf.DOTS_IN_FLIGHT_ATTRIBUTE] = IntegerAttr(1)
@@ -707,50 +679,6 @@ def _pipeline_loop(
     if barriers is None:
         return None
     return PipelinedLoop(loop, stages, step_index, prologue, ends)
-
-
-def _written_by_warps(loop: scf.ForOp, streamed: set[int]) -> str | None:
-    """The name of an op by which the loop's threads will still write shared memory
-    themselves after pipelining (a `tile.store_shared` that is not one of the streams' stores,
-    which become copies: an operand no copy can fill, such as A read along a strided K), or
-    None."""
-    for op in loop.walk():
-        if isinstance(op, shared.StoreSharedOp) and id(op) not in streamed:
-            return op.name
-    return None
-
-
-def _registers_a_step_writes(loop: scf.ForOp) -> str:
-    """The name of the A operand of a chained wgmma dot of `loop` held in registers
-    (`#dot_operand` version 2) and computed inside the loop, or "": a staged A (attention's q,
-    read into registers once before the loop) is never rewritten while a group runs."""
-    for j in chained_wgmma_slots(loop):
-        dot = loop.yield_op.operands[j].op
-        a = dot.a
-        layout = a.type.layout
-        if isinstance(layout, DotOperandLayout) and layout.version == 2 and defined_inside(a, loop):
-            return a.name_hint or "A"
-    return ""
-
-
-def _why_not_in_flight(kernel: FuncOp, loop: scf.ForOp, stages: int) -> str:
-    """Why `dots_in_flight` (automatic) leaves the wgmma chain of `loop` waiting each step,
-    or "": with a group in flight the copies run S-2 steps ahead, and those steps must cover
-    a copy's latency (`wgmma_model.lead_covers_latency`, for the blocks an SM holds)."""
-    if stages < 3:
-        return f"with {stages} stages its copies would run {stages - 2} steps ahead"
-    dot = loop.yield_op.operands[chained_wgmma_slots(loop)[0]].op
-    (bm, bn), bk = dot.result.type.shape, dot.a.type.shape[1]
-    blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
-    resident = int(blocks.value) if blocks is not None else 1
-    lead = stages - 2
-    if lead_covers_latency(bm, bn, bk, lead, resident, dot.a.type.element.width // 8):
-        return ""
-    return (
-        f"its copies would run {lead} step{'s' if lead > 1 else ''} of {bm}x{bn}x{bk} ahead "
-        f"({resident} block{'s' if resident > 1 else ''} an SM), less than a copy's latency "
-        f"of {COPY_LATENCY_CLOCKS} clocks (passes/wgmma_model.py)"
-    )
 
 
 def _copy(b: Builder, s: _Stream, iv_value: Value, slot: Value) -> Operation:
