@@ -121,8 +121,13 @@ def test_the_pass_makes_the_grid_axis_a_loop_and_split_adds_the_split_axis():
 
 
 def test_disabled_the_kernel_keeps_its_grid():
-    module = _compiled("col_sum_atomic", DEFAULT_PIPELINE.replace("accumulate-atomics,", ""))
-    abi = module_abi(module)["col_sum_atomic"]
+    # Without the pass the grid is tiling's: N, the axis along memory, first (inner_first),
+    # and M as declared once that order is turned off; neither is split.
+    pipeline = DEFAULT_PIPELINE.replace("accumulate-atomics,", "")
+    abi = module_abi(_compiled("col_sum_atomic", pipeline))["col_sum_atomic"]
+    assert [a.dim for a in abi.grid] == ["N", "M"] and abi.split is None
+    declared = pipeline.replace("tiling", "tiling{inner_first=false}", 1)
+    abi = module_abi(_compiled("col_sum_atomic", declared))["col_sum_atomic"]
     assert [a.dim for a in abi.grid] == ["M", "N"] and abi.split is None
 
 
