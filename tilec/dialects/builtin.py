@@ -30,6 +30,13 @@ PERSISTENT_ATTRIBUTE = "tilec.persistent"
 # registers (`tiling`'s option `staged_a`; smem-placement stages it so).
 STAGED_A_ATTRIBUTE = "tilec.staged_a"
 
+# A kernel with this attribute (`[c0, c1, ...]`, blocks a cluster along each grid axis) runs
+# in thread-block clusters (`pipeline`'s option `cluster`, passes/pipeline_cluster.py): the
+# launch rounds each grid axis up to a multiple of its c (the blocks past the tiles compute
+# nothing but still take part in the cluster's copies), and the blocks of one cluster share
+# operand tiles (`tile.tma_copy {multicast}`) and each other's mbarriers.
+CLUSTER_ATTRIBUTE = "tilec.cluster"
+
 # A kernel with this attribute was tiled for a producer warpgroup (`tiling`'s option
 # `producer`): pipeline's options warp_specialize and pingpong, left at their default, follow.
 PRODUCER_ATTRIBUTE = "tilec.producer_warpgroup"

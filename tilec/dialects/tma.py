@@ -31,6 +31,31 @@ instead of a cp.async group. The barriers are one 8-byte slot per stage of a sha
   dimension order; the lowering covers the slot with boxes of it (`tilec.lowering.tma`).
 * Writing a slot follows `tile.async_copy`'s rules (never while it is read or in flight).
 
+In a kernel that runs in thread-block clusters (`tilec.cluster`, passes/pipeline_cluster.py)
+the blocks of a cluster share tiles and barriers:
+
+    tile.mbarrier_init %empty {arrivals = 2, warps = 8}       // both blocks' consumers
+    tile.cluster_barrier                                      // every block sees every init
+    ...
+    tile.tma_copy %B[%k, %n], %b_smem[%s], %full[%s] {box = [64, 64], multicast = 2}
+    tile.mbarrier_arrive %empty[%s] {cluster = 2}             // in each block of the cluster
+    ...
+    tile.cluster_barrier                                      // no block still uses another's
+    tile.mbarrier_inval %full
+
+* `multicast = C`: the block of rank r in its cluster of C (`cluster_rank`) copies part r of
+  C of the tile (`multicast_part`: along the slot's last dimension when that is C or more
+  boxes wide, else along its rows) into the slot of *every* block of the cluster, landing the
+  part's bytes on each one's mbarrier `barriers[barrier_slot]`. Every block of the cluster
+  issues the copy with the same offsets, so each gets the whole tile, and each block's
+  barrier expects the whole tile's bytes.
+* `tile.mbarrier_arrive {cluster = C}` arrives once on the mbarrier at its slot in each block
+  of the cluster (a block releasing a stage that the others' multicasts refill).
+* `tile.cluster_barrier`: every thread of every block of the cluster arrives and waits; it
+  makes the mbarrier inits before it visible to the cluster (a copy or arrival from another
+  block may only reach a barrier after one), and no block leaves while another may still
+  arrive on its barriers or write its slots.
+
 The interpreter checks the protocol: a wait on a phase that no arrival or copy can complete
 (it would hang), bytes that do not match the expectation, an arrival on a phase that already
 had all of its, a read of a slot whose copy is still in flight (a wait on the wrong phase
@@ -45,13 +70,16 @@ from tilec.ir.core import Attr, Operand, Operation, register_op
 from tilec.ir.types import IntegerType, SharedType, TensorType
 
 __all__ = [
+    "ClusterBarrierOp",
     "MbarrierArriveOp",
     "MbarrierExpectOp",
     "MbarrierInitOp",
     "MbarrierInvalOp",
     "MbarrierWaitOp",
     "TmaCopyOp",
+    "cluster_rank",
     "is_barrier_buffer",
+    "multicast_part",
 ]
 
 
@@ -63,6 +91,30 @@ def is_barrier_buffer(t: object) -> bool:
         and t.shape[1] == 1
         and isinstance(t.element, IntegerType)
         and t.element.width == 64
+    )
+
+
+def cluster_rank(program_id: tuple[int, ...], cluster: tuple[int, ...]) -> int:
+    """The rank of the block `program_id` in its cluster of `cluster` blocks a grid axis, as
+    the hardware numbers it (`%cluster_ctarank`): axis 0 (x) fastest."""
+    rank, scale = 0, 1
+    for p, c in zip(program_id, cluster):
+        rank += (p % c) * scale
+        scale *= c
+    return rank
+
+
+def multicast_part(slot: tuple[int, ...], box: tuple[int, ...], ctas: int) -> tuple[int, int] | str:
+    """How a tile of `slot` copied in boxes of `box` is shared out among the `ctas` blocks of
+    a cluster: (dimension, elements a part along it) -- the slot's last dimension when it is
+    `ctas` or more boxes wide, else its rows -- or why it cannot be (a part must be whole
+    boxes)."""
+    for dim in (len(slot) - 1, len(slot) - 2):
+        if dim >= 0 and slot[dim] % (ctas * box[dim]) == 0:
+            return dim, slot[dim] // ctas
+    return (
+        f"neither its {slot[-1]} columns nor its {slot[-2] if len(slot) > 1 else 1} rows split "
+        f"into {ctas} parts of whole boxes of {list(box)}"
     )
 
 
@@ -136,10 +188,33 @@ class MbarrierArriveOp(Operation):
     barriers = Operand(SHARED)
     slot = Operand(INDEX)
     pred = Operand(BOOL_LIKE, optional=True)
+    cluster = Attr(
+        IntegerAttr,
+        optional=True,
+        doc="arrive on the mbarrier at this slot in each of the cluster's `cluster` blocks",
+    )
     assembly_format = "$barriers `[` $slot `]` (`,` `pred` $pred)? attr-dict `:` type($barriers)"
+
+    @property
+    def cluster_ctas(self) -> int:
+        """The blocks whose mbarrier this arrival reaches (1: its own)."""
+        c = self.attributes.get("cluster")
+        return 1 if c is None else int(c.value)
 
     def verify_(self) -> None:
         _check_barriers(self, self.barriers.type)
+        if not 1 <= self.cluster_ctas <= 16:
+            raise self.error(f"cluster must be in 1..16 blocks, got {self.cluster_ctas}")
+
+
+@register_op
+class ClusterBarrierOp(Operation):
+    """Every thread of every block of the cluster arrives and waits (`barrier.cluster`): what
+    each did before -- mbarrier inits above all -- is visible to all of them after it."""
+
+    name = "tile.cluster_barrier"
+    summary = "Synchronize every thread of the blocks of a cluster."
+    assembly_format = "attr-dict"
 
 
 @register_op
@@ -164,6 +239,12 @@ class TmaCopyOp(Operation):
         optional=True,
         doc="interleaved rows: a whole tile of rows in one 5-D box (tilec.lowering.tma)",
     )
+    multicast = Attr(
+        IntegerAttr,
+        optional=True,
+        doc="blocks of the cluster sharing the tile: each copies its part into all of them "
+        "(`multicast_part`)",
+    )
     assembly_format = (
         "$view `[` $offsets `]` `,` $buffer `[` $slot `]` `,` $barriers `[` $barrier_slot `]` "
         "(`,` `pred` $pred)? attr-dict `:` type($view) `,` type($buffer) `,` type($barriers)"
@@ -176,6 +257,12 @@ class TmaCopyOp(Operation):
     @property
     def box_shape(self) -> tuple[int, ...]:
         return tuple(int(e.value) for e in self.attributes["box"].elements)
+
+    @property
+    def multicast_ctas(self) -> int:
+        """The blocks of the cluster that share this tile (1: the block's own copy)."""
+        m = self.attributes.get("multicast")
+        return 1 if m is None else int(m.value)
 
     def verify_(self) -> None:
         view_t, buffer_t = self.view.type, self.buffer.type
@@ -197,6 +284,15 @@ class TmaCopyOp(Operation):
         slot = buffer_t.shape[1:]
         if any(isinstance(s, int) and s % b for s, b in zip(slot, box)):
             raise self.error(f"box {list(box)} does not tile a slot of {list(slot)}")
+        ctas = self.multicast_ctas
+        if ctas != 1:
+            if not 2 <= ctas <= 16:
+                raise self.error(f"multicast must be in 2..16 blocks, got {ctas}")
+            if self.is_folded:
+                raise self.error("a folded copy cannot be multicast (its one box is the tile)")
+            part = multicast_part(tuple(slot), box, ctas)
+            if isinstance(part, str):
+                raise self.error(f"cannot share a slot of {list(slot)} among {ctas} blocks: {part}")
 
 
 @register_op
