@@ -23,6 +23,15 @@ The stream is, in order: the `stream` argument; torch's current stream when torc
 are passed (CuPy's for CuPy arrays); the legacy default stream. With device arrays only, a
 launch neither allocates nor synchronises, so it can be captured into a CUDA graph.
 
+**Clusters.** A kernel that runs in thread-block clusters (`KernelABI.cluster`) names its
+cluster shape in its PTX (`.explicitcluster`, `.reqnctapercluster`), as CUDA C++'s
+`__cluster_dims__` does; the driver then launches it in clusters of that shape through the
+plain `cuLaunchKernel`, as `<<<grid, block>>>` launches such a kernel, provided each grid axis
+is a multiple of the cluster's (`grid` rounds it up). So every launch path stays the one
+above: `cuLaunchKernelEx` with `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` would only be needed to
+choose the shape at launch time, which a tilec kernel never does. A kernel both persistent
+and clustered is refused (its grid is the blocks the GPU holds, not whole clusters).
+
 **numpy arrays** are copied to the GPU (stream-ordered allocations), the kernel runs, the ones
 it writes are copied back, and the call waits for the stream: simple and slow, and refused
 inside graph capture.
@@ -97,6 +106,9 @@ class Launcher:
         # A split kernel (`split-reduction`): its split axis, and per GPU (SMs, blocks per SM).
         self.split = getattr(abi, "split", None)
         self._split_axis = len(abi.grid)
+        # Thread-block clusters (`KernelABI.cluster`): blocks a cluster along x, y, z.
+        self.cluster = tuple(getattr(abi, "cluster", (1, 1, 1)))
+        self._check_cluster()
         self._residency: dict[int, tuple[int, int]] = {}
         self._functions: dict[int, Any] = {}  # device ordinal -> CUfunction
         self._streams: dict[int, Any] = {}  # stream handle -> CUstream (`fast_launch`)
@@ -192,6 +204,27 @@ class Launcher:
         self._written = {names.index(n) for n in written if n in names}
         self._dims_of = dims_of
 
+    def _check_cluster(self) -> None:
+        """Refuse cluster shapes no launch can keep: a persistent grid (its x is the blocks the
+        GPU holds, not a multiple of anything), or clusters along an axis the grid does not
+        tile (a split axis, or one past the grid's), whose count the launcher does not round."""
+        if self.cluster == (1, 1, 1):
+            return
+        if getattr(self.abi, "persistent", False):
+            raise LaunchError(
+                f"kernel '{self.name}' is persistent and runs in clusters of "
+                f"{list(self.cluster)} blocks: the launcher supports one or the other",
+                self.loc,
+                hint="compile it without pipeline's persistent or without its cluster option",
+            )
+        axes = len(self.abi.grid)
+        if any(c != 1 for c in self.cluster[axes:]):
+            raise LaunchError(
+                f"kernel '{self.name}' asks for clusters of {list(self.cluster)} blocks along "
+                f"grid axes x, y, z, but its grid tiles {axes} of them",
+                self.loc,
+            )
+
     # -- launching ------------------------------------------------------------------------------
 
     def __call__(self, *values: Any, stream: Any = None) -> None:
@@ -199,7 +232,10 @@ class Launcher:
         self.launch(self.checker.convert(values), stream)
 
     def grid(self, arguments: Arguments) -> tuple[int, int, int]:
-        """The grid for `arguments` (checked against CUDA's limits)."""
+        """The grid for `arguments` (checked against CUDA's limits): `ceil(extent / tile)`
+        blocks along each axis, rounded up to a multiple of the kernel's clusters (the PTX's
+        `.reqnctapercluster` refuses any other grid; the blocks past the tiles compute
+        nothing but take part in their cluster's copies and barriers)."""
         grid = [1, 1, 1]
         for axis, (dim, tile) in enumerate(self._grid):
             extent = arguments.extents.get(dim)
@@ -210,10 +246,12 @@ class Launcher:
                     self.loc,
                 )
             blocks = -(-extent // tile)
+            blocks = -(-blocks // self.cluster[axis]) * self.cluster[axis]
             if blocks > GRID_LIMITS[axis]:
+                clusters = f" (in clusters of {self.cluster[axis]})" * (self.cluster[axis] > 1)
                 raise LaunchError(
-                    f"dimension {dim}={extent} needs {blocks} blocks of {tile} along grid axis "
-                    f"{'xyz'[axis]}, more than CUDA's {GRID_LIMITS[axis]}",
+                    f"dimension {dim}={extent} needs {blocks} blocks of {tile}{clusters} along "
+                    f"grid axis {'xyz'[axis]}, more than CUDA's {GRID_LIMITS[axis]}",
                     self.loc,
                     hint="split the work into several launches",
                 )
@@ -442,6 +480,9 @@ class Launcher:
         inputs = ", ".join(f"v{i}" for i in range(arity))
         if 0 in grid:  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
             return eval(f"lambda {inputs}, stream: None")
+        # `grid` (from `grid`) is whole clusters already; rounding again costs nothing here
+        # and keeps a grid made elsewhere launchable.
+        grid = tuple(-(-int(n) // c) * c for n, c in zip(grid, self.cluster))
         if getattr(self.abi, "persistent", False):  # the blocks the GPU holds walk the tiles
             grid = self.persistent_grid(grid, ordinal)
         _, driver = cuda_modules()

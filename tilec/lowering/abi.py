@@ -10,6 +10,8 @@
 * **Grid**: axis k of the kernel's `tilec.grid` is CUDA grid dimension x, y, z for k = 0, 1, 2,
   with `ceil(extent / tile)` blocks (`GridAxis`).
 * **Block**: `32 * num_warps` threads along x (the PTX says `.reqntid`).
+* **Clusters** (`tilec.cluster`): `cluster` blocks a cluster along x, y, z (the PTX says
+  `.reqnctapercluster`); each grid axis is rounded up to a multiple of it.
 * **Shared memory**: `shared_bytes` of dynamic shared memory per block (the kernel declares
   an `extern .shared` array); above 48 KiB the launcher must first raise
   `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
@@ -37,6 +39,7 @@ from tilec.dialects.gather import ScatterOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr
 from tilec.ir.core import BlockArgument
 from tilec.ir.types import TensorType, Type
+from tilec.lowering.cluster import kernel_cluster
 from tilec.lowering.layouts import WARP_SIZE
 from tilec.lowering.shared_memory import shared_bytes
 from tilec.lowering.tma import tensormap_boxes, tensormap_parameter_name
@@ -347,6 +350,18 @@ class KernelABI:
     # Warp specialization (`tilec.producer_warps`): warps beyond `num_warps` (the computing
     # warps, whose layouts the kernel's are) that issue the TMA copies; the block has both.
     producer_warps: int = 0
+    # Thread-block clusters (`tilec.cluster`): blocks a cluster along grid x, y, z. The PTX
+    # requires this shape (`.reqnctapercluster`), so the launch rounds each grid axis up to a
+    # multiple of it (docs/abi.md); (1, 1, 1): no clusters.
+    cluster: tuple[int, int, int] = (1, 1, 1)
+
+    def __post_init__(self) -> None:
+        # From JSON: a list.
+        object.__setattr__(self, "cluster", tuple(int(c) for c in self.cluster))
+
+    @property
+    def clustered(self) -> bool:
+        return self.cluster != (1, 1, 1)
 
     @property
     def num_threads(self) -> int:
@@ -357,7 +372,7 @@ class KernelABI:
         return (self.num_threads, 1, 1)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "parameters": [vars(p) for p in self.parameters],
             "grid": [[g.dim, g.tile] for g in self.grid],
@@ -370,6 +385,9 @@ class KernelABI:
             "persistent": self.persistent,
             "producer_warps": self.producer_warps,
         }
+        if self.clustered:  # absent without clusters: those kernels' JSON stays as it was
+            data["cluster"] = list(self.cluster)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KernelABI:
@@ -385,6 +403,7 @@ class KernelABI:
             SplitAxis(**data["split"]) if data.get("split") else None,
             bool(data.get("persistent", False)),
             int(data.get("producer_warps", 0)),
+            tuple(data.get("cluster", (1, 1, 1))),
         )
 
 
@@ -468,6 +487,7 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
         int(kernel.attributes["tilec.producer_warps"].value)
         if "tilec.producer_warps" in kernel.attributes
         else 0,
+        kernel_cluster(kernel),
     )
 
 

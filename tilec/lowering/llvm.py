@@ -74,6 +74,7 @@ from tilec.ir.types import (
 )
 from tilec.lowering import atomic as atomic_lowering
 from tilec.lowering import (
+    cluster,
     gather,
     mathlib,
     random,
@@ -261,6 +262,7 @@ class _KernelLowering(
                     ir.Constant(I32, int(min_blocks.value)),
                 ],
             )
+        cluster.annotate_cluster(llmod, self.fn, self.abi.cluster)  # `.reqnctapercluster`
         entry = self.fn.append_basic_block("entry")
         body = self.fn.append_basic_block("body")
         self.b = ir.IRBuilder(entry)
@@ -750,6 +752,7 @@ LOWERINGS: dict[type, Any] = {
     R.RandThresholdOp: random.lower_rand_threshold,
     **atomic_lowering.LOWERINGS,
     **tma.LOWERINGS,  # tile.tma_copy and the mbarrier ops
+    **cluster.LOWERINGS,  # tile.cluster_barrier
     **warp_specialize.LOWERINGS,  # tile.warp_specialize, tile.mbarrier_arrive
     scf.ForOp: _KernelLowering.for_op,
     scf.IfOp: _KernelLowering.if_op,

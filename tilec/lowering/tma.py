@@ -22,6 +22,12 @@ registers. mbarriers: `tile.mbarrier_init` (the elected thread: `mbarrier.init` 
 `mbarrier.arrive.expect_tx`), `tile.tma_copy` (the elected thread: one `cp.async.bulk.tensor`
 per box, `complete_tx` on the barrier), `tile.mbarrier_wait` (every thread:
 `mbarrier.try_wait.parity` until it holds), `tile.mbarrier_inval` (the elected thread).
+
+A multicast copy (`{multicast = C}`, a kernel in clusters of C: `tilec.lowering.cluster`) issues
+only the boxes of the block's part of the tile, `.multicast::cluster` with the mask of all C
+ranks, so each box lands in the slot, and on the barrier, of every block of the cluster. The
+rank is read at run time (`%cluster_ctarank`), so the part's boxes are part 0's moved by the
+rank times one shift in the slot and one in the tensor (`multicast_plan`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from tilec.dialects import tma as M
 from tilec.dialects.tile import SharedLayout
 from tilec.ir.core import Operation
 from tilec.ir.types import SharedType
+from tilec.lowering.cluster import check_cluster_size, cluster_rank
 from tilec.lowering.layouts import element_bytes
 from tilec.lowering.shared_memory import (
     I32,
@@ -53,6 +60,7 @@ __all__ = [
     "TENSORMAP_ALIGNMENT",
     "TENSORMAP_BYTES",
     "Box",
+    "MulticastPlan",
     "box_plan",
     "folded_plan",
     "lower_mbarrier_expect",
@@ -60,6 +68,7 @@ __all__ = [
     "lower_mbarrier_inval",
     "lower_mbarrier_wait",
     "lower_tma_copy",
+    "multicast_plan",
     "tensormap_boxes",
     "tensormap_parameter_name",
 ]
@@ -136,6 +145,49 @@ def folded_plan(buffer: SharedType) -> tuple[tuple[int, ...], list[Box]] | None:
     size = element_bytes(buffer.element)
     boxes = [Box(c * rows * size, (0, c)) for c in range(0, slot[1], width)]
     return (1, rows // 16, 2, 8, width), boxes
+
+
+@dataclass(frozen=True)
+class MulticastPlan:
+    """How the block of rank r issues its part of a multicast copy (`multicast_part`): part
+    0's boxes, each moved by r `smem_step` bytes in the slot and r `step` elements along slot
+    dimension `dim` in the tensor."""
+
+    boxes: list[Box]
+    dim: int
+    step: int
+    smem_step: int
+
+
+def multicast_plan(slot: tuple[int, ...], box: tuple[int, ...], boxes: list[Box], ctas: int):
+    """The `MulticastPlan` of a slot of `slot` filled by `boxes` (`box_plan`) and shared among
+    `ctas` blocks, or why there is none. The rank is known only at run time, so part r must be
+    part 0 moved by one constant offset in shared memory and one in the tensor: true of the
+    column blocks (each its own run of atoms) and of interleaved 8-row groups (the groups of
+    part r sit r atoms after those of part 0)."""
+    part = M.multicast_part(slot, box, ctas)
+    if isinstance(part, str):
+        return part
+    dim, step = part
+    parts = [[p for p in boxes if p.start[dim] // step == r] for r in range(ctas)]
+    first = parts[0]
+    if not first or len(parts[1]) != len(first):
+        return f"its {len(boxes)} boxes do not split evenly into {ctas} parts"
+    smem_step = parts[1][0].smem_offset - first[0].smem_offset
+    for r, pieces in enumerate(parts):
+        moved = [
+            Box(
+                p.smem_offset + r * smem_step,
+                tuple(s + r * step if d == dim else s for d, s in enumerate(p.start)),
+            )
+            for p in first
+        ]
+        if sorted(pieces, key=lambda p: p.start) != sorted(moved, key=lambda p: p.start):
+            return (
+                f"part {r} of {ctas} is not part 0 moved by {smem_step} bytes and {r * step} "
+                f"elements along dimension {dim}"
+            )
+    return MulticastPlan(first, dim, step, smem_step)
 
 
 def tensormap_parameter_name(argument: str, box: tuple[int, ...], fold: int = 0) -> str:
@@ -237,7 +289,9 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
     """One `cp.async.bulk.tensor` per box of the slot (`box_plan`), by the elected thread; coordinates
     innermost dimension first, as the tensor map orders them. A `folded` copy (interleaved
     rows, `folded_plan`) takes one 5-D box per column block when the whole tile of rows lies
-    inside the tensor, the 8-row boxes otherwise (a branch on the row offset)."""
+    inside the tensor, the 8-row boxes otherwise (a branch on the row offset). A multicast
+    copy issues its block's part of the boxes to every block of the cluster (`multicast_plan`;
+    never folded: the verifier refuses that)."""
     buffer: SharedBuffer = k.values[op.buffer]
     barriers: SharedBuffer = k.values[op.barriers]
     plan = box_plan(buffer.type)
@@ -251,16 +305,22 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
     bar = _barrier_address(k, barriers, k.values[op.barrier_slot])
     offsets = [_as_i32(b, k.values[v]) for v in op.offsets]
 
+    ctas = op.multicast_ctas
+    mask = [ir.Constant(ir.IntType(16), (1 << ctas) - 1)] if ctas > 1 else []
+
     def issue(tensormap: ir.Value, dst: ir.Value, inner_first: list[ir.Value]) -> None:
         rank = len(inner_first)
         names = ", ".join(f"${3 + i}" for i in range(rank))
+        # A multicast lands at the same slot offset, and completes the same barrier, in every
+        # block of the mask (ranks 0 .. ctas-1: the whole cluster).
+        multicast = f".multicast::cluster [$0], [$1, {{{names}}}], [$2], ${3 + rank};"
         _asm(
             k,
             ir.VoidType(),
-            [dst, tensormap, bar, *inner_first],
-            f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
-            f"[$0], [$1, {{{names}}}], [$2];",
-            "r,l,r," + ",".join(["r"] * rank) + ",~{memory}",
+            [dst, tensormap, bar, *inner_first, *mask],
+            f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+            + (multicast if mask else f" [$0], [$1, {{{names}}}], [$2];"),
+            "r,l,r," + ",".join(["r"] * rank) + (",h" if mask else "") + ",~{memory}",
         )
 
     def emit_boxes() -> None:
@@ -269,6 +329,27 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
             dst = b.add(slot_start, _i32(piece.smem_offset))
             coords = [b.add(o, _i32(s)) if s else o for o, s in zip(offsets, piece.start)]
             issue(tensormap, dst, coords[::-1])
+
+    if ctas > 1:
+        check_cluster_size(k, op, ctas)
+        shared = multicast_plan(tuple(buffer.slot_shape), box, boxes, ctas)
+        if isinstance(shared, str):
+            raise ValueError(f"tile.tma_copy {{multicast = {ctas}}} into {buffer.type}: {shared}")
+
+        def emit_part() -> None:
+            # Part r of the tile: part 0's boxes moved by r parts, in the slot and the tensor.
+            tensormap = k.tensormaps[(op.view, box, 0)]
+            rank = cluster_rank(k)
+            part_start = b.add(slot_start, b.mul(rank, _i32(shared.smem_step)))
+            moved = list(offsets)
+            moved[shared.dim] = b.add(offsets[shared.dim], b.mul(rank, _i32(shared.step)))
+            for piece in shared.boxes:
+                dst = b.add(part_start, _i32(piece.smem_offset))
+                coords = [b.add(o, _i32(s)) if s else o for o, s in zip(moved, piece.start)]
+                issue(tensormap, dst, coords[::-1])
+
+        _predicated(k, _pred(k, op), emit_part)
+        return
 
     folded = folded_plan(buffer.type) if op.is_folded else None
     if folded is None:

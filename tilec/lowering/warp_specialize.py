@@ -14,7 +14,8 @@ the producer's first warp, and `tilec.lowering.tma`'s thread-issued ops elect a 
 producer's warp that runs them. `tile.mbarrier_arrive` is an `mbarrier.arrive` by lane 0 of every warp of its
 region (after the warp's own `wgmma.wait_group`, which the whole warp executes): a stage is
 released by 8 arrivals, not 256 atomic updates of one word; `tile.mbarrier_init`'s `warps`
-makes those one arrival of the barrier's count.
+makes those one arrival of the barrier's count. With `{cluster = C}` each of those lanes arrives
+on the barrier at the slot in every block of the cluster (`tilec.lowering.cluster`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tilec.dialects.warp_specialize import (
     WarpSpecializeOp,
 )
 from tilec.ir.core import Operation
+from tilec.lowering.cluster import arrive_in_cluster, check_cluster_size
 from tilec.lowering.layouts import WARP_SIZE
 from tilec.lowering.shared_memory import _asm, _i32
 
@@ -109,7 +111,14 @@ def lower_mbarrier_arrive(k: _KernelLowering, op: Operation) -> None:
     pred = _pred(k, op)
     b = k.b
 
+    blocks = op.cluster_ctas
+    if blocks > 1:
+        check_cluster_size(k, op, blocks)
+
     def emit() -> None:
+        if blocks > 1:  # the slot is released in every block whose multicasts refill it
+            arrive_in_cluster(k, address, blocks)
+            return
         _asm(
             k,
             ir.VoidType(),
