@@ -51,6 +51,7 @@ from tilec.passes.occupancy import (
     DRIVER_RESERVED_SHARED,
     SM_SHARED_SM90,
 )
+from tilec.passes.pipeline_cluster import cluster_kernel
 from tilec.passes.pipeline_in_flight import leave_in_flight
 from tilec.passes.pipeline_occupancy import _planned_blocks, blocks_per_sm, stages_in_flight
 from tilec.passes.pipeline_persistent import (
@@ -177,6 +178,13 @@ class Pipeline(Pass):
             "so one's softmax runs while another's dots do (passes/pipeline_pingpong.py): -1 "
             "where allowed, 0 never, 1 required, 2 (the default) where tiling tiled the kernel "
             "for a producer warpgroup",
+        )
+        cluster: int = option(
+            1,
+            "blocks a cluster (sm_90a, a warp-specialized GEMM; passes/pipeline_cluster.py): "
+            "1 none (the default: not yet timed), 2 two blocks of neighbouring row tiles share "
+            "the operand tile both read by TMA multicast (an error says why not; implies "
+            "warp_specialize where that is left at its default)",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
@@ -310,6 +318,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         blocks=_planned_blocks(kernel, options),
     )
     schedule_pingpong(kernel, specialized, options.pingpong, ctx)
+    cluster_kernel(kernel, specialized, options.cluster, ctx)
     if persistent is not None and not specialized:
         chosen = next((p for p in made if p.loop is persistent), None)
         persist(kernel, persistent, chosen, reserve, options.persistent, ctx)

@@ -94,16 +94,17 @@ AS_PLANNED = 2
 def as_planned(kernel: FuncOp, options: Any) -> Any:
     """pipeline's `options` for `kernel`, with warp_specialize and pingpong left at
     `AS_PLANNED` resolved: -1 (where allowed) in a kernel that tiling tiled for a producer
-    warpgroup (`PRODUCER_ATTRIBUTE`), else 0."""
+    warpgroup (`PRODUCER_ATTRIBUTE`) -- and warp_specialize also where clusters are asked for
+    (option `cluster`) --, else 0."""
     planned = -1 if PRODUCER_ATTRIBUTE in kernel.attributes else 0
-    return replace(
-        options,
-        **{
-            name: planned
-            for name in ("warp_specialize", "pingpong")
-            if getattr(options, name) == AS_PLANNED
-        },
-    )
+    resolved = {
+        name: planned
+        for name in ("warp_specialize", "pingpong")
+        if getattr(options, name) == AS_PLANNED
+    }
+    if options.cluster > 1 and options.warp_specialize == AS_PLANNED:
+        resolved["warp_specialize"] = -1  # clusters release their stages through a producer's
+    return replace(options, **resolved)
 
 
 PRODUCER_WARPS = 4  # one warpgroup: setmaxnreg works on whole warpgroups

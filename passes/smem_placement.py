@@ -598,7 +598,7 @@ def plan_shared_memory(kernel: Operation, slots: dict[int, int] | None = None) -
         placed.append(b)
     total = _aligned(max((b.offset + b.bytes for b in buffers), default=0))
     # The lowering's scratch goes where the lowering will put it (one rule for both).
-    bases = scratch_bases_for(kernel, {b.alloc: b.offset + b.bytes for b in buffers})
+    bases = scratch_bases_for(kernel, {b.alloc: (b.offset, b.offset + b.bytes) for b in buffers})
     scratch_end = max((base + op_scratch_bytes(op) for op, base in bases.items()), default=0)
     return SharedPlan(buffers, total, scratch_end)
 

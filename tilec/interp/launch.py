@@ -53,6 +53,7 @@ from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp, ModuleOp
 from tilec.dialects.gather import ScatterOp
 from tilec.interp.atomic import block_seed, uses_atomics
+from tilec.interp.cluster import cluster_dims
 from tilec.interp.errors import InterpreterError, LaunchError
 from tilec.interp.numerics import dtype_of, round_from_f64
 from tilec.interp.split import DEFAULT_SPLIT, SplitState
@@ -645,6 +646,8 @@ def _grid(
             )
         size = tile if isinstance(tile, int) else symbols[tile]
         grid.append(-(-symbols[dim] // size))
+    for axis, c in enumerate(cluster_dims(func) or ()):  # whole clusters (interp.cluster)
+        grid[axis] = -(-grid[axis] // c) * c
     if PERSISTENT_ATTRIBUTE in func.attributes:  # blocks walk the tiles (pipeline_persistent)
         tiles = math.prod(grid)
         return (min(tiles, PERSISTENT_BLOCKS),) if tiles else (0,)

@@ -26,6 +26,7 @@ import numpy as np
 from tilec.dialects import scf
 from tilec.dialects.builtin import ReturnOp
 from tilec.interp.atomic import block_order
+from tilec.interp.cluster import cluster_dims, clusters, run_cluster
 from tilec.interp.errors import InterpreterError
 from tilec.interp.numerics import dtype_of
 from tilec.interp.semantics import SEMANTICS
@@ -133,8 +134,14 @@ def _shape_text(shape: tuple[int | None, ...]) -> str:
 
 def execute(launch: Launch, trace: Trace | None = None) -> None:
     """Run every block of `launch`'s grid, axis 0 slowest (shuffled when the kernel has
-    atomics: `tilec.interp.atomic`)."""
+    atomics: `tilec.interp.atomic`; cluster by cluster when it runs in clusters:
+    `tilec.interp.cluster`)."""
     body = launch.func.body.block
+    dims = cluster_dims(launch.func)
     with np.errstate(all="ignore"):  # inf, NaN and wrap-around are results, not warnings
+        if dims is not None:  # the blocks of a cluster together (tilec.interp.cluster)
+            for members in clusters(launch.grid, dims):
+                run_cluster(launch, members, trace)
+            return
         for program_id in block_order(launch.grid, launch.block_seed, launch.grid_axes):
             BlockState(launch, program_id, trace).run_block(body, launch.arguments)

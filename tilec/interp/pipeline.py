@@ -54,6 +54,16 @@ class _Copy:
     buffer: SharedBuffer
     slot: int
     data: np.ndarray
+    # The parts of the slot it writes (a cluster's multicast copies, each block's part:
+    # tilec.interp.tma); None: the whole slot.
+    parts: list[tuple[slice, ...]] | None = None
+
+    def land(self) -> None:
+        """Write the copied data into its slot."""
+        if self.parts is None:
+            self.buffer.data[self.slot] = self.data
+        for part in self.parts or ():
+            self.buffer.data[self.slot][part] = self.data[part]
 
 
 @dataclass(eq=False)
@@ -99,6 +109,8 @@ class AsyncState:
     mbarriers: dict[int, Any] = field(default_factory=dict)
     # The regions of a running tile.warp_specialize (tilec.interp.warp_specialize), or None
     roles: Any = None
+    # The cluster the block runs in (tilec.interp.cluster), or None
+    cluster: Any = None
 
 
 def _async(state: BlockState) -> AsyncState:

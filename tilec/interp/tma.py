@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tilec.dialects import tma
+from tilec.interp.cluster import cluster_of
 from tilec.interp.pipeline import (
     SharedBuffer,
     _async,
@@ -62,8 +63,9 @@ class Mbarrier:
     expected_bytes: int = 0
     copies: list[tuple[_Copy, int]] = field(default_factory=list)  # this phase's, with bytes
     # completed phase -> the slot reads its arrivals released (tile.mbarrier_arrive), for the
-    # wait that acquires them
+    # wait that acquires them; and those of the current phase's arrivals so far
     released: dict[int, list[tuple[_Slot, Operation]]] = field(default_factory=dict)
+    releasing: list[tuple[_Slot, Operation]] = field(default_factory=list)
 
     @property
     def landing_bytes(self) -> int:
@@ -76,6 +78,9 @@ class MbarrierBuffer:
 
     init: Operation | None = None  # the tile.mbarrier_init, while they are initialized
     published: bool = False  # a tile.barrier has run since the init
+    cluster_published: bool = False  # a tile.cluster_barrier has run since the init
+    # An op of another block of the cluster that reached them with no cluster barrier since
+    reached_remotely: Operation | None = None
     barriers: list[Mbarrier] = field(default_factory=list)
     waited: Operation | None = None  # a tile.mbarrier_wait with no tile.barrier since
 
@@ -94,11 +99,30 @@ def _state(state: BlockState, buffer: SharedBuffer) -> MbarrierBuffer:
     return bars
 
 
-def _mbarrier(state: BlockState, op: Operation, buffer: SharedBuffer, slot: Any) -> Mbarrier:
-    """The initialized, published mbarrier `buffer[slot]` that `op` uses."""
+def _mbarrier(
+    state: BlockState,
+    op: Operation,
+    buffer: SharedBuffer,
+    slot: Any,
+    user: BlockState | None = None,
+) -> Mbarrier:
+    """The initialized, published mbarrier `buffer[slot]` of block `state` that `op` uses --
+    run by block `user` when that is another block of its cluster, which needs the init made
+    visible to the cluster (`tile.cluster_barrier`)."""
     bars = _state(state, buffer)
     _slot(state, op, buffer, slot)  # in range
     index = int(slot)
+    if user is not None and user is not state:
+        if bars.init is None or not bars.cluster_published:
+            raise user.error(
+                op,
+                f"reaches mbarrier {index} of block {state.program_id}, whose initialization "
+                "no tile.cluster_barrier has made visible to the cluster",
+                hint="put a tile.cluster_barrier between tile.mbarrier_init and the first "
+                "copy or arrival that reaches another block's barriers",
+            )
+        bars.reached_remotely = op
+        return bars.barriers[index]
     if bars.init is None:
         raise state.error(
             op,
@@ -141,7 +165,7 @@ def _mbarrier_init(state: BlockState, op: Operation, args: list[Any]) -> Any:
             hint="invalidate them (tile.mbarrier_inval) before initializing them again",
         )
     bars.init = op
-    bars.published = False
+    bars.published = bars.cluster_published = False
     bars.barriers = [Mbarrier(op.arrivals) for _ in buffer.slots]
     return []
 
@@ -167,6 +191,11 @@ def _arrive(state: BlockState, op: Operation, hint: str) -> Mbarrier | None:
         return None
     index = int(values[op.slot])
     bar = _mbarrier(state, op, values[op.barriers], index)
+    _count_arrival(state, op, bar, index, hint)
+    return bar
+
+
+def _count_arrival(state: BlockState, op: Operation, bar: Mbarrier, index: int, hint: str):
     if len(bar.arrived) >= bar.arrivals:
         raise state.error(
             op,
@@ -176,7 +205,6 @@ def _arrive(state: BlockState, op: Operation, hint: str) -> Mbarrier | None:
             hint=hint,
         )
     bar.arrived.append(op)
-    return bar
 
 
 @semantics(tma.TmaCopyOp)
@@ -195,19 +223,80 @@ def _tma_copy(state: BlockState, op: Operation, args: list[Any]) -> Any:
             f"has the box {list(box)}, which does not tile a slot of {list(shape)}",
             hint="each of the slot's sizes must be a multiple of the box's",
         )
-    bar = _mbarrier(state, op, values[op.barriers], values[op.barrier_slot])
     index = int(values[op.slot])
-    s = _slot(state, op, buffer, index)
-    _check_write(state, op, s, index)
     tile = np.zeros(shape, buffer.data.dtype)  # outside the view: zero-filled
     inside = _in_bounds(view.shape, offsets, shape)
     if inside is not None:
         where, local = inside
         tile[local] = view.read(where)
+    if op.multicast_ctas != 1:
+        _multicast(state, op, tile, index)
+        return []
+    bar = _mbarrier(state, op, values[op.barriers], values[op.barrier_slot])
+    s = _slot(state, op, buffer, index)
+    _check_write(state, op, s, index)
     copy = _Copy(op, buffer, index, tile)
     s.in_flight = copy
     bar.copies.append((copy, tile.nbytes))  # the whole slot: filled zeros count too
     return []
+
+
+def _multicast(state: BlockState, op: Operation, tile: np.ndarray, index: int) -> None:
+    """This block's part of a multicast copy (`tilec.dialects.tma`) into slot `index` of
+    every block of its cluster, its bytes landing on each one's mbarrier."""
+    ctas = op.multicast_ctas
+    cluster = cluster_of(state, op, ctas)
+    part = tma.multicast_part(tuple(tile.shape), op.box_shape, ctas)
+    assert not isinstance(part, str), part  # the verifier refuses it
+    dim, size = part
+    rank = cluster.rank(state)
+    region = [slice(None)] * tile.ndim
+    region[dim] = slice(rank * size, (rank + 1) * size)
+    region_t = tuple(region)
+    nbytes = tile[region_t].nbytes
+    barrier_slot = state.values[op.barrier_slot]
+    for peer in cluster.members:
+        buffer: SharedBuffer = _peer_value(state, peer, op, op.buffer)
+        bar = _mbarrier(peer, op, _peer_value(state, peer, op, op.barriers), barrier_slot, state)
+        s = _slot(state, op, buffer, index)
+        pending = s.in_flight
+        if (
+            pending is not None
+            and pending.op is op
+            and pending.parts is not None
+            and region_t not in pending.parts  # else a second copy of the part: a race
+            and len(pending.parts) < ctas
+        ):
+            pending.parts.append(region_t)  # the other blocks' parts of the same tile
+            pending.data[region_t] = tile[region_t]
+            copy = pending
+        else:
+            _check_write(state, op, s, index)
+            copy = _Copy(op, buffer, index, np.zeros_like(tile), [region_t])
+            copy.data[region_t] = tile[region_t]
+            s.in_flight = copy
+        bar.copies.append((copy, nbytes))
+
+
+def _peer_value(state: BlockState, peer: BlockState, op: Operation, value: Any) -> Any:
+    """What `value` (a buffer `op` names) is in block `peer` of `state`'s cluster."""
+    found = peer.values.get(value)
+    if found is None:
+        raise state.error(
+            op,
+            f"reaches block {peer.program_id} of its cluster before that block has allocated "
+            "the buffer",
+            hint="put a tile.cluster_barrier after the allocations and mbarrier inits",
+        )
+    return found
+
+
+def _baton(state: BlockState) -> Any:
+    """The agents `state` runs among (its regions', or its cluster's), or None."""
+    a = _async(state)
+    if a.roles is not None:
+        return a.roles
+    return a.cluster.roles if a.cluster is not None else None
 
 
 @semantics(tma.MbarrierWaitOp)
@@ -223,8 +312,8 @@ def _mbarrier_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
             f"waits on phase parity {parity} of mbarrier {index}: a parity is 0 or 1",
             hint="wait on (phases completed so far) % 2",
         )
-    roles = _async(state).roles
-    if roles is not None:  # warp-specialized: the other region may still complete the phase
+    roles = _baton(state)
+    if roles is not None:  # another region or block may still complete the phase
         roles.wait_until(lambda: parity != bar.phase % 2 or _completes(bar))
     if parity != bar.phase % 2:
         # try_wait.parity: the phase of the other parity has completed; the reads its
@@ -259,12 +348,15 @@ def _mbarrier_wait(state: BlockState, op: Operation, args: list[Any]) -> Any:
         )
     for copy, _ in bar.copies:
         buffer_of, slot = copy.buffer, copy.slot
-        buffer_of.data[slot] = copy.data
+        copy.land()
         s = buffer_of.slots[slot]
         s.in_flight = None
         s.written = True
         s.unread_write = copy.op
         s.unpublished_write = None  # the phase's completion makes it visible to every waiter
+    if bar.releasing:
+        bar.released[bar.phase] = bar.releasing
+        bar.releasing = []
     bar.phase += 1
     bar.arrived = []
     bar.expected_bytes = 0
@@ -279,14 +371,10 @@ def _completes(bar: Mbarrier) -> bool:
 
 @semantics(tma.MbarrierArriveOp)
 def _mbarrier_arrive(state: BlockState, op: Operation, args: list[Any]) -> Any:
-    bar = _arrive(
-        state,
-        op,
-        "one arrival per phase: the phase must be waited on (its stage refilled) before "
-        "the next release",
+    hint = (
+        "one arrival per phase: the phase must be waited on (its stage refilled) before the "
+        "next release"
     )
-    if bar is None:
-        return []
     # The reads this region has finished (no dot still holds them) are released with it.
     released = [
         (s, s.read_since_barrier)
@@ -294,10 +382,27 @@ def _mbarrier_arrive(state: BlockState, op: Operation, args: list[Any]) -> Any:
         for s in buffer.slots
         if s.read_since_barrier is not None and s.held_by is None
     ]
-    if len(bar.arrived) == bar.arrivals and not bar.expected_bytes and not bar.copies:
-        bar.released[bar.phase] = released  # no bytes to land: the phase completes now
-        bar.phase += 1
-        bar.arrived = []
+    if op.cluster_ctas == 1:
+        bars = [_arrive(state, op, hint)]
+    else:  # the barrier at this slot in every block of the cluster
+        values = state.values
+        if not _issued(state, op, values[op.pred] if op.pred is not None else None):
+            return []
+        index = int(values[op.slot])
+        bars = []
+        for peer in cluster_of(state, op, op.cluster_ctas).members:
+            bar = _mbarrier(peer, op, _peer_value(state, peer, op, op.barriers), index, state)
+            _count_arrival(state, op, bar, index, hint)
+            bars.append(bar)
+    for bar in bars:
+        if bar is None:
+            continue
+        bar.releasing += released
+        if len(bar.arrived) == bar.arrivals and not bar.expected_bytes and not bar.copies:
+            bar.released[bar.phase] = bar.releasing  # no bytes to land: it completes now
+            bar.releasing = []
+            bar.phase += 1
+            bar.arrived = []
     return []
 
 
@@ -329,6 +434,14 @@ def _mbarrier_inval(state: BlockState, op: Operation, args: list[Any]) -> Any:
                 f"({_where(bar.arrived[-1])}) and has not completed",
                 hint="wait for every phase that was armed before invalidating its mbarrier",
             )
+    if bars.reached_remotely is not None:
+        raise state.error(
+            op,
+            "invalidates mbarriers that another block of the cluster reached "
+            f"({_where(bars.reached_remotely)}) with no tile.cluster_barrier since: it may "
+            "still be reaching them",
+            hint="put a tile.cluster_barrier between the loops and the invalidation",
+        )
     if bars.waited is not None:
         raise state.error(
             op,
@@ -337,6 +450,6 @@ def _mbarrier_inval(state: BlockState, op: Operation, args: list[Any]) -> Any:
             hint="put a tile.barrier between the last tile.mbarrier_wait and the invalidation",
         )
     bars.init = None
-    bars.published = False
+    bars.published = bars.cluster_published = False
     bars.barriers = []
     return []

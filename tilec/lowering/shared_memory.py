@@ -204,27 +204,37 @@ def _descriptor_operand(t: Any) -> bool:
     return isinstance(layout, DotOperandLayout) and layout.version == 3
 
 
-def scratch_bases_for(kernel: Operation, ends: dict[Operation, int]) -> dict[Operation, int]:
-    """Where each op that needs scratch (`exchange.op_scratch_bytes`) starts it, given where
-    each buffer ends (`ends`, bytes): after every buffer not yet out of use at that op
-    (`buffer_live_ranges`)."""
+def scratch_bases_for(
+    kernel: Operation, spans: dict[Operation, tuple[int, int]]
+) -> dict[Operation, int]:
+    """Where each op that needs scratch (`exchange.op_scratch_bytes`) starts it, given the
+    bytes each buffer spans (`spans`: start, end): the lowest aligned offset whose scratch
+    overlaps no buffer still in use at that op (`buffer_live_ranges`) -- below a buffer that
+    outlives the op (a cluster's mbarriers, live to the kernel's end) when the bytes before
+    it are free."""
     ops, ranges = buffer_live_ranges(kernel)
     bases: dict[Operation, int] = {}
     for i, op in enumerate(ops):
-        if op_scratch_bytes(op) == 0:
+        need = op_scratch_bytes(op)
+        if need == 0:
             continue
-        end = max((e for alloc, e in ends.items() if i <= ranges[alloc][1]), default=0)
-        bases[op] = _aligned(end, SCRATCH_ALIGNMENT)
+        live = sorted(span for alloc, span in spans.items() if i <= ranges[alloc][1])
+        base = 0
+        for start, end in live:
+            if base + need <= start:
+                break
+            base = max(base, _aligned(end, SCRATCH_ALIGNMENT))
+        bases[op] = base
     return bases
 
 
 def scratch_bases(kernel: Operation) -> dict[Operation, int]:
     """`scratch_bases_for` the kernel's buffers where they are (`buffer_offsets`)."""
-    ends = {}
+    spans = {}
     for alloc, offset in buffer_offsets(kernel).items():
         t = alloc.result.type
-        ends[alloc] = offset + slot_bytes(t) * t.shape[0]
-    return scratch_bases_for(kernel, ends)
+        spans[alloc] = (offset, offset + slot_bytes(t) * t.shape[0])
+    return scratch_bases_for(kernel, spans)
 
 
 def scratch_fences(kernel: Operation, bases: dict[Operation, int] | None = None) -> set[Operation]:

@@ -89,10 +89,15 @@ class Box:
     start: tuple[int, ...]
 
 
-def box_plan(buffer: SharedType) -> tuple[tuple[int, ...], list[Box]] | str:
+def box_plan(
+    buffer: SharedType, box_rows: int | None = None
+) -> tuple[tuple[int, ...], list[Box]] | str:
     """The box shape (elements per slot dimension) and the boxes that fill one slot of
     `buffer` with the TMA unit's 128-byte swizzle, or why the slot's layout is not one the
-    unit writes. The slot's dimensions before the last two must be 1 (a batch's)."""
+    unit writes. The slot's dimensions before the last two must be 1 (a batch's). `box_rows`:
+    the rows of a box when not the most the slot allows (a multicast copy's parts, which
+    must be whole boxes: passes/pipeline_cluster.py); whole swizzle atoms (8 rows) that
+    divide the slot's."""
     layout = buffer.layout
     slot = tuple(buffer.shape[1:])
     size = element_bytes(buffer.element)
@@ -111,9 +116,12 @@ def box_plan(buffer: SharedType) -> tuple[tuple[int, ...], list[Box]] | str:
         return f"its rows (blocks) are {width * size} bytes, not the swizzle's {SWIZZLE_BYTES}"
     if rows % 8 or (rows * cols * size) % ATOM_BYTES:
         return f"{rows} rows are not whole 1 KiB swizzle atoms"
-    box_rows = 8 if layout.interleave != 1 else rows
-    while box_rows > MAX_BOX:
-        box_rows //= 2
+    if box_rows is None:
+        box_rows = 8 if layout.interleave != 1 else rows
+        while box_rows > MAX_BOX:
+            box_rows //= 2
+    elif box_rows % 8 or box_rows > MAX_BOX or (layout.interleave != 1 and box_rows != 8):
+        return f"boxes of {box_rows} rows are not whole swizzle atoms of its rows"
     if rows % box_rows:
         return f"{rows} rows do not split into boxes of at most {MAX_BOX}"
     boxes = []
@@ -294,7 +302,7 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
     never folded: the verifier refuses that)."""
     buffer: SharedBuffer = k.values[op.buffer]
     barriers: SharedBuffer = k.values[op.barriers]
-    plan = box_plan(buffer.type)
+    plan = box_plan(buffer.type, op.box_shape[-2])
     if isinstance(plan, str):
         raise ValueError(f"tile.tma_copy into {buffer.type}: {plan}")
     box, boxes = plan

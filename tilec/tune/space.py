@@ -21,6 +21,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `pipeline.tma` (streamed loops on sm_90a: copies by the TMA unit or by cp.async) | pass option | pipeline |
 | `pipeline.persistent` (kernels whose main loop the TMA unit fills: persistent blocks or one a tile) | pass option | pipeline |
 | `pipeline.warp_specialize` (the same kernels: a producer warpgroup issues the copies, or the computing warps do) | pass option | pipeline |
+| `pipeline.cluster` (GEMMs whose loop the TMA unit fills: 2, two blocks of neighbouring row tiles share the other operand's tile by multicast, or 1) | pass option | pipeline |
 | `pipeline.pingpong` (warp-specialized kernels of two or more consumer warpgroups whose loops have several wgmma dots: they take turns, or run free) | pass option | pipeline |
 
 The values come from where the compiler declares them: warp counts and the stage range from
@@ -40,6 +41,7 @@ come to the same code are timed once.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,7 @@ from typing import Any
 from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import (
+    CLUSTER_ATTRIBUTE,
     PERSISTENT_ATTRIBUTE,
     PRODUCER_ATTRIBUTE,
     STAGED_A_ATTRIBUTE,
@@ -174,7 +177,7 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
     `pipeline.tma` (1: the TMA unit copies them); where those are, `pipeline.persistent` (1:
     persistent blocks walk the tiles) and `pipeline.warp_specialize` (1: a producer warpgroup
-    issues the copies)."""
+    issues the copies), and in such a GEMM `pipeline.cluster` (its blocks a cluster)."""
     decisions: dict[str, Any] = {
         f"tile.{d}": size for d, size in sorted(_tile_dims(kernel).items())
     }
@@ -219,6 +222,11 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
             decisions["pipeline.warp_specialize"] = int(
                 any(isinstance(op, WarpSpecializeOp) for op in kernel.walk())
             )
+            if dots:
+                cluster = kernel.attributes.get(CLUSTER_ATTRIBUTE)
+                decisions["pipeline.cluster"] = (
+                    math.prod(int(e.value) for e in cluster.elements) if cluster else 1
+                )
             if _turn_candidate(kernel):
                 decisions["pipeline.pingpong"] = int(
                     any(PINGPONG_ATTRIBUTE in op.attributes for op in kernel.walk())
@@ -324,6 +332,8 @@ def applicable(
         options.append(("pipeline.warp_specialize", (0, 1)))
         if _turn_candidate(heuristic):
             options.append(("pipeline.pingpong", (0, 1)))
+    if "pipeline.cluster" in chosen and arch == "sm_90a":
+        options.append(("pipeline.cluster", (1, 2)))  # two blocks share an operand (untimed)
     for name, values in options:
         if name in fixed:
             continue

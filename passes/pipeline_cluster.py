@@ -1,0 +1,249 @@
+"""Thread-block clusters for warp-specialized GEMMs (`pipeline`'s option `cluster`): two blocks
+that compute neighbouring output tiles share the operand tile both of them read, each copying
+half of it by TMA multicast into both blocks' shared memory.
+
+Why: a block of a 128x256 GEMM tile asks the TMA unit for a 64x256 tile of `b` and a 128x64
+tile of `a` every step. Two blocks a row of tiles apart read the same tile of `b`; in a
+cluster each asks for half of it and the unit writes both halves into both blocks, so the
+SMs ask for `b` half as often and L2 serves it once for two blocks. That is what cuBLAS's
+2x1-cluster kernels do, and it is what rows that straddle 128-byte lines need most: each such
+row costs the unit two line requests (`pipeline_tma.straddling_rows`; docs/benchmarks.md,
+"Warp specialization, and the rows that straddle lines": 4000x3000x1000 at 1.37-1.45x cuBLAS).
+
+What changes in a kernel `pipeline_warp_specialize` made (`tilec.dialects.tma` shows the ops):
+
+* the kernel gets `tilec.cluster` -- 2 blocks along the grid axis that tiles the rows of the
+  operand not shared (`a`'s M), 1 along the others; the launch rounds that axis up to even;
+* the shared operand's copies (the one with the most bytes a step whose slot splits into two
+  parts of whole boxes; never a folded copy) get `multicast = 2`; each block's full mbarrier
+  still expects the whole step's bytes, half of the shared tile landing from the other block;
+* the consumers release a stage on the empty mbarrier of *both* blocks (`tile.mbarrier_arrive
+  {cluster = 2}`, the init counting twice the arrivals): a producer refills a slot only when
+  the consumers of both blocks are done with it, since its multicast writes both;
+* the barrier that publishes the mbarrier inits becomes a `tile.cluster_barrier` (no block may
+  reach another's barriers before their init), and another one after the specialized regions
+  comes before the invalidations (no block leaves, or invalidates its barriers, while the other
+  may still arrive on them);
+* the consumers' epilogue runs only where the block's rows lie inside the tensor: the block
+  that pads an odd number of row tiles to whole clusters copies and releases like the others,
+  but stores nothing.
+
+When (`cluster_blocker`): the kernel is warp-specialized and not persistent, not split, its
+grid names one axis whose dimension the shared operand does not have (the cluster's axis), and
+a grouped block order (`tilec.group_m`) groups an even number of tiles along that axis, axis
+0 -- so that the two blocks of a cluster, consecutive along x, always compute tiles of the same
+columns and read the same tile of the shared operand. The interpreter runs the blocks of a
+cluster together and checks the protocol (`tilec.interp.cluster`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.diagnostics import TileError
+from tilec.dialects import arith, scf, shared
+from tilec.dialects import tile as T
+from tilec.dialects import tma as TM
+from tilec.dialects.builtin import CLUSTER_ATTRIBUTE, PERSISTENT_ATTRIBUTE, FuncOp
+from tilec.dialects.warp_specialize import WarpSpecializeOp
+from tilec.ir.attributes import ArrayAttr, IntegerAttr
+from tilec.ir.builder import Builder
+from tilec.ir.core import Block, Region, Value
+from tilec.ir.types import TensorType
+from tilec.lowering.shared_memory import slot_bytes
+from tilec.lowering.tma import box_plan
+from tilec.passmanager import PassContext
+
+__all__ = ["CLUSTER_BLOCKS", "cluster_blocker", "cluster_kernel"]
+
+CLUSTER_BLOCKS = 2  # blocks a cluster: the pair cuBLAS's GEMMs use
+
+
+@dataclass
+class _Plan:
+    """How a specialized kernel runs in clusters."""
+
+    op: WarpSpecializeOp
+    axis: int  # the grid axis the cluster spans
+    dim: str  # the dimension that axis tiles
+    shared: list[TM.TmaCopyOp]  # the copies of the operand both blocks read
+    rows: tuple[Value, Value]  # (a copy's offset along `dim`, the view it reads)
+    row_axis: int  # the view's dimension that is `dim`
+
+
+def cluster_kernel(kernel: FuncOp, specialized: bool, option: int, ctx: PassContext) -> bool:
+    """pipeline's option `cluster` (blocks a cluster: 1 none, 2 pairs) on `kernel`, which
+    `pipeline_warp_specialize` specialized (`specialized`); whether it now runs in clusters."""
+    if option not in (1, CLUSTER_BLOCKS):
+        raise TileError(
+            f"pipeline: option cluster must be 1 (no clusters) or {CLUSTER_BLOCKS}, got {option}"
+        )
+    if option == 1:
+        return False
+    plan = _plan(kernel, specialized)
+    if isinstance(plan, str):
+        raise TileError(f"pipeline: option cluster = {option}, but {plan}", kernel.loc)
+    _apply(kernel, plan)
+    copy = plan.shared[0]
+    view = copy.view
+    name = view.name_hint or "the operand"
+    ctx.remark(
+        kernel,
+        f"clusters of {CLUSTER_BLOCKS} blocks along {plan.dim} (grid axis {plan.axis}): both "
+        f"read the same {'x'.join(map(str, copy.buffer.type.shape[1:]))} tile of {name} each "
+        f"step, so each copies half of it and the TMA unit multicasts it to both "
+        f"({slot_bytes(copy.buffer.type) // CLUSTER_BLOCKS} of the step's bytes asked for once "
+        "for two blocks); a stage is refilled once the consumers of both blocks released it",
+    )
+    return True
+
+
+def cluster_blocker(kernel: FuncOp, specialized: bool) -> str:
+    """Why `kernel` cannot run in clusters of two ("" when it can)."""
+    plan = _plan(kernel, specialized)
+    return plan if isinstance(plan, str) else ""
+
+
+def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
+    if not specialized:
+        return (
+            "the kernel is not warp-specialized: the blocks of a cluster release the stages "
+            "they share through the producers' empty mbarriers"
+        )
+    if PERSISTENT_ATTRIBUTE in kernel.attributes:
+        return "persistent blocks walk tiles of their own, not a cluster's"
+    if "tilec.split" in kernel.attributes:
+        return "a split kernel's blocks share out one tile's K loop, not an operand"
+    ops = [op for op in kernel.body.block.ops if isinstance(op, WarpSpecializeOp)]
+    if len(ops) != 1:
+        return "the kernel has no single specialized region at its top level"
+    op = ops[0]
+    copies = [c for c in op.producer.walk() if isinstance(c, TM.TmaCopyOp)]
+    grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
+    why = "no operand's copies can be shared"
+    best: tuple[int, list[TM.TmaCopyOp], int, str] | None = None
+    for view in {id(c.view): c.view for c in copies}.values():
+        mine = [c for c in copies if c.view is view]
+        dims = _dims(view)
+        axes = [i for i, d in enumerate(grid) if d not in dims]
+        if len(axes) != 1:
+            why = (
+                f"the grid's axes {grid} do not name exactly one dimension that "
+                f"{view.name_hint or 'the operand'} does not have"
+            )
+            continue
+        if any(c.is_folded for c in mine):
+            why = "the copies that could be shared take whole tiles of interleaved rows"
+            continue
+        boxes = [_shared_box(c) for c in mine]
+        unsplit = next((b for b in boxes if isinstance(b, str)), None)
+        if unsplit is not None:
+            why = f"a tile of {view.name_hint or 'the operand'} does not split in two: {unsplit}"
+            continue
+        step_bytes = sum(slot_bytes(c.buffer.type) for c in mine)
+        if best is None or step_bytes > best[0]:
+            best = (step_bytes, mine, axes[0], grid[axes[0]], boxes)
+    if best is None:
+        return why
+    _, mine, axis, dim, boxes = best
+    for c, box in zip(mine, boxes):
+        c.attributes["box"] = ArrayAttr(tuple(IntegerAttr(n) for n in box))
+    group = kernel.attributes.get("tilec.group_m")
+    if group is not None and (axis != 0 or int(group.value) % 2):
+        return (
+            f"the grouped block order (groups of {int(group.value)} along grid axis 0) would "
+            "pair blocks of different columns (tiling's option group_m: 1 or an even number)"
+        )
+    rows = next(
+        (
+            (c.offsets[_dims(c.view).index(dim)], c.view, _dims(c.view).index(dim))
+            for c in copies
+            if c.view is not mine[0].view and dim in _dims(c.view)
+        ),
+        None,
+    )
+    if rows is None:
+        return f"no other operand's copies say which rows of {dim} a block computes"
+    return _Plan(op, axis, dim, mine, (rows[0], rows[1]), rows[2])
+
+
+def _shared_box(copy: TM.TmaCopyOp) -> tuple[int, ...] | str:
+    """The box with which `copy`'s slot splits into two parts of whole boxes: its own, or one
+    of fewer rows (`box_plan`'s `box_rows`: a K-major tile is one box of all its rows); or why
+    there is none."""
+    slot = tuple(copy.buffer.type.shape[1:])
+    box = copy.box_shape
+    why = TM.multicast_part(slot, box, CLUSTER_BLOCKS)
+    rows = box[-2] // 2
+    while isinstance(why, str) and rows >= 8:
+        plan = box_plan(copy.buffer.type, rows)
+        if isinstance(plan, str):
+            break
+        box = plan[0]
+        why = TM.multicast_part(slot, box, CLUSTER_BLOCKS)
+        rows //= 2
+    return why if isinstance(why, str) else box
+
+
+def _dims(view: Value) -> list[str]:
+    t = view.type
+    assert isinstance(t, TensorType)
+    return [str(d) for d in t.shape]
+
+
+def _apply(kernel: FuncOp, plan: _Plan) -> None:
+    op = plan.op
+    grid_rank = len(kernel.attributes["tilec.grid"].elements)
+    kernel.attributes[CLUSTER_ATTRIBUTE] = ArrayAttr(
+        tuple(IntegerAttr(CLUSTER_BLOCKS if i == plan.axis else 1) for i in range(grid_rank))
+    )
+    for copy in plan.shared:
+        copy.attributes["multicast"] = IntegerAttr(CLUSTER_BLOCKS)
+    # The consumers release each stage in both blocks; the inits count both blocks' arrivals.
+    releases = [a for a in op.consumer.walk() if isinstance(a, TM.MbarrierArriveOp)]
+    empty = {id(a.barriers): a.barriers for a in releases}
+    for a in releases:
+        a.attributes["cluster"] = IntegerAttr(CLUSTER_BLOCKS)
+    block = kernel.body.block
+    for init in [o for o in block.ops if isinstance(o, TM.MbarrierInitOp)]:
+        if id(init.barriers) in empty:
+            init.attributes["arrivals"] = IntegerAttr(int(init.arrivals) * CLUSTER_BLOCKS)
+    # The inits are published to the cluster, not only the block.
+    before = block.ops[: block.ops.index(op)]
+    published = [
+        o
+        for i, o in enumerate(before)
+        if isinstance(o, shared.BarrierOp) and i and isinstance(before[i - 1], TM.MbarrierInitOp)
+    ]
+    for barrier in published:
+        Builder.before_op(barrier).create(TM.ClusterBarrierOp)
+        barrier.erase()
+    # No block invalidates its barriers (or leaves) while the other may still reach them.
+    end = Builder.after_op(op)
+    end.create(TM.ClusterBarrierOp)
+    for inval in [o for o in op.consumer.block.ops if isinstance(o, TM.MbarrierInvalOp)]:
+        inval.detach()
+        end.insert(inval)
+    _guard_epilogue(op, plan)
+
+
+def _guard_epilogue(op: WarpSpecializeOp, plan: _Plan) -> None:
+    """Run the consumers' ops after their last loop only where the block's rows start inside
+    the tensor (the block padding the grid to whole clusters has none)."""
+    consumer = op.consumer.block
+    ops = list(consumer.ops)
+    last_loop = max(i for i, o in enumerate(ops) if isinstance(o, scf.ForOp))
+    epilogue = [o for o in ops[last_loop + 1 :] if not isinstance(o, scf.YieldOp)]
+    if not epilogue:
+        return
+    offset, view = plan.rows
+    b = Builder.before_op(op)
+    extent = b.create(T.DimOp, view=view, axis=plan.row_axis).result
+    inside = b.create(arith.CmpIOp, predicate="slt", lhs=offset, rhs=extent).result
+    guard = Builder.before_op(epilogue[0]).create(
+        scf.IfOp, condition=inside, result_types=[], then=Region([Block()])
+    )
+    for o in epilogue:
+        o.detach()
+        guard.then.block.append(o)
+    Builder.at_end(guard.then.block, loc=op.loc).create(scf.YieldOp, values=[])

@@ -1,0 +1,178 @@
+"""Thread-block clusters on the CPU (passes/pipeline_cluster.py, tilec/interp/cluster.py): two
+blocks of neighbouring row tiles that share the other operand's tile by TMA multicast compute,
+in the interpreter's coroutines (both blocks, both regions each), bit for bit what the loop
+before pipelining did -- also where an odd number of row tiles pads the grid with a block that
+stores nothing; the interpreter catches a broken cluster protocol; the pass says why it
+refuses a kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.unit.test_warp_specialize import _specialized
+from tests.validation import run_kernel
+from tilec.diagnostics import TileError
+from tilec.dialects import tma as TM
+from tilec.dialects.builtin import CLUSTER_ATTRIBUTE
+from tilec.dialects.shared import BarrierOp
+from tilec.interp import InterpreterError
+from tilec.interp.cluster import clusters
+from tilec.interp.runner import random_arguments
+from tilec.ir.builder import Builder
+from tilec.ir.printer import print_op
+from tilec.tune.space import read_back
+
+CLUSTERED = "cluster=2 "
+CASES = [
+    ("gemm_layouts.tile", "gemm_nn", {"M": 208, "N": 320, "K": 400}),  # 2 row tiles
+    ("gemm_layouts.tile", "gemm_nn", {"M": 336, "N": 272, "K": 144}),  # 3: one block pads
+    ("bmm.tile", "bmm", {"Z": 2, "M": 96, "N": 160, "K": 48}),  # one row tile a batch
+    ("matmul_bias_gelu.tile", "matmul_bias_gelu", {"M": 176, "N": 256, "K": 96}),
+    ("gemm_layouts.tile", "gemm_nt_bf16", {"M": 144, "N": 272, "K": 208}),  # K-major b
+    ("gemm_layouts.tile", "gemm_tt", {"M": 208, "N": 320, "K": 400}),
+]
+
+
+def _clustered(example: str, kernel: str, extents: dict, options: str = CLUSTERED):
+    return _specialized(example, kernel, extents, options)
+
+
+@pytest.mark.parametrize(
+    "example, kernel, extents",
+    CASES,
+    ids=[f"{k}:{'x'.join(map(str, e.values()))}" for _, k, e in CASES],
+)
+def test_two_blocks_sharing_a_tile_compute_what_the_loop_did(example, kernel, extents):
+    before, module, _ = _clustered(example, kernel, extents)
+    func = module.lookup(kernel)
+    dims = [int(e.value) for e in func.attributes[CLUSTER_ATTRIBUTE].elements]
+    assert sorted(dims, reverse=True)[:2] == [2, 1] and dims.count(2) == 1
+    shared = [op for op in func.walk() if isinstance(op, TM.TmaCopyOp) and op.multicast_ctas == 2]
+    assert shared and all(not op.is_folded for op in shared)
+    inputs = random_arguments(func, extents, seed=5)
+    got, sizes = run_kernel(module, kernel, inputs, None)
+    expected, _ = run_kernel(before, kernel, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def _gemm(extents=None):
+    return _clustered("gemm_layouts.tile", "gemm_nn", extents or {"M": 208, "N": 320, "K": 400})
+
+
+def _run(module, extents=None):
+    func = module.lookup("gemm_nn")
+    extents = extents or {"M": 208, "N": 320, "K": 400}
+    run_kernel(module, "gemm_nn", random_arguments(func, extents, seed=3), None)
+
+
+def test_the_clustered_kernel_shares_b_and_releases_stages_in_both_blocks():
+    _, module, context = _gemm()
+    func = module.lookup("gemm_nn")
+    copies = [op for op in func.walk() if isinstance(op, TM.TmaCopyOp)]
+    assert {op.view.name_hint: op.multicast_ctas for op in copies} == {"a": 1, "b": 2}
+    releases = [op for op in func.walk() if isinstance(op, TM.MbarrierArriveOp)]
+    assert releases and all(op.cluster_ctas == 2 for op in releases)
+    inits = {op.barriers: op.arrivals for op in func.walk() if isinstance(op, TM.MbarrierInitOp)}
+    assert inits[releases[0].barriers] == 2
+    top = func.body.block.ops
+    assert sum(isinstance(op, TM.ClusterBarrierOp) for op in top) == 2
+    assert isinstance(
+        top[top.index(next(o for o in top if isinstance(o, TM.MbarrierInvalOp))) - 1],
+        TM.ClusterBarrierOp,
+    )
+    said = [r.message for r in context.remarks if "clusters of 2" in r.message]
+    assert said and "multicasts" in said[0] and "along M" in said[0]
+    assert read_back(func)["pipeline.cluster"] == 2
+    text = print_op(module)
+    from tilec.ir.parser import parse_module
+
+    assert print_op(parse_module(text)) == text
+
+
+def test_the_scratch_of_the_epilogue_still_reuses_the_stages():
+    """The cluster's mbarriers live to the kernel's end; the epilogue's scratch goes below
+    them, into the stages no longer in use, so the kernel needs no more shared memory."""
+    _, plain, _ = _specialized(
+        "gemm_layouts.tile", "gemm_nn", {"M": 208, "N": 320, "K": 400}, "warp_specialize=1 "
+    )
+    _, clustered, _ = _gemm()
+    size = [
+        int(m.lookup("gemm_nn").attributes["tilec.shared_bytes"].value) for m in (plain, clustered)
+    ]
+    assert size[0] == size[1]
+
+
+def test_a_block_reaching_the_other_before_a_cluster_barrier_is_caught():
+    _, module, _ = _gemm()
+    func = module.lookup("gemm_nn")
+    first = next(op for op in func.body.block.ops if isinstance(op, TM.ClusterBarrierOp))
+    Builder.before_op(first).create(BarrierOp)
+    first.erase()
+    with pytest.raises(InterpreterError, match=r"reaches (mbarrier \d+ of )?block \(1, 0\)"):
+        _run(module)
+
+
+def test_invalidating_barriers_the_other_block_may_still_reach_is_caught():
+    _, module, _ = _gemm()
+    func = module.lookup("gemm_nn")
+    last = [op for op in func.body.block.ops if isinstance(op, TM.ClusterBarrierOp)][-1]
+    last.erase()
+    with pytest.raises(InterpreterError, match="another block of the cluster reached"):
+        _run(module)
+
+
+def test_releasing_a_stage_in_one_block_only_deadlocks():
+    """The producer's multicast writes both blocks' slots, so it waits for both blocks'
+    consumers; releasing only the block's own stage leaves that wait one arrival short."""
+    _, module, _ = _gemm()
+    for op in module.lookup("gemm_nn").walk():
+        if isinstance(op, TM.MbarrierArriveOp):
+            del op.attributes["cluster"]
+    with pytest.raises(InterpreterError, match=r"would wait forever|deadlock"):
+        _run(module)
+
+
+def test_a_multicast_in_a_kernel_without_clusters_is_an_error():
+    _, module, _ = _gemm()
+    del module.lookup("gemm_nn").attributes[CLUSTER_ATTRIBUTE]
+    with pytest.raises(InterpreterError, match="does not run in clusters"):
+        _run(module)
+
+
+@pytest.mark.parametrize(
+    "kernel, options, why",
+    [
+        ("gemm_nn", "cluster=2 warp_specialize=0 ", "not warp-specialized"),
+        ("gemm_nn", "cluster=3 ", "must be 1 .no clusters. or 2"),
+        ("gemm_nn", "cluster=2 warp_specialize=1 persistent=1 ", "persistent blocks"),
+    ],
+)
+def test_a_kernel_that_cannot_run_in_clusters_is_refused_with_the_reason(kernel, options, why):
+    with pytest.raises(TileError, match=why):
+        _clustered("gemm_layouts.tile", kernel, {"M": 208, "N": 320, "K": 400}, options)
+
+
+def test_clusters_run_in_rank_order_and_cover_the_grid():
+    grid = (4, 3)
+    got = list(clusters(grid, (2, 1)))
+    assert got[0] == [(0, 0), (1, 0)] and len(got) == 6
+    assert sorted(p for c in got for p in c) == sorted(np.ndindex(*grid))
+    assert [TM.cluster_rank(p, (2, 1)) for p in got[3]] == [0, 1]
+
+
+def test_a_grouped_order_of_odd_groups_is_refused():
+    """Groups of 3 row tiles would put blocks of different columns into one cluster (both
+    would share a tile of b that only one of them reads)."""
+    from tests.unit.test_tma_copies import _before_pipeline
+    from tilec.ir.attributes import IntegerAttr
+
+    passes, module, context = _before_pipeline(
+        "gemm_layouts.tile", "gemm_nn", {"M": 208, "N": 320, "K": 400}, CLUSTERED
+    )
+    module.lookup("gemm_nn").attributes["tilec.group_m"] = IntegerAttr(3)
+    at = [p.name for p in passes].index("pipeline")
+    with pytest.raises(TileError, match=r"grouped block order .groups of 3"):
+        for p in passes[at:]:
+            p.run(module, context)
