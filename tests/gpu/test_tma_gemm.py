@@ -2,7 +2,8 @@
 examples/gemm_layouts.tile, f16 and bf16, at shapes with partial tiles along M, N and K (the
 unit zero-fills outside the tensor), K a multiple of 8 but not 16 (rows of 16-byte multiples),
 and tiny ones; the same kernels with `pipeline.tma = 0` (cp.async) give the same bits; and a
-layout the unit cannot take keeps cp.async."""
+layout the unit cannot take keeps cp.async. Warp-specialized, persistent and clustered kernels
+give the bits of the plain ones."""
 
 from __future__ import annotations
 
@@ -198,6 +199,70 @@ def test_warp_specialized_bmm_and_fused_epilogue(variant):
     torch.testing.assert_close(y, expected.half(), rtol=2e-2, atol=0.5)
     for kernel, args in ((bmm, (a, b, c)), (fused, (x, w, bias, y))):
         assert "setmaxnreg.inc" in kernel.compile_for(*args).ptx
+
+
+CLUSTER_CASES = [
+    (4096, 4096, 4096, "nn", torch.float16),
+    (4000, 3000, 1000, "nn", torch.float16),  # b's rows straddle lines: what clusters are for
+    (1100, 3000, 1000, "nn", torch.bfloat16),  # 9 row tiles: a block pads the last cluster
+    (4000, 3000, 1000, "nt", torch.float16),  # K-major b, its boxes halved to split in two
+    (1100, 520, 72, "nt", torch.bfloat16),
+]
+CLUSTERED = {"pipeline": {"cluster": 2}}
+
+
+@pytest.mark.parametrize("m, n, k, layout, dtype", CLUSTER_CASES)
+def test_clustered_gemm_gives_the_bits_of_the_warp_specialized_one(m, n, k, layout, dtype):
+    """pipeline's option cluster (passes/pipeline_cluster.py): two blocks of neighbouring row
+    tiles each copy half of b's tile and the TMA unit multicasts it to both; each releases a
+    stage in both blocks. The same bits as the warp-specialized kernel without clusters (the
+    same dots in the same order), torch's result, and the launch in whole clusters."""
+    from tilec.jit import load_kernel
+
+    name = f"gemm_{layout}" + ("_bf16" if dtype == torch.bfloat16 else "")
+    clustered = load_kernel(EXAMPLES / "gemm_layouts.tile", name, pass_options=CLUSTERED)
+    alone = load_kernel(
+        EXAMPLES / "gemm_layouts.tile", name, pass_options=WARP_SPECIALIZED["warp_specialize"]
+    )
+    a, b, a_stored, b_stored = _operands(m, n, k, layout, dtype, m * 3 + n + k)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    clustered(a_stored, b_stored, c)
+    c0 = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    alone(a_stored, b_stored, c0)
+    torch.testing.assert_close(c, (a.float() @ b.float()).to(dtype), rtol=2e-2, atol=0.5)
+    assert torch.equal(c, c0)
+    for _ in range(20):  # a protocol race shows as bits that change between launches
+        clustered(a_stored, b_stored, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, c0)
+    ptx = clustered.compile_for(a_stored, b_stored, c).ptx
+    assert ".reqnctapercluster 2, 1, 1" in ptx and ".multicast::cluster" in ptx
+
+
+def test_clustered_bmm_and_fused_epilogue():
+    """A batched GEMM (the cluster along its row axis, the batch another) at an odd number of
+    row tiles, and a bias + GELU epilogue guarded in the padding block."""
+    from tilec.jit import load_kernel
+
+    bmm = load_kernel(EXAMPLES / "bmm.tile", "bmm", pass_options=CLUSTERED)
+    torch.manual_seed(8)
+    a = torch.randn(6, 1100, 520, device="cuda", dtype=torch.float16)
+    b = torch.randn(6, 520, 776, device="cuda", dtype=torch.float16)
+    c = torch.full((6, 1100, 776), float("nan"), device="cuda", dtype=torch.float16)
+    bmm(a, b, c)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2e-2, atol=0.5)
+    fused = load_kernel(
+        EXAMPLES / "matmul_bias_gelu.tile", "matmul_bias_gelu", pass_options=CLUSTERED
+    )
+    x = torch.randn(1100, 520, device="cuda", dtype=torch.float16)
+    w = torch.randn(520, 776, device="cuda", dtype=torch.float16)
+    bias = torch.randn(776, device="cuda", dtype=torch.float16)
+    y = torch.empty(1100, 776, device="cuda", dtype=torch.float16)
+    fused(x, w, bias, y)
+    expected = torch.nn.functional.gelu(x.float() @ w.float() + bias.float())  # erf GELU
+    torch.testing.assert_close(y, expected.half(), rtol=2e-2, atol=0.5)
+    for kernel, args in ((bmm, (a, b, c)), (fused, (x, w, bias, y))):
+        assert ".reqnctapercluster" in kernel.compile_for(*args).ptx
 
 
 WARP_SPECIALIZED_ATTENTION = [

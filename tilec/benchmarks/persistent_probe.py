@@ -5,7 +5,8 @@ passes/pipeline_persistent.py) on GEMMs a user writes, with cuBLAS in the same r
     python -m tilec.benchmarks.persistent_probe --shape 4096x3072x1024 --shape nt:4000x3000x1000
 
 For each kernel and shape: tilec's time in each of `VARIANTS` (the default: one block a tile
-in the grouped block order; the launch order; persistent blocks; a producer warpgroup),
+in the grouped block order; the launch order; persistent blocks; a producer warpgroup;
+256x128 tiles; clusters of two blocks sharing b),
 each checked against
 torch first, and torch's (`matmul` / `bmm`) on the same inputs; times from
 `tilec.benchmarks.gpu.time_ms` (inputs rotated past the L2 cache, median). One line each:
@@ -19,6 +20,7 @@ import json
 import sys
 
 from tilec.benchmarks.gpu import EXAMPLES, _sets, time_ms
+from tilec.diagnostics import TileError
 
 __all__ = ["CASES", "main"]
 
@@ -72,6 +74,8 @@ VARIANTS = {
     "warp_specialize": {"pipeline": {"warp_specialize": -1}},
     "ws_persistent": {"pipeline": {"warp_specialize": -1, "persistent": -1}},
     "tall": {"tiling": {"tiles": "BM=256,BN=128,BK=64"}},  # 256x128 tiles, not 128x256
+    # two blocks of neighbouring row tiles share b's tile by multicast (pipeline_cluster.py)
+    "cluster": {"pipeline": {"cluster": 2}},
 }
 
 
@@ -87,8 +91,13 @@ def case(example: str, kernel: str, shape: tuple, variants: list[str]) -> dict:
     for label in variants:
         if label == "launch_order" and kernel == "bmm":
             continue  # a 3-D grid keeps the launch order anyway
-        fn = load_kernel(EXAMPLES / example, kernel, pass_options=VARIANTS[label])
-        fn(*sets[0], out)
+        try:
+            fn = load_kernel(EXAMPLES / example, kernel, pass_options=VARIANTS[label])
+            fn(*sets[0], out)
+        except TileError as e:  # a variant the kernel refuses (its reason, no time)
+            row[label] = None
+            row[f"{label}_refused"] = e.message
+            continue
         torch.cuda.synchronize()
         expected = reference(*sets[0])
         torch.testing.assert_close(out, expected, rtol=2e-2, atol=0.5)
@@ -133,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         base = row.get("default")
         cells = []
         for label in variants:
-            if label in row:
+            if row.get(label, 0) is None:
+                cells.append(f"{label} refused")
+            elif label in row:
                 vs = f" ({row[label] / base:.3f})" if base and label != "default" else ""
                 cells.append(
                     f"{label} {row[label] * 1e3:7.1f} us{vs} /torch {row[label] / row['torch']:.3f}"
