@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tilec.dialects import scf
 from tilec.dialects import tile as T
-from tilec.ir.attributes import ArrayAttr, IntegerAttr
+from tilec.ir.attributes import ArrayAttr, IntegerAttr, UnitAttr
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import element_bytes
 from tilec.passes.specialize import attribute_pairs
@@ -15,7 +15,11 @@ from tilec.passes.tiling_operands import operand_load, program_axes
 from tilec.passes.tiling_rewrites import grouped_program_ids
 from tilec.passes.tiling_search import DEFAULT_GROUP_M
 
-__all__ = ["BlockOrder"]
+__all__ = ["INNER_FIRST_ATTRIBUTE", "BlockOrder"]
+
+# A kernel whose grid `inner_axis_first` reordered (what the tuner reads back as the decision
+# `tiling.inner_first`, tilec/tune/space.py).
+INNER_FIRST_ATTRIBUTE = "tilec.inner_first"
 
 
 class BlockOrder:
@@ -107,6 +111,7 @@ class BlockOrder:
             f"{name} walks the innermost dimension the blocks read and write, so the blocks "
             "launched together move neighbouring memory (option inner_first)",
         )
+        self.kernel.attributes[INNER_FIRST_ATTRIBUTE] = UnitAttr()
 
     def put_first(self, first: int, why: str) -> None:
         """Make grid axis `first` axis 0 (the others keep their order): the program ids, grid

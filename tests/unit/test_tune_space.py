@@ -140,6 +140,40 @@ def test_a_tma_gemm_searches_persistent_blocks_and_warp_specialization():
     assert built.decisions["pipeline.persistent"] == 1
 
 
+def test_a_tma_gemm_searches_clusters_of_two_blocks():
+    """Off by default (not yet timed); a candidate with clusters is warp-specialized and reads
+    back its blocks a cluster; a layout the clusters refuse is pruned with the reason."""
+    problem, build, kernel = _heuristic(
+        "gemm_layouts.tile", "gemm_nn", {"M": 4000, "N": 3000, "K": 1000}
+    )
+    names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
+    assert build.decisions["pipeline.cluster"] == 1
+    assert names["pipeline.cluster"].values == (1, 2)
+    built = build_candidate(problem, {"pipeline.cluster": 2})
+    assert built.status == "built", built.reason
+    assert built.decisions["pipeline.cluster"] == 2
+    assert built.decisions["pipeline.warp_specialize"] == 1
+    assert ".reqnctapercluster 2, 1, 1" in built.ptx
+    refused = build_candidate(problem, {"pipeline.cluster": 2, "pipeline.warp_specialize": 0})
+    assert refused.status == "pruned" and "not warp-specialized" in refused.reason
+
+
+def test_a_grid_put_in_memory_order_searches_the_declared_order_too():
+    """head_gate's grid is declared S, H; tiling puts H first (it walks the innermost
+    dimension the blocks move): the tuner reads that back and also tries the declared order."""
+    problem, build, kernel = _heuristic(
+        "head_gate.tile", "head_gate", {"S": 1024, "H": 8, "D": 128}
+    )
+    assert build.decisions["tiling.inner_first"] is True
+    names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
+    assert names["tiling.inner_first"].values == (True, False)
+    declared = build_candidate(problem, {"tiling.inner_first": False})
+    assert declared.status == "built" and "tiling.inner_first" not in declared.decisions
+    assert declared.ptx != build.ptx
+    _p, gemm, _k = _heuristic("gemm_layouts.tile", "gemm_nn", {"M": 256, "N": 256, "K": 64})
+    assert "tiling.inner_first" not in gemm.decisions  # a kernel with dots keeps its order
+
+
 def test_a_sliding_window_searches_whether_its_shown_tiles_run_unmasked():
     _problem, build, kernel = _heuristic(
         "attention_window.tile", "attention_window", {"B": 1, "H": 2, "S": 512, "T": 512, "D": 64}

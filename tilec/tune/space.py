@@ -14,6 +14,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `tiling.producer` (loops of two wgmma dots, attention's: tiled for a producer warpgroup, or for the warps alone) | pass option | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
 | `stages` 1 or 2 (kernels whose loops load tiles into registers that could be issued an iteration ahead: register prefetch) | `@kernel(stages=...)` | pipeline |
+| `tiling.inner_first` (kernels without dots whose grid tiling put in memory's order: that order, or the declared one) | pass option | tiling |
 | `walk-tiles.enable` (row kernels whose rows all read one tile, a norm's weight: blocks walk the rows, loading it once) | pass option | walk-tiles |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 | `mask-bounds.middle` (loops whose masks show a middle range of tiles entirely: a sliding window's; that range run without them, or masked) | pass option | mask-bounds |
@@ -63,6 +64,7 @@ from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.mask_bounds import MIDDLE_ATTR
 from tilec.passes.register_prefetch import REGISTER_PREFETCH_ATTRIBUTE
 from tilec.passes.specialize import attribute_pairs as _pairs
+from tilec.passes.tiling_order import INNER_FIRST_ATTRIBUTE
 from tilec.passes.walk_tiles import WALK_TILES_ATTRIBUTE
 from tilec.passmanager import registered_passes
 
@@ -189,6 +191,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     prefetch = kernel.attributes.get(REGISTER_PREFETCH_ATTRIBUTE)
     if not buffers and prefetch is not None and prefetch.value:
         decisions["stages"] = 2  # a tile loaded one iteration ahead, in registers
+    if INNER_FIRST_ATTRIBUTE in kernel.attributes:
+        decisions["tiling.inner_first"] = True
     walk = kernel.attributes.get(WALK_TILES_ATTRIBUTE)
     if walk is not None:
         decisions["walk-tiles.enable"] = bool(walk.value)
@@ -309,6 +313,8 @@ def applicable(
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
     if "walk-tiles.enable" in chosen:
         options.append(("walk-tiles.enable", (True, False)))
+    if "tiling.inner_first" in chosen:  # the grid reordered along memory, or as declared
+        options.append(("tiling.inner_first", (True, False)))
     if "defer-reduction.enable" in chosen:
         options.append(("defer-reduction.enable", (True, False)))
     if "mask-bounds.middle" in chosen:
