@@ -31,6 +31,8 @@ CASES = [
     ("matmul_bias_gelu.tile", "matmul_bias_gelu", {"M": 176, "N": 256, "K": 96}),
     ("gemm_layouts.tile", "gemm_nt_bf16", {"M": 144, "N": 272, "K": 208}),  # K-major b
     ("gemm_layouts.tile", "gemm_tt", {"M": 208, "N": 320, "K": 400}),
+    ("fp8_gemm.tile", "fp8_gemm", {"M": 400, "N": 272, "K": 208}),  # 8-bit, k32 wgmma
+    ("int8_gemm.tile", "int8_gemm_nt", {"M": 208, "N": 80, "K": 272}),
 ]
 
 
