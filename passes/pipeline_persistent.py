@@ -44,11 +44,12 @@ fixed: the epilogue's 66 KiB scratch cost a stage (now the exchange goes in row 
 `chunks`), the lowering did not recognize the main loop inside the walk as the pipeline's, and
 -- the one that cost the time -- the walk divided tile indices in 64 bits, a subroutine call
 in SASS, for which nvJitLink serialized every wgmma (`tiling_rewrites.block_divmod`). Since:
-0.97-1.05x a block a tile on seven GEMMs (`tilec.benchmarks.persistent_probe`), no gain, so
-option `persistent` stays 0 unless asked for (-1: wherever the kernel allows; 1: required),
-and the tuner searches it (`pipeline.persistent`). With one block an SM and no producer warp
-the next tile's copies overlap only the epilogue's stores; for the epilogue to overlap the next
-tile's wgmmas, warp specialization is the next step.
+0.97-1.05x a block a tile on seven GEMMs (`tilec.benchmarks.persistent_probe`, now
+`gemm_flight_probe --configs schedule`), no gain, so option `persistent` stays 0 unless asked
+for (-1: wherever the kernel allows; 1: required), and the tuner searches it
+(`pipeline.persistent`). With one block an SM and no producer warp the next tile's copies
+overlap only the epilogue's stores; for the epilogue to overlap the next tile's wgmmas, warp
+specialization is the next step.
 """
 
 from __future__ import annotations
