@@ -82,6 +82,13 @@ def cluster_kernel(kernel: FuncOp, specialized: bool, option: int, ctx: PassCont
         return False
     plan = _plan(kernel, specialized)
     if isinstance(plan, str):
+        refused = [
+            r.message
+            for r in ctx.remarks
+            if r.op is kernel and r.message.startswith("not warp-specialized: ")
+        ]
+        if not specialized and refused:  # why warp specialization was refused, too
+            plan += f" ({refused[-1]})"
         raise TileError(f"pipeline: option cluster = {option}, but {plan}", kernel.loc)
     _apply(kernel, plan)
     copy = plan.shared[0]

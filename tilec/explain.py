@@ -188,9 +188,13 @@ class _Kernel:
         persistent = self.said(self.kernel, "pipeline", "persistent blocks")
         if persistent:
             text = text.replace(" blocks (rounded up)", " tiles (rounded up), persistent blocks")
+        cluster = self.said(self.kernel, "pipeline", "clusters of")
+        if cluster:
+            dims = [int(e.value) for e in self.kernel.attributes["tilec.cluster"].elements]
+            text += f", in clusters of {'x'.join(map(str, dims))}"
         reasons = self.said(self.kernel, "tiling", "block order")
         reasons += persistent or self.said(self.kernel, "pipeline", "not persistent")
-        self.line("grid", text, reasons)
+        self.line("grid", text, reasons + cluster)
 
     def split(self) -> None:
         """The split axis (split-reduction): the loop split and how S is chosen, or why not."""

@@ -208,3 +208,15 @@ def test_tile_ir_only_says_there_is_no_ptx():
     assert "not chosen" in section(text, "tiles")
     assert "no PTX" in section(text, "ptxas")
     assert "pipeline did not run" in section(text, "stages")
+
+
+def test_a_clustered_gemm_says_its_clusters_and_why(monkeypatch):
+    no_ptxas(monkeypatch)
+    from tilec.compiler import target_pipeline
+
+    pipeline = target_pipeline(aligned_pipeline(), "sm_90a").replace(
+        "pipeline{", "pipeline{cluster=2 ", 1
+    )
+    grid = section(explained("gemm_layouts", "gemm_nn", pipeline), "grid")
+    assert "in clusters of 2x1" in grid
+    assert "clusters of 2 blocks along M (grid axis 0)" in grid and "multicasts" in grid
