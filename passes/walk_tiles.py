@@ -20,7 +20,10 @@ f32) stay per tile, so a block holds the loaded tile (16-bit, not its f32 copy) 
 
 Applies to a kernel with a grid of tiles (`tilec.grid`), not split, not already persistent,
 whose top-level block holds no loops, branches or dots (a row kernel whose row is one tile),
-with at least one such tile-invariant load, and those loads' tiles at most `max_elements`
+with at least one such tile-invariant load -- or none, where the kernel reduces its tiles
+(softmax: a block holds a whole row and few share an SM, so a walk is what lets the register
+prefetch load the next row while this one is reduced, as Triton's softmax tutorial pipelines
+its row loop) --, and those loads' tiles at most `max_elements`
 (8192) elements a block: they stay in registers across the walk, and ptxas keeps a 16-bit
 element in a 32-bit register (layer norm 8192 x 8192's two 8192-wide rows took it from 105
 registers to 254). Exact (the same operations per tile; the
@@ -84,7 +87,7 @@ class WalkTiles(Pass):
     def run(self, module: Operation, ctx: PassContext) -> None:
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             hoisted = _invariant_loads(kernel)
-            if not hoisted:
+            if not hoisted and not _reduces_rows(kernel):
                 continue
             why = _blocker(kernel)
             held = sum(op.result.type.num_elements for op in hoisted)
@@ -102,12 +105,19 @@ class WalkTiles(Pass):
             kernel.attributes[WALK_TILES_ATTRIBUTE] = BoolAttr(self.options.enable)
             if self.options.enable:
                 _rewrite(kernel, hoisted, ctx)
-            else:
+            elif hoisted:
                 names = ", ".join(f"%{op.view.name_hint or '?'}" for op in hoisted)
                 ctx.remark(
                     kernel,
                     f"blocks could walk the output tiles and load {names} once; not done "
                     "(walk-tiles.enable is off by default)",
+                )
+            else:
+                ctx.remark(
+                    kernel,
+                    "blocks could walk the output tiles, each loading its next tile before "
+                    "it reduces this one (with pipeline's register prefetch, stages=2); not "
+                    "done (walk-tiles.enable is off by default)",
                 )
 
 
@@ -129,6 +139,13 @@ def _blocker(kernel: FuncOp) -> str:
         if isinstance(op, T.NumProgramsOp):
             return "it reads the grid's size (tile.num_programs)"
     return ""
+
+
+def _reduces_rows(kernel: FuncOp) -> bool:
+    """Whether the kernel reduces its tiles (a row kernel: softmax's max and sum): its blocks
+    hold a whole row each and are few an SM, so what one keeps in flight is the row it loads
+    -- a walk lets it load the next one while it reduces this one (register prefetch)."""
+    return any(isinstance(op, T.ReduceOp) for op in kernel.body.block.ops)
 
 
 def _varying(kernel: FuncOp) -> set[Value]:
@@ -195,7 +212,11 @@ def _rewrite(kernel: FuncOp, loads: list[T.LoadOp], ctx: PassContext) -> None:
     ctx.remark(
         kernel,
         f"blocks walk the output tiles (as many as the GPU holds at once); {names} "
-        f"({nbytes} bytes a block) loaded once before the walk instead of once a tile",
+        f"({nbytes} bytes a block) loaded once before the walk instead of once a tile"
+        if loads
+        else "blocks walk the output tiles (as many as the GPU holds at once); nothing every "
+        "tile reads: the walk is for the next tile's loads, which pipeline's register "
+        "prefetch (stages=2) issues before this tile is reduced",
     )
 
 

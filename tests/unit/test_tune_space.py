@@ -63,11 +63,16 @@ def test_pass_option_decisions_exist_only_where_the_pass_declares_the_option():
     assert "tiling.wgmma" not in names and "tiling.mma" in names
 
 
-def test_a_rowwise_kernel_has_rows_per_block_but_no_stages_and_no_dot_decisions():
+def test_a_rowwise_kernel_has_rows_per_block_and_a_walk_but_no_dot_decisions():
+    """softmax: rows a block and warps; its blocks could walk the rows, loading the next one
+    a row ahead (walk-tiles with stages 2: nothing every row shares, but a reduction); no
+    tensor-core or block-order decisions."""
     problem, build, kernel = _heuristic("softmax.tile", "softmax", {"M": 64, "N": 300})
-    names = [d.name for d in applicable(kernel, problem.extents, "sm_90a", fixed=["tile.N"])]
-    assert "tile.M" in names and "warps" in names
-    assert not {"stages", "tiling.group_m", "tiling.wgmma", "tile.N"} & set(names)
+    decisions = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a", fixed=["tile.N"])}
+    assert "tile.M" in decisions and "warps" in decisions
+    assert decisions["walk-tiles.enable"].values == (True, False)
+    assert decisions["stages"].values == (1, 2)
+    assert not {"tiling.group_m", "tiling.wgmma", "tile.N"} & set(decisions)
     assert "path" not in build.decisions
 
 

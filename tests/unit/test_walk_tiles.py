@@ -81,11 +81,37 @@ def test_the_loads_every_tile_reads_go_before_the_walk_with_a_remark():
     assert any("%w, %b (16384 bytes a block) loaded once before the walk" in m for m in messages)
 
 
-def test_kernels_it_leaves_alone():
-    # softmax reads nothing every row shares: nothing to hoist, no walk, no remark.
+def test_a_row_kernel_with_nothing_to_hoist_walks_for_the_prefetch():
+    """softmax reads nothing every row shares, but reduces its rows: it could walk them so
+    that the register prefetch loads the next row while this one is reduced (off by
+    default, recorded for the tuner); walked, it computes what it did."""
     module, _, _ = _run("softmax.tile", "softmax", 8, 300, BEFORE % 300)
+    context = _walk(module, "walk-tiles")
+    kernel = module.lookup("softmax")
+    assert PERSISTENT_ATTRIBUTE not in kernel.attributes
+    assert kernel.attributes[WALK_TILES_ATTRIBUTE] == BoolAttr(False)
+    assert ["register prefetch" in r.message for r in context.remarks] == [True]
+    module, inputs, _ = _run("softmax.tile", "softmax", 8, 300, BEFORE % 300)
+    before = module.clone()
     context = _walk(module)
-    assert PERSISTENT_ATTRIBUTE not in module.lookup("softmax").attributes
+    assert PERSISTENT_ATTRIBUTE in module.lookup("softmax").attributes
+    assert any("the walk is for the next tile's loads" in r.message for r in context.remarks)
+    after, tiles = run_kernel(module, "softmax", inputs, None)
+    expected, _ = run_kernel(before, "softmax", inputs, tiles)
+    for got, want in zip(after, expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_kernels_it_leaves_alone():
+    # an element-wise kernel reads nothing every tile shares and reduces nothing: no walk
+    source = """
+def scale(x: f32[M, N], y: f32[M, N]):
+    for tm, tn in tiles(M, N):
+        y[tm, tn] = x[tm, tn] * 2.0
+"""
+    module = tilec.compile(source, pipeline="canonicalize,cse,tiling,canonicalize").module
+    context = _walk(module)
+    assert PERSISTENT_ATTRIBUTE not in module.lookup("scale").attributes
     assert not context.remarks
     # a block with a loop of its own (here over a row's tiles): left alone, and says why
     source = """
@@ -137,6 +163,7 @@ def test_off_unless_enabled():
     [
         ("layernorm.tile", "layernorm", {"M": 7, "N": 37}),
         ("rmsnorm.tile", "rmsnorm", {"M": 11, "N": 53}),
+        ("softmax.tile", "softmax", {"M": 13, "N": 45}),
     ],
 )
 def test_the_passes_after_it_keep_the_walk_right(path, name, sizes, prefetch):
