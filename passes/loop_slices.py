@@ -5,6 +5,8 @@ ahead (`passes/register_prefetch.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tilec.dialects import arith, scf
 from tilec.ir.core import Operation, OpResult, Pure, Value
 
@@ -40,9 +42,13 @@ def affine_in_iv(v: Value, loop: scf.ForOp) -> bool:
     return False
 
 
-def recompute_slice(roots: list[Value], loop: scf.ForOp) -> list[Operation] | str:
+def recompute_slice(
+    roots: list[Value], loop: scf.ForOp, reads: Callable[[Operation], bool] | None = None
+) -> list[Operation] | str:
     """The body ops that compute `roots` from the induction variable and loop-invariant
-    values, in body order; or why they cannot be computed for another iteration."""
+    values, in body order; or why they cannot be computed for another iteration. `reads`:
+    which impure ops may be computed again too (loads the caller knows harmless to repeat,
+    such as a paged kernel's read of its block table)."""
     body = loop.body.block
     needed: set[int] = set()
     work = list(roots)
@@ -55,7 +61,7 @@ def recompute_slice(roots: list[Value], loop: scf.ForOp) -> list[Operation] | st
         op = v.op
         if op.parent is not body:
             return "the load's offsets or mask are computed inside nested control flow"
-        if not op.has_trait(Pure):
+        if not op.has_trait(Pure) and not (reads is not None and reads(op)):
             return f"the load's offsets or mask depend on '{op.name}', which is not pure"
         if id(op) not in needed:
             needed.add(id(op))

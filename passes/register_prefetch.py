@@ -20,13 +20,17 @@ After:
       scf.yield %carry2, %t_next
     }
 
-A load qualifies when it is directly in the body of a `tiles()` loop that moves no tile
+A load qualifies when it is directly in the body of a loop (`tiles()` or `range()`) that moves no tile
 through shared memory and has no `tile.dot` (whose FMA path holds its operands in registers), reads a view defined outside the loop that nothing in the loop writes,
 and its offsets and mask are computed from the induction variable and loop-invariant values
-(`loop_slices.recompute_slice`: no carried value, nothing impure). Nothing can read out of
+(`loop_slices.recompute_slice`: no carried value, nothing impure but loads that qualify
+themselves -- a paged kernel's read of its block table, whose page number the next page's
+load needs). Nothing can read out of
 bounds: a `tile.load` reads only elements inside the view's extents (the rest is padding), so
-the load past the last iteration reads nothing, and its `in_bounds` is not claimed (vectorize
-proves it only for constant and program-id offsets). Other arguments are assumed not to
+the load past the last iteration reads nothing outside them -- past a `tiles()` loop nothing
+at all, past a `range()` loop what no iteration uses --, and its `in_bounds` is not claimed
+along a dimension that moves with the loop (vectorize proves it only for constant and
+program-id offsets; `_unsafe_ahead` checks). Other arguments are assumed not to
 overlap the loaded view, as the copies of `pipeline` assume.
 
 mask-bounds splits a loop into the tiles its masks show entirely and the rest (`visible_end`):
@@ -199,10 +203,6 @@ def _prefetchable(loop: scf.ForOp, ctx: PassContext | None) -> list[_Load]:
             ctx.remark(loop, f"not prefetched: {text}")
         return []
 
-    if scf.is_range_loop(loop) and not scf.is_tile_walk(loop):
-        return refuse(
-            "a range() loop (a load issued ahead would read at an index no iteration uses)"
-        )
     if any(isinstance(op, _SHARED_OPS) for op in loop.walk()):
         return refuse("the loop moves tiles through shared memory (pipeline's streams)")
     if any(isinstance(op, T.DotOp) for op in loop.walk()):
@@ -231,11 +231,36 @@ def _why_not(load: T.LoadOp, loop: scf.ForOp) -> list[Operation] | str:
     roots = list(load.offsets) + ([load.mask] if load.mask is not None else [])
     if not any(depends_on_iv(v, loop) for v in roots):
         return ""
+    why = _unsafe_ahead(load, loop)
+    if why:
+        return why
+    return recompute_slice(roots, loop, reads=lambda op: not _unsafe_ahead(op, loop))
+
+
+def _unsafe_ahead(load: Operation, loop: scf.ForOp) -> str:
+    """Why `load` may not be issued for the iteration after the last ("" when it may): a view
+    the loop writes (the load would pass the write), or an offset that moves with the
+    iteration along a dimension the load claims in bounds (`in_bounds`: unchecked). A load
+    past the last iteration -- a `range()` loop's index past its count, a page number read
+    from a block table's column past the context -- must read only inside the view's extents,
+    which the unclaimed dimensions' bounds checks ensure: what it reads is never used."""
+    if not isinstance(load, T.LoadOp):
+        return f"'{load.name}' is not a load"
+    if defined_inside(load.view, loop):
+        return "the tensor view is not defined outside the loop"
     for op in loop.walk():
         if op is not load and load.view in op.operands and not _reads(op):
             view = getattr(load.view, "name_hint", None) or "the view"
             return f"the loop writes {view} ({op.name}), which a load ahead would pass"
-    return recompute_slice(roots, loop)
+    claimed = load.attributes.get("in_bounds")
+    if claimed is not None:
+        for d, (v, inside) in enumerate(zip(load.offsets, claimed.elements)):
+            if inside.value and depends_on_iv(v, loop):
+                return (
+                    f"its offset along dimension {d} moves with the loop and is claimed in "
+                    "bounds: a load past the last iteration would go unchecked"
+                )
+    return ""
 
 
 def _reads(op: Operation) -> bool:

@@ -119,10 +119,15 @@ def paged_reference(q, k_cache, v_cache, block_table, lens):
     ],
     ids=["one-token-page", "partial-and-empty", "cut-at-table", "decode-4096"],
 )
+@pytest.mark.parametrize("stages", [1, 2], ids=["plain", "next-page-ahead"])
 def test_paged_decode_matches_sdpa_over_gathered_pages(
-    batch, heads, groups, dim, pages, columns, lens
+    batch, heads, groups, dim, pages, columns, lens, stages
 ):
-    kernel = load_kernel(ROOT / "examples" / "paged_decode.tile", "paged_decode")
+    """With `stages=2` the loop over pages reads the next page number and issues the next
+    page's keys and values before computing this page (register prefetch over a range()
+    loop): past the last page it reads the table's next column, or past the table, which
+    the bounds checks keep inside the tensors."""
+    kernel = load_kernel(ROOT / "examples" / "paged_decode.tile", "paged_decode", stages=stages)
     q = torch.randn(batch, heads, dim, device="cuda", dtype=torch.float16)
     k_cache = torch.randn(pages, groups, 16, dim, device="cuda", dtype=torch.float16)
     v_cache = torch.randn(pages, groups, 16, dim, device="cuda", dtype=torch.float16)

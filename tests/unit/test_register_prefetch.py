@@ -103,3 +103,46 @@ def test_a_loop_that_runs_once_is_not_prefetched():
 def test_the_model_declines_when_the_registers_halve_the_blocks():
     (said,) = _remarks("topk_softmax", "greedy_token")
     assert said.startswith("1 stage in registers: prefetching would not raise the bytes")
+
+
+def test_a_paged_loop_loads_its_next_page_through_the_table():
+    """Paged decode's `range()` loop over a sequence's pages: the next page's keys and values
+    need the next page number, read from the block table -- that read is issued ahead too.
+    Past the last page the loads read only inside the tensors (the table's column and the
+    page's dimension are bounds-checked) and nothing uses them: a context filling the whole
+    table (the read past its last column), an empty one and a partial page give the same."""
+    name = "paged_decode"
+    module = tilec.compile(os.path.join(ROOT, "examples", f"{name}.tile"), kernels=[name]).module
+    rng = np.random.default_rng(4)
+    b, h, g, d, pages, maxp = 3, 4, 2, 64, 10, 4
+    inputs = [
+        rng.standard_normal((b, h, d)).astype(np.float16),
+        rng.standard_normal((pages, g, 16, d)).astype(np.float16),
+        rng.standard_normal((pages, g, 16, d)).astype(np.float16),
+        rng.integers(0, pages, (b, maxp)).astype(np.int32),
+        np.array([maxp * 16, 0, 37], np.int32),
+        np.zeros((b, h, d), np.float16),
+        np.float32(0.125),
+    ]
+    context = PassContext()
+    for p in parse_pipeline(
+        DEFAULT_PIPELINE.replace("pipeline,", "pipeline{register_prefetch=1},")
+    ):
+        if p.name == "pipeline":
+            before = module.clone()
+        context.current_pass = p.name
+        p.run(module, context)
+        verify(module)
+    expected, sizes = run_kernel(before, name, inputs, None)
+    got, _ = run_kernel(module, name, inputs, sizes)
+    for a, e in zip(got, expected):
+        np.testing.assert_array_equal(a, e)
+    said = [r.message for r in context.remarks if r.pass_name == "pipeline"]
+    assert any("2 stages in registers" in m for m in said), said
+    loop = next(
+        op
+        for op in module.lookup(name).walk()
+        if isinstance(op, scf.ForOp) and scf.is_range_loop(op)
+    )
+    carried = [v.owner.view.name_hint for v in loop.inits if isinstance(v.owner, T.LoadOp)]
+    assert {"k_cache", "v_cache"} <= set(carried)
