@@ -48,7 +48,7 @@ from tilec.dialects.builtin import CLUSTER_ATTRIBUTE, PERSISTENT_ATTRIBUTE, Func
 from tilec.dialects.warp_specialize import WarpSpecializeOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.builder import Builder
-from tilec.ir.core import Block, Region, Value
+from tilec.ir.core import Block, Operation, Pure, Region, Value
 from tilec.ir.types import TensorType
 from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan
@@ -142,6 +142,13 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
         if any(c.is_folded for c in mine):
             why = "the copies that could be shared take whole tiles of interleaved rows"
             continue
+        read = next((r for c in mine for r in _reads_behind(c.offsets)), None)
+        if read is not None:
+            why = (
+                f"the offsets of {view.name_hint or 'the operand'}'s tiles come through a "
+                f"load ('{read.name}'): two blocks may not read the same tile"
+            )
+            continue
         boxes = [_shared_box(c) for c in mine]
         unsplit = next((b for b in boxes if isinstance(b, str)), None)
         if unsplit is not None:
@@ -190,6 +197,25 @@ def _shared_box(copy: TM.TmaCopyOp) -> tuple[int, ...] | str:
         why = TM.multicast_part(slot, box, CLUSTER_BLOCKS)
         rows //= 2
     return why if isinstance(why, str) else box
+
+
+def _reads_behind(values: list[Value]) -> list[Operation]:
+    """The ops with memory reads that `values` are computed from (a gather's index), walking
+    back through ops and out of enclosing regions' arguments no further than their ops."""
+    found, seen, work = [], set(), list(values)
+    while work:
+        v = work.pop()
+        op = getattr(v, "op", None)
+        if op is None or id(op) in seen:
+            continue
+        seen.add(id(op))
+        if not op.has_trait(Pure) and not isinstance(
+            op, (T.ProgramIdOp, T.NumProgramsOp, T.DimOp, arith.ConstantOp)
+        ):
+            found.append(op)
+            continue
+        work.extend(op.operands)
+    return found
 
 
 def _dims(view: Value) -> list[str]:

@@ -178,3 +178,33 @@ def test_a_grouped_order_of_odd_groups_is_refused():
     with pytest.raises(TileError, match=r"grouped block order .groups of 3"):
         for p in passes[at:]:
             p.run(module, context)
+
+
+def test_a_gemm_whose_weight_tile_comes_through_a_load_is_refused():
+    """Two blocks of one cluster must read the same tile of the shared operand; a tile
+    chosen by a load (an expert id read per row tile) may differ between them. Warp
+    specialization already refuses such copies; the cluster's refusal says why."""
+    import tilec
+    from tilec.compiler import DEFAULT_PIPELINE, target_pipeline
+    from tilec.passmanager import PassContext, parse_pipeline
+
+    source = """
+def gathered(a: f16[M, K], w: f16[E, K, N], ids: i32[M], c: f16[M, N]):
+    for tm, tn in tiles(M, N):
+        e = ids[tile_start(tm)]
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tm, tk] @ w[e, tk, tn]
+        c[tm, tn] = acc.to(f16)
+"""
+    pipeline = target_pipeline(
+        DEFAULT_PIPELINE.replace("tiling,", 'tiling{extents="M=512,N=512,K=256"},'), "sm_90a"
+    ).replace("pipeline{", "pipeline{" + CLUSTERED, 1)
+    module = tilec.compile(source).module
+    context = PassContext()
+    with pytest.raises(
+        TileError, match=r"cluster = 2, but .*only the consumers' warps compute \(%e\)"
+    ):
+        for p in parse_pipeline('assume{all="aligned,unit,divisible"},' + pipeline):
+            context.current_pass = p.name
+            p.run(module, context)
