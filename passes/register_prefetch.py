@@ -428,6 +428,9 @@ def _blocks(registers: int, threads: int) -> int:
 
 
 def _rewrite(walk: _Walk, ctx: PassContext | None) -> None:
+    if len(walk.loops) == 1 and _chained(walk.loads[0]):
+        _rewrite_chained(walk.loops[0], walk.loads[0], ctx)
+        return
     names = walk.names()
     carried: list[Value] = []
     for k, (loop, loads) in enumerate(zip(walk.loops, walk.loads)):
@@ -461,6 +464,72 @@ def _rewrite(walk: _Walk, ctx: PassContext | None) -> None:
         carried = results
 
 
+def _chained(loads: list[_Load]) -> list[_Load]:
+    """The loads of `loads` that another's address is read through (a block table's page
+    number, which the page's load needs)."""
+    return [y for y in loads if any(y.op in x.recompute for x in loads if x is not y)]
+
+
+def _rewrite_chained(loop: scf.ForOp, loads: list[_Load], ctx: PassContext | None) -> None:
+    """Prefetch where some loads' addresses are read through others (`_chained`): those
+    index loads go two iterations ahead, so that the next iteration's index is in registers
+    when the top of this one issues the next loads through it -- one latency a step, not
+    two (the index's, then the page's). The loop carries each index load's values for this
+    iteration and the next, and each other load's for the next."""
+    heads = _chained(loads)
+    said = (
+        f"{', '.join(_name(y.op) for y in heads)} loaded two iterations ahead and "
+        f"{', '.join(_name(x.op) for x in loads if x not in heads)} one, through it: the "
+        "next tiles' addresses are in registers when the top of the body issues them"
+    )
+    lower, step, iv = loop.lower, loop.step, loop.induction_var
+    before = Builder.before_op(loop)
+    second = before.create(arith.AddIOp, lhs=lower, rhs=step).result
+    # The prologue: index loads for iterations 0 and 1, the others for 0 through them.
+    now = {id(y): _load_at(before, y, loop, lower) for y in heads}
+    soon = {id(y): _load_at(before, y, loop, second) for y in heads}
+    first = {
+        id(x): _load_at(before, x, loop, lower, {y.op.result: now[id(y)] for y in heads})
+        for x in loads
+        if x not in heads
+    }
+    top = Builder.at_start(loop.body.block, loop.loc)
+    next_iv = top.create(arith.AddIOp, lhs=iv, rhs=step).result
+    next_iv.name_hint = f"{iv.name_hint or 'iv'}_next"
+    after = top.create(arith.AddIOp, lhs=next_iv, rhs=step).result
+    # Carried: each index load's value now and next, each other load's value now.
+    args_now = {id(y): _carry(loop, now[id(y)]) for y in heads}
+    args_soon = {id(y): _carry(loop, soon[id(y)]) for y in heads}
+    args_first = {id(x): _carry(loop, v) for x in loads if x not in heads for v in [first[id(x)]]}
+    aheads: dict[int, Value] = {}
+    for y in heads:  # all issued before any load is erased (the first may be the anchor)
+        aheads[id(y)] = _load_at(top, y, loop, after)
+        aheads[id(y)].name_hint = f"{_name(y.op)}_after_next"
+    through = {y.op.result: args_soon[id(y)] for y in heads}
+    for x in loads:
+        if x not in heads:
+            aheads[id(x)] = _load_at(top, x, loop, next_iv, through)
+            aheads[id(x)].name_hint = f"{_name(x.op)}_next"
+    yield_op = loop.yield_op
+    for y in heads:
+        y.op.result.replace_all_uses_with(args_now[id(y)])
+    for x in loads:
+        if x not in heads:
+            x.op.result.replace_all_uses_with(args_first[id(x)])
+    for x in loads:
+        x.op.erase()
+    for y in heads:  # now <- next, next <- after next
+        yield_op.operands += [args_soon[id(y)], aheads[id(y)]]
+        args_soon[id(y)].uses.append(yield_op)
+        aheads[id(y)].uses.append(yield_op)
+    for x in loads:
+        if x not in heads:
+            yield_op.operands.append(aheads[id(x)])
+            aheads[id(x)].uses.append(yield_op)
+    if ctx is not None:
+        ctx.remark(loop, said)
+
+
 def _carry(loop: scf.ForOp, init: Value) -> Value:
     """A new value carried by `loop` from `init`: its block argument (the loop's new result
     is `loop.results[-1]`; the caller yields the next value)."""
@@ -471,10 +540,15 @@ def _carry(loop: scf.ForOp, init: Value) -> Value:
     return loop.body.block.add_arg(init.type, init.name_hint)
 
 
-def _load_at(b: Builder, x: _Load, loop: scf.ForOp, iv: Value) -> Value:
-    """`x`'s load for the iteration whose induction variable is `iv`, built at `b`."""
-    mapping: dict[Value, Value] = {loop.induction_var: iv}
+def _load_at(
+    b: Builder, x: _Load, loop: scf.ForOp, iv: Value, known: dict[Value, Value] | None = None
+) -> Value:
+    """`x`'s load for the iteration whose induction variable is `iv`, built at `b`; `known`:
+    values of that iteration already at hand (an index load's, carried), not computed again."""
+    mapping: dict[Value, Value] = {loop.induction_var: iv, **(known or {})}
     for op in x.recompute:
+        if all(r in mapping for r in op.results):
+            continue
         b.insert(op.clone(mapping))
     load = x.op.clone(mapping)
     b.insert(load)

@@ -107,7 +107,8 @@ def test_the_model_declines_when_the_registers_halve_the_blocks():
 
 def test_a_paged_loop_loads_its_next_page_through_the_table():
     """Paged decode's `range()` loop over a sequence's pages: the next page's keys and values
-    need the next page number, read from the block table -- that read is issued ahead too.
+    need the next page number, read from the block table -- that read goes two iterations
+    ahead, so the next page's address is in registers when its loads are issued.
     Past the last page the loads read only inside the tensors (the table's column and the
     page's dimension are bounds-checked) and nothing uses them: a context filling the whole
     table (the read past its last column), an empty one and a partial page give the same."""
@@ -145,4 +146,6 @@ def test_a_paged_loop_loads_its_next_page_through_the_table():
         if isinstance(op, scf.ForOp) and scf.is_range_loop(op)
     )
     carried = [v.owner.view.name_hint for v in loop.inits if isinstance(v.owner, T.LoadOp)]
-    assert {"k_cache", "v_cache"} <= set(carried)
+    assert {"k_cache", "v_cache", "block_table"} <= set(carried)
+    # the page number goes two iterations ahead, so that the next page's address is at hand
+    assert any("two iterations ahead" in m for m in said), said
