@@ -111,6 +111,7 @@ WALKED = [
     ("layernorm", "layernorm", {"M": 7, "N": 37}),
     ("rmsnorm", "rmsnorm[T=bf16]", {"M": 300, "N": 5001}),
     ("rmsnorm", "rmsnorm[T=f32]", {"M": 1000, "N": 4096}),
+    ("softmax", "softmax", {"M": 700, "N": 5003}),  # nothing to hoist: walked for the prefetch
 ]
 
 
@@ -121,4 +122,8 @@ def test_blocks_walking_rows_with_the_weights_loaded_once(example, kernel, sizes
     """`walk-tiles` (off by default): persistent blocks walk the rows, `w` (and `b`) loaded
     once a block; what the kernel writes, and the guard bytes around it, as without it."""
     run = run_example(example, kernel, sizes, seed=5, pass_options={"walk-tiles": {"enable": True}})
+    assert run.passed, run.describe()
+    # and with the walk's next row loaded before this one is reduced (register prefetch)
+    ahead = {"walk-tiles": {"enable": True}, "pipeline": {"register_prefetch": 1}}
+    run = run_example(example, kernel, sizes, seed=6, pass_options=ahead)
     assert run.passed, run.describe()
