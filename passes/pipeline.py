@@ -51,7 +51,7 @@ from tilec.passes.occupancy import (
     DRIVER_RESERVED_SHARED,
     SM_SHARED_SM90,
 )
-from tilec.passes.pipeline_cluster import cluster_kernel
+from tilec.passes.pipeline_cluster import announce_cluster, cluster_kernel
 from tilec.passes.pipeline_in_flight import leave_in_flight
 from tilec.passes.pipeline_occupancy import _planned_blocks, blocks_per_sm, stages_in_flight
 from tilec.passes.pipeline_persistent import (
@@ -309,6 +309,8 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         if pipelined is not None:
             made.append(pipelined)
     remove_redundant_barriers(kernel)
+    if persistent is not None:  # the tile walk counts whole clusters (pipeline_cluster.py)
+        announce_cluster(kernel, options.cluster)
     specialized = warp_specialize_kernel(
         kernel,
         made,

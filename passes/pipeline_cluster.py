@@ -49,12 +49,12 @@ from tilec.dialects.warp_specialize import WarpSpecializeOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Pure, Region, Value
-from tilec.ir.types import TensorType
+from tilec.ir.types import TensorType, TileType
 from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan
 from tilec.passmanager import PassContext
 
-__all__ = ["CLUSTER_BLOCKS", "cluster_blocker", "cluster_kernel"]
+__all__ = ["CLUSTER_BLOCKS", "announce_cluster", "cluster_blocker", "cluster_kernel"]
 
 CLUSTER_BLOCKS = 2  # blocks a cluster: the pair cuBLAS's GEMMs use
 
@@ -105,6 +105,23 @@ def cluster_kernel(kernel: FuncOp, specialized: bool, option: int, ctx: PassCont
     return True
 
 
+def announce_cluster(kernel: FuncOp, option: int) -> None:
+    """Before warp specialization builds a persistent tile walk: mark the kernel with the
+    clusters option `cluster` asks for (along grid axis 0, where a shared operand's
+    dimensions leave it), so that the walk counts whole clusters of tiles
+    (`pipeline_persistent.tile_walk`); `cluster_kernel` checks the rest afterwards."""
+    if option != CLUSTER_BLOCKS or CLUSTER_ATTRIBUTE in kernel.attributes:
+        return
+    grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
+    views = {id(c.view): c.view for c in kernel.walk() if isinstance(c, TM.TmaCopyOp)}
+    for view in views.values():
+        if [i for i, d in enumerate(grid) if d not in _dims(view)] == [0]:
+            kernel.attributes[CLUSTER_ATTRIBUTE] = ArrayAttr(
+                tuple(IntegerAttr(CLUSTER_BLOCKS if i == 0 else 1) for i in range(len(grid)))
+            )
+            return
+
+
 def cluster_blocker(kernel: FuncOp, specialized: bool) -> str:
     """Why `kernel` cannot run in clusters of two ("" when it can)."""
     plan = _plan(kernel, specialized)
@@ -117,8 +134,6 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
             "the kernel is not warp-specialized: the blocks of a cluster release the stages "
             "they share through the producers' empty mbarriers"
         )
-    if PERSISTENT_ATTRIBUTE in kernel.attributes:
-        return "persistent blocks walk tiles of their own, not a cluster's"
     if "tilec.split" in kernel.attributes:
         return "a split kernel's blocks share out one tile's K loop, not an operand"
     ops = [op for op in kernel.body.block.ops if isinstance(op, WarpSpecializeOp)]
@@ -160,6 +175,13 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
     if best is None:
         return why
     _, mine, axis, dim, boxes = best
+    if PERSISTENT_ATTRIBUTE in kernel.attributes and axis != 0:
+        return (
+            f"persistent blocks walk the tiles along grid axis 0 first, and the cluster would "
+            f"span axis {axis} ({dim})"
+        )
+    if PERSISTENT_ATTRIBUTE in kernel.attributes and CLUSTER_ATTRIBUTE not in kernel.attributes:
+        return "the persistent tile walk was not planned for clusters (announce_cluster)"
     for c, box in zip(mine, boxes):
         c.attributes["box"] = ArrayAttr(tuple(IntegerAttr(n) for n in box))
     group = kernel.attributes.get("tilec.group_m")
@@ -168,17 +190,38 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
             f"the grouped block order (groups of {int(group.value)} along grid axis 0) would "
             "pair blocks of different columns (tiling's option group_m: 1 or an even number)"
         )
+    epilogue = _epilogue(op)
     rows = next(
         (
-            (c.offsets[_dims(c.view).index(dim)], c.view, _dims(c.view).index(dim))
-            for c in copies
-            if c.view is not mine[0].view and dim in _dims(c.view)
+            (s.offsets[_dims(s.view).index(dim)], s.view, _dims(s.view).index(dim))
+            for o in epilogue
+            for s in o.walk()
+            if isinstance(s, T.StoreOp) and dim in _dims(s.view)
         ),
         None,
     )
     if rows is None:
-        return f"no other operand's copies say which rows of {dim} a block computes"
+        return f"no store of the consumers' epilogue says which rows of {dim} a block computes"
+    parts = _split_epilogue(op)
+    if isinstance(parts, str):
+        return f"its epilogue cannot be skipped by the block past the tiles: {parts}"
     return _Plan(op, axis, dim, mine, (rows[0], rows[1]), rows[2])
+
+
+def _epilogue(op: WarpSpecializeOp) -> list:
+    """The consumers' ops after their main loop -- in a persistent kernel, inside the loop
+    that walks the tiles (a loop whose body has loops of its own)."""
+    block = op.consumer.block
+    while True:
+        ops = list(block.ops)
+        loops = [i for i, o in enumerate(ops) if isinstance(o, scf.ForOp)]
+        if not loops:
+            return []
+        last = ops[loops[-1]]
+        if any(isinstance(o, scf.ForOp) for o in last.body.block.ops):
+            block = last.body.block  # the tile walk: the main loop and epilogue are inside
+            continue
+        return [o for o in ops[loops[-1] + 1 :] if not isinstance(o, scf.YieldOp)]
 
 
 def _shared_box(copy: TM.TmaCopyOp) -> tuple[int, ...] | str:
@@ -261,22 +304,48 @@ def _apply(kernel: FuncOp, plan: _Plan) -> None:
 
 
 def _guard_epilogue(op: WarpSpecializeOp, plan: _Plan) -> None:
-    """Run the consumers' ops after their last loop only where the block's rows start inside
-    the tensor (the block padding the grid to whole clusters has none)."""
-    consumer = op.consumer.block
-    ops = list(consumer.ops)
-    last_loop = max(i for i, o in enumerate(ops) if isinstance(o, scf.ForOp))
-    epilogue = [o for o in ops[last_loop + 1 :] if not isinstance(o, scf.YieldOp)]
-    if not epilogue:
+    """Run the consumers' epilogue only where the block's rows start inside the tensor (the
+    block padding the grid to whole clusters has none): its tiles and effects go under an
+    `scf.if`, the scalar arithmetic they do not feed (a persistent walk's next step) stays
+    before it (`_split_epilogue`)."""
+    parts = _split_epilogue(op)
+    assert not isinstance(parts, str), parts  # `_plan` refused it
+    scalars, guarded = parts
+    if not guarded:
         return
     offset, view = plan.rows
-    b = Builder.before_op(op)
-    extent = b.create(T.DimOp, view=view, axis=plan.row_axis).result
+    extent = Builder.before_op(op).create(T.DimOp, view=view, axis=plan.row_axis).result
+    for o in scalars:  # pure: computed before the guard, in order
+        o.move_before(guarded[0])
+    b = Builder.before_op(guarded[0])
     inside = b.create(arith.CmpIOp, predicate="slt", lhs=offset, rhs=extent).result
-    guard = Builder.before_op(epilogue[0]).create(
-        scf.IfOp, condition=inside, result_types=[], then=Region([Block()])
-    )
-    for o in epilogue:
+    guard = b.create(scf.IfOp, condition=inside, result_types=[], then=Region([Block()]))
+    for o in guarded:
         o.detach()
         guard.then.block.append(o)
     Builder.at_end(guard.then.block, loc=op.loc).create(scf.YieldOp, values=[])
+
+
+def _split_epilogue(op: WarpSpecializeOp) -> tuple[list, list] | str:
+    """The consumers' epilogue (`_epilogue`, less the invalidations) as (pure scalar ops
+    nothing guarded feeds, the rest: tiles, effects and what depends on them); or why the
+    rest cannot go under a guard (a value of it is used after the epilogue)."""
+    epilogue = [o for o in _epilogue(op) if not isinstance(o, TM.MbarrierInvalOp)]
+    guarded_values: set[int] = set()
+    scalars, guarded = [], []
+    for o in epilogue:
+        tiles = any(isinstance(r.type, TileType) for r in o.results)
+        fed = any(id(v) in guarded_values for v in o.operands) or any(
+            id(v) in guarded_values for inner in o.walk() for v in inner.operands
+        )
+        if o.has_trait(Pure) and not tiles and not fed and not o.regions:
+            scalars.append(o)
+            continue
+        guarded.append(o)
+        guarded_values.update(id(r) for inner in o.walk() for r in inner.results)
+    inside = {id(inner) for o in guarded for inner in o.walk()}
+    for o in guarded:
+        for r in o.results:
+            if any(id(u) not in inside for u in r.uses):
+                return f"a value of the epilogue ({o.name}) is used after it"
+    return scalars, guarded

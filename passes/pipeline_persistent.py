@@ -61,7 +61,7 @@ from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
-from tilec.dialects.builtin import PERSISTENT_ATTRIBUTE, FuncOp
+from tilec.dialects.builtin import CLUSTER_ATTRIBUTE, PERSISTENT_ATTRIBUTE, FuncOp
 from tilec.ir.attributes import IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
@@ -279,6 +279,8 @@ def tile_walk(kernel: FuncOp, loc) -> TileWalk:
     block = kernel.body.block
     grid = attribute_pairs(kernel, "tilec.grid")
     tiles = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
+    attr = kernel.attributes.get(CLUSTER_ATTRIBUTE)
+    cluster = [int(e.value) for e in attr.elements] if attr is not None else []
     entry = Builder.at_start(block, loc)
     counts = []
     for dim, symbol in grid:
@@ -286,7 +288,13 @@ def tile_walk(kernel: FuncOp, loc) -> TileWalk:
         extent = entry.create(T.DimOp, view=view, axis=IntegerAttr(axis)).result
         size = tiles[str(symbol)] if not isinstance(symbol, int) else symbol
         padded = entry.create(arith.AddIOp, lhs=extent, rhs=_const(entry, int(size) - 1)).result
-        counts.append(entry.create(arith.DivSIOp, lhs=padded, rhs=_const(entry, int(size))).result)
+        count = entry.create(arith.DivSIOp, lhs=padded, rhs=_const(entry, int(size))).result
+        c = cluster[len(counts)] if len(counts) < len(cluster) else 1
+        if c > 1:  # whole clusters (passes/pipeline_cluster.py): pairs of tiles along it
+            more = entry.create(arith.AddIOp, lhs=count, rhs=_const(entry, c - 1)).result
+            whole = entry.create(arith.DivSIOp, lhs=more, rhs=_const(entry, c)).result
+            count = entry.create(arith.MulIOp, lhs=whole, rhs=_const(entry, c)).result
+        counts.append(count)
     total = counts[0]
     for c in counts[1:]:
         total = entry.create(arith.MulIOp, lhs=total, rhs=c).result

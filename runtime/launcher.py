@@ -27,10 +27,11 @@ launch neither allocates nor synchronises, so it can be captured into a CUDA gra
 cluster shape in its PTX (`.explicitcluster`, `.reqnctapercluster`), as CUDA C++'s
 `__cluster_dims__` does; the driver then launches it in clusters of that shape through the
 plain `cuLaunchKernel`, as `<<<grid, block>>>` launches such a kernel, provided each grid axis
-is a multiple of the cluster's (`grid` rounds it up). So every launch path stays the one
+is a multiple of the cluster's (`grid` rounds it up; a persistent grid is whole clusters of
+the blocks the GPU holds). So every launch path stays the one
 above: `cuLaunchKernelEx` with `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` would only be needed to
-choose the shape at launch time, which a tilec kernel never does. A kernel both persistent
-and clustered is refused (its grid is the blocks the GPU holds, not whole clusters).
+choose the shape at launch time, which a tilec kernel never does. A persistent kernel may be
+clustered along x only (its blocks walk the tiles in pairs of neighbours, x fastest).
 
 **numpy arrays** are copied to the GPU (stream-ordered allocations), the kernel runs, the ones
 it writes are copied back, and the call waits for the stream: simple and slow, and refused
@@ -205,15 +206,15 @@ class Launcher:
         self._dims_of = dims_of
 
     def _check_cluster(self) -> None:
-        """Refuse cluster shapes no launch can keep: a persistent grid (its x is the blocks the
-        GPU holds, not a multiple of anything), or clusters along an axis the grid does not
+        """Refuse cluster shapes no launch can keep: a persistent grid clustered along y or z
+        (its blocks lie along x, a whole number of clusters), or clusters along an axis the grid does not
         tile (a split axis, or one past the grid's), whose count the launcher does not round."""
         if self.cluster == (1, 1, 1):
             return
-        if getattr(self.abi, "persistent", False):
+        if getattr(self.abi, "persistent", False) and self.cluster[1:] != (1, 1):
             raise LaunchError(
                 f"kernel '{self.name}' is persistent and runs in clusters of "
-                f"{list(self.cluster)} blocks: the launcher supports one or the other",
+                f"{list(self.cluster)} blocks: its blocks walk the tiles along x only",
                 self.loc,
                 hint="compile it without pipeline's persistent or without its cluster option",
             )
@@ -383,7 +384,9 @@ class Launcher:
         if residency is None:
             residency = self._residency[ordinal] = self._measure_residency(ordinal)
         tiles = grid[0] * grid[1] * grid[2]
-        return (min(tiles, residency[0] * residency[1]), 1, 1)
+        blocks = min(tiles, residency[0] * residency[1])
+        c = self.cluster[0]  # whole clusters (the tiles, rounded by `grid`, are)
+        return (max(blocks // c, 1) * c, 1, 1)
 
     def _measure_residency(self, ordinal: int) -> tuple[int, int]:
         """(SMs, blocks of this kernel an SM holds) on GPU `ordinal`."""

@@ -209,10 +209,16 @@ CLUSTER_CASES = [
     (1100, 520, 72, "nt", torch.bfloat16),
 ]
 CLUSTERED = {"pipeline": {"cluster": 2}}
+CLUSTER_VARIANTS = {
+    "cluster": CLUSTERED,
+    # pairs of x neighbours walking neighbouring tiles (the row tiles counted in pairs)
+    "persistent": {"pipeline": {"cluster": 2, "persistent": 1}},
+}
 
 
+@pytest.mark.parametrize("variant", list(CLUSTER_VARIANTS))
 @pytest.mark.parametrize("m, n, k, layout, dtype", CLUSTER_CASES)
-def test_clustered_gemm_gives_the_bits_of_the_warp_specialized_one(m, n, k, layout, dtype):
+def test_clustered_gemm_gives_the_bits_of_the_warp_specialized_one(m, n, k, layout, dtype, variant):
     """pipeline's option cluster (passes/pipeline_cluster.py): two blocks of neighbouring row
     tiles each copy half of b's tile and the TMA unit multicasts it to both; each releases a
     stage in both blocks. The same bits as the warp-specialized kernel without clusters (the
@@ -220,7 +226,9 @@ def test_clustered_gemm_gives_the_bits_of_the_warp_specialized_one(m, n, k, layo
     from tilec.jit import load_kernel
 
     name = f"gemm_{layout}" + ("_bf16" if dtype == torch.bfloat16 else "")
-    clustered = load_kernel(EXAMPLES / "gemm_layouts.tile", name, pass_options=CLUSTERED)
+    clustered = load_kernel(
+        EXAMPLES / "gemm_layouts.tile", name, pass_options=CLUSTER_VARIANTS[variant]
+    )
     alone = load_kernel(
         EXAMPLES / "gemm_layouts.tile", name, pass_options=WARP_SPECIALIZED["warp_specialize"]
     )

@@ -148,7 +148,6 @@ def test_a_multicast_in_a_kernel_without_clusters_is_an_error():
     [
         ("gemm_nn", "cluster=2 warp_specialize=0 ", "not warp-specialized"),
         ("gemm_nn", "cluster=3 ", "must be 1 .no clusters. or 2"),
-        ("gemm_nn", "cluster=2 warp_specialize=1 persistent=1 ", "persistent blocks"),
     ],
 )
 def test_a_kernel_that_cannot_run_in_clusters_is_refused_with_the_reason(kernel, options, why):
@@ -162,6 +161,40 @@ def test_clusters_run_in_rank_order_and_cover_the_grid():
     assert got[0] == [(0, 0), (1, 0)] and len(got) == 6
     assert sorted(p for c in got for p in c) == sorted(np.ndindex(*grid))
     assert [TM.cluster_rank(p, (2, 1)) for p in got[3]] == [0, 1]
+
+
+PERSISTENT = "cluster=2 warp_specialize=1 persistent=1 "
+PERSISTENT_CASES = [
+    ("gemm_layouts.tile", "gemm_nn", {"M": 208, "N": 320, "K": 400}),  # 2 x 2 tiles
+    ("gemm_layouts.tile", "gemm_nn", {"M": 336, "N": 272, "K": 144}),  # 3 row tiles: padded
+    ("gemm_layouts.tile", "gemm_nt_bf16", {"M": 144, "N": 272, "K": 208}),
+    ("matmul_bias_gelu.tile", "matmul_bias_gelu", {"M": 176, "N": 256, "K": 96}),
+]
+
+
+@pytest.mark.parametrize(
+    "example, kernel, extents",
+    PERSISTENT_CASES,
+    ids=[f"{k}:{'x'.join(map(str, e.values()))}" for _, k, e in PERSISTENT_CASES],
+)
+def test_persistent_clusters_walk_pairs_of_tiles(example, kernel, extents):
+    """With persistent blocks the two blocks of a cluster (x neighbours) walk neighbouring
+    tiles -- the row tiles counted in whole clusters, the padding tile's epilogue skipped --
+    and the interpreter's four blocks compute what the loop did."""
+    before, module, _ = _clustered(example, kernel, extents, PERSISTENT)
+    func = module.lookup(kernel)
+    assert "tilec.persistent" in func.attributes
+    assert next(int(e.value) for e in func.attributes[CLUSTER_ATTRIBUTE].elements) == 2
+    inputs = random_arguments(func, extents, seed=9)
+    got, sizes = run_kernel(module, kernel, inputs, None)
+    expected, _ = run_kernel(before, kernel, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_persistent_clusters_across_the_batch_are_refused():
+    with pytest.raises(TileError, match="walk the tiles along grid axis 0 first"):
+        _clustered("bmm.tile", "bmm", {"Z": 2, "M": 96, "N": 160, "K": 48}, PERSISTENT)
 
 
 def test_a_grouped_order_of_odd_groups_is_refused():

@@ -276,7 +276,7 @@ def test_the_grid_is_whole_clusters_on_every_launch_path(monkeypatch):
     assert grids == [(blocks + 1, 1, 1)] * 3
 
 
-def test_the_grid_limits_hold_after_rounding_and_persistent_clusters_are_refused():
+def test_the_grid_limits_hold_after_rounding_and_persistent_clusters_lie_along_x():
     from tests.unit.test_runtime import gpu, launcher
 
     matmul = launcher("matmul", "matmul")
@@ -290,6 +290,13 @@ def test_the_grid_limits_hold_after_rounding_and_persistent_clusters_are_refused
     with pytest.raises(LaunchError, match=r"65536 blocks of .* \(in clusters of 2\)"):
         paired.grid(args)
     with pytest.raises(LaunchError, match="persistent and runs in clusters"):
-        Launcher(matmul.ptx, dataclasses.replace(matmul.abi, cluster=(2, 1, 1), persistent=True))
+        Launcher(matmul.ptx, dataclasses.replace(matmul.abi, cluster=(1, 2, 1), persistent=True))
+    # along x a persistent grid is whole clusters of the blocks the GPU holds
+    walking = Launcher(
+        matmul.ptx, dataclasses.replace(matmul.abi, cluster=(2, 1, 1), persistent=True)
+    )
+    walking._residency[0] = (7, 1)  # 7 SMs, one block each: 3 clusters of 2
+    assert walking.persistent_grid((8, 1, 1), 0) == (6, 1, 1)
+    assert walking.persistent_grid((2, 1, 1), 0) == (2, 1, 1)
     with pytest.raises(LaunchError, match="its grid tiles 2 of them"):
         Launcher(matmul.ptx, dataclasses.replace(matmul.abi, cluster=(1, 1, 2)))

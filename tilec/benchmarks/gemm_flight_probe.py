@@ -86,6 +86,8 @@ SCHEDULE_CONFIGS: list[dict] = [
     # two blocks of neighbouring row tiles share b's tile by TMA multicast
     # (passes/pipeline_cluster.py; implies warp specialization)
     {"pipeline.cluster": 2},
+    # and persistent: cuBLAS's schedule for 4000x3000x1000 (warp-specialized, persistent, 2x1)
+    {"pipeline.cluster": 2, "pipeline.persistent": 1},
 ]
 SCHEDULE_SHAPES = (
     "4000x3000x1000",

@@ -650,7 +650,8 @@ def _grid(
         grid[axis] = -(-grid[axis] // c) * c
     if PERSISTENT_ATTRIBUTE in func.attributes:  # blocks walk the tiles (pipeline_persistent)
         tiles = math.prod(grid)
-        return (min(tiles, PERSISTENT_BLOCKS),) if tiles else (0,)
+        c = (cluster_dims(func) or (1,))[0]  # whole clusters, as many as hold the blocks
+        return (min(tiles, -(-PERSISTENT_BLOCKS // c) * c),) if tiles else (0,)
     splits = split_count(func, split)
     return tuple(grid) if splits is None else (*grid, splits)
 
