@@ -300,3 +300,18 @@ def test_the_grid_limits_hold_after_rounding_and_persistent_clusters_lie_along_x
     assert walking.persistent_grid((2, 1, 1), 0) == (2, 1, 1)
     with pytest.raises(LaunchError, match="its grid tiles 2 of them"):
         Launcher(matmul.ptx, dataclasses.replace(matmul.abi, cluster=(1, 1, 2)))
+
+
+def test_waits_acquire_at_cluster_scope_in_a_cluster_only():
+    """A stage's phases complete by the other block's releases (`.release.cluster`) and
+    multicast copies: every wait of a clustered kernel acquires at cluster scope; a kernel
+    without clusters keeps the default (the block's)."""
+    ptx = _ptx()
+    waits = [line for line in ptx.splitlines() if "mbarrier.try_wait.parity" in line]
+    assert waits and all(".acquire.cluster" in line for line in waits)
+    unclustered = CLUSTERED_GEMM.replace(", tilec.cluster = [2, 1]", "")
+    unclustered = unclustered.replace(" {cluster = 2}", "").replace(B_COPY, "{box = [64, 64]}")
+    unclustered = unclustered.replace("tile.cluster_barrier", "tile.barrier")
+    plain = _ptx(unclustered)
+    waits = [line for line in plain.splitlines() if "mbarrier.try_wait.parity" in line]
+    assert waits and not any("cluster" in line for line in waits)
