@@ -28,12 +28,14 @@ What changes in a kernel `pipeline_warp_specialize` made (`tilec.dialects.tma` s
   that pads an odd number of row tiles to whole clusters copies and releases like the others,
   but stores nothing.
 
-When (`cluster_blocker`): the kernel is warp-specialized and not persistent, not split, its
-grid names one axis whose dimension the shared operand does not have (the cluster's axis), and
-a grouped block order (`tilec.group_m`) groups an even number of tiles along that axis, axis
-0 -- so that the two blocks of a cluster, consecutive along x, always compute tiles of the same
-columns and read the same tile of the shared operand. The interpreter runs the blocks of a
-cluster together and checks the protocol (`tilec.interp.cluster`).
+When (`_plan`, which says why not): the kernel is warp-specialized and not split, its grid
+names one axis whose dimension the shared operand does not have (the cluster's axis), the
+shared tiles' offsets come through no load, and a grouped block order (`tilec.group_m`) groups
+an even number of tiles along that axis, axis 0 -- so that the two blocks of a cluster,
+consecutive along x, always compute tiles of the same columns and read the same tile of the
+shared operand. With persistent blocks the cluster must span axis 0, along which the blocks
+walk the tiles (`announce_cluster` has the walk count them in pairs). The interpreter runs the
+blocks of a cluster together and checks the protocol (`tilec.interp.cluster`).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan
 from tilec.passmanager import PassContext
 
-__all__ = ["CLUSTER_BLOCKS", "announce_cluster", "cluster_blocker", "cluster_kernel"]
+__all__ = ["CLUSTER_BLOCKS", "announce_cluster", "cluster_kernel"]
 
 CLUSTER_BLOCKS = 2  # blocks a cluster: the pair cuBLAS's GEMMs use
 
@@ -120,12 +122,6 @@ def announce_cluster(kernel: FuncOp, option: int) -> None:
                 tuple(IntegerAttr(CLUSTER_BLOCKS if i == 0 else 1) for i in range(len(grid)))
             )
             return
-
-
-def cluster_blocker(kernel: FuncOp, specialized: bool) -> str:
-    """Why `kernel` cannot run in clusters of two ("" when it can)."""
-    plan = _plan(kernel, specialized)
-    return plan if isinstance(plan, str) else ""
 
 
 def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:

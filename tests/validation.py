@@ -32,10 +32,11 @@ def run_kernel(module, name: str, inputs: list, tile_sizes: dict[str, int] | Non
 REORDER_RTOL = 1e-5
 
 
-def check_each_pass(module, name: str, pipeline: str, inputs: list) -> None:
+def check_each_pass(module, name: str, pipeline: str, inputs: list):
     """Run `pipeline` on `module` one pass at a time; after each, kernel `name` must compute in
     the interpreter what it computed before the pass (on the same inputs and tile sizes): bit
-    for bit when the pass is `exact`, else within `REORDER_RTOL` of the largest magnitude."""
+    for bit when the pass is `exact`, else within `REORDER_RTOL` of the largest magnitude.
+    The passes' `PassContext` (their remarks)."""
     from tilec.ir.verifier import verify
     from tilec.passmanager import PassContext, parse_pipeline
 
@@ -62,3 +63,4 @@ def check_each_pass(module, name: str, pipeline: str, inputs: list) -> None:
                     atol=REORDER_RTOL * max(scale, 1.0),
                     err_msg=f"pass '{p.name}' changed what {name} computes beyond its tolerance",
                 )
+    return context

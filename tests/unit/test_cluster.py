@@ -40,6 +40,15 @@ def _clustered(example: str, kernel: str, extents: dict, options: str = CLUSTERE
     return _specialized(example, kernel, extents, options)
 
 
+def _assert_same_bits(before, module, kernel: str, extents: dict, seed: int) -> None:
+    """`module`'s kernel (in clusters) computes bit for bit what `before`'s did."""
+    inputs = random_arguments(module.lookup(kernel), extents, seed=seed)
+    got, sizes = run_kernel(module, kernel, inputs, None)
+    expected, _ = run_kernel(before, kernel, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize(
     "example, kernel, extents",
     CASES,
@@ -52,11 +61,7 @@ def test_two_blocks_sharing_a_tile_compute_what_the_loop_did(example, kernel, ex
     assert sorted(dims, reverse=True)[:2] == [2, 1] and dims.count(2) == 1
     shared = [op for op in func.walk() if isinstance(op, TM.TmaCopyOp) and op.multicast_ctas == 2]
     assert shared and all(not op.is_folded for op in shared)
-    inputs = random_arguments(func, extents, seed=5)
-    got, sizes = run_kernel(module, kernel, inputs, None)
-    expected, _ = run_kernel(before, kernel, inputs, sizes)
-    for a, b in zip(got, expected):
-        np.testing.assert_array_equal(a, b)
+    _assert_same_bits(before, module, kernel, extents, seed=5)
 
 
 def _gemm(extents=None):
@@ -185,11 +190,7 @@ def test_persistent_clusters_walk_pairs_of_tiles(example, kernel, extents):
     func = module.lookup(kernel)
     assert "tilec.persistent" in func.attributes
     assert next(int(e.value) for e in func.attributes[CLUSTER_ATTRIBUTE].elements) == 2
-    inputs = random_arguments(func, extents, seed=9)
-    got, sizes = run_kernel(module, kernel, inputs, None)
-    expected, _ = run_kernel(before, kernel, inputs, sizes)
-    for a, b in zip(got, expected):
-        np.testing.assert_array_equal(a, b)
+    _assert_same_bits(before, module, kernel, extents, seed=9)
 
 
 def test_persistent_clusters_across_the_batch_are_refused():

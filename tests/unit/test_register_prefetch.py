@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tilec
-from tests.validation import run_kernel
+from tests.validation import check_each_pass, run_kernel
 from tilec.compiler import DEFAULT_PIPELINE
 from tilec.dialects import scf
 from tilec.dialects import tile as T
@@ -125,19 +125,8 @@ def test_a_paged_loop_loads_its_next_page_through_the_table():
         np.zeros((b, h, d), np.float16),
         np.float32(0.125),
     ]
-    context = PassContext()
-    for p in parse_pipeline(
-        DEFAULT_PIPELINE.replace("pipeline,", "pipeline{register_prefetch=1},")
-    ):
-        if p.name == "pipeline":
-            before = module.clone()
-        context.current_pass = p.name
-        p.run(module, context)
-        verify(module)
-    expected, sizes = run_kernel(before, name, inputs, None)
-    got, _ = run_kernel(module, name, inputs, sizes)
-    for a, e in zip(got, expected):
-        np.testing.assert_array_equal(a, e)
+    pipeline = DEFAULT_PIPELINE.replace("pipeline,", "pipeline{register_prefetch=1},")
+    context = check_each_pass(module, name, pipeline, inputs)  # every pass, bit for bit
     said = [r.message for r in context.remarks if r.pass_name == "pipeline"]
     assert any("2 stages in registers" in m for m in said), said
     loop = next(

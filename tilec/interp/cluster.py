@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilec.dialects import tma
 from tilec.dialects.builtin import CLUSTER_ATTRIBUTE
+from tilec.dialects.shared import BarrierOp
 from tilec.interp.pipeline import _async
 from tilec.interp.semantics import SEMANTICS, semantics
 from tilec.ir.core import Operation
@@ -167,11 +168,5 @@ def _cluster_barrier(state: BlockState, op: Operation, args: list[Any]) -> Any:
             "elsewhere without reaching it: a deadlock on the GPU",
             hint="every block of a cluster must run the same tile.cluster_barriers",
         )
-    SEMANTICS[_block_barrier()](state, op, [])  # also the block's own barrier
+    SEMANTICS[BarrierOp](state, op, [])  # also the block's own barrier
     return []
-
-
-def _block_barrier() -> type:
-    from tilec.dialects.shared import BarrierOp
-
-    return BarrierOp
