@@ -31,7 +31,7 @@ After, with S stages (`examples/ir/matmul_pipelined.tir` is the shape):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
@@ -51,7 +51,13 @@ from tilec.passes.occupancy import (
     DRIVER_RESERVED_SHARED,
     SM_SHARED_SM90,
 )
-from tilec.passes.pipeline_cluster import announce_cluster, cluster_kernel
+from tilec.passes.pipeline_cluster import (
+    AUTOMATIC,
+    CLUSTER_BLOCKS,
+    announce_cluster,
+    cluster_kernel,
+    cluster_motive,
+)
 from tilec.passes.pipeline_in_flight import leave_in_flight
 from tilec.passes.pipeline_occupancy import _planned_blocks, blocks_per_sm, stages_in_flight
 from tilec.passes.pipeline_persistent import (
@@ -180,11 +186,12 @@ class Pipeline(Pass):
             "for a producer warpgroup",
         )
         cluster: int = option(
-            1,
+            AUTOMATIC,
             "blocks a cluster (sm_90a, a warp-specialized GEMM; passes/pipeline_cluster.py): "
-            "1 none (the default: not yet timed), 2 two blocks of neighbouring row tiles share "
-            "the operand tile both read by TMA multicast (an error says why not; implies "
-            "warp_specialize where that is left at its default)",
+            "2 two blocks of neighbouring row tiles share the operand tile both read by TMA "
+            "multicast (an error says why not; implies warp_specialize where that is left at "
+            "its default), 1 none, -1 (the default) 2 where the shared operand's rows straddle "
+            "128-byte lines (cluster_motive: the TMA unit's requests are the bound), else 1",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
@@ -239,13 +246,34 @@ class _Stream:
     recompute: list[Operation]  # body ops the offsets and mask need, in order
 
 
+def _resolve_cluster(
+    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, ctx: PassContext
+) -> Pipeline.Options:
+    """`options` with option cluster's -1 resolved: 2 where `cluster_motive` finds the
+    operand a cluster would share asking the TMA unit for twice the lines (and warp
+    specialization and the TMA unit are not turned off), else 1."""
+    if options.cluster != AUTOMATIC:
+        return options
+    why = ""
+    if options.arch in TMA_ARCHES and options.tma != 0 and options.warp_specialize != 0:
+        why = cluster_motive(kernel, streams)
+    if why:
+        ctx.remark(
+            kernel,
+            f"clusters of {CLUSTER_BLOCKS} blocks wanted: {why}; sharing that operand's tile "
+            "halves the requests",
+        )
+    return replace(options, cluster=CLUSTER_BLOCKS if why else 1)
+
+
 def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext) -> None:
-    options = as_planned(kernel, options)
     streams: list[_Stream] = []
     for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
         streams += _find_streams(loop, ctx)
     if not streams:
         return
+    cluster_required = options.cluster != AUTOMATIC
+    options = as_planned(kernel, _resolve_cluster(kernel, streams, options, ctx))
     limit = options.shared_limit
     persistent, reserve = None, 0
     if options.persistent != 0 and options.arch in TMA_ARCHES and options.tma != 0:
@@ -320,7 +348,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         blocks=_planned_blocks(kernel, options),
     )
     schedule_pingpong(kernel, specialized, options.pingpong, ctx)
-    cluster_kernel(kernel, specialized, options.cluster, ctx)
+    cluster_kernel(kernel, specialized, options.cluster, ctx, required=cluster_required)
     if persistent is not None and not specialized:
         chosen = next((p for p in made if p.loop is persistent), None)
         persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
@@ -540,7 +568,7 @@ def _tma_choice(
         "the arguments' shapes and strides (docs/abi.md)",
     )
     for s in streams:
-        note = straddling_rows(kernel, s)
+        note = straddling_rows(kernel, s.load.view)
         if note:
             ctx.remark(loop, f"performance: {note}")
     return True

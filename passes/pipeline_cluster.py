@@ -40,7 +40,9 @@ blocks of a cluster together and checks the protocol (`tilec.interp.cluster`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
@@ -52,13 +54,16 @@ from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Pure, Region, Value
 from tilec.ir.types import TensorType, TileType
+from tilec.lowering.layouts import element_bytes
 from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan
+from tilec.passes.pipeline_tma import straddling_rows
 from tilec.passmanager import PassContext
 
-__all__ = ["CLUSTER_BLOCKS", "announce_cluster", "cluster_kernel"]
+__all__ = ["AUTOMATIC", "CLUSTER_BLOCKS", "announce_cluster", "cluster_kernel", "cluster_motive"]
 
 CLUSTER_BLOCKS = 2  # blocks a cluster: the pair cuBLAS's GEMMs use
+AUTOMATIC = -1  # option cluster: where `cluster_motive` finds the TMA unit's requests the bound
 
 
 @dataclass
@@ -73,16 +78,55 @@ class _Plan:
     row_axis: int  # the view's dimension that is `dim`
 
 
-def cluster_kernel(kernel: FuncOp, specialized: bool, option: int, ctx: PassContext) -> bool:
+def cluster_motive(kernel: FuncOp, streams: list[Any]) -> str:
+    """Why clusters pay in `kernel` (option cluster's -1), "" where nothing says they do.
+
+    The model: a cluster halves what the SMs ask the TMA unit for, for the operand it shares,
+    and costs the pair running in step (a block refills a stage only when both released
+    it). Asking less pays where the unit's requests are the bound, which they are where that
+    operand's rows straddle 128-byte lines (`straddling_rows`: two line requests a box row).
+    Measured on the H100 (2026-12-06, against the heuristic's unclustered kernel): with `b`'s
+    rows straddling, 4000x3000x1000 0.85x; with aligned rows 4096^3 1.05x, 1024^3 1.20x, bmm
+    8x1024^3 1.05x -- there the unit keeps up alone and only the step-keeping is left.
+
+    The operand is the one the cluster would share (`_plan` after warp specialization): of
+    the loops' streams, the one with the most bytes a step (of equals, the one whose rows
+    straddle) whose view lacks exactly one grid axis's dimension (`_plan` says where the block order keeps such a kernel out of clusters). `streams` are `pipeline._Stream`s (a `load` of a kernel argument's view)."""
+    grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
+    best: tuple[tuple[int, bool], str] | None = None
+    for stream in streams:
+        view = stream.load.view
+        if not isinstance(view.type, TensorType):
+            continue
+        if len([d for d in grid if d not in _dims(view)]) != 1:
+            continue
+        tile = stream.load.result.type
+        assert isinstance(tile, TileType)
+        note = straddling_rows(kernel, view)
+        key = (math.prod(tile.shape) * element_bytes(tile.element), bool(note))
+        if best is None or key > best[0]:
+            best = (key, note)
+    return best[1] if best is not None else ""
+
+
+def cluster_kernel(
+    kernel: FuncOp, specialized: bool, option: int, ctx: PassContext, required: bool = True
+) -> bool:
     """pipeline's option `cluster` (blocks a cluster: 1 none, 2 pairs) on `kernel`, which
-    `pipeline_warp_specialize` specialized (`specialized`); whether it now runs in clusters."""
+    `pipeline_warp_specialize` specialized (`specialized`); whether it now runs in clusters.
+    Where the clusters are not `required` (option -1 resolved by `cluster_motive`), a kernel
+    that cannot run in them gets a remark saying why, not an error."""
     if option not in (1, CLUSTER_BLOCKS):
         raise TileError(
-            f"pipeline: option cluster must be 1 (no clusters) or {CLUSTER_BLOCKS}, got {option}"
+            f"pipeline: option cluster must be -1 (automatic), 1 (no clusters) or "
+            f"{CLUSTER_BLOCKS}, got {option}"
         )
     if option == 1:
         return False
     plan = _plan(kernel, specialized)
+    if isinstance(plan, str) and not required:
+        ctx.remark(kernel, f"no clusters, though its shared operand's rows straddle lines: {plan}")
+        return False
     if isinstance(plan, str):
         refused = [
             r.message
@@ -139,7 +183,7 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
     copies = [c for c in op.producer.walk() if isinstance(c, TM.TmaCopyOp)]
     grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
     why = "no operand's copies can be shared"
-    best: tuple[int, list[TM.TmaCopyOp], int, str] | None = None
+    best: tuple[tuple[int, bool], list[TM.TmaCopyOp], int, str, list] | None = None
     for view in {id(c.view): c.view for c in copies}.values():
         mine = [c for c in copies if c.view is view]
         dims = _dims(view)
@@ -165,9 +209,10 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
         if unsplit is not None:
             why = f"a tile of {view.name_hint or 'the operand'} does not split in two: {unsplit}"
             continue
-        step_bytes = sum(slot_bytes(c.buffer.type) for c in mine)
-        if best is None or step_bytes > best[0]:
-            best = (step_bytes, mine, axes[0], grid[axes[0]], boxes)
+        # the most bytes a step; of equals, the one whose rows straddle lines (cluster_motive)
+        key = (sum(slot_bytes(c.buffer.type) for c in mine), bool(straddling_rows(kernel, view)))
+        if best is None or key > best[0]:
+            best = (key, mine, axes[0], grid[axes[0]], boxes)
     if best is None:
         return why
     _, mine, axis, dim, boxes = best

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import BlockArgument, Value
 from tilec.ir.types import SharedType
-from tilec.lowering.abi import argument_name, kernel_specialization
+from tilec.lowering.abi import DIVISOR, argument_name, kernel_specialization
 from tilec.lowering.layouts import element_bytes
 from tilec.lowering.tma import box_plan
 
@@ -62,10 +62,9 @@ def stream_box(stream: _Stream, stages: int) -> tuple[int, ...] | str:
 STRADDLE_ALIGNMENT = 32
 
 
-def straddling_rows(kernel: FuncOp, stream: _Stream) -> str:
-    """A note when the rows of the argument `stream` copies by the TMA unit are known to be
-    16-byte aligned but not `STRADDLE_ALIGNMENT`-byte aligned ("" otherwise)."""
-    view = stream.load.view
+def straddling_rows(kernel: FuncOp, view: Value) -> str:
+    """A note when the rows of the argument `view` whose tiles the TMA unit copies are known
+    to be 16-byte aligned but not `STRADDLE_ALIGNMENT`-byte aligned ("" otherwise)."""
     if not (isinstance(view, BlockArgument) and view.owner is kernel.body.block):
         return ""
     name = argument_name(kernel, view.index)
@@ -73,8 +72,11 @@ def straddling_rows(kernel: FuncOp, stream: _Stream) -> str:
     if rank < 2:
         return ""
     stride = f"{name}.stride.{rank - 2}"
-    row = kernel_specialization(kernel).multiple(stride) * element_bytes(view.type.element)
-    if row % STRADDLE_ALIGNMENT == 0:
+    multiple = kernel_specialization(kernel).multiple(stride)
+    row = multiple * element_bytes(view.type.element)
+    # The specialization records powers of two up to DIVISOR elements: a stride divisible by
+    # DIVISOR may be aligned further (an 8-bit row of 4096), and is not known to straddle.
+    if row % STRADDLE_ALIGNMENT == 0 or multiple >= DIVISOR:
         return ""
     return (
         f"{name}'s rows ({stride}) are known 16-byte aligned, not {STRADDLE_ALIGNMENT}-byte: "

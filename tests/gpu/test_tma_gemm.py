@@ -140,9 +140,9 @@ WARP_SPECIALIZED_CASES = [
 ]
 # two blocks of neighbouring row tiles share b's tile by TMA multicast (pipeline_cluster.py)
 CLUSTERED = {"pipeline": {"cluster": 2}}
-WARP_SPECIALIZED = {
-    "warp_specialize": {"pipeline": {"warp_specialize": -1}},
-    "persistent": {"pipeline": {"warp_specialize": -1, "persistent": -1}},
+WARP_SPECIALIZED = {  # without clusters (which `cluster = -1` adds where b's rows straddle)
+    "warp_specialize": {"pipeline": {"warp_specialize": -1, "cluster": 1}},
+    "persistent": {"pipeline": {"warp_specialize": -1, "persistent": -1, "cluster": 1}},
 }
 
 

@@ -163,7 +163,7 @@ def test_each_block_multicasts_its_half_of_b():
 def test_a_stage_is_released_in_both_blocks_and_the_cluster_synchronizes():
     ptx = _ptx()
     assert re.findall(r"mapa\.shared::cluster\.u32 remote, %r\d+, (\d);", ptx) == ["0", "1"]
-    arrivals = ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];")
+    arrivals = ptx.count("mbarrier.arrive.shared::cluster.b64 _, [remote];")
     assert arrivals == 2
     assert "mbarrier.arrive.shared::cta.b64" not in ptx  # no local-only arrival left
     assert ptx.count("barrier.cluster.arrive.release.aligned;") == 2
@@ -302,16 +302,18 @@ def test_the_grid_limits_hold_after_rounding_and_persistent_clusters_lie_along_x
         Launcher(matmul.ptx, dataclasses.replace(matmul.abi, cluster=(1, 1, 2)))
 
 
-def test_waits_acquire_at_cluster_scope_in_a_cluster_only():
-    """A stage's phases complete by the other block's releases (`.release.cluster`) and
-    multicast copies: every wait of a clustered kernel acquires at cluster scope; a kernel
-    without clusters keeps the default (the block's)."""
+def test_the_stage_barriers_stay_at_the_blocks_scope_in_a_cluster():
+    """The waits and the cross-block arrivals of a clustered kernel keep the default
+    semantics (acquire/release at the block's scope), as an unclustered kernel's do: the
+    phases publish TMA writes counted by the barrier itself, and an arrival publishes no data.
+    Cluster scope made each one a MEMBAR (2.4x slower on the H100, 2026-12-06)."""
     ptx = _ptx()
     waits = [line for line in ptx.splitlines() if "mbarrier.try_wait.parity" in line]
-    assert waits and all(".acquire.cluster" in line for line in waits)
+    arrivals = [line for line in ptx.splitlines() if "mbarrier.arrive" in line]
+    assert waits and arrivals
+    assert not any(".acquire." in line or ".release." in line for line in waits + arrivals)
     unclustered = CLUSTERED_GEMM.replace(", tilec.cluster = [2, 1]", "")
     unclustered = unclustered.replace(" {cluster = 2}", "").replace(B_COPY, "{box = [64, 64]}")
     unclustered = unclustered.replace("tile.cluster_barrier", "tile.barrier")
-    plain = _ptx(unclustered)
-    waits = [line for line in plain.splitlines() if "mbarrier.try_wait.parity" in line]
-    assert waits and not any("cluster" in line for line in waits)
+    plain = [line for line in _ptx(unclustered).splitlines() if "mbarrier.try_wait" in line]
+    assert [line.strip() for line in plain] == [line.strip() for line in waits]

@@ -169,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     from tilec.diagnostics import TileError
 
     parser = argparse.ArgumentParser(prog="python -m tilec.benchmarks.ab", description=__doc__)
-    parser.add_argument("--only", help="workloads: substrings or globs, commas")
+    parser.add_argument(
+        "--only", help="workloads: substrings or globs, commas (with --plan: that part of it)"
+    )
     parser.add_argument("--plan", help="a JSON file of predictions to measure (module doc)")
     parser.add_argument(
         "--config", action="append", default=[], help="a configuration to time (repeatable)"
@@ -178,11 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="compile on the CPU, time nothing")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
-    if (args.plan is None) == (args.only is None):
+    if args.plan is None and args.only is None:
         parser.error("give --only (with --config) or --plan")
+    if args.plan is not None and args.config:
+        parser.error("--config times configurations of --only; a plan names its own")
     try:
         if args.plan is not None:
             plan = load_plan(args.plan)
+            if args.only is not None:  # a part of the plan, e.g. to split it across GPU calls
+                chosen = set(select(args.only, [p["workload"] for p in plan]))
+                plan = [p for p in plan if p["workload"] in chosen]
             jobs = [(p["workload"], [p["config"]], p.get("all_sizes") or p["at"]) for p in plan]
         else:
             plan = []

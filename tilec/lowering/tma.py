@@ -394,16 +394,16 @@ def lower_tma_copy(k: _KernelLowering, op: Operation) -> None:
 
 def lower_mbarrier_wait(k: _KernelLowering, op: Operation) -> None:
     """Every thread spins on `mbarrier.try_wait.parity` (which itself waits a while in
-    hardware before it gives up) until the phase has completed; `.acquire.cluster` in a
-    kernel that runs in clusters."""
+    hardware before it gives up) until the phase has completed. The wait acquires at the
+    block's scope (the default) in clustered kernels too: what a phase publishes is the
+    TMA's writes into this block's shared memory, made visible by the barrier's own
+    transaction count, and the other block's arrivals carry no data (`tilec.lowering.cluster`;
+    `.acquire.cluster` cost a MEMBAR a wait on the H100)."""
     barriers: SharedBuffer = k.values[op.barriers]
     address = _barrier_address(k, barriers, k.values[op.slot])
     phase = k.values[op.phase]
     b = k.b
     parity = _as_i32(b, phase)
-    # In a cluster a phase may be completed by another block's arrivals (their release at
-    # cluster scope) or copies: the wait acquires at cluster scope (the default is the block's).
-    scope = ".acquire.cluster" if k.abi.clustered else ""
     spin = k.fn.append_basic_block("mbarrier.wait")
     done = k.fn.append_basic_block("mbarrier.done")
     b.branch(spin)
@@ -412,9 +412,7 @@ def lower_mbarrier_wait(k: _KernelLowering, op: Operation) -> None:
         k,
         I32,
         [address, parity],
-        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity"
-        + scope
-        + ".shared::cta.b64 p, [$1], $2;\n\t"
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\n\t"
         "selp.u32 $0, 1, 0, p;\n\t}",
         "=r,r,r,~{memory}",
     )
