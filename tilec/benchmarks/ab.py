@@ -5,6 +5,8 @@ kernel under other configurations, timed in one process with the suite's clock.
     python -m tilec.benchmarks.ab --only 'col_sum*' --config tile.M=32,tile.N=128 --all-sizes
     python -m tilec.benchmarks.ab --only swiglu --config warps=4 --dry-run     # no GPU
     python -m tilec.benchmarks.ab --plan docs/benchmarks/pending-2026-12-05.json
+    ncu -k gemm_nn --launch-skip 6 --launch-count 1 python -m tilec.benchmarks.ab \
+        --only gemm_nn --config pipeline.cluster=2 --launches 3   # one launch of the config's
 
 A configuration is the tuner's (`tilec tune --sweep`'s names, comma-separated: `warps=4`,
 `tile.M=32,tile.N=128`, `hoist-loads.enable=false`, `pipeline.warp_specialize=1`); each is
@@ -122,6 +124,29 @@ def _measure(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[
     return rows
 
 
+def _launch(workload: Any, size: tuple, configs: list[dict[str, Any]], times: int) -> list:
+    """Run the heuristic's kernel and each configuration's `times` times each, untimed and in
+    that order, for a profiler: `ncu -k KERNEL --launch-skip S --launch-count 1` then picks the
+    last launch of the i-th (the heuristic's 0th) with S = (i + 1) * times -- the first launch
+    of all is the one that records the call's arguments (`runner_problem`)."""
+    import torch
+
+    from tilec.benchmarks.regret import suite_kernel
+    from tilec.tune.api import runner_problem
+    from tilec.tune.space import config_text
+    from tilec.tune.worker import make_function
+
+    function, make, case, _, _ = suite_kernel(workload, size)
+    problem = runner_problem(function, make, case.sets[0])
+    for config in [{}, *configs]:
+        run = make(make_function(problem, config) if config else function)
+        for _ in range(times):
+            run(*case.sets[0])
+        torch.cuda.synchronize()
+        print(f"  {config_text(config):<40} launched {times} times", flush=True)
+    return []
+
+
 def load_plan(path: str) -> list[dict[str, Any]]:
     """The predictions of a plan file (module docstring), checked for the fields each needs."""
     from tilec.diagnostics import TileError
@@ -179,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-sizes", action="store_true", help="every full suite size")
     parser.add_argument("--dry-run", action="store_true", help="compile on the CPU, time nothing")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument(
+        "--launches",
+        type=int,
+        default=0,
+        help="launch each kernel this many times, untimed, for a profiler (no rows)",
+    )
     args = parser.parse_args(argv)
     if args.plan is None and args.only is None:
         parser.error("give --only (with --config) or --plan")
@@ -204,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     rows: list[dict[str, Any]] = []
     run = _dry_run if args.dry_run else _measure
+    if args.launches > 0:
+        run = lambda w, size, configs: _launch(w, size, configs, args.launches)  # noqa: E731
     for name, configs, which in jobs:
         workload = WORKLOADS.get(name)
         if workload is None:
