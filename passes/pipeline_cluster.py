@@ -28,6 +28,11 @@ What changes in a kernel `pipeline_warp_specialize` made (`tilec.dialects.tma` s
   that pads an odd number of row tiles to whole clusters copies and releases like the others,
   but stores nothing.
 
+Whether (option `cluster`): 2 asks for clusters (an error says why not), 1 none, -1 -- the
+default -- pairs where `cluster_motive` finds the operand they would share asking the TMA unit
+for two lines a box row (rows known 16-byte aligned only), and says so in a remark; a kernel
+that then cannot run in clusters gets a remark saying why, not an error.
+
 When (`_plan`, which says why not): the kernel is warp-specialized and not split, its grid
 names one axis whose dimension the shared operand does not have (the cluster's axis), the
 shared tiles' offsets come through no load, and a grouped block order (`tilec.group_m`) groups
