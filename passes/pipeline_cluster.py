@@ -97,14 +97,20 @@ def cluster_motive(kernel: FuncOp, streams: list[Any]) -> str:
     The operand is the one the cluster would share (`_plan` after warp specialization): of
     the loops' streams, the one with the most bytes a step (of equals, the one whose rows
     straddle) whose view lacks exactly one grid axis's dimension (`_plan` says where the block order keeps such a kernel out of clusters). `streams` are `pipeline._Stream`s (a `load` of a kernel argument's view)."""
+    if "tilec.split" in kernel.attributes:
+        return ""  # `_plan` refuses split kernels
     grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
+    group = kernel.attributes.get("tilec.group_m")
     best: tuple[tuple[int, bool], str] | None = None
     for stream in streams:
         view = stream.load.view
         if not isinstance(view.type, TensorType):
             continue
-        if len([d for d in grid if d not in _dims(view)]) != 1:
+        axes = [i for i, d in enumerate(grid) if d not in _dims(view)]
+        if len(axes) != 1:
             continue
+        if group is not None and (axes[0] != 0 or int(group.value) % 2):
+            continue  # `_plan` refuses it: a cluster would pair blocks of different tiles
         tile = stream.load.result.type
         assert isinstance(tile, TileType)
         note = straddling_rows(kernel, view)

@@ -189,7 +189,8 @@ class _Kernel:
         if persistent:
             text = text.replace(" blocks (rounded up)", " tiles (rounded up), persistent blocks")
         cluster = self.said(self.kernel, "pipeline", "clusters of")
-        if cluster:
+        cluster += self.said(self.kernel, "pipeline", "no clusters")
+        if "tilec.cluster" in self.kernel.attributes:
             dims = [int(e.value) for e in self.kernel.attributes["tilec.cluster"].elements]
             text += f", in clusters of {'x'.join(map(str, dims))}"
         reasons = self.said(self.kernel, "tiling", "block order")

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import tilec
-
 from tests.unit.test_warp_specialize import _specialized
 from tests.validation import run_kernel
 from tilec.diagnostics import TileError

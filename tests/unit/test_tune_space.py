@@ -146,14 +146,17 @@ def test_a_tma_gemm_searches_persistent_blocks_and_warp_specialization():
 
 
 def test_a_tma_gemm_searches_clusters_of_two_blocks():
-    """Off by default (not yet timed); a candidate with clusters is warp-specialized and reads
-    back its blocks a cluster; a layout the clusters refuse is pruned with the reason."""
+    """On by default where b's rows straddle lines (N = 3000: cluster_motive), off where
+    pinned; a candidate with clusters is warp-specialized and reads back its blocks a
+    cluster; a layout the clusters refuse is pruned with the reason."""
     problem, build, kernel = _heuristic(
         "gemm_layouts.tile", "gemm_nn", {"M": 4000, "N": 3000, "K": 1000}
     )
     names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
-    assert build.decisions["pipeline.cluster"] == 1
+    assert build.decisions["pipeline.cluster"] == 2
     assert names["pipeline.cluster"].values == (1, 2)
+    plain = build_candidate(problem, {"pipeline.cluster": 1})
+    assert plain.decisions["pipeline.cluster"] == 1 and ".reqnctapercluster" not in plain.ptx
     built = build_candidate(problem, {"pipeline.cluster": 2})
     assert built.status == "built", built.reason
     assert built.decisions["pipeline.cluster"] == 2
