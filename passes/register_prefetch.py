@@ -58,7 +58,13 @@ sums: 8 blocks an SM became 2), and even with ptxas's counts the rule above woul
 cross-entropy (2 x 2 > 3) and refuse cumsum (2 x 1 = 2): bytes in flight alone do not predict
 these loops. So option `register_prefetch` is 0 by default until the model (registers from
 ptxas, and the iteration's compute against the load's latency) explains all three; -1 runs it,
-and a kernel pins it with `stages=2`.
+and a kernel pins it with `stages=2`. ncu on the H100 (2026-12-06) showed what separates
+them: the prefetch hides latency in all of them (stall cycles on loads down by a third to two
+thirds) and pays only where the loop waited on memory below DRAM's bandwidth -- cumsum (half
+its cycles on loads, DRAM at 80%) took 0.94x the time; row sums ran at 93% of DRAM (nothing to
+gain) and cross-entropy spent 1.62 of its 4.3 cycles an instruction on loads (its compute
+bounds it): both lose the warps the registers cost. The model needs both quantities
+(docs/benchmarks.md, "Clusters timed"); the tuner times the prefetch meanwhile.
 
 **Controls.** The kernel's pin `tilec.num_stages` (`@kernel(stages=...)`, `--stages`): 1 turns
 it off, 2 or more on wherever a load qualifies; else option `register_prefetch` (-1: the
