@@ -74,7 +74,7 @@ from tilec.passes.pipeline_tma import (
     tma_blocker,
 )
 from tilec.passes.pipeline_warp_specialize import AS_PLANNED, as_planned, warp_specialize_kernel
-from tilec.passes.register_prefetch import check_choice, prefetch_registers
+from tilec.passes.register_prefetch import CHAINED, check_choice, prefetch_registers
 from tilec.passes.smem_placement import (
     SHARED_LIMIT_SM90,
     apply_shared_plan,
@@ -197,12 +197,14 @@ class Pipeline(Pass):
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
         )
         register_prefetch: int = option(
-            0,
+            CHAINED,
             "loops that load tiles into registers issue the next iteration's loads before "
             "this iteration's compute, carrying the tiles (passes/register_prefetch.py): -1 "
-            "where the model says it keeps more bytes in flight per SM, 0 never (the default: "
-            "the model is not yet right on the H200, see register_prefetch.py), 1 wherever a "
-            "load can move a step ahead; a kernel's stages pin wins (1 off, 2 or more on)",
+            "where the model says it keeps more bytes in flight per SM, 0 never, 1 wherever a "
+            "load can move a step ahead, 2 (the default) only where a loop's loads are read "
+            "through another load (a block table's page, a bag's row: two round trips an "
+            "iteration; elsewhere the model is not yet right, see register_prefetch.py); a "
+            "kernel's stages pin wins (1 off, 2 or more on)",
         )
         extents: str = option(
             "",

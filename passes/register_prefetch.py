@@ -56,9 +56,9 @@ over rows 4096x16384 f32 0.229 -> 0.193 ms (55% -> 66% of copy bandwidth), but c
 ptxas gives the prefetched loops 8 to 55 more registers than `estimate_registers` says (row
 sums: 8 blocks an SM became 2), and even with ptxas's counts the rule above would take
 cross-entropy (2 x 2 > 3) and refuse cumsum (2 x 1 = 2): bytes in flight alone do not predict
-these loops. So option `register_prefetch` is 0 by default until the model (registers from
-ptxas, and the iteration's compute against the load's latency) explains all three; -1 runs it,
-and a kernel pins it with `stages=2`. ncu on the H100 (2026-12-06) showed what separates
+these loops. So the model is not the default until it (registers from ptxas, and the
+iteration's compute against the load's latency) explains all three; -1 runs it, and a kernel
+pins it with `stages=2`. ncu on the H100 (2026-12-06) showed what separates
 them: the prefetch hides latency in all of them (stall cycles on loads down by a third to two
 thirds) and pays only where the loop waited on memory below DRAM's bandwidth -- cumsum (half
 its cycles on loads, DRAM at 80%) took 0.94x the time; row sums ran at 93% of DRAM (nothing to
@@ -66,9 +66,17 @@ gain) and cross-entropy spent 1.62 of its 4.3 cycles an instruction on loads (it
 bounds it): both lose the warps the registers cost. The model needs both quantities
 (docs/benchmarks.md, "Clusters timed"); the tuner times the prefetch meanwhile.
 
+**The default** (option value 2, `CHAINED`) takes only loops whose loads are read through
+another load of the same iteration (`_chained`: a block table's page number, a bag's id).
+Without the prefetch such an iteration waits two round trips to memory one after the other,
+a latency no other block hides from this one and no compute covers; with the index two
+iterations ahead and the rest one, a single round trip an iteration. Paged decode took 0.87x
+(B4, a few blocks) and 0.973x (B64) of its time (H100, 2026-12-06); `embedding_bag.tile` is
+the second kernel of the kind. The registers must still fit (`_over_registers`).
+
 **Controls.** The kernel's pin `tilec.num_stages` (`@kernel(stages=...)`, `--stages`): 1 turns
 it off, 2 or more on wherever a load qualifies; else option `register_prefetch` (-1: the
-model; 0: never; 1: wherever a load qualifies). Remarks: on the kernel, "2 stages in
+model; 0: never; 1: wherever a load qualifies; 2, the default: chained loops only). Remarks: on the kernel, "2 stages in
 registers: ..." or "1 stage in registers: ..." with the model's figures (`--explain`'s stages
 line); on each loop, the loads prefetched or why not.
 """
@@ -100,11 +108,12 @@ from tilec.passes.occupancy import (
 )
 from tilec.passmanager import PassContext
 
-__all__ = ["REGISTER_PREFETCH_ATTRIBUTE", "prefetch_registers"]
+__all__ = ["CHAINED", "REGISTER_PREFETCH_ATTRIBUTE", "check_choice", "prefetch_registers"]
 
 # On a kernel with loads a loop could issue an iteration ahead: whether they are (the
 # decision, read back by the tuner as `stages` 2 or 1).
 REGISTER_PREFETCH_ATTRIBUTE = "tilec.register_prefetch"
+CHAINED = 2  # option register_prefetch: only loops whose loads are read through another load
 
 _SHARED_OPS = (
     shared.StoreSharedOp,
@@ -141,7 +150,8 @@ def prefetch_registers(
     kernel: FuncOp, choice: int, extents: dict[str, int], ctx: PassContext
 ) -> None:
     """Prefetch the tiles `kernel`'s loops load into registers one iteration ahead where the
-    pin, option `choice` (-1 model, 0 never, 1 always) and the model say so (module doc)."""
+    pin, option `choice` (-1 model, 0 never, 1 always, 2 chained loads only) and the model say
+    so (module doc)."""
     walks = _find_walks(kernel, ctx)
     if not walks:
         return
@@ -153,6 +163,27 @@ def prefetch_registers(
         take, why = False, "option register_prefetch = 0"
     elif choice == 1:
         take, why = True, "option register_prefetch = 1"
+    elif choice == CHAINED:
+        chained = [w for w in walks if len(w.loops) == 1 and _chained(w.loads[0])]
+        chained, short = _more_than_once(chained, extents)
+        for loop, text in short:
+            ctx.remark(loop, f"not prefetched: {text}")
+        if not chained:
+            ctx.remark(
+                kernel,
+                "1 stage in registers: no loop reads a load's address through another load "
+                f"(option register_prefetch = {CHAINED}: only those, each iteration two round "
+                "trips to memory)",
+            )
+            return
+        walks = chained
+        why = "; ".join(_through(w) for w in chained) + (
+            ": without it each iteration waits two round trips to memory, one after the "
+            "other, which no other block hides from this one (option register_prefetch = "
+            f"{CHAINED})"
+        )
+        over = _over_registers(kernel)
+        take, why = (False, over) if over else (True, why)
     else:
         walks, short = _more_than_once(walks, extents)
         for loop, text in short:
@@ -388,7 +419,9 @@ def _more_than_once(
 # The model
 
 
-def _decide(kernel: FuncOp, walks: list[_Walk]) -> tuple[bool, str]:
+def _registers(kernel: FuncOp) -> tuple[int, int, int]:
+    """(registers a thread estimated without the prefetch, with it, the most a thread may
+    have: 255, or the share `tilec.min_blocks_per_sm` leaves)."""
     warps = kernel.attributes["tilec.num_warps"].value
     threads = warps * WARP_SIZE
     without = estimate_registers(kernel, warps)
@@ -396,13 +429,30 @@ def _decide(kernel: FuncOp, walks: list[_Walk]) -> tuple[bool, str]:
     for walk in _find_walks(trial, None):
         _rewrite(walk, None)
     with_ = estimate_registers(trial, warps)
-    step = max(w.step_bytes() for w in walks)
-    registers = f"~{with_} registers a thread estimated, {without} without"
     pinned = kernel.attributes.get("tilec.min_blocks_per_sm")
     cap = MAX_REGISTERS_PER_THREAD
     if pinned is not None:
         share = REGISTERS_PER_SM // (pinned.value * threads)
         cap = min(cap, share // REGISTER_GRANULE * REGISTER_GRANULE)
+    return without, with_, cap
+
+
+def _over_registers(kernel: FuncOp) -> str:
+    """Why a second copy of the tiles does not fit a thread ("" when it does)."""
+    without, with_, cap = _registers(kernel)
+    if with_ <= cap:
+        return ""
+    return (
+        f"a second copy of the tiles would need ~{with_} registers a thread estimated, "
+        f"{without} without, over {cap}"
+    )
+
+
+def _decide(kernel: FuncOp, walks: list[_Walk]) -> tuple[bool, str]:
+    threads = kernel.attributes["tilec.num_warps"].value * WARP_SIZE
+    without, with_, cap = _registers(kernel)
+    step = max(w.step_bytes() for w in walks)
+    registers = f"~{with_} registers a thread estimated, {without} without"
     if with_ > cap:
         return False, f"a second copy of the tiles would need {registers}, over {cap}"
     before, after = _blocks(without, threads), _blocks(with_, threads)
@@ -468,6 +518,16 @@ def _rewrite(walk: _Walk, ctx: PassContext | None) -> None:
                 f"carried round the loop (the first tile from {start})",
             )
         carried = results
+
+
+def _through(walk: _Walk) -> str:
+    """`k_cache, v_cache read through block_table`: a chained walk's loads, named."""
+    heads = _chained(walk.loads[0])
+    rest = [x for x in walk.loads[0] if x not in heads]
+    return (
+        f"{', '.join(_name(x.op) for x in rest)} read through "
+        f"{', '.join(_name(x.op) for x in heads)}"
+    )
 
 
 def _chained(loads: list[_Load]) -> list[_Load]:
@@ -577,7 +637,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def check_choice(choice: int) -> None:
-    if choice not in (-1, 0, 1):
+    if choice not in (-1, 0, 1, CHAINED):
         raise TileError(
-            f"pipeline: option register_prefetch must be -1 (the model), 0 or 1, got {choice}"
+            f"pipeline: option register_prefetch must be -1 (the model), 0, 1 or {CHAINED} "
+            f"(chained loads only), got {choice}"
         )

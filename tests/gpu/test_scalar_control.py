@@ -137,3 +137,32 @@ def test_paged_decode_matches_sdpa_over_gathered_pages(
     kernel(q, k_cache, v_cache, block_table, counts, o, 0.125)
     expected = paged_reference(q, k_cache, v_cache, block_table, counts)
     torch.testing.assert_close(o, expected, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("rows", "dim", "width", "lens", "dtype"),
+    [
+        (50, 1, 1, [1], torch.float32),
+        (300, 200, 9, [0, 9, 4, -3, 12], torch.float32),  # empty, full, partial, negative, cut
+        (1000, 1000, 20, list(range(1, 21)) * 8, torch.bfloat16),  # D no tile divides
+        (100000, 128, 64, [64] * 2048, torch.float16),
+    ],
+    ids=["one-id", "edge-lengths", "odd-width-bf16", "wide-bags"],
+)
+@pytest.mark.parametrize("stages", [1, 2], ids=["plain", "next-row-ahead"])
+def test_embedding_bag_matches_torch(rows, dim, width, lens, dtype, stages):
+    """Bags of rows summed (examples/embedding_bag.tile) against F.embedding_bag: each loop
+    iteration reads an id, then the row it names; with `stages=2` (the default for such a
+    loop) the ids run two iterations ahead and the rows one."""
+    kernel = load_kernel(ROOT / "examples" / "embedding_bag.tile", "embedding_bag", stages=stages)
+    table = torch.randn(rows, dim, device="cuda", dtype=dtype)
+    ids = torch.randint(0, rows, (len(lens), width), device="cuda", dtype=torch.int32)
+    counts = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    out = torch.full((len(lens), dim), 7.0, device="cuda", dtype=dtype)
+    kernel(table, ids, counts, out)
+    used = counts.clamp(0, width)
+    mask = torch.arange(width, device="cuda")[None, :] < used[:, None]
+    offsets = torch.cat([used.new_zeros(1), used.cumsum(0)[:-1]]).long()
+    expected = F.embedding_bag(ids[mask].long(), table.float(), offsets, mode="sum")
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(out.float(), expected, rtol=tolerance, atol=tolerance)

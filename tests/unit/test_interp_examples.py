@@ -272,6 +272,13 @@ AWKWARD = [
             {"B": 5, "H": 6, "G": 3, "D": 33, "PAGES": 9, "MAXP": 4},
         ],
     ),
+    # Random lengths (negative, past the padding) and ids drawn in range; every table dtype.
+    (
+        "embedding_bag",
+        "embedding_bag",
+        [{"V": 1, "D": 1, "B": 1, "L": 1}, {"V": 57, "D": 70, "B": 6, "L": 9}],
+    ),
+    ("embedding_bag", "embedding_bag[T=bf16]", [{"V": 57, "D": 70, "B": 6, "L": 9}]),
 ]
 
 

@@ -61,6 +61,7 @@ from tilec.benchmarks.suite_memory import (
     _dropout,
     _embedding,
     _embedding_backward,
+    _embedding_bag,
     _head_gate,
     _histogram,
     _layernorm,
@@ -266,6 +267,14 @@ WORKLOADS: dict[str, Workload] = {
             [(32000, 4096, 16384)],
             [(32000, 1024, 4096)],
             [(4096, 1024, 1024)],
+        ),
+        _memory(
+            "embedding_bag",
+            _embedding_bag,
+            lambda s: f"{s[0]}x{s[1]} f32, {s[2]} bags of 1-{s[3]} ids",
+            [(1000000, 128, 16384, 64), (50000, 1000, 4096, 20)],
+            [(100000, 128, 4096, 32)],
+            [(10000, 64, 512, 16)],
         ),
         _memory(
             "embedding_backward",

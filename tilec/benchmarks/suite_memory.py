@@ -415,6 +415,57 @@ def _embedding(size: tuple, ctx: Context) -> Case:
     )
 
 
+def _embedding_bag(size: tuple, ctx: Context) -> Case:
+    """Sums of bags of table rows (examples/embedding_bag.tile, `F.embedding_bag` with mode
+    "sum"): sizes (V, D, B, L), bags of 1..L ids (lengths from a fixed seed) padded to L. Peers:
+    `F.embedding_bag` on the ids flattened with offsets (eager), and `torch.compile` of the
+    masked gather-sum `(table[ids] * mask[..., None]).sum(1)` (Inductor fuses it)."""
+    import torch
+    import torch.nn.functional as F
+
+    v, d, bags, width = size
+    table = _randn((v, d), "f32")
+    generator = torch.Generator(device="cpu").manual_seed(11)
+    drawn = torch.randint(1, width + 1, (bags,), generator=generator)
+    used = int(drawn.sum())  # ids summed, over all bags
+    lengths = drawn.to(suite_core.DEVICE).int()
+    mask = torch.arange(width, device=suite_core.DEVICE)[None, :] < lengths[:, None]
+    offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)[:-1]]).long()
+    # Only the ids rotate: the table is past the L2 cache, and random ids read all of it.
+    sets = ctx.sets(
+        lambda: (torch.randint(0, v, (bags, width), device=suite_core.DEVICE, dtype=torch.int32),),
+        bags * width * 4,
+    )
+    out = torch.empty(bags, d, device=suite_core.DEVICE)
+    ids = sets[0][0]
+    expected = (table.double()[ids.long()] * mask[..., None]).sum(1).float()
+
+    def expression(ids: Any) -> Any:
+        return (table[ids] * mask[..., None]).sum(1)
+
+    def eager(ids: Any) -> Any:
+        return F.embedding_bag(ids[mask].long(), table, offsets, mode="sum")
+
+    tilec = ctx.tilec(
+        "embedding_bag.tile",
+        "embedding_bag",
+        lambda f: lambda ids: f(table, ids, lengths, out),
+        lambda: out,
+    )
+    moved = used * d * 4 + bags * d * 4 + used * 4  # the rows summed, the sums, the ids read
+    return _memory_case(
+        ctx,
+        tilec,
+        expression,
+        sets,
+        expected,
+        moved,
+        1e-5,
+        eager=eager,
+        eager_name="F.embedding_bag",
+    )
+
+
 def _embedding_backward(size: tuple, ctx: Context) -> Case:
     """The gradient of F.embedding for its table (examples/embedding_backward.tile): each run
     zeroes the table (a memset, timed with the kernel, as the peers allocate a zeroed one),
