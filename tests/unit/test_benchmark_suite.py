@@ -38,7 +38,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         "bmm", "matmul_bias_gelu", "int8_gemm", "int8_gemm_nt", "fp8_gemm", "attention", "attention_causal", "attention_gqa",
         "attention_window",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
-        "col_sum", "col_sum_atomic", "transpose", "rotary", "head_gate", "vector_add", "embedding", "embedding_backward", "histogram", "cumsum_rows",
+        "col_sum", "col_sum_atomic", "transpose", "rotary", "head_gate", "vector_add", "embedding", "embedding_bag", "embedding_backward", "histogram", "cumsum_rows",
         "running_max_rows", "topk_softmax", "paged_decode", "moe_gemm",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
@@ -105,6 +105,7 @@ TINY = {
     "vector_add": (100,),
     "embedding": (37, 24, 50),
     "embedding_backward": (37, 24, 50),
+    "embedding_bag": (37, 24, 6, 5),
     "histogram": (1000, 7),
     "paged_decode": (2, 4, 2, 37, 16),
     "moe_gemm": (4, 20, 2, 24, 40),
