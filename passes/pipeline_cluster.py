@@ -194,6 +194,7 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
     copies = [c for c in op.producer.walk() if isinstance(c, TM.TmaCopyOp)]
     grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
     why = "no operand's copies can be shared"
+    group = kernel.attributes.get("tilec.group_m")
     best: tuple[tuple[int, bool], list[TM.TmaCopyOp], int, str, list] | None = None
     for view in {id(c.view): c.view for c in copies}.values():
         mine = [c for c in copies if c.view is view]
@@ -215,6 +216,13 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
                 f"load ('{read.name}'): two blocks may not read the same tile"
             )
             continue
+        if group is not None and (axes[0] != 0 or int(group.value) % 2):
+            why = (
+                f"the grouped block order (groups of {int(group.value)} along grid axis 0) "
+                f"would pair blocks that read different tiles of {view.name_hint or 'it'} "
+                "(tiling's option group_m: 1 or an even number)"
+            )
+            continue
         boxes = [_shared_box(c) for c in mine]
         unsplit = next((b for b in boxes if isinstance(b, str)), None)
         if unsplit is not None:
@@ -234,14 +242,6 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
         )
     if PERSISTENT_ATTRIBUTE in kernel.attributes and CLUSTER_ATTRIBUTE not in kernel.attributes:
         return "the persistent tile walk was not planned for clusters (announce_cluster)"
-    for c, box in zip(mine, boxes):
-        c.attributes["box"] = ArrayAttr(tuple(IntegerAttr(n) for n in box))
-    group = kernel.attributes.get("tilec.group_m")
-    if group is not None and (axis != 0 or int(group.value) % 2):
-        return (
-            f"the grouped block order (groups of {int(group.value)} along grid axis 0) would "
-            "pair blocks of different columns (tiling's option group_m: 1 or an even number)"
-        )
     epilogue = _epilogue(op)
     rows = next(
         (
@@ -257,6 +257,8 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
     parts = _split_epilogue(op)
     if isinstance(parts, str):
         return f"its epilogue cannot be skipped by the block past the tiles: {parts}"
+    for c, box in zip(mine, boxes):  # only now: a kernel refused keeps its boxes
+        c.attributes["box"] = ArrayAttr(tuple(IntegerAttr(n) for n in box))
     return _Plan(op, axis, dim, mine, (rows[0], rows[1]), rows[2])
 
 
