@@ -96,21 +96,15 @@ def cluster_motive(kernel: FuncOp, streams: list[Any]) -> str:
 
     The operand is the one the cluster would share (`_plan` after warp specialization): of
     the loops' streams, the one with the most bytes a step (of equals, the one whose rows
-    straddle) whose view lacks exactly one grid axis's dimension (`_plan` says where the block order keeps such a kernel out of clusters). `streams` are `pipeline._Stream`s (a `load` of a kernel argument's view)."""
+    straddle) that a cluster can share at all (`_cluster_axis`). `streams` are
+    `pipeline._Stream`s (a `load` of a kernel argument's view)."""
     if "tilec.split" in kernel.attributes:
         return ""  # `_plan` refuses split kernels
-    grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
-    group = kernel.attributes.get("tilec.group_m")
     best: tuple[tuple[int, bool], str] | None = None
     for stream in streams:
         view = stream.load.view
-        if not isinstance(view.type, TensorType):
+        if not isinstance(view.type, TensorType) or isinstance(_cluster_axis(kernel, view), str):
             continue
-        axes = [i for i, d in enumerate(grid) if d not in _dims(view)]
-        if len(axes) != 1:
-            continue
-        if group is not None and (axes[0] != 0 or int(group.value) % 2):
-            continue  # `_plan` refuses it: a cluster would pair blocks of different tiles
         tile = stream.load.result.type
         assert isinstance(tile, TileType)
         note = straddling_rows(kernel, view)
@@ -194,17 +188,12 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
     copies = [c for c in op.producer.walk() if isinstance(c, TM.TmaCopyOp)]
     grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
     why = "no operand's copies can be shared"
-    group = kernel.attributes.get("tilec.group_m")
     best: tuple[tuple[int, bool], list[TM.TmaCopyOp], int, str, list] | None = None
     for view in {id(c.view): c.view for c in copies}.values():
         mine = [c for c in copies if c.view is view]
-        dims = _dims(view)
-        axes = [i for i, d in enumerate(grid) if d not in dims]
-        if len(axes) != 1:
-            why = (
-                f"the grid's axes {grid} do not name exactly one dimension that "
-                f"{view.name_hint or 'the operand'} does not have"
-            )
+        axis = _cluster_axis(kernel, view)
+        if isinstance(axis, str):
+            why = axis
             continue
         if any(c.is_folded for c in mine):
             why = "the copies that could be shared take whole tiles of interleaved rows"
@@ -216,13 +205,6 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
                 f"load ('{read.name}'): two blocks may not read the same tile"
             )
             continue
-        if group is not None and (axes[0] != 0 or int(group.value) % 2):
-            why = (
-                f"the grouped block order (groups of {int(group.value)} along grid axis 0) "
-                f"would pair blocks that read different tiles of {view.name_hint or 'it'} "
-                "(tiling's option group_m: 1 or an even number)"
-            )
-            continue
         boxes = [_shared_box(c) for c in mine]
         unsplit = next((b for b in boxes if isinstance(b, str)), None)
         if unsplit is not None:
@@ -231,7 +213,7 @@ def _plan(kernel: FuncOp, specialized: bool) -> _Plan | str:
         # the most bytes a step; of equals, the one whose rows straddle lines (cluster_motive)
         key = (sum(slot_bytes(c.buffer.type) for c in mine), bool(straddling_rows(kernel, view)))
         if best is None or key > best[0]:
-            best = (key, mine, axes[0], grid[axes[0]], boxes)
+            best = (key, mine, axis, grid[axis], boxes)
     if best is None:
         return why
     _, mine, axis, dim, boxes = best
@@ -313,6 +295,26 @@ def _reads_behind(values: list[Value]) -> list[Operation]:
             continue
         work.extend(op.operands)
     return found
+
+
+def _cluster_axis(kernel: FuncOp, view: Value) -> int | str:
+    """The grid axis a cluster sharing `view`'s tiles would span -- the one axis whose
+    dimension the view lacks -- or why no cluster can share them: the grid names another
+    number of such axes, or a grouped block order would pair blocks that read different
+    tiles (a group must be an even number of tiles along axis 0)."""
+    grid = [str(pair.elements[0].value) for pair in kernel.attributes["tilec.grid"].elements]
+    axes = [i for i, d in enumerate(grid) if d not in _dims(view)]
+    name = view.name_hint or "the operand"
+    if len(axes) != 1:
+        return f"the grid's axes {grid} do not name exactly one dimension that {name} does not have"
+    group = kernel.attributes.get("tilec.group_m")
+    if group is not None and (axes[0] != 0 or int(group.value) % 2):
+        return (
+            f"the grouped block order (groups of {int(group.value)} along grid axis 0) would "
+            f"pair blocks that read different tiles of {name} (tiling's option group_m: 1 or "
+            "an even number)"
+        )
+    return axes[0]
 
 
 def _dims(view: Value) -> list[str]:
