@@ -55,12 +55,14 @@ from tilec.passes.pipeline_cluster import (
     AUTOMATIC,
     CLUSTER_BLOCKS,
     announce_cluster,
+    cluster_axis,
     cluster_kernel,
     cluster_motive,
 )
 from tilec.passes.pipeline_in_flight import leave_in_flight
 from tilec.passes.pipeline_occupancy import _planned_blocks, blocks_per_sm, stages_in_flight
 from tilec.passes.pipeline_persistent import (
+    WITH_CLUSTERS,
     PipelinedLoop,
     persist,
     persistent_loop,
@@ -164,11 +166,12 @@ class Pipeline(Pass):
             "names the stream that cannot)",
         )
         persistent: int = option(
-            0,
+            WITH_CLUSTERS,
             "persistent blocks (sm_90a, a kernel whose one main loop the TMA unit fills): -1 "
-            "where the kernel allows (passes/pipeline_persistent.py says when), 0 never (the "
-            "default: slower on the H200 while the epilogue's scratch costs a stage, see "
-            "pipeline_persistent.py), 1 required (an error says why not)",
+            "where the kernel allows (passes/pipeline_persistent.py says when), 0 never, 1 "
+            "required (an error says why not), 2 (the default) as -1 where the kernel is "
+            "clustered (a clustered block's barriers and launch are then paid once, not a "
+            "tile), else 0",
         )
         warp_specialize: int = option(
             AS_PLANNED,
@@ -219,7 +222,7 @@ class Pipeline(Pass):
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         for name in ("persistent", "warp_specialize", "pingpong"):
-            allowed = (-1, 0, 1) if name == "persistent" else (-1, 0, 1, AS_PLANNED)
+            allowed = (-1, 0, 1, WITH_CLUSTERS if name == "persistent" else AS_PLANNED)
             if getattr(self.options, name) not in allowed:
                 raise TileError(
                     f"pipeline: option {name} must be {', '.join(map(str, allowed[:-1]))} or "
@@ -268,6 +271,25 @@ def _resolve_cluster(
     return replace(options, cluster=CLUSTER_BLOCKS if why else 1)
 
 
+def _resolve_persistent(
+    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, ctx: PassContext
+) -> Pipeline.Options:
+    """`options` with option persistent's `WITH_CLUSTERS` resolved (its cluster already
+    resolved): -1 (where the kernel allows) for a clustered kernel whose clusters span grid
+    axis 0, the axis persistent blocks walk first (so that a cluster's blocks walk neighbouring
+    tiles), else 0 (passes/pipeline_persistent.py says why)."""
+    if options.persistent != WITH_CLUSTERS:
+        return options
+    clustered = options.cluster > 1 and cluster_axis(kernel, streams) == 0
+    if clustered:
+        ctx.remark(
+            kernel,
+            "persistent blocks wanted: the kernel is clustered, and a walking block pays a "
+            "cluster's barriers and launch once, not once a tile",
+        )
+    return replace(options, persistent=-1 if clustered else 0)
+
+
 def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext) -> None:
     streams: list[_Stream] = []
     for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
@@ -275,7 +297,8 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     if not streams:
         return
     cluster_required = options.cluster != AUTOMATIC
-    options = as_planned(kernel, _resolve_cluster(kernel, streams, options, ctx))
+    options = _resolve_cluster(kernel, streams, options, ctx)
+    options = as_planned(kernel, _resolve_persistent(kernel, streams, options, ctx))
     limit = options.shared_limit
     persistent, reserve = None, 0
     if options.persistent != 0 and options.arch in TMA_ARCHES and options.tma != 0:

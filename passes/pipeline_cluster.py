@@ -61,11 +61,18 @@ from tilec.ir.core import Block, Operation, Pure, Region, Value
 from tilec.ir.types import TensorType, TileType
 from tilec.lowering.layouts import element_bytes
 from tilec.lowering.shared_memory import slot_bytes
-from tilec.lowering.tma import box_plan
+from tilec.lowering.tma import box_plan, folded_plan
 from tilec.passes.pipeline_tma import straddling_rows
 from tilec.passmanager import PassContext
 
-__all__ = ["AUTOMATIC", "CLUSTER_BLOCKS", "announce_cluster", "cluster_kernel", "cluster_motive"]
+__all__ = [
+    "AUTOMATIC",
+    "CLUSTER_BLOCKS",
+    "announce_cluster",
+    "cluster_axis",
+    "cluster_kernel",
+    "cluster_motive",
+]
 
 CLUSTER_BLOCKS = 2  # blocks a cluster: the pair cuBLAS's GEMMs use
 AUTOMATIC = -1  # option cluster: where `cluster_motive` finds the TMA unit's requests the bound
@@ -98,20 +105,37 @@ def cluster_motive(kernel: FuncOp, streams: list[Any]) -> str:
     the loops' streams, the one with the most bytes a step (of equals, the one whose rows
     straddle) that a cluster can share at all (`_cluster_axis`). `streams` are
     `pipeline._Stream`s (a `load` of a kernel argument's view)."""
+    shared = _shared_stream(kernel, streams)
+    return shared[1] if shared is not None else ""
+
+
+def cluster_axis(kernel: FuncOp, streams: list[Any]) -> int | None:
+    """The grid axis a cluster of `kernel` would span (that of the operand `cluster_motive`
+    finds it would share), or None where no operand can be shared."""
+    shared = _shared_stream(kernel, streams)
+    return shared[0] if shared is not None else None
+
+
+def _shared_stream(kernel: FuncOp, streams: list[Any]) -> tuple[int, str] | None:
+    """Of `streams`, the one a cluster would share (`cluster_motive` says which): its grid
+    axis and why its rows straddle lines ("" where they do not); None where none can be."""
     if "tilec.split" in kernel.attributes:
-        return ""  # `_plan` refuses split kernels
-    best: tuple[tuple[int, bool], str] | None = None
+        return None  # `_plan` refuses split kernels
+    best: tuple[tuple[int, bool], int, str] | None = None
     for stream in streams:
         view = stream.load.view
-        if not isinstance(view.type, TensorType) or isinstance(_cluster_axis(kernel, view), str):
+        if not isinstance(view.type, TensorType) or folded_plan(stream.alloc.result.type):
+            continue  # `_plan` shares no copy that takes whole tiles of interleaved rows
+        axis = _cluster_axis(kernel, view)
+        if isinstance(axis, str):
             continue
         tile = stream.load.result.type
         assert isinstance(tile, TileType)
         note = straddling_rows(kernel, view)
         key = (math.prod(tile.shape) * element_bytes(tile.element), bool(note))
         if best is None or key > best[0]:
-            best = (key, note)
-    return best[1] if best is not None else ""
+            best = (key, axis, note)
+    return best[1:] if best is not None else None
 
 
 def cluster_kernel(

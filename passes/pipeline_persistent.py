@@ -38,18 +38,28 @@ are chosen with the epilogue's scratch reserved (`epilogue_scratch_bytes`). The 
 interpreter launches `tilec.interp.launch.PERSISTENT_BLOCKS`, so that blocks walk several tiles there too); the
 kernel says so with `tilec.persistent`.
 
-**Measured, and why it is off by default** (H200, 2026-12-03; docs/benchmarks.md, "Block
+**Measured, and why it is on only for clusters** (H200, 2026-12-03; docs/benchmarks.md, "Block
 indices in 32 bits"): first 1.17-1.45x the time of a block a tile. Three causes were found and
 fixed: the epilogue's 66 KiB scratch cost a stage (now the exchange goes in row pieces,
 `chunks`), the lowering did not recognize the main loop inside the walk as the pipeline's, and
 -- the one that cost the time -- the walk divided tile indices in 64 bits, a subroutine call
 in SASS, for which nvJitLink serialized every wgmma (`tiling_rewrites.block_divmod`). Since:
 0.97-1.05x a block a tile on seven GEMMs (`tilec.benchmarks.persistent_probe`, now
-`gemm_flight_probe --configs schedule`), no gain, so option `persistent` stays 0 unless asked
-for (-1: wherever the kernel allows; 1: required), and the tuner searches it
-(`pipeline.persistent`). With one block an SM and no producer warp the next tile's copies
-overlap only the epilogue's stores; for the epilogue to overlap the next tile's wgmmas, warp
-specialization is the next step.
+`gemm_flight_probe --configs schedule`), no gain. With one block an SM and no producer warp the
+next tile's copies overlap only the epilogue's stores; for the epilogue to overlap the next
+tile's wgmmas, warp specialization is the next step.
+
+**Clustered kernels are the exception** (`WITH_CLUSTERS`, the default of option `persistent`).
+A block of a cluster (`pipeline_cluster.py`) pays more a tile than a lone one: two cluster-wide
+barriers (`barrier.cluster.arrive`/`wait`: after its mbarriers are initialized, so that the
+other block's multicasts find them, and before it exits, so that no multicast lands in a block
+gone), and a launch that waits for two SMs of one GPC free together. Walking tiles, a block pays
+them once. Timed on the H100 (2026-12-06, `gemm_flight_probe --configs schedule`, the clustered
+heuristic against it with `persistent = 1`): 4000x3000x1000 0.893 of the time, and on shapes the
+rule was not written for, `a @ b.T` 4096x3000x1000 0.898, 3000x5000x2000 0.967; unclustered
+GEMMs stay as they were (2000x1000x3000 1.0). So -- option `persistent`: 2 (the default)
+where `pipeline` clusters the kernel, as -1, else 0; -1 wherever the kernel allows; 0 never; 1
+required. The tuner searches it (`pipeline.persistent`).
 """
 
 from __future__ import annotations
@@ -73,7 +83,12 @@ from tilec.passes.specialize import attribute_pairs
 from tilec.passes.tiling_rewrites import block_divmod
 from tilec.passmanager import PassContext
 
+WITH_CLUSTERS = (
+    2  # option persistent: where the kernel is clustered (the walk pays their cost once)
+)
+
 __all__ = [
+    "WITH_CLUSTERS",
     "PipelinedLoop",
     "TileWalk",
     "epilogue_scratch_bytes",

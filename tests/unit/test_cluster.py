@@ -119,7 +119,7 @@ def test_a_block_reaching_the_other_before_a_cluster_barrier_is_caught():
     first = next(op for op in func.body.block.ops if isinstance(op, TM.ClusterBarrierOp))
     Builder.before_op(first).create(BarrierOp)
     first.erase()
-    with pytest.raises(InterpreterError, match=r"reaches (mbarrier \d+ of )?block \(1, 0\)"):
+    with pytest.raises(InterpreterError, match=r"reaches (mbarrier \d+ of )?block \(1,( 0)?\)"):
         _run(module)
 
 
