@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import arith, scf
+from tilec.dialects import math as M
 from tilec.dialects import split as W
 from tilec.dialects import tile as T
 from tilec.dialects.atomic import ATOMIC_OPS
@@ -141,6 +142,7 @@ class _Carried:
     combine: Combine
     type: TileType
     offset: int = 0  # bytes into the slot
+    scaled_by: int | None = None  # x' = x * exp(m - m') + g: the index of m (`_rescaled_sums`)
 
 
 @dataclass
@@ -197,8 +199,10 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> _Plan:
             raise _NotSplit(f"the loop has an effect ({_effect(op).name})")
     if not loop.iter_args:
         raise _NotSplit("the loop carries no value")
+    rescaled = {} if atomics else _rescaled_sums(loop)
     carried = [
-        _carried(loop, i, workspace=not atomics, static=tiled) for i in range(len(loop.iter_args))
+        _carried(loop, i, workspace=not atomics, static=tiled, rescaled=rescaled)
+        for i in range(len(loop.iter_args))
     ]
     if atomics:
         _check_atomic_epilogue(loop, carried, atomics)
@@ -257,30 +261,48 @@ def _check_atomic_epilogue(loop: scf.ForOp, carried: list[_Carried], atomics: li
         raise _NotSplit("atomics only in the loop, and the loop's results are not combined")
 
 
-def _carried(loop: scf.ForOp, i: int, workspace: bool = True, static: bool = True) -> _Carried:
+def _carried(
+    loop: scf.ForOp,
+    i: int,
+    workspace: bool = True,
+    static: bool = True,
+    rescaled: dict[int, int] | None = None,
+) -> _Carried:
+    rescaled = rescaled or {}
     arg = loop.iter_args[i]
     name = _name(arg, loop.inits[i])
     users = arg.uses
-    if len(users) != 1:
+    scale = rescaled.get(i)
+    through: set[Value] = set()  # values an addend may read carried values through
+    if scale is not None:  # x' = x * exp(m - m') + g: the add is the update, g the addend
+        update = users[0].results[0].uses[0]
+        through.add(loop.yield_op.operands[scale])  # g may read m'
+    elif i in rescaled.values():  # m' = maximum(m, h), m also read by the rescalings
+        update = next(u for u in users if isinstance(u, arith.MaximumFOp))
+    elif len(users) != 1:
         names = ", ".join(sorted({u.name for u in users})) or "nothing"
         raise _NotSplit(
             f"carried value {name} is read by {len(users)} ops ({names}): not a ⊕-reduction"
         )
-    update = users[0]
+    else:
+        update = users[0]
     combine = _dot_combine(update, arg) or COMBINES.get(type(update))
     if combine is None or update.parent is not loop.body.block:
         raise _NotSplit(
             f"carried value {name} is updated by {update.name}"
             + _rescaled(update, arg)
-            + ": not a ⊕-reduction (add, max, min)"
+            + ": not a ⊕-reduction (add, max, min, or a sum rescaled by exp(m - m') of a "
+            "carried maximum m)"
         )
     if isinstance(update, T.DotOp):
         others = [update.a, update.b]  # acc' = acc + a @ b
+    elif scale is not None:
+        others = [v for v in update.operands if v is not users[0].results[0]]
     else:
         others = [update.operands[1] if update.operands[0] is arg else update.operands[0]]
     if arg in others:
         raise _NotSplit(f"carried value {name} is combined with itself: not a ⊕-reduction")
-    reader = next((r for r in map(lambda v: _reads_carried(v, loop), others) if r), None)
+    reader = next((r for r in map(lambda v: _reads_carried(v, loop, through), others) if r), None)
     if reader is not None:
         raise _NotSplit(
             f"carried value {name} is combined with a value that reads carried value "
@@ -288,7 +310,8 @@ def _carried(loop: scf.ForOp, i: int, workspace: bool = True, static: bool = Tru
         )
     result = update.results[0]
     yielded = loop.yield_op.operands
-    if yielded[i] is not result or len(result.uses) != 1:
+    used_inside = len(result.uses) != 1 and i not in rescaled.values()
+    if yielded[i] is not result or used_inside:
         raise _NotSplit(f"carried value {name}'s update is used in the loop: not a ⊕-reduction")
     t = arg.type
     if not isinstance(t, TileType):
@@ -299,7 +322,61 @@ def _carried(loop: scf.ForOp, i: int, workspace: bool = True, static: bool = Tru
         raise _NotSplit(
             f"carried value {name} is {t}: only 1-D tiles (or a dot's accumulator) are combined"
         )
-    return _Carried(i, name, update, combine, t)
+    return _Carried(i, name, update, combine, t, scaled_by=scale)
+
+
+def _rescaled_sums(loop: scf.ForOp) -> dict[int, int]:
+    """The carried sums of `loop` rescaled by a carried maximum, as an online softmax keeps
+    them: `{x: m}` (indices into the carried values) for each x updated only as
+    `x' = x * exp(m - m') + g`, where `m' = maximum(m, h)` is m's update and every other read
+    of m is such a rescaling. Partial results (m_j, x_j) of chunks of the loop then combine as
+    M = max m_j, X = sum x_j exp(m_j - M) -- a ⊕ like the others, which `_Rewrite.combine`
+    applies (a chunk that saw nothing is (-inf, 0), its identity). The addend g may read m'
+    (`_carried` checks that it reads no other carried value)."""
+    args = list(loop.iter_args)
+    yielded = loop.yield_op.operands
+    found: dict[int, int] = {}
+    for mi, m in enumerate(args):
+        ups = [u for u in m.uses if isinstance(u, arith.MaximumFOp)]
+        if len(ups) != 1 or yielded[mi] is not ups[0].result:
+            continue
+        new = ups[0].result
+        scaled: dict[int, int] = {}
+        for use in m.uses:
+            if use is ups[0]:
+                continue
+            x = _rescaling(use, m, new, args, yielded)
+            if x is None:
+                scaled = {}
+                break
+            scaled[x] = mi
+        found.update(scaled)
+    return found
+
+
+def _rescaling(sub: Operation, m: Value, new: Value, args: list, yielded: list) -> int | None:
+    """The index of the carried x that `sub` (a read of the carried maximum m) rescales as
+    `x * exp(m - new) + g`, or None where it is anything else."""
+    if not (isinstance(sub, arith.SubFOp) and sub.lhs is m and sub.rhs is new):
+        return None
+    exps = sub.result.uses
+    if len(exps) != 1 or not isinstance(exps[0], M.ExpOp):
+        return None
+    muls = exps[0].result.uses
+    if len(muls) != 1 or not isinstance(muls[0], arith.MulFOp):
+        return None
+    mul = muls[0]
+    x = mul.lhs if mul.rhs is exps[0].result else mul.rhs
+    if x not in args or x.type != m.type or len(x.uses) != 1:
+        return None
+    adds = mul.result.uses
+    if len(adds) != 1 or not isinstance(adds[0], arith.AddFOp):
+        return None
+    xi = args.index(x)
+    result = adds[0].result
+    if yielded[xi] is not result or len(result.uses) != 1:
+        return None
+    return xi
 
 
 def _dot_combine(update: Operation, arg: Value) -> Combine | None:
@@ -321,10 +398,11 @@ def _rescaled(update: Operation, arg: Value) -> str:
     return ""
 
 
-def _reads_carried(v: Value, loop: scf.ForOp) -> Value | None:
-    """A carried value of `loop` that `v` depends on (within one iteration), if any."""
+def _reads_carried(v: Value, loop: scf.ForOp, through: set[Value] | None = None) -> Value | None:
+    """A carried value of `loop` that `v` depends on (within one iteration), if any, other
+    than through the values `through`."""
     carried = set(loop.iter_args)
-    seen: set[Value] = set()
+    seen: set[Value] = set(through or ())
     stack = [v]
     while stack:
         x = stack.pop()
@@ -365,7 +443,7 @@ def constant_index(v: Value) -> int | None:
 
 
 def _name(v: Value, init: Value | None) -> str:
-    for x in (init, v):
+    for x in (v, init):  # the carried value's own name; an init may be shared (`picked = l_i`)
         hint = getattr(x, "name_hint", None)
         if hint:
             return hint
@@ -642,8 +720,12 @@ class _Rewrite:
         j.name_hint = "round"
         first = r.create(arith.AddIOp, lhs=slot_base, rhs=j).result
         left = r.create(arith.SubIOp, lhs=splits, rhs=j).result
-        updated = []
+        updated: list[Value] = []
+        rows_read: dict[int, Value] = {}  # each carried value's slots of this round
         for c, acc in zip(self.plan.carried, partials):
+            if c.scaled_by is not None:
+                updated.append(acc)  # below, once its maximum's round is combined
+                continue
             if c.type.rank > 1:
                 # A slot a round, read back in the partial's own layout (a GEMM's
                 # accumulator): nothing to reduce along the slots.
@@ -667,10 +749,63 @@ class _Rewrite:
                 padding=identity,
                 result_types=[rows_type],
             ).result
+            rows_read[c.index] = read
             reduced = r.create(T.ReduceOp, kind=c.combine.reduce_kind, input=read, axis=0).result
             updated.append(r.create(c.combine.op, lhs=acc, rhs=reduced).result)
+        position = {c.index: k for k, c in enumerate(self.plan.carried)}
+        for k, c in enumerate(self.plan.carried):
+            if c.scaled_by is not None:
+                m = position[c.scaled_by]
+                updated[k] = self.rescaled_round(
+                    r, c, partials[k], first, left, rows_read[c.scaled_by], partials[m], updated[m]
+                )
         r.create(scf.YieldOp, values=updated)
         return list(gather.results)
+
+    def rescaled_round(
+        self,
+        r: Builder,
+        c: _Carried,
+        acc: Value,
+        first: Value,
+        left: Value,
+        maxima: Value,
+        old: Value,
+        new: Value,
+    ) -> Value:
+        """One round of a rescaled sum's combine (`_rescaled_sums`): the sum so far, at the
+        maximum `old`, and this round's partials x_j, each at its own maximum m_j (`maxima`),
+        brought to the combined maximum `new`: acc * exp(old - new) + sum_j x_j exp(m_j - new).
+        A factor whose maximum is -inf (a chunk that saw nothing, a padding slot) is 0, not
+        exp(-inf + inf)."""
+        rows_type = TileType((self.rows_per_round, *c.type.shape), c.type.element)
+        read = r.create(
+            W.WorkspaceLoadOp,
+            first=first,
+            count=left,
+            offset=c.offset,
+            slot_bytes=self.slot_bytes,
+            padding=identity_attr(c.combine, c.type),
+            result_types=[rows_type],
+        ).result
+        spread = r.create(T.ExpandDimsOp, input=new, axis=0).result
+        spread = r.create(T.BroadcastOp, input=spread, result_types=[rows_type]).result
+        weights = _rescale_factor(r, maxima, spread)
+        terms = r.create(arith.MulFOp, lhs=read, rhs=weights).result
+        reduced = r.create(T.ReduceOp, kind="sum", input=terms, axis=0).result
+        kept = r.create(arith.MulFOp, lhs=acc, rhs=_rescale_factor(r, old, new)).result
+        return r.create(arith.AddFOp, lhs=kept, rhs=reduced).result
+
+
+def _rescale_factor(b: Builder, m: Value, new: Value) -> Value:
+    """exp(m - new), and 0 where m is -inf (exp(-inf + inf) would be NaN)."""
+    t = m.type
+    shifted = b.create(arith.SubFOp, lhs=m, rhs=new).result
+    factor = b.create(M.ExpOp, operand=shifted).result
+    lowest = b.create(T.FullOp, value=FloatAttr(-math.inf), result_types=[t]).result
+    zero = b.create(T.FullOp, value=FloatAttr(0.0), result_types=[t]).result
+    empty = b.create(arith.CmpFOp, predicate="oeq", lhs=m, rhs=lowest).result
+    return b.create(T.SelectOp, condition=empty, true_value=zero, false_value=factor).result
 
 
 def _element_bytes(t: TileType) -> int:
@@ -709,7 +844,16 @@ def _remark(
         f"({'xyz'[axis]}) has S blocks, each running a contiguous chunk of the "
         f"ceil({plan.dim}/{plan.step}) iterations",
     )
-    combines = ", ".join(f"{c.name} by {c.combine.name}" for c in plan.carried)
+    names = {c.index: c.name for c in plan.carried}
+    combines = ", ".join(
+        f"{c.name} by {c.combine.name}"
+        + (
+            f" of terms rescaled by exp({names[c.scaled_by]} - the combined maximum)"
+            if c.scaled_by is not None
+            else ""
+        )
+        for c in plan.carried
+    )
     if plan.atomic:
         ctx.remark(
             loop,

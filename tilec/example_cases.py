@@ -160,6 +160,10 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         ],
         "rmsnorm[T=f32]": [{"M": 1, "N": 1}, {"M": 77, "N": 300}, {"M": 21, "N": 2047}],
     },
+    "logsumexp": {
+        # few long rows (split across blocks), many short ones (not split)
+        "logsumexp": [{"M": 1, "N": 1}, {"M": 3, "N": 200003}, {"M": 1000, "N": 77}],
+    },
     "cross_entropy": {
         "cross_entropy": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}],
         "cross_entropy[T=bf16]": [{"M": 37, "V": 3001}],

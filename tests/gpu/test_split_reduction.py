@@ -117,6 +117,64 @@ def test_tall_column_sums_are_split_across_the_sms():
     assert _split_count(col_sum, x, out) > 1
 
 
+@tilec.jit
+def row_logsumexp(x: f32[M, N], out: f32[M]):
+    for tm in tiles(M):
+        m_i = full([tm], -inf, f32)
+        l_i = zeros([tm], f32)
+        for tn in tiles(N):
+            s = x[tm, tn]
+            m_new = maximum(m_i, max(s, axis=1))
+            l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new[:, None]), axis=1)
+            m_i = m_new
+        out[tm] = m_i + log(l_i)
+
+
+@tilec.jit(split=5)
+def row_logsumexp_pinned(x: f32[M, N], out: f32[M]):
+    for tm in tiles(M):
+        m_i = full([tm], -inf, f32)
+        l_i = zeros([tm], f32)
+        for tn in tiles(N):
+            s = x[tm, tn]
+            m_new = maximum(m_i, max(s, axis=1))
+            l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new[:, None]), axis=1)
+            m_i = m_new
+        out[tm] = m_i + log(l_i)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "shape"),
+    [
+        (row_logsumexp, (3, 1000003)),
+        (row_logsumexp, (16, 32000)),
+        (row_logsumexp, (1000, 77)),  # the rows fill the GPU: S = 1
+        (row_logsumexp_pinned, (2, 10007)),
+        (row_logsumexp_pinned, (3, 5)),  # more splits than iterations: empty chunks are (-inf, 0)
+    ],
+    ids=str,
+)
+def test_split_online_sums_are_rescaled_to_the_combined_maximum(kernel, shape):
+    """An online softmax's normalizer split across blocks (split-reduction's rescaled sums):
+    each chunk's (maximum, sum) pair brought to the row's maximum in the combine. The rows
+    rise along them, so that each chunk's maximum differs and the rescaling matters."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, device="cuda") * 4 + torch.linspace(0, 30, shape[1], device="cuda")
+    out = torch.full((shape[0],), float("nan"), device="cuda")
+    for _ in range(3):  # the counters must be back at 0 for the next launch
+        out.fill_(float("nan"))
+        kernel(x, out)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(
+            out, torch.logsumexp(x.double(), 1).float(), rtol=1e-5, atol=1e-5
+        )
+    count = _split_count(kernel, x, out)
+    if kernel is row_logsumexp_pinned:
+        assert count == 5
+    elif shape[0] <= 16:
+        assert count > 1
+
+
 def test_max_is_combined_exactly():
     x = torch.randn(100003, 77, device="cuda")
     out = torch.empty(77, device="cuda")

@@ -58,6 +58,7 @@ AWKWARD = [
     ("vector_add", "saxpy", [{"N": 1}, {"N": 1009}]),
     ("row_sum", "row_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
     ("row_sum", "row_sum_whole", [{"M": 1, "N": 1}, {"M": 67, "N": 131}]),
+    ("logsumexp", "logsumexp", [{"M": 1, "N": 1}, {"M": 3, "N": 9001}, {"M": 67, "N": 131}]),
     ("softmax", "softmax", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
     ("layernorm", "layernorm", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
     ("transpose", "transpose", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),

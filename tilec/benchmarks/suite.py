@@ -65,6 +65,7 @@ from tilec.benchmarks.suite_memory import (
     _head_gate,
     _histogram,
     _layernorm,
+    _logsumexp,
     _paged_decode,
     _rmsnorm,
     _rotary,
@@ -309,6 +310,14 @@ WORKLOADS: dict[str, Workload] = {
             [(8192, 8192), (16, 4194304)],
             [(4096, 1024)],
             [(512, 1024)],
+        ),
+        _memory(
+            "logsumexp",
+            _logsumexp,
+            _size2("f32"),
+            [(16, 4194304), (8192, 8192)],
+            [(64, 262144)],
+            [(16, 32000)],
         ),
         _memory(
             "col_sum",

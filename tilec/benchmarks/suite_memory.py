@@ -214,6 +214,21 @@ def _row_sum(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + m * 4, 1e-5)
 
 
+def _logsumexp(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    sets = ctx.sets(lambda: (_randn((m, n), "f32", 4.0),), m * n * 4)
+    out = torch.empty(m, device=suite_core.DEVICE)
+    expected = torch.logsumexp(sets[0][0].double(), 1).float()
+
+    def expression(x: Any) -> Any:
+        return torch.logsumexp(x, 1)
+
+    tilec = ctx.tilec("logsumexp.tile", "logsumexp", lambda f: lambda x: f(x, out), lambda: out)
+    return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + m * 4, 1e-5)
+
+
 def _col_sum(size: tuple, ctx: Context) -> Case:
     import torch
 
