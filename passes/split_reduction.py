@@ -443,7 +443,10 @@ def constant_index(v: Value) -> int | None:
 
 
 def _name(v: Value, init: Value | None) -> str:
-    for x in (v, init):  # the carried value's own name; an init may be shared (`picked = l_i`)
+    # The initial value's name (the source's), unless it starts other carried values too
+    # (`zeros` shared by l_i and picked after cse): then the carried value's own.
+    shared = init is not None and sum(1 for u in init.uses if isinstance(u, scf.ForOp)) > 1
+    for x in (v, init) if shared else (init, v):
         hint = getattr(x, "name_hint", None)
         if hint:
             return hint
@@ -738,17 +741,7 @@ class _Rewrite:
                 ).result
                 updated.append(r.create(c.combine.op, lhs=acc, rhs=read).result)
                 continue
-            identity = identity_attr(c.combine, c.type)
-            rows_type = TileType((rows, *c.type.shape), c.type.element)
-            read = r.create(
-                W.WorkspaceLoadOp,
-                first=first,
-                count=left,
-                offset=c.offset,
-                slot_bytes=self.slot_bytes,
-                padding=identity,
-                result_types=[rows_type],
-            ).result
+            read = self.read_round(r, c, first, left)
             rows_read[c.index] = read
             reduced = r.create(T.ReduceOp, kind=c.combine.reduce_kind, input=read, axis=0).result
             updated.append(r.create(c.combine.op, lhs=acc, rhs=reduced).result)
@@ -761,6 +754,19 @@ class _Rewrite:
                 )
         r.create(scf.YieldOp, values=updated)
         return list(gather.results)
+
+    def read_round(self, r: Builder, c: _Carried, first: Value, left: Value) -> Value:
+        """The `rows` partials of `c` in slots first .. first + rows - 1, the slots past the
+        last (`left` of them remain) read as ⊕'s identity."""
+        return r.create(
+            W.WorkspaceLoadOp,
+            first=first,
+            count=left,
+            offset=c.offset,
+            slot_bytes=self.slot_bytes,
+            padding=identity_attr(c.combine, c.type),
+            result_types=[TileType((self.rows_per_round, *c.type.shape), c.type.element)],
+        ).result
 
     def rescaled_round(
         self,
@@ -778,16 +784,8 @@ class _Rewrite:
         brought to the combined maximum `new`: acc * exp(old - new) + sum_j x_j exp(m_j - new).
         A factor whose maximum is -inf (a chunk that saw nothing, a padding slot) is 0, not
         exp(-inf + inf)."""
-        rows_type = TileType((self.rows_per_round, *c.type.shape), c.type.element)
-        read = r.create(
-            W.WorkspaceLoadOp,
-            first=first,
-            count=left,
-            offset=c.offset,
-            slot_bytes=self.slot_bytes,
-            padding=identity_attr(c.combine, c.type),
-            result_types=[rows_type],
-        ).result
+        read = self.read_round(r, c, first, left)
+        rows_type = read.type
         spread = r.create(T.ExpandDimsOp, input=new, axis=0).result
         spread = r.create(T.BroadcastOp, input=spread, result_types=[rows_type]).result
         weights = _rescale_factor(r, maxima, spread)
