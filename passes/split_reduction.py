@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import arith, scf
@@ -143,6 +144,7 @@ class _Carried:
     type: TileType
     offset: int = 0  # bytes into the slot
     scaled_by: int | None = None  # x' = x * exp(m - m') + g: the index of m (`_rescaled_sums`)
+    scalar: bool = False  # a scalar carried value, kept in its slot as a 1-element tile (`type`)
 
 
 @dataclass
@@ -152,6 +154,7 @@ class _Plan:
     step: int
     carried: list[_Carried]
     atomic: bool = False  # the epilogue's atomics combine the partials: no workspace
+    bounded: bool = False  # the loop runs to at most the extent `dim` (`_extent_bound`)
 
 
 class _NotSplit(Exception):
@@ -183,15 +186,12 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> _Plan:
     step = constant_index(loop.step)
     if tiled and (step is None or step < 1):
         raise _NotSplit("the loop's step is not a positive constant")
-    upper = loop.upper
-    if not (
-        isinstance(upper, OpResult)
-        and isinstance(upper.op, T.DimOp)
-        and isinstance(upper.op.view, BlockArgument)
-        and upper.op.view.owner is body
-    ):
-        raise _NotSplit("the loop does not run to the extent of a tensor argument")
-    dim = upper.op.view.type.shape[upper.op.axis]
+    extent = _extent_bound(loop.upper, body)
+    if extent is None:
+        raise _NotSplit(
+            "the loop does not run to the extent of a tensor argument (or to at most one)"
+        )
+    dim = extent.view.type.shape[extent.axis]
     if dim is None:
         raise _NotSplit("the loop's extent is '?', which the launch cannot name")
     for op in loop.body.block.ops:
@@ -206,7 +206,11 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> _Plan:
     ]
     if atomics:
         _check_atomic_epilogue(loop, carried, atomics)
-    return _Plan(loop, dim, step or 0, carried, atomic=bool(atomics))
+    bounded = not isinstance(_uncast(loop.upper), OpResult) or not isinstance(
+        _uncast(loop.upper).op,
+        T.DimOp,  # type: ignore[union-attr]
+    )
+    return _Plan(loop, dim, step or 0, carried, atomic=bool(atomics), bounded=bounded)
 
 
 def splits_dot_loop(kernel: FuncOp) -> bool:
@@ -315,7 +319,10 @@ def _carried(
         raise _NotSplit(f"carried value {name}'s update is used in the loop: not a ⊕-reduction")
     t = arg.type
     if not isinstance(t, TileType):
-        raise _NotSplit(f"carried value {name} is a scalar: only tiles are combined")
+        if not workspace or not isinstance(t, (FloatType, IntegerType)):
+            raise _NotSplit(f"carried value {name} is a scalar: only tiles are combined here")
+        slot = TileType((1,), t)  # a scalar's slot: a 1-element tile
+        return _Carried(i, name, update, combine, slot, scaled_by=scale, scalar=True)
     if workspace and static and not t.is_static:
         raise _NotSplit(f"carried value {name} is {t}: only tiles of static size are combined")
     if workspace and t.rank != 1 and not isinstance(update, T.DotOp):
@@ -345,38 +352,79 @@ def _rescaled_sums(loop: scf.ForOp) -> dict[int, int]:
         for use in m.uses:
             if use is ups[0]:
                 continue
-            x = _rescaling(use, m, new, args, yielded)
-            if x is None:
+            xs = _rescalings(use, m, new, args, yielded)
+            if not xs:
                 scaled = {}
                 break
-            scaled[x] = mi
+            scaled.update((x, mi) for x in xs)
         found.update(scaled)
     return found
 
 
-def _rescaling(sub: Operation, m: Value, new: Value, args: list, yielded: list) -> int | None:
-    """The index of the carried x that `sub` (a read of the carried maximum m) rescales as
-    `x * exp(m - new) + g`, or None where it is anything else."""
+def _rescalings(sub: Operation, m: Value, new: Value, args: list, yielded: list) -> list[int]:
+    """The indices of the carried values x that `sub` (a read of the carried maximum m)
+    rescales, each as `x * exp(m - new) + g` -- one exp may rescale several (attention's
+    `alpha`), through a splat where m is a scalar and x a 1-D tile -- or [] where `sub` or a
+    use of its exp is anything else."""
     if not (isinstance(sub, arith.SubFOp) and sub.lhs is m and sub.rhs is new):
-        return None
+        return []
     exps = sub.result.uses
     if len(exps) != 1 or not isinstance(exps[0], M.ExpOp):
+        return []
+    found = []
+    for use in exps[0].result.uses:
+        factor = exps[0].result
+        if isinstance(use, T.SplatOp) and len(use.result.uses) == 1:
+            factor, use = use.result, use.result.uses[0]
+        if not isinstance(use, arith.MulFOp):
+            return []
+        x = use.lhs if use.rhs is factor else use.rhs
+        spread = factor is not exps[0].result  # a scalar's factor over a 1-D tile
+        fits = x.type.rank == 1 if spread else x.type == m.type  # type: ignore[union-attr]
+        if x not in args or not fits or len(x.uses) != 1:
+            return []
+        adds = use.result.uses
+        if len(adds) != 1 or not isinstance(adds[0], arith.AddFOp):
+            return []
+        xi = args.index(x)
+        result = adds[0].result
+        if yielded[xi] is not result or len(result.uses) != 1:
+            return []
+        found.append(xi)
+    return found
+
+
+def _uncast(v: Value) -> Value:
+    while isinstance(v, OpResult) and isinstance(v.op, arith.IndexCastOp):
+        v = v.op.input
+    return v
+
+
+@dataclass(frozen=True)
+class _Extent:
+    view: BlockArgument  # a tensor argument
+    axis: int
+
+
+def _extent_bound(upper: Value, body: Block) -> _Extent | None:
+    """The extent of a tensor argument that a loop's `upper` bound is, or is at most: the
+    extent itself (`tile.dim`), or a minimum with it (`minimum(pages, MAXP)`, through index
+    casts). The launch chooses S for that extent; each block chunks its own trips."""
+    upper = _uncast(upper)
+    if not isinstance(upper, OpResult):
         return None
-    muls = exps[0].result.uses
-    if len(muls) != 1 or not isinstance(muls[0], arith.MulFOp):
+    op = upper.op
+    if isinstance(op, T.DimOp):
+        view = op.view
+        if isinstance(view, BlockArgument) and view.owner is body:
+            return _Extent(view, op.axis)
         return None
-    mul = muls[0]
-    x = mul.lhs if mul.rhs is exps[0].result else mul.rhs
-    if x not in args or x.type != m.type or len(x.uses) != 1:
-        return None
-    adds = mul.result.uses
-    if len(adds) != 1 or not isinstance(adds[0], arith.AddFOp):
-        return None
-    xi = args.index(x)
-    result = adds[0].result
-    if yielded[xi] is not result or len(result.uses) != 1:
-        return None
-    return xi
+    if isinstance(op, arith.MinSIOp):
+        for side in op.operands:
+            found = _extent_bound(side, body)
+            if found is not None:
+                return found
+    return None
 
 
 def _dot_combine(update: Operation, arg: Value) -> Combine | None:
@@ -596,20 +644,14 @@ class _Rewrite:
         choose = b.create(
             scf.IfOp,
             condition=is_first,
-            result_types=[c.type for c in changed],
+            result_types=[self.carried_type(c) for c in changed],
             then=Region([Block()]),
             otherwise=Region([Block()]),
         )
         then_b = Builder.at_end(choose.then.block, loc=loop.loc)
         then_b.create(scf.YieldOp, values=[loop.inits[c.index] for c in changed])
         else_b = Builder.at_end(choose.otherwise.block, loc=loop.loc)
-        identities = [
-            else_b.create(
-                T.FullOp, value=identity_attr(c.combine, c.type), result_types=[c.type]
-            ).result
-            for c in changed
-        ]
-        else_b.create(scf.YieldOp, values=identities)
+        else_b.create(scf.YieldOp, values=[self.identity(else_b, c) for c in changed])
         for c, v in zip(changed, choose.results):
             loop.set_operand(3 + c.index, v)
 
@@ -619,7 +661,7 @@ class _Rewrite:
         position = body.ops.index(loop)
         epilogue = [op for op in body.ops[position + 1 :] if not isinstance(op, ReturnOp)]
         b = Builder.after_op(loop)
-        types = [c.type for c in self.plan.carried]
+        types = [self.carried_type(c) for c in self.plan.carried]
         one = self.constant(b, 1)
         alone = b.create(arith.CmpIOp, predicate="eq", lhs=splits, rhs=one).result
         route = b.create(
@@ -638,9 +680,12 @@ class _Rewrite:
         slot_base = e.create(arith.MulIOp, lhs=tile_index, rhs=splits).result
         slot = e.create(arith.AddIOp, lhs=slot_base, rhs=split).result
         for c in self.plan.carried:
+            value = loop.results[c.index]
+            if c.scalar:
+                value = e.create(T.SplatOp, input=value, result_types=[c.type]).result
             e.create(
                 W.WorkspaceStoreOp,
-                value=loop.results[c.index],
+                value=value,
                 slot=slot,
                 offset=c.offset,
                 slot_bytes=self.slot_bytes,
@@ -654,20 +699,17 @@ class _Rewrite:
             then=Region([Block()]),
             otherwise=Region([Block()]),
         )
-        combined = self.combine(Builder.at_end(gather.then.block, loc=loop.loc), slot_base, splits)
-        Builder.at_end(gather.then.block, loc=loop.loc).create(scf.YieldOp, values=combined)
+        g = Builder.at_end(gather.then.block, loc=loop.loc)
+        combined = self.combine(g, slot_base, splits)
+        combined = [  # a scalar's 1-element tile, read back as the scalar
+            g.create(T.ReduceOp, kind="max", input=v, axis=0).result if c.scalar else v
+            for c, v in zip(self.plan.carried, combined)
+        ]
+        g.create(scf.YieldOp, values=combined)
         # A block that is not the last has no result: it yields ⊕'s identity, so that its
         # partials' registers are free once they are in the workspace.
         idle = Builder.at_end(gather.otherwise.block, loc=loop.loc)
-        idle.create(
-            scf.YieldOp,
-            values=[
-                idle.create(
-                    T.FullOp, value=identity_attr(c.combine, c.type), result_types=[c.type]
-                ).result
-                for c in self.plan.carried
-            ],
-        )
+        idle.create(scf.YieldOp, values=[self.identity(idle, c) for c in self.plan.carried])
         e.create(scf.YieldOp, values=[last, *gather.results])
         run, *finals = route.results
         # The epilogue, once per output tile: in the block that has the whole result.
@@ -682,6 +724,17 @@ class _Rewrite:
         for c, final in zip(self.plan.carried, finals):
             loop.results[c.index].replace_uses_if(final, guard.is_ancestor_of)
         # Carried values that are not partial results (none: every one is) keep their uses.
+
+    def carried_type(self, c: _Carried) -> Any:
+        """The type the loop carries `c` in (its slot holds a scalar as a 1-element tile)."""
+        return c.type.element if c.scalar else c.type
+
+    def identity(self, b: Builder, c: _Carried) -> Value:
+        """⊕'s identity as the loop carries `c`."""
+        value = identity_attr(c.combine, c.type)
+        if c.scalar:
+            return b.create(arith.ConstantOp, value=value, result_types=[c.type.element]).result
+        return b.create(T.FullOp, value=value, result_types=[c.type]).result
 
     def base_block(self, b: Builder) -> Value:
         """This block's linear index over the grid's other axes (axis 0 fastest)."""
@@ -785,14 +838,22 @@ class _Rewrite:
         A factor whose maximum is -inf (a chunk that saw nothing, a padding slot) is 0, not
         exp(-inf + inf)."""
         read = self.read_round(r, c, first, left)
-        rows_type = read.type
         spread = r.create(T.ExpandDimsOp, input=new, axis=0).result
-        spread = r.create(T.BroadcastOp, input=spread, result_types=[rows_type]).result
-        weights = _rescale_factor(r, maxima, spread)
+        spread = r.create(T.BroadcastOp, input=spread, result_types=[maxima.type]).result
+        weights = _spread(r, _rescale_factor(r, maxima, spread), read.type)
         terms = r.create(arith.MulFOp, lhs=read, rhs=weights).result
         reduced = r.create(T.ReduceOp, kind="sum", input=terms, axis=0).result
-        kept = r.create(arith.MulFOp, lhs=acc, rhs=_rescale_factor(r, old, new)).result
+        kept = _spread(r, _rescale_factor(r, old, new), c.type)
+        kept = r.create(arith.MulFOp, lhs=acc, rhs=kept).result
         return r.create(arith.AddFOp, lhs=kept, rhs=reduced).result
+
+
+def _spread(b: Builder, factor: Value, t: TileType) -> Value:
+    """`factor` of a maximum's slot shape over a rescaled sum's type `t` (a scalar maximum's
+    1-element slot over a 1-D tile: a unit dimension broadcast)."""
+    if factor.type == t:
+        return factor
+    return b.create(T.BroadcastOp, input=factor, result_types=[t]).result
 
 
 def _rescale_factor(b: Builder, m: Value, new: Value) -> Value:
@@ -840,7 +901,13 @@ def _remark(
         loop,
         f"split the loop over {plan.dim} (step {plan.step}) across blocks: grid axis {axis} "
         f"({'xyz'[axis]}) has S blocks, each running a contiguous chunk of the "
-        f"ceil({plan.dim}/{plan.step}) iterations",
+        + ("at most " if plan.bounded else "")
+        + f"ceil({plan.dim}/{plan.step}) iterations"
+        + (
+            " (the launch chooses S for that many; each block chunks its own)"
+            if plan.bounded
+            else ""
+        ),
     )
     names = {c.index: c.name for c in plan.carried}
     combines = ", ".join(

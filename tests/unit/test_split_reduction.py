@@ -264,3 +264,38 @@ module {
         InterpreterError, match=r"reads slot 0 .*which no block of this launch wrote"
     ):
         prepare_launch(module, "k", [np.zeros(4, np.float32)]).run()
+
+
+def test_paged_decode_splits_its_pages_across_blocks():
+    """examples/paged_decode.tile: a loop over `minimum(pages, MAXP)` (at most the table's
+    columns), scalar running maximum and sum, and a 1-D accumulator rescaled by the same
+    `alpha` -- split, with S chosen for MAXP and each block chunking its own sequence's
+    pages; every split count gives the unsplit kernel's result, empty and negative lengths
+    included."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "examples"
+    spec = importlib.util.spec_from_file_location("ref", path / "paged_decode_reference.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    source = (path / "paged_decode.tile").read_text()
+    program = compile_source(source, kernels=["paged_decode"], pipeline=DEFAULT_PIPELINE)
+    said = [str(r) for r in program.remarks if "split-reduction" in str(r)]
+    assert "at most ceil(MAXP/1) iterations" in said[0], said
+    assert "acc by add of terms rescaled by exp(m_i" in said[1], said
+    rng = np.random.default_rng(5)
+    b, h, g, d, maxp, pages = 3, 4, 2, 64, 9, 40
+    for lengths in ([130, 0, 17], [144, 1, 60], [-3, 200, 16]):
+        q = rng.standard_normal((b, h, d)).astype(np.float16)
+        k, v = (rng.standard_normal((pages, g, 16, d)).astype(np.float16) for _ in range(2))
+        table = rng.integers(0, pages, (b, maxp)).astype(np.int32)
+        lens = np.array(lengths, np.int32)
+        want = reference.paged_decode(q, k, v, table, lens, np.zeros((b, h, d), np.float16), 0.125)
+        for split in (1, 2, 3, 20):
+            o = np.full((b, h, d), np.nan, np.float16)
+            args = [q, k, v, table, lens, o, np.float32(0.125)]
+            launch = prepare_launch(program.module, "paged_decode", args, split=split)
+            assert launch.grid[-1] == split
+            launch.run()
+            np.testing.assert_allclose(o.astype(np.float32), want.astype(np.float32), atol=2e-3)
