@@ -28,7 +28,8 @@ from tilec.ir.attributes import FloatAttr, IntegerAttr, to_attribute
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, BlockArgument, Operation, OpResult, Region, Value
 from tilec.ir.types import FloatType, IntegerType, TileType, i1, i32, index
-from tilec.passes.specialize import attribute_pairs
+from tilec.passes.occupancy import MAX_BLOCKS_PER_SM
+from tilec.passes.specialize import attribute_pairs, parse_assignments
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
@@ -115,6 +116,14 @@ class SplitReduction(Pass):
         combine_elements: int = option(
             4096, "elements of partial results the last block reads and reduces a round"
         )
+        extents: str = option(
+            "",
+            "known extents (or size classes, each above half its value) of dimensions, e.g. "
+            "B=16384, as tiling's option: a kernel whose grid they show filling the GPU at "
+            "the most blocks an SM holds is not split (S would be 1 at every launch, and the "
+            "combine's code would cost registers for nothing)",
+        )
+        sm_count: int = option(132, "SMs of the GPU (132 on the H100 and H200)")
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         if self.options.split < 0:
@@ -127,8 +136,9 @@ class SplitReduction(Pass):
                 "split-reduction: option combine_elements must be at least 1, got "
                 f"{self.options.combine_elements}"
             )
+        extents = parse_assignments(self.options.extents, "extents", self.name)
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
-            _split_kernel(kernel, self.options, ctx)
+            _split_kernel(kernel, self.options, extents, ctx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,7 +515,29 @@ def _name(v: Value, init: Value | None) -> str:
 # The rewrite
 
 
-def _split_kernel(kernel: FuncOp, options: SplitReduction.Options, ctx: PassContext) -> None:
+def _fills_the_gpu(kernel: FuncOp, extents: dict[str, int], sm_count: int) -> str:
+    """Why the grid of `kernel` is known to fill the GPU at any occupancy ("" where it is not
+    known to): the fewest blocks its extents allow -- a size class n stands for an extent
+    above n / 2 -- at least the SMs times the most blocks an SM holds."""
+    least, dims = 1, []
+    for dim, tile in attribute_pairs(kernel, "tilec.grid"):
+        extent = extents.get(str(dim))
+        size = dict(attribute_pairs(kernel, "tilec.tile_sizes")).get(str(tile), tile)
+        if extent is None or not isinstance(size, int):
+            return ""
+        least *= -(-(extent // 2 + 1) // size)
+        dims.append(f"{dim}={extent}")
+    if least < sm_count * MAX_BLOCKS_PER_SM:
+        return ""
+    return (
+        f"its grid fills the GPU at any occupancy ({', '.join(dims)}: at least {least} blocks, "
+        f"{sm_count} SMs x {MAX_BLOCKS_PER_SM}), so S would be 1 at every launch"
+    )
+
+
+def _split_kernel(
+    kernel: FuncOp, options: SplitReduction.Options, extents: dict[str, int], ctx: PassContext
+) -> None:
     pinned_attr = kernel.attributes.get("tilec.pinned_split")
     pinned = pinned_attr.value if pinned_attr is not None else None
     if pinned == 1:
@@ -528,6 +560,10 @@ def _split_kernel(kernel: FuncOp, options: SplitReduction.Options, ctx: PassCont
         ctx.remark(kernel, f"not split: {why}")
         return
     fixed = pinned if pinned is not None else (options.split or None)
+    full = "" if fixed is not None else _fills_the_gpu(kernel, extents, options.sm_count)
+    if full:
+        ctx.remark(kernel, f"not split: {full}")
+        return
     dot_loop = any(isinstance(c.update, T.DotOp) for c in plan.carried)
     if dot_loop and fixed is None and "tilec.split_k" not in kernel.attributes:
         ctx.remark(

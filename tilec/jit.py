@@ -512,6 +512,12 @@ class JitFunction:
                 # A loop within one step of its extent runs once: no prefetch in registers.
                 pipeline_options = {**pass_options.get("pipeline", {}), "extents": text}
                 pass_options = {**pass_options, "pipeline": pipeline_options}
+            if "split-reduction" not in self.disable and "extents" not in pass_options.get(
+                "split-reduction", {}
+            ):
+                # A grid the extents show filling the GPU is not split (passes/split_reduction.py).
+                split = {**pass_options.get("split-reduction", {}), "extents": text}
+                pass_options = {**pass_options, "split-reduction": split}
             if self._has_scatter and "extents" not in pass_options.get("privatize-atomics", {}):
                 # The bins a histogram counts in the block (passes/privatize_atomics.py).
                 privatize = {**pass_options.get("privatize-atomics", {}), "extents": text}

@@ -6,6 +6,7 @@ tests/gpu/test_split_reduction.py)."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -299,3 +300,25 @@ def test_paged_decode_splits_its_pages_across_blocks():
             assert launch.grid[-1] == split
             launch.run()
             np.testing.assert_allclose(o.astype(np.float32), want.astype(np.float32), atol=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("extents", "split"),
+    [
+        ("B=16384,L=64,D=128,V=1048576", False),  # 8193+ bags: 4224 blocks or more, always
+        ("B=512,L=16,D=64,V=16384", True),  # 257+ bags: S may be more than 1 at launch
+        ("L=64,D=128,V=1048576", True),  # B unknown
+    ],
+)
+def test_a_grid_the_extents_show_filling_the_gpu_is_not_split(extents, split):
+    """The jit tells split-reduction the extents' size classes (a class n: an extent above
+    n / 2); a grid that fills 132 SMs x 32 blocks at the least of them would run S = 1 at
+    every launch, so the combine's code (and its registers) is left out."""
+    source = (Path(__file__).parents[2] / "examples" / "embedding_bag.tile").read_text()
+    option = f'split-reduction{{extents="{extents}"}}'
+    pipeline = DEFAULT_PIPELINE.replace(",split-reduction,", f",{option},")
+    program = compile_source(source, kernels=["embedding_bag"], pipeline=pipeline)
+    kernel = program.module.lookup("embedding_bag")
+    assert ("tilec.split" in kernel.attributes) == split
+    said = [str(r) for r in program.remarks if "split-reduction" in str(r)]
+    assert any("fills the GPU at any occupancy" in r for r in said) != split, said
