@@ -22,7 +22,11 @@ round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
   `ATOMIC_UPDATE_S` each.
 
 More splits shorten the chain of iterations until the bandwidth bounds the loop; past that
-they only add combine rounds. Ties go to the fewer splits (less workspace). Fitted on the H200
+they only add combine rounds. A grid whose other axes give every SM a block is not split: the
+splits' purpose is the idle SMs, and the model was fitted on grids of 1 to 16 blocks; on a busy
+SM more blocks only overlap chains the resident ones overlap already (2026-12-06, H100: 512
+bags of `embedding_bag`, 3.9 blocks an SM, ran 1.6x slower at the S = 4 the chain model chose,
+its iterations L2 hits two steps ahead, about 0.2 us each, not the 0.7 us round trip below). Ties go to the fewer splits (less workspace). Fitted on the H200
 (2026-12-02, column sums and sums of squares of 3000 x 1000 to 262144 x 512 after
 `defer-reduction`, every split count timed by the tuner: docs/benchmarks.md); the rules it
 replaces (at least 128 KiB streamed per split, combine rounds under an eighth of a block's
@@ -98,9 +102,11 @@ def choose_split(
     iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (or,
     `atomic`, is the atomics of each block): the count of least `split_time` (the module
     docstring says why)."""
+    if base_blocks <= 0 or trips <= 1 or base_blocks >= sm_count:
+        # Nothing to split, or every SM has a block of the other axes already: splits would
+        # only add blocks to busy SMs, whose chains of iterations overlap there already.
+        return 1
     resident = sm_count * max(blocks_per_sm, 1)
-    if base_blocks <= 0 or trips <= 1 or base_blocks >= resident:
-        return 1  # nothing to split, or the other axes fill the GPU already
     most = min(trips, MAX_SPLIT, max(1, 4 * resident // base_blocks))
     args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic)
     best, best_s = 1, split_time(1, *args)
