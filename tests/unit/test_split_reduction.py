@@ -327,3 +327,40 @@ def test_a_grid_the_extents_show_filling_the_gpu_is_not_split(extents, split):
     assert ("tilec.split" in kernel.attributes) == split
     said = [str(r) for r in program.remarks if "split-reduction" in str(r)]
     assert any("fills the GPU at any occupancy" in r for r in said) != split, said
+
+
+TOTAL_LOGSUMEXP = """
+def total_logsumexp(x: f32[N], out: f32[O]):
+    for to in tiles(O, tile={O: 1}):
+        m = -inf
+        l = 0.0
+        for tn in tiles(N):
+            s = x[tn]
+            m_new = maximum(m, max(s))
+            l = l * exp(m - m_new) + sum(exp(s - m_new))
+            m = m_new
+        out[to] = m + log(l)
+"""
+
+
+@pytest.mark.parametrize("n", [1, 63, 1000, 5000])
+def test_scalar_rescaled_sums_split_and_lower(n):
+    """A scalar running maximum and a scalar sum it rescales (one block, the whole vector's
+    log-sum-exp): both kept in their slots as 1-element tiles, combined, read back as
+    scalars; the interpreter gives the unsplit result at every split count, and the split
+    kernel lowers to PTX."""
+    pipeline = DEFAULT_PIPELINE.replace("tiling", 'tiling{tiles="BN=64"}')
+    program = compile_source(TOTAL_LOGSUMEXP, kernels=["total_logsumexp"], pipeline=pipeline)
+    said = [str(r) for r in program.remarks if "split-reduction" in str(r)]
+    assert "l by add of terms rescaled by exp(m - the combined maximum), m by max" in said[1]
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 6 + np.linspace(0, 20, n)).astype(np.float32)
+    want = np.log(np.exp(x.astype(np.float64)).sum())
+    for split in (1, 2, 7, 100):
+        out = np.zeros(1, np.float32)
+        launch = prepare_launch(program.module, "total_logsumexp", [x, out], split=split)
+        launch.run()
+        assert abs(out[0] - want) <= 2e-6 * max(1.0, abs(want))
+    if n == 1000:
+        ptx = compile_to_ptx(program.module, "sm_90a")
+        assert "atom.global" in ptx or "atom." in ptx  # the ticket
