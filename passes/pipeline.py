@@ -31,7 +31,7 @@ After, with S stages (`examples/ir/matmul_pipelined.tir` is the shape):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
@@ -53,11 +53,9 @@ from tilec.passes.occupancy import (
 )
 from tilec.passes.pipeline_cluster import (
     AUTOMATIC,
-    CLUSTER_BLOCKS,
     announce_cluster,
-    cluster_axis,
     cluster_kernel,
-    cluster_motive,
+    resolve_cluster_defaults,
 )
 from tilec.passes.pipeline_in_flight import leave_in_flight
 from tilec.passes.pipeline_occupancy import _planned_blocks, blocks_per_sm, stages_in_flight
@@ -251,45 +249,6 @@ class _Stream:
     recompute: list[Operation]  # body ops the offsets and mask need, in order
 
 
-def _resolve_cluster(
-    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, ctx: PassContext
-) -> Pipeline.Options:
-    """`options` with option cluster's -1 resolved: 2 where `cluster_motive` finds the
-    operand a cluster would share asking the TMA unit for twice the lines (and warp
-    specialization and the TMA unit are not turned off), else 1."""
-    if options.cluster != AUTOMATIC:
-        return options
-    why = ""
-    if options.arch in TMA_ARCHES and options.tma != 0 and options.warp_specialize != 0:
-        why = cluster_motive(kernel, streams)
-    if why:
-        ctx.remark(
-            kernel,
-            f"clusters of {CLUSTER_BLOCKS} blocks wanted: {why}; sharing that operand's tile "
-            "halves the requests",
-        )
-    return replace(options, cluster=CLUSTER_BLOCKS if why else 1)
-
-
-def _resolve_persistent(
-    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, ctx: PassContext
-) -> Pipeline.Options:
-    """`options` with option persistent's `WITH_CLUSTERS` resolved (its cluster already
-    resolved): -1 (where the kernel allows) for a clustered kernel whose clusters span grid
-    axis 0, the axis persistent blocks walk first (so that a cluster's blocks walk neighbouring
-    tiles), else 0 (passes/pipeline_persistent.py says why)."""
-    if options.persistent != WITH_CLUSTERS:
-        return options
-    clustered = options.cluster > 1 and cluster_axis(kernel, streams) == 0
-    if clustered:
-        ctx.remark(
-            kernel,
-            "persistent blocks wanted: the kernel is clustered, and a walking block pays a "
-            "cluster's barriers and launch once, not once a tile",
-        )
-    return replace(options, persistent=-1 if clustered else 0)
-
-
 def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext) -> None:
     streams: list[_Stream] = []
     for loop in [op for op in kernel.walk() if isinstance(op, scf.ForOp)]:
@@ -297,8 +256,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     if not streams:
         return
     cluster_required = options.cluster != AUTOMATIC
-    options = _resolve_cluster(kernel, streams, options, ctx)
-    options = as_planned(kernel, _resolve_persistent(kernel, streams, options, ctx))
+    options = as_planned(kernel, resolve_cluster_defaults(kernel, streams, options, ctx))
     limit = options.shared_limit
     persistent, reserve = None, 0
     if options.persistent != 0 and options.arch in TMA_ARCHES and options.tma != 0:

@@ -46,7 +46,7 @@ blocks of a cluster together and checks the protocol (`tilec.interp.cluster`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tilec.diagnostics import TileError
@@ -62,7 +62,8 @@ from tilec.ir.types import TensorType, TileType
 from tilec.lowering.layouts import element_bytes
 from tilec.lowering.shared_memory import slot_bytes
 from tilec.lowering.tma import box_plan, folded_plan
-from tilec.passes.pipeline_tma import straddling_rows
+from tilec.passes.pipeline_persistent import WITH_CLUSTERS
+from tilec.passes.pipeline_tma import TMA_ARCHES, straddling_rows
 from tilec.passmanager import PassContext
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "cluster_axis",
     "cluster_kernel",
     "cluster_motive",
+    "resolve_cluster_defaults",
 ]
 
 CLUSTER_BLOCKS = 2  # blocks a cluster: the pair cuBLAS's GEMMs use
@@ -88,6 +90,39 @@ class _Plan:
     shared: list[TM.TmaCopyOp]  # the copies of the operand both blocks read
     rows: tuple[Value, Value]  # (a copy's offset along `dim`, the view it reads)
     row_axis: int  # the view's dimension that is `dim`
+
+
+def resolve_cluster_defaults(
+    kernel: FuncOp, streams: list[Any], options: Any, ctx: PassContext
+) -> Any:
+    """pipeline's `options` with the defaults of options cluster and persistent resolved.
+    Cluster's -1: 2 where `cluster_motive` finds the operand a cluster would share asking the
+    TMA unit for twice the lines (and warp specialization and the TMA unit are not turned
+    off), else 1. Then persistent's `WITH_CLUSTERS`: -1 (where the kernel allows) for a
+    clustered kernel whose clusters span grid axis 0, the axis persistent blocks walk first
+    (so that a cluster's blocks walk neighbouring tiles), else 0 (pipeline_persistent.py says
+    why). `streams` are `pipeline._Stream`s."""
+    if options.cluster == AUTOMATIC:
+        why = ""
+        if options.arch in TMA_ARCHES and options.tma != 0 and options.warp_specialize != 0:
+            why = cluster_motive(kernel, streams)
+        if why:
+            ctx.remark(
+                kernel,
+                f"clusters of {CLUSTER_BLOCKS} blocks wanted: {why}; sharing that operand's "
+                "tile halves the requests",
+            )
+        options = replace(options, cluster=CLUSTER_BLOCKS if why else 1)
+    if options.persistent == WITH_CLUSTERS:
+        clustered = options.cluster > 1 and cluster_axis(kernel, streams) == 0
+        if clustered:
+            ctx.remark(
+                kernel,
+                "persistent blocks wanted: the kernel is clustered, and a walking block pays "
+                "a cluster's barriers and launch once, not once a tile",
+            )
+        options = replace(options, persistent=-1 if clustered else 0)
+    return options
 
 
 def cluster_motive(kernel: FuncOp, streams: list[Any]) -> str:
