@@ -63,6 +63,7 @@ def test_generated_programs_compile_and_cover_the_language():
         *("store:+=", "store:implicit-conversion", "D:whole", "grid:MxN", "grid:M", "gather"),
         *("scan:cumsum", "scan:cumprod", "scan:cummax", "scan:cummin", "scan:topk_indices"),
         *("arg:argmax", "arg:argmin", "control:range", "control:if", "control:if:else"),
+        "loop:online-sum",
     }
     assert expected <= features, expected - features
     assert {
@@ -631,9 +632,12 @@ def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options,
 # checked in the interpreter and by ptxas: the pipeline warp-specializes it (a program in three
 # of those that keep tiling's choice asks for it, `PIPELINE_VARIANTS`), gives a float
 # atomic add vector runs (a vector `red`), splits a GEMM's K loop (`SPLIT_PINNED`: its
-# partials read back a slot a round in the accumulator's layout), or issues a streamed load
-# before the reductions written before it (`hoist-loads`).
+# partials read back a slot a round in the accumulator's layout), splits an online sum (a
+# running maximum and the sum it rescales, combined by the last block: `split-reduction`'s
+# rescaled sums, S = 3 in the interpreter), or issues a streamed load before the reductions
+# written before it (`hoist-loads`).
 REACHING_SEEDS = [
+    *[(seed, "split_online") for seed in (11, 24, 42)],
     *[(seed, "warp_specialize") for seed in (380, 8408, 13792)],
     *[(seed, "vector_red") for seed in (1248, 1548, 2297)],
     *[(seed, "split_k") for seed in (6, 22, 150)],

@@ -372,8 +372,10 @@ def _reached(module: Any, arch: str) -> set[str]:
     """What the pipeline made of the program on `arch`, as coverage features: copies by the
     TMA unit, a warp-specialized loop, persistent blocks (the walk's `tilec.persistent`),
     atomic adds as vector `red`s (`vector` on an atomic), a split-K GEMM (a split kernel's
-    partials read back by `tile.workspace_read`), a load issued before the reductions that
+    partials read back by `tile.workspace_read`), a split reduction (`tile.workspace_load`),
+    one of sums rescaled by a running maximum (an exp in its combine's round), a load issued before the reductions that
     preceded it (`hoist-loads`' `tilec.hoisted_loads`)."""
+    from tilec.dialects import math as M
     from tilec.dialects import split as W
     from tilec.dialects.atomic import AtomicRMWOp, AtomicScatterOp
     from tilec.dialects.tma import TmaCopyOp
@@ -389,6 +391,10 @@ def _reached(module: Any, arch: str) -> set[str]:
             reached.add(f"reached:warp_specialize:{arch}")
         elif isinstance(op, W.WorkspaceReadOp):
             reached.add(f"reached:split_k:{arch}")
+        elif isinstance(op, W.WorkspaceLoadOp):
+            reached.add(f"reached:split:{arch}")
+            if any(isinstance(o, M.ExpOp) for o in op.parent.ops):  # a rescaled sum's round
+                reached.add(f"reached:split_online:{arch}")
         if "tilec.persistent" in getattr(op, "attributes", {}):
             reached.add(f"reached:persistent:{arch}")
         if "tilec.hoisted_loads" in getattr(op, "attributes", {}):

@@ -16,6 +16,9 @@ It covers the language as it stands:
   and `@` of read and of computed operands (f16/bf16 products in f32 over tiles that take the
   tensor-core paths, f32, f64, i8, and f8e4m3/f8e5m2 products in f32: wgmma k32 when both
   operands are K-major, widened to f16 otherwise);
+* an online sum after the body of some kernels without a dot (a running maximum and the sum of
+  exponentials it rescales, over a K loop: what split-reduction splits as a rescaled sum),
+  from a chooser of its own so that the other programs stay what their seeds always gave;
 * sequential `tiles()` loops (tiled and element loops, nested) with carried values and
   augmented assignments, whole dimensions, extents that no tile divides;
 * scalar control flow: `range()` loops over counts from an `i32` argument (empty, negative,
@@ -103,12 +106,26 @@ class GeneratedProgram:
         )
 
 
+ONLINE_SHARE = 15  # percent of the kernels without a dot that get an online sum after their body
+
+
 class KernelWriter(ExpressionWriter):
     """Writes one kernel: its body first, collecting the parameters it reads and writes."""
 
-    def __init__(self, chooser: Chooser, name: str, features: set[str], first_name: int = 0):
+    def __init__(
+        self,
+        chooser: Chooser,
+        name: str,
+        features: set[str],
+        first_name: int = 0,
+        idioms: Chooser | None = None,
+    ):
         super().__init__(chooser, features, first_name)
         self.name = name
+        # Idioms added after the body from a chooser of their own (`online_sum`), so that the
+        # programs without them are the ones the main chooser always wrote for their seeds.
+        self.idioms = idioms
+        self.always_stored: set[str] = set()
         self.loop_dims: set[str] = set()
         self.outer_names: list[set[str]] = []  # per open loop, the names bound before it
 
@@ -120,10 +137,14 @@ class KernelWriter(ExpressionWriter):
         self.writes = 0
         count = self.c.integer(1, 5)
         body += self.statements(2, count, self.c.integer(1, 4))
+        if self.idioms is not None and not self.has_dot and chance(self.idioms, ONLINE_SHARE):
+            main, self.c = self.c, self.idioms
+            body += self.online_sum(2)
+            self.c = main
         # Values nobody stores are dead code, which dce removes before the lowering sees it:
-        # store some of what is left (every matmul accumulator).
+        # store some of what is left (every matmul accumulator, every online sum).
         for name, value in list(self.locals.items()):
-            if name.startswith("acc") or chance(self.c, 40):
+            if name in self.always_stored or name.startswith("acc") or chance(self.c, 40):
                 body += self.sink(2, value)
         if not any(t.written for t in self.tensors):
             body += self.store(2, self.c.integer(1, 3))
@@ -422,6 +443,35 @@ class KernelWriter(ExpressionWriter):
         self.locals[acc] = Value(acc, result, shape)
         return lines
 
+    def online_sum(self, indent: int) -> list[str]:
+        """The online softmax's normalizer: a running maximum of the rows of tiles read in a
+        K loop, and the sum of exponentials it rescales whenever it grows (what
+        split-reduction splits as a sum rescaled by a carried maximum)."""
+        pad = "    " * indent
+        m, total, s, grown = (self.fresh(p) for p in ("m", "l", "s", "mn"))
+        rows = self.shape_list(("BM",))
+        self.features.add("loop:online-sum")
+        self.loops.append(Loop("tk", "K", "BK"))
+        read = self.read(("BM", "BK"), "f32")
+        self.loops.pop()
+        value = read.text if read.dtype == "f32" else f"({read.text}).to(f32)"
+        lines = [
+            f"{pad}{m} = full({rows}, -inf, f32)",
+            f"{pad}{total} = zeros({rows}, f32)",
+            f"{pad}for tk in tiles(K):",
+            f"{pad}    {s} = {value}",
+            f"{pad}    {grown} = maximum({m}, max({s}, axis=1))",
+            f"{pad}    {total} = {total} * exp({m} - {grown}) + sum(exp({s} - {grown}[:, None]), "
+            "axis=1)",
+            f"{pad}    {m} = {grown}",
+        ]
+        self.features.add("loop:K")
+        self.loop_dims.add("K")
+        self.locals[m] = Value(m, "f32", ("BM",))
+        self.locals[total] = Value(total, "f32", ("BM",))
+        self.always_stored |= {m, total}
+        return lines
+
     def random_shape(self) -> tuple:
         symbols = self.symbols()
         rank = choose(self.c, (2, 1, 0, 2))
@@ -445,7 +495,8 @@ def generate_program(
     names = []
     for i in range(kernels):
         name = f"{prefix}{i}"
-        writer = KernelWriter(chooser, name, features, first_name=1000 * i)
+        idioms = RandomChooser(f"tilec-fuzz-idioms-{seed}-{i}") if seed is not None else None
+        writer = KernelWriter(chooser, name, features, first_name=1000 * i, idioms=idioms)
         texts.append(writer.program())
         names.append(name)
     extents = {
