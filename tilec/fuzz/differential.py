@@ -188,7 +188,10 @@ class Summary:
             "reached on sm_90a (programs): "
             + ", ".join(
                 f"{what} {self.features[f'reached:{what}:sm_90a']}"
-                for what in ("tma", "warp_specialize", "persistent", "vector_red", "split_k")
+                for what in (
+                    *("tma", "warp_specialize", "persistent", "vector_red", "split_k"),
+                    "split_online",
+                )
             ),
             f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "
             f"({', '.join(sorted({known_bug(f).name for f in self.known})) or 'none'})",
