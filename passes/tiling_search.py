@@ -465,8 +465,8 @@ class MmaSearch:
         fragments are wgmma's register-A form), every dot's A held in registers anyway --
         computed from another dot's accumulator (attention's P) or loaded before the loop
         (attention's q) --, its B loaded with a unit last stride (copied by 16-byte chunks,
-        read from shared memory by a descriptor), N a multiple of 64 up to 256, and a K-major
-        B (stored [N, K]) a K tile of whole 128-byte rows. Single matmuls whose A streams take
+        read from shared memory by a descriptor), N a multiple of 64 up to 256, and K tiles of
+        whole 128-byte rows (what the lowering's k-steps walk). Single matmuls whose A streams take
         the 128x128x64 tiling (`wgmma_fits`) instead."""
         if not (self.opts.wgmma and self.opts.arch == "sm_90a") or self.scattered:
             return False
@@ -481,7 +481,10 @@ class MmaSearch:
                 return False
             if operand_load(d.op.b) is None:
                 return False
-            if k_major(d.op.b) and (k * d.element_bytes) % 128:
+            if (k * d.element_bytes) % 128:
+                # The lowering's k-steps walk whole 128-byte rows, of a K-major B and of an A
+                # read by ldmatrix alike: a dot over a whole dimension of 13 f16 (rows of 32
+                # bytes) takes mma.sync (the fuzzer's seed 308 of 4 kernels, 2026-12-06).
                 return False
         return True
 

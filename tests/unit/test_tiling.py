@@ -203,3 +203,22 @@ def test_a_sequential_tile_no_moved_tile_has_stops_growing():
     module = tilec.compile(source, pipeline="canonicalize,cse,tiling").module
     sizes = dict(module.lookup("k1").attributes["tilec.tile_sizes"].value)
     assert 1 <= sizes["BK"] <= 4096
+
+
+@pytest.mark.parametrize("depth", [13, 32])
+def test_a_dot_over_a_short_whole_dimension_takes_mma_sync_on_sm_90a(tmp_path, depth):
+    """Found by the fuzzer (seed 308 of a 4-kernel program): a dot outside any loop whose K
+    is a whole dimension of 13 f16 (a tile of 16: rows of 32 bytes) was planned for wgmma with
+    A in registers, and the lowering, whose k-steps walk whole 128-byte rows, refused it (an
+    internal error). It takes mma.sync now."""
+    path = tmp_path / "short.tile"
+    path.write_text(
+        "def short(a: f16[M, D], b: f16[D, N], c: f32[M, N]):\n"
+        "    for tm, tn in tiles(M, N):\n"
+        "        c[tm, tn] = a[tm, :] @ b[:, tn]\n"
+    )
+    pipeline = 'assume{all="aligned,unit,divisible"},' + tilec.compiler.DEFAULT_PIPELINE.replace(
+        ",tiling,", f',tiling{{arch=sm_90a extents="M=72,N=40,D={depth}"}},'
+    )
+    program = tilec.compile(path, target="ptx", arch="sm_90a", pipeline=pipeline)
+    assert "mma.sync" in program.ptx and "wgmma" not in program.ptx

@@ -125,7 +125,6 @@ class KernelWriter(ExpressionWriter):
         # Idioms added after the body from a chooser of their own (`online_sum`), so that the
         # programs without them are the ones the main chooser always wrote for their seeds.
         self.idioms = idioms
-        self.always_stored: set[str] = set()
         self.loop_dims: set[str] = set()
         self.outer_names: list[set[str]] = []  # per open loop, the names bound before it
 
@@ -137,17 +136,20 @@ class KernelWriter(ExpressionWriter):
         self.writes = 0
         count = self.c.integer(1, 5)
         body += self.statements(2, count, self.c.integer(1, 4))
-        if self.idioms is not None and not self.has_dot and chance(self.idioms, ONLINE_SHARE):
-            main, self.c = self.c, self.idioms
-            body += self.online_sum(2)
-            self.c = main
         # Values nobody stores are dead code, which dce removes before the lowering sees it:
-        # store some of what is left (every matmul accumulator, every online sum).
+        # store some of what is left (every matmul accumulator).
         for name, value in list(self.locals.items()):
-            if name in self.always_stored or name.startswith("acc") or chance(self.c, 40):
+            if name.startswith("acc") or chance(self.c, 40):
                 body += self.sink(2, value)
         if not any(t.written for t in self.tensors):
             body += self.store(2, self.c.integer(1, 3))
+        if self.idioms is not None and not self.has_dot and chance(self.idioms, ONLINE_SHARE):
+            # Written last, from its own chooser (the main chooser's program is unchanged),
+            # but placed first: a loop with no store before it, as split-reduction wants.
+            main, self.c = self.c, self.idioms
+            online, values = self.online_sum(2)
+            self.c = main
+            body = online + body + [line for v in values for line in self.sink(2, v)]
         # Every dimension a loop or a shape names must be a dimension of some tensor.
         known = {d for t in self.tensors for d in t.dims}
         # (An atomic's output may leave out grid dimensions.)
@@ -443,10 +445,11 @@ class KernelWriter(ExpressionWriter):
         self.locals[acc] = Value(acc, result, shape)
         return lines
 
-    def online_sum(self, indent: int) -> list[str]:
+    def online_sum(self, indent: int) -> tuple[list[str], list[Value]]:
         """The online softmax's normalizer: a running maximum of the rows of tiles read in a
         K loop, and the sum of exponentials it rescales whenever it grows (what
-        split-reduction splits as a sum rescaled by a carried maximum)."""
+        split-reduction splits as a sum rescaled by a carried maximum); its lines, and the two
+        values for the caller to store."""
         pad = "    " * indent
         m, total, s, grown = (self.fresh(p) for p in ("m", "l", "s", "mn"))
         rows = self.shape_list(("BM",))
@@ -467,10 +470,7 @@ class KernelWriter(ExpressionWriter):
         ]
         self.features.add("loop:K")
         self.loop_dims.add("K")
-        self.locals[m] = Value(m, "f32", ("BM",))
-        self.locals[total] = Value(total, "f32", ("BM",))
-        self.always_stored |= {m, total}
-        return lines
+        return lines, [Value(m, "f32", ("BM",)), Value(total, "f32", ("BM",))]
 
     def random_shape(self) -> tuple:
         symbols = self.symbols()
