@@ -22,7 +22,6 @@ from tilec.passes.specialize import attribute_pairs
 from tilec.passes.tiling_operands import (
     either_of,
     int8_b_reads,
-    k_major,
     loop_invariant_operand,
     operand_load,
     shared_operand_loads,
