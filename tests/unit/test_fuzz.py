@@ -637,7 +637,7 @@ def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options,
 # rescaled sums, S = 3 in the interpreter), or issues a streamed load before the reductions
 # written before it (`hoist-loads`).
 REACHING_SEEDS = [
-    *[(seed, "split_online") for seed in (11, 24, 42)],
+    *[(seed, "split_online") for seed in (24, 30, 42)],
     *[(seed, "warp_specialize") for seed in (380, 8408, 13792)],
     *[(seed, "vector_red") for seed in (1248, 1548, 2297)],
     *[(seed, "split_k") for seed in (6, 22, 150)],
