@@ -6,6 +6,7 @@ what splitting would do, or raises `NotSplit` saying why not (the pass's remark)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -143,11 +144,7 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
     ]
     if atomics:
         _check_atomic_epilogue(loop, carried, atomics)
-    bounded = not isinstance(_uncast(loop.upper), OpResult) or not isinstance(
-        _uncast(loop.upper).op,
-        T.DimOp,  # type: ignore[union-attr]
-    )
-    return Plan(loop, dim, step or 0, carried, atomic=bool(atomics), bounded=bounded)
+    return Plan(loop, dim, step or 0, carried, atomic=bool(atomics), bounded=extent.bounded)
 
 
 def splits_dot_loop(kernel: FuncOp) -> bool:
@@ -341,6 +338,7 @@ def _uncast(v: Value) -> Value:
 class _Extent:
     view: BlockArgument  # a tensor argument
     axis: int
+    bounded: bool = False  # the loop runs to at most this extent (a minimum with it)
 
 
 def _extent_bound(upper: Value, body: Block) -> _Extent | None:
@@ -360,7 +358,7 @@ def _extent_bound(upper: Value, body: Block) -> _Extent | None:
         for side in op.operands:
             found = _extent_bound(side, body)
             if found is not None:
-                return found
+                return dataclasses.replace(found, bounded=True)
     return None
 
 
