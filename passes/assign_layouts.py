@@ -334,6 +334,8 @@ class _KernelLayouts:
             self.laid_out(result, permute_layout(source_layout, op.perm))
         elif isinstance(op, T.ReshapeOp) and isinstance(source_layout, BlockedLayout):
             self.laid_out(result, _reshaped_layout(source, result.type))
+        elif isinstance(op, T.ReshapeOp) and self.unit_reshape_source(op):
+            pass  # the operand converted to the result's layout less its unit dimensions
         elif isinstance(op, T.ReduceOp) and isinstance(result.type, TileType):
             self.laid_out(result, _reduced_layout(source_layout, op.axis))
         elif _is_elementwise(op) and isinstance(result.type, TileType):
@@ -372,6 +374,30 @@ class _KernelLayouts:
             self.convert(op, len(op.operands) - 1, layout, "load mask")
         if isinstance(op, G.GatherOp):
             self.lay_out_indices(op, layout)
+
+    def unit_reshape_source(self, op: T.ReshapeOp) -> bool:
+        """A reshape that only inserts or removes size-1 dimensions, of an operand in a layout
+        of its own (an accumulator's `#mma`, as a GEMM's result stored into a 3-D view
+        `c[z, tm, tn]`): give the result its layout, and convert the operand to that layout
+        less the unit dimensions, so that the reshape is a register copy and the move between
+        threads is a `tile.convert_layout` -- whose scratch rows are padded against bank
+        conflicts and which an epilogue may exchange in pieces (`chunks`: what persistent
+        blocks need to keep the stages, passes/pipeline_persistent.py). Whether it applied."""
+        source, result = op.operands[0].type, op.results[0]
+        if not isinstance(source, TileType) or source.layout is None or not source.is_static:
+            return False
+        target = self.chosen(result)
+        if not isinstance(target, BlockedLayout):
+            return False
+        wanted = TileType(result.type.shape, result.type.element, target)
+        inverse = _reshaped_layout(wanted, source)
+        if inverse is None:
+            return False
+        self.convert(
+            op, 0, inverse, "tile.reshape operand (the result's layout, unit dimensions dropped)"
+        )
+        self.laid_out(result, target)
+        return True
 
     def lay_out_indices(self, op: Operation, layout: Attribute) -> None:
         """A gather's, scatter's or atomic scatter's index tile goes where the thread that moves a row holds

@@ -334,10 +334,32 @@ def test_block_index_arithmetic_is_32_bit(walk):
         assert wide not in program.ptx, wide
 
 
-def test_a_batched_epilogue_that_no_split_shrinks_stays_a_block_a_tile():
-    """bmm's epilogue scratch (a 3-D tile's reshape, not a layout exchange that splits into
-    row pieces) would cost a stage with persistent blocks: pipeline says so and keeps a block a
-    tile. (Before, the search for a split looped forever when there was nothing to split.)"""
+def test_a_batched_epilogue_exchanges_in_row_pieces_and_walks_its_tiles():
+    """bmm stores its 2-D accumulator into a 3-D view (`c[z, tm, tn]`): assign-layouts makes
+    the move a `tile.convert_layout` to the store's layout less its unit dimension and the
+    reshape a register copy, so the epilogue exchanges in row pieces that keep the 4 stages
+    and persistent blocks walk the batch's tiles. (Before, the exchange was the reshape's own,
+    which no split shrinks, and bmm stayed a block a tile.)"""
+    from tilec.lowering.exchange import remap_source_slots
+
+    program = _sm90a_ptx("bmm.tile", "bmm", "Z=8,M=1024,N=1024,K=1024", pipeline="persistent=-1")
+    func = program.module.lookup("bmm")
+    assert "tilec.persistent" in func.attributes
+    (convert,) = [op for op in func.walk() if op.name == "tile.convert_layout"]
+    assert convert.attributes["chunks"].value > 1
+    (reshape,) = [op for op in func.walk() if op.name == "tile.reshape"]
+    assert remap_source_slots(reshape) is not None  # a register copy
+    buffers = [op for op in func.walk() if op.name == "tile.alloc_shared"]
+    assert max(op.result.type.shape[0] for op in buffers) == 4  # stages kept
+
+
+def test_an_epilogue_that_no_split_shrinks_stays_a_block_a_tile(monkeypatch):
+    """An epilogue scratch that would cost a stage with persistent blocks, and that no split
+    into row pieces shrinks: pipeline says so and keeps a block a tile. (Before, the search for
+    a split looped forever when there was nothing to split.)"""
+    import tilec.passes.pipeline_persistent as persistent
+
+    monkeypatch.setattr(persistent, "chunkable", lambda op, chunks: False)
     program = _sm90a_ptx("bmm.tile", "bmm", "Z=8,M=1024,N=1024,K=1024", pipeline="persistent=-1")
     func = program.module.lookup("bmm")
     assert "tilec.persistent" not in func.attributes
