@@ -259,9 +259,12 @@ def _carried(
         return Carried(i, name, update, combine, slot, scaled_by=scale, scalar=True)
     if workspace and static and not t.is_static:
         raise NotSplit(f"carried value {name} is {t}: only tiles of static size are combined")
-    if workspace and t.rank != 1 and not isinstance(update, T.DotOp):
+    if workspace and t.rank != 1 and (scale is not None or i in rescaled.values()):
+        # A tile of 2 or more dimensions is combined a slot a round in its own layout (as a
+        # dot's accumulator is); a rescaled sum and its maximum are combined along rows of
+        # slots, which only 1-D tiles have.
         raise NotSplit(
-            f"carried value {name} is {t}: only 1-D tiles (or a dot's accumulator) are combined"
+            f"carried value {name} is {t}: only 1-D tiles are combined rescaled by a maximum"
         )
     return Carried(i, name, update, combine, t, scaled_by=scale)
 

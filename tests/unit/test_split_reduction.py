@@ -364,3 +364,59 @@ def test_scalar_rescaled_sums_split_and_lower(n):
     if n == 1000:
         ptx = compile_to_ptx(program.module, "sm_90a")
         assert "atom.global" in ptx or "atom." in ptx  # the ticket
+
+
+MIDDLE_AXIS = """
+def mid_mean(x: f32[B, S, D], out: f32[B, D]):
+    for tb, td in tiles(B, D):
+        acc = zeros([tb, td], f32)
+        for ts in tiles(S):
+            acc += sum(x[tb, ts, td], axis=1)
+        out[tb, td] = acc / S
+
+
+def mid_max(x: f32[B, S, D], out: f32[B, D]):
+    for tb, td in tiles(B, D):
+        acc = full([tb, td], -inf, f32)
+        for ts in tiles(S):
+            acc = maximum(acc, max(x[tb, ts, td], axis=1))
+        out[tb, td] = acc
+"""
+
+
+@pytest.mark.parametrize("kernel", ["mid_mean", "mid_max"])
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 1), (3, 77, 45), (5, 300, 7)], ids=lambda s: "x".join(map(str, s))
+)
+def test_a_carried_tile_of_two_dimensions_splits(kernel, shape):
+    """A reduction over the middle axis of a [B, S, D] tensor (pooling over a sequence)
+    carries a [BB, BD] tile: each split block's partial tile is combined a slot a round in its
+    own layout, as a split GEMM's accumulator is. The split kernel computes what the unsplit
+    one does, at every split count (the max exactly)."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.uniform(-1, 1, size=shape).astype(np.float32)
+    pipeline = DEFAULT_PIPELINE.replace("tiling", 'tiling{tiles="BB=2,BS=16,BD=16"}')
+    split = compile_source(MIDDLE_AXIS, kernels=[kernel], pipeline=pipeline)
+    assert any("split the loop over S" in r.message for r in split.remarks), [
+        r.message for r in split.remarks if r.pass_name == "split-reduction"
+    ]
+    plain = compile_source(
+        MIDDLE_AXIS, kernels=[kernel], pipeline=pipeline.replace("split-reduction,", "")
+    )
+    reference = x.mean(1) if kernel == "mid_mean" else x.max(1)
+
+    def run(module, count):
+        out = np.zeros((shape[0], shape[2]), np.float32)
+        launch = prepare_launch(module, kernel, [x, out], split=count)
+        launch.run()
+        return out, launch
+
+    expected, _ = run(plain.module, None)
+    for count in (1, 2, 3, -(-shape[1] // 16) + 2):
+        got, launch = run(split.module, count)
+        assert launch.grid[-1] == count
+        if kernel == "mid_max":
+            np.testing.assert_array_equal(got, expected)
+        else:
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-6)
