@@ -53,9 +53,11 @@ class SplitReduction(Pass):
 
     Recognises a kernel whose grid body has one top-level `scf.for` from 0 to a tensor extent
     (`tile.dim`) by a constant step, with no stores before it or in it, whose every carried
-    value is a 1-D tile updated only as `acc' = acc ⊕ g` (⊕: `arith.addf`, `addi`,
+    value is a tile (or a scalar) updated only as `acc' = acc ⊕ g` (⊕: `arith.addf`, `addi`,
     `maximumf`, `minimumf`, `maxsi`, `minsi`; `g` reads no carried value, and nothing else
-    in the loop reads one); what follows the loop is its epilogue. Such a kernel gets the
+    in the loop reads one; a tile of two or more dimensions -- a reduction over the middle axis
+    of [B, S, D], a dot's accumulator -- is read back a slot a round in its own layout, and
+    only 1-D tiles are rescaled sums); what follows the loop is its epilogue. Such a kernel gets the
     split axis (grid axis `len(tilec.grid)`, of S blocks chosen at launch): block s runs
     iterations [s·c, min((s+1)·c, trips)) with c = ceil(trips / S), from the identity of ⊕
     (block 0 from the loop's own initial value). After the loop, S = 1 runs the epilogue as
