@@ -175,6 +175,37 @@ def test_split_online_sums_are_rescaled_to_the_combined_maximum(kernel, shape):
         assert count > 1
 
 
+@tilec.jit
+def mid_mean(x: f32[B, S, D], out: f32[B, D]):
+    for tb, td in tiles(B, D):
+        acc = zeros([tb, td], f32)
+        for ts in tiles(S):
+            acc += sum(x[tb, ts, td], axis=1)
+        out[tb, td] = acc / S
+
+
+@pytest.mark.parametrize(
+    ("shape", "split"),
+    [((16, 4096, 1024), None), ((3, 10007, 77), True), ((2, 5, 3), None), ((64, 1000, 768), False)],
+    ids=str,
+)
+def test_a_mean_over_the_middle_axis_splits_its_two_dimensional_tile(shape, split):
+    """Pooling over a sequence, x.mean(1) of [B, S, D]: the carried [BB, BD] tile is split
+    across blocks where B x D tiles leave SMs idle (each partial tile combined a slot a round),
+    and not where they fill the GPU (`split`: whether it must be; None: the launch's choice)."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, device="cuda")
+    out = torch.full((shape[0], shape[2]), float("nan"), device="cuda")
+    for _ in range(3):  # the counters must be back at 0 for the next launch
+        out.fill_(float("nan"))
+        mid_mean(x, out)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x.double().mean(1).float(), rtol=1e-5, atol=1e-5)
+    count = _split_count(mid_mean, x, out)
+    if split is not None:
+        assert (count > 1) == split, count
+
+
 def test_max_is_combined_exactly():
     x = torch.randn(100003, 77, device="cuda")
     out = torch.empty(77, device="cuda")
