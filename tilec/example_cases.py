@@ -164,6 +164,14 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         # few long rows (split across blocks), many short ones (not split)
         "logsumexp": [{"M": 1, "N": 1}, {"M": 3, "N": 200003}, {"M": 1000, "N": 77}],
     },
+    "seq_mean": {
+        # few sequences of many features (split across blocks), many (not split), one element
+        "seq_mean": [
+            {"B": 1, "S": 1, "D": 1},
+            {"B": 3, "S": 10007, "D": 77},
+            {"B": 64, "S": 100, "D": 768},
+        ],
+    },
     "cross_entropy": {
         "cross_entropy": [{"M": 1, "V": 1}, {"M": 77, "V": 1000}, {"M": 37, "V": 3001}],
         "cross_entropy[T=bf16]": [{"M": 37, "V": 3001}],

@@ -71,6 +71,7 @@ from tilec.benchmarks.suite_memory import (
     _rotary,
     _row_sum,
     _running_max,
+    _seq_mean,
     _softmax,
     _swiglu,
     _topk_softmax,
@@ -318,6 +319,14 @@ WORKLOADS: dict[str, Workload] = {
             [(16, 4194304), (8192, 8192)],
             [(64, 262144)],
             [(16, 32000)],
+        ),
+        _memory(
+            "seq_mean",
+            _seq_mean,
+            _size2("f32"),
+            [(16, 4096, 1024), (4, 30011, 1000)],
+            [(8, 2048, 512)],
+            [(4, 1024, 256)],
         ),
         _memory(
             "col_sum",

@@ -229,6 +229,21 @@ def _logsumexp(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + m * 4, 1e-5)
 
 
+def _seq_mean(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    b, s, d = size
+    sets = ctx.sets(lambda: (_randn((b, s, d), "f32"),), b * s * d * 4)
+    out = torch.empty(b, d, device=suite_core.DEVICE)
+    expected = sets[0][0].double().mean(1).float()
+
+    def expression(x: Any) -> Any:
+        return x.mean(1)
+
+    tilec = ctx.tilec("seq_mean.tile", "seq_mean", lambda f: lambda x: f(x, out), lambda: out)
+    return _memory_case(ctx, tilec, expression, sets, expected, b * s * d * 4 + b * d * 4, 1e-5)
+
+
 def _col_sum(size: tuple, ctx: Context) -> Case:
     import torch
 
