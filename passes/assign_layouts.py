@@ -81,7 +81,11 @@ class AssignLayouts(Pass):
     Results: `tile.reduce` gives `#slice<dim = axis, parent = its operand's layout>` (each
     result stays in every thread of its row); `tile.expand_dims`, `tile.transpose` and
     unit-dimension `tile.reshape` keep every element in its thread (a slice expanded along its
-    dimension is its parent again); elementwise ops take their operands' layout when they
+    dimension is its parent again; a unit-dimension reshape of an `#mma` accumulator -- a
+    GEMM's tile stored into a 3-D view -- converts its operand first, to the result's layout
+    less the unit dimensions, so that the move is a `tile.convert_layout` whose scratch rows
+    are padded against bank conflicts and which an epilogue may exchange in row pieces);
+    elementwise ops take their operands' layout when they
     agree. Ops free to choose (loads, `tile.full`, `tile.splat`, `tile.iota`, broadcasts,
     elementwise ops whose operands disagree) take the layout their users want, found by a walk
     backwards from the broadcasts and stores (an operand of `expand_dims` feeding a broadcast
