@@ -632,7 +632,8 @@ def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options,
 # checked in the interpreter and by ptxas: the pipeline warp-specializes it (a program in three
 # of those that keep tiling's choice asks for it, `PIPELINE_VARIANTS`), gives a float
 # atomic add vector runs (a vector `red`), splits a GEMM's K loop (`SPLIT_PINNED`: its
-# partials read back a slot a round in the accumulator's layout), splits an online sum (a
+# partials read back a slot a round in the accumulator's layout; without a dot, a carried 2-D
+# tile's, `split_tile`), splits an online sum (a
 # running maximum and the sum it rescales, combined by the last block: `split-reduction`'s
 # rescaled sums, S = 3 in the interpreter), or issues a streamed load before the reductions
 # written before it (`hoist-loads`).
@@ -641,6 +642,7 @@ REACHING_SEEDS = [
     *[(seed, "warp_specialize") for seed in (380, 8408, 13792)],
     *[(seed, "vector_red") for seed in (1248, 1548, 2297)],
     *[(seed, "split_k") for seed in (6, 22, 150)],
+    (167, "split_tile"),  # the one seed below 1,500 that splits a carried 2-D tile without a dot
     *[(seed, "hoisted_load") for seed in (14, 29, 68)],
 ]
 

@@ -190,7 +190,7 @@ class Summary:
                 f"{what} {self.features[f'reached:{what}:sm_90a']}"
                 for what in (
                     *("tma", "warp_specialize", "persistent", "vector_red", "split_k"),
-                    "split_online",
+                    *("split_online", "split_tile"),
                 )
             ),
             f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "
@@ -375,7 +375,8 @@ def _reached(module: Any, arch: str) -> set[str]:
     """What the pipeline made of the program on `arch`, as coverage features: copies by the
     TMA unit, a warp-specialized loop, persistent blocks (the walk's `tilec.persistent`),
     atomic adds as vector `red`s (`vector` on an atomic), a split-K GEMM (a split kernel's
-    partials read back by `tile.workspace_read`), a split reduction (`tile.workspace_load`),
+    partials read back by `tile.workspace_read`; without a dot, a split reduction of a 2-D
+    carried tile), a split reduction (`tile.workspace_load`),
     one of sums rescaled by a running maximum (an exp in its combine's round), a load issued before the reductions that
     preceded it (`hoist-loads`' `tilec.hoisted_loads`)."""
     from tilec.dialects import math as M
@@ -392,8 +393,12 @@ def _reached(module: Any, arch: str) -> set[str]:
             reached.add(f"reached:vector_red:{arch}")
         elif isinstance(op, WarpSpecializeOp):
             reached.add(f"reached:warp_specialize:{arch}")
-        elif isinstance(op, W.WorkspaceReadOp):
-            reached.add(f"reached:split_k:{arch}")
+        elif isinstance(op, W.WorkspaceReadOp):  # a slot a round: a dot's or a 2-D tile's
+            kernel = op.parent_op
+            while kernel is not None and kernel.name != "builtin.func":
+                kernel = kernel.parent_op
+            dots = kernel is not None and any(o.name == "tile.dot" for o in kernel.walk())
+            reached.add(f"reached:{'split_k' if dots else 'split_tile'}:{arch}")
         elif isinstance(op, W.WorkspaceLoadOp):
             reached.add(f"reached:split:{arch}")
             if any(isinstance(o, M.ExpOp) for o in op.parent.ops):  # a rescaled sum's round
