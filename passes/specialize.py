@@ -169,6 +169,7 @@ class TileSize:
     free: bool  # chosen by the heuristic: may grow or shrink
     contracted: bool = False
     cap: int | None = None  # a free size never exceeds this (a known extent, rounded up)
+    dim: str | None = None  # the tensor dimension it tiles (None: hand-written IR's symbol)
     adjusted: str = ""  # how the heuristic moved a free size from its start, and why
     pinned_by: str = ""  # "the kernel" or "option tiles" when pinned: named in errors
 
@@ -260,6 +261,7 @@ def plan_tile_sizes(
                 free=True,
                 contracted=is_contracted,
                 cap=cap,
+                dim=dim,
             )
     return TilePlan(symbols, grid, max_extents, _tile_shapes(kernel))
 

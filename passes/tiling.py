@@ -37,6 +37,7 @@ from tilec.passes.specialize import (
     bind_tile_sizes,
     check_size_options,
     kernels_of,
+    parse_assignments,
     plan_tile_sizes,
     symbols_of,
 )
@@ -146,6 +147,13 @@ class Tiling(Pass):
             "",
             'dimensions whose extent is exactly the one in extents, e.g. "N" (fixed in the '
             "tensor types: a launch with another extent is refused)",
+        )
+        fills: str = option(
+            "",
+            "per dimension, the longest power-of-two run whose tiles leave few lanes past its "
+            'extent idle, e.g. "N=1024" for 5000 columns (tiles of 4096 would leave 39%): the '
+            "contiguous run of a memory-bound kernel stays within it (the jit sets it from the "
+            "exact extent, `tilec.jit.fill_run`)",
         )
         num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
         mma: bool = option(
@@ -356,7 +364,12 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 )
             num_warps = config.num_warps
         if dot_ops or not shape_streamed_tiles(
-            kernel, self.plan, self.opts.max_tile_elements, self.extents, self.opts.sm_count
+            kernel,
+            self.plan,
+            self.opts.max_tile_elements,
+            self.extents,
+            self.opts.sm_count,
+            parse_assignments(self.opts.fills, "fills", "tiling"),
         ):
             self.plan.fit_to_elements(self.opts.min_tile_elements, self.opts.max_tile_elements)
         held: list[tuple[bool, bool]] = []  # the epilogue's operands, read while symbolic

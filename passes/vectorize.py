@@ -10,7 +10,8 @@ A thread's run of `v` consecutive elements along the last dimension can move as 
   (index arithmetic: constants, `program_id * BN`, loop variables that start and step by
   multiples, `tile.dim` of divisible extents, sums and products of those);
 * a thread holds v consecutive elements: v divides `size_per_thread` of the last dimension of
-  the value's layout (a `tile.async_copy` has no register layout: v divides the slot's last
+  the value's layout (of a `#slice` layout -- a bias row broadcast over a tile's rows -- the
+  runs its thread map keeps in consecutive slots) (a `tile.async_copy` has no register layout: v divides the slot's last
   dimension and `copy_layout(slot shape, num_warps, v)` is a valid layout, and the access is 4,
   8 or 16 bytes, as `cp.async` needs);
 * one predicate for the run: the extent of the last dimension is a multiple of v (a
@@ -215,6 +216,27 @@ def _framed(op: Operation) -> bool:
     return isinstance(op, (T.LoadOp, T.StoreOp)) and "frame" in op.attributes
 
 
+def _slice_run(t: TileType, widest: int) -> int:
+    """The longest run (a power of two, at most `widest`) of consecutive elements along the
+    last dimension that a thread of `t`'s slice layout holds in consecutive slots
+    (`tilec.lowering.memory.vector_slots`, which the lowering's vector accesses use)."""
+    from tilec.lowering.exchange import thread_map
+    from tilec.lowering.memory import vector_slots
+
+    try:
+        m = thread_map(t)
+    except ValueError:
+        return 1
+    run = widest
+    while run > 1:
+        try:
+            vector_slots(m.counts, m.dims[-1].offsets, run)
+            return run
+        except ValueError:
+            run //= 2
+    return 1
+
+
 def widths_before_layouts(kernel: FuncOp, max_bytes: int = 16) -> dict[Operation, int]:
     """Per `tile.load` and `tile.store` of `kernel`, the widest access in elements (at most
     `max_bytes`) that its view's facts, offsets, extent and mask allow, whatever the layout:
@@ -330,6 +352,14 @@ class _KernelFacts:
         return out
 
     def _register_limits(self, t: TileType, widest: int) -> list[tuple[int, str]]:
+        if isinstance(t.layout, T.SliceLayout):
+            # A row of its parent's elements, held by every thread of the sliced dimension (a
+            # bias row broadcast over a tile's rows): the runs its thread map keeps together.
+            run = _slice_run(t, widest)
+            if run < widest:
+                plural = "element" if run == 1 else "elements"
+                return [(run, f"slice layout holds {run} contiguous {plural} per thread")]
+            return []
         try:
             layout = as_blocked(t.layout)
         except ValueError:

@@ -164,6 +164,15 @@ CASES: dict[str, dict[str, list[dict[str, int]]]] = {
         # few long rows (split across blocks), many short ones (not split)
         "logsumexp": [{"M": 1, "N": 1}, {"M": 3, "N": 200003}, {"M": 1000, "N": 77}],
     },
+    "bias_gelu": {
+        # rows of 5000 (tiles of 1024 fill them), a power of two, one element, ragged edges
+        "bias_gelu": [
+            {"M": 1, "N": 1},
+            {"M": 77, "N": 5000},
+            {"M": 64, "N": 4096},
+            {"M": 33, "N": 1001},
+        ],
+    },
     "seq_mean": {
         # few sequences of many features (split across blocks), many (not split), one element
         "seq_mean": [

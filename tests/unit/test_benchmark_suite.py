@@ -37,7 +37,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         *(f"gemm_{layout}{suffix}" for layout in ("nn", "nt", "tn", "tt") for suffix in ("", "_bf16")),
         "bmm", "matmul_bias_gelu", "int8_gemm", "int8_gemm_nt", "fp8_gemm", "attention", "attention_causal", "attention_gqa",
         "attention_window",
-        "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "dropout", "row_sum",
+        "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "bias_gelu", "dropout", "row_sum",
         "logsumexp", "seq_mean", "col_sum", "col_sum_atomic", "transpose", "rotary", "head_gate", "vector_add", "embedding", "embedding_bag", "embedding_backward", "histogram", "cumsum_rows",
         "running_max_rows", "topk_softmax", "paged_decode", "moe_gemm",
     }  # fmt: skip
@@ -92,6 +92,7 @@ TINY = {
     "softmax_f16": (8, 77),
     "cross_entropy": (8, 100),
     "swiglu": (8, 64),
+    "bias_gelu": (8, 100),
     "dropout": (64, 128),
     "row_sum": (8, 64),
     "logsumexp": (3, 300),

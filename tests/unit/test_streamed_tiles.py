@@ -89,3 +89,58 @@ def test_column_sums_of_unknown_extents_keep_a_warps_run():
     )
     (kernel,) = [op for op in program.module.walk() if isinstance(op, FuncOp)]
     assert _sizes(kernel)["BN"] == 128
+
+
+@pytest.mark.parametrize(
+    ("n", "run"),
+    [
+        (5000, 1024),  # 4096: 39% of the lanes past the extent (a second tile of 904); 1024: 2.3%
+        (8192, None),  # the class itself fills it
+        (32000, None),  # 16384: 2.3% idle, within the slack of 512's exact fill
+        (10007, 2048),
+        (3584, 512),
+        (1000, None),
+        (20000, None),  # past the classes
+    ],
+)
+def test_the_run_that_fills_a_rows_extent(n, run):
+    """The lanes of a row's last tile past its extent do no work: the jit records the longest
+    power-of-two run that fills the exact extent within the slack (`tilec.jit.fill_run`)."""
+    from tilec.jit import fill_run
+
+    assert fill_run(n) == run
+
+
+def test_a_grid_along_an_awkward_row_takes_the_run_that_fills_it():
+    """bias_gelu over 4096 x 5000: the jit's size class says N <= 8192, and tiles of 4096 would
+    leave 39% of the lanes idle; with `fills` (what the jit passes) the contiguous run is 1024
+    and the rows grow to keep the bytes in flight (4 x 1024, as many bytes as 1 x 4096)."""
+    plain = _sizes(_kernel("bias_gelu", "bias_gelu", "M=4096,N=8192"))
+    filled = _sizes(_kernel("bias_gelu", "bias_gelu", 'M=4096,N=8192" fills="N=1024', ""))
+    assert (plain["BM"], plain["BN"]) == (1, 4096)
+    assert (filled["BM"], filled["BN"]) == (4, 1024)
+
+
+def test_the_jit_passes_the_fill_of_a_row_it_specializes():
+    """`@tilec.jit` records `fill_run` of each row dimension in the specialization key and
+    gives it to tiling (option `fills`): two extents of one size class with different fills
+    compile apart, and the pipeline names the run."""
+    import numpy as np
+
+    from tilec.jit import _specialization, load_kernel
+    from tilec.lowering.abi import kernel_parameters
+
+    kernel = load_kernel(EXAMPLES / "bias_gelu.tile", "bias_gelu")
+    calls = {}
+    for n in (5000, 8192):
+        x = np.zeros((16, n), np.float16)
+        b = np.zeros(n, np.float16)
+        arguments = kernel._checker.convert([x, b, x.copy()])
+        calls[n] = kernel._key(arguments)
+        pipeline, _ = kernel.plan_specialized(
+            _specialization(kernel_parameters(kernel._kernel), arguments),
+            arguments.extents,
+            "sm_90a",
+        )
+        assert ('fills="N=1024"' in pipeline) == (n == 5000), pipeline
+    assert calls[5000] != calls[8192]

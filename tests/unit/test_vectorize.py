@@ -221,3 +221,24 @@ def test_assume_rejects_a_malformed_multiple():
     for bad, message in (("x.stride.0", "name=m pairs"), ("x.stride.0=3", "2, 4 or 8")):
         with pytest.raises(tilec.TileError, match=message):
             PassManager.from_text(f'assume{{multiples="{bad}"}}').run(module)
+
+
+def test_a_row_broadcast_over_a_tiles_rows_moves_in_vectors():
+    """bias_gelu in 4 x 1024 tiles: the bias row b[tn] is laid out as a slice of the tile's
+    layout (each thread holds its 8 columns, replicated over the rows' warps); its load takes
+    16-byte accesses like the tile's own, not one per element."""
+    from tilec.compiler import DEFAULT_PIPELINE
+
+    passes = DEFAULT_PIPELINE.replace("tiling,", 'tiling{tiles="BM=4,BN=1024"},')
+    program = tilec.compile(
+        str(Path(__file__).resolve().parents[2] / "examples" / "bias_gelu.tile"),
+        kernels=["bias_gelu"],
+        target="ptx",
+        arch="sm_90a",
+        pipeline='assume{all="aligned,unit,divisible"},' + passes,
+    )
+    loads = [op for op in program.module.walk() if op.name == "tile.load"]
+    bias = [op for op in loads if op.results[0].type.rank == 1]
+    assert len(bias) == 1 and "#slice" in str(bias[0].results[0].type)
+    assert all(op.attributes["vector"].value == 8 for op in loads)
+    assert program.ptx.count("ld.global") == program.ptx.count("ld.global.v4")

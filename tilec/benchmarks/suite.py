@@ -54,6 +54,7 @@ from tilec.benchmarks.suite_core import (
     select,
 )
 from tilec.benchmarks.suite_memory import (
+    _bias_gelu,
     _col_sum,
     _col_sum_atomic,
     _cross_entropy,
@@ -301,6 +302,14 @@ WORKLOADS: dict[str, Workload] = {
             [(64, 32, 32, 4096, 128)],
             [(16, 32, 32, 1024, 128)],
             [(4, 8, 8, 512, 64)],
+        ),
+        _memory(
+            "bias_gelu",
+            _bias_gelu,
+            _size2("f16"),
+            [(8192, 8192), (4096, 5000)],
+            [(2048, 2048)],
+            [(512, 1000)],
         ),
         _memory("swiglu", _swiglu, _size2("bf16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),
         _memory("dropout", _dropout, _size2("f16"), [(8192, 8192)], [(2048, 2048)], [(512, 1024)]),

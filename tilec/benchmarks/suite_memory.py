@@ -229,6 +229,22 @@ def _logsumexp(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + m * 4, 1e-5)
 
 
+def _bias_gelu(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, n = size
+    bias = _randn((n,), "f16")
+    sets = ctx.sets(lambda: (_randn((m, n), "f16"),), m * n * 2)
+    y = torch.empty(m, n, device=suite_core.DEVICE, dtype=torch.float16)
+
+    def expression(x: Any) -> Any:
+        return torch.nn.functional.gelu(x.float() + bias.float()).half()
+
+    expected = torch.nn.functional.gelu(sets[0][0].double() + bias.double()).half()
+    tilec = ctx.tilec("bias_gelu.tile", "bias_gelu", lambda f: lambda x: f(x, bias, y), lambda: y)
+    return _memory_case(ctx, tilec, expression, sets, expected, 2 * m * n * 2 + n * 2, 2e-3)
+
+
 def _seq_mean(size: tuple, ctx: Context) -> Case:
     import torch
 
