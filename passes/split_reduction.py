@@ -19,7 +19,6 @@ from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import Operation
-from tilec.passes.occupancy import MAX_BLOCKS_PER_SM
 from tilec.passes.specialize import attribute_pairs, parse_assignments
 from tilec.passes.split_plan import (
     COMBINES,
@@ -123,9 +122,12 @@ class SplitReduction(Pass):
 
 
 def _fills_the_gpu(kernel: FuncOp, extents: dict[str, int], sm_count: int) -> str:
-    """Why the grid of `kernel` is known to fill the GPU at any occupancy ("" where it is not
-    known to): the fewest blocks its extents allow -- a size class n stands for an extent
-    above n / 2 -- at least the SMs times the most blocks an SM holds."""
+    """Why the grid of `kernel` is known to give every SM a block ("" where it is not known
+    to): the fewest blocks its extents allow -- a size class n stands for an extent above
+    n / 2 -- at least the SMs. The launch then chooses S = 1 at every call
+    (`tilec.runtime.split.choose_split`: splits are for idle SMs), and the combine's code
+    would only cost registers and time -- 1.9x on EmbeddingBag's 4096 bags of 1000 columns,
+    H100, when this rule still asked for 32 blocks an SM."""
     least, dims = 1, []
     for dim, tile in attribute_pairs(kernel, "tilec.grid"):
         extent = extents.get(str(dim))
@@ -134,11 +136,11 @@ def _fills_the_gpu(kernel: FuncOp, extents: dict[str, int], sm_count: int) -> st
             return ""
         least *= -(-(extent // 2 + 1) // size)
         dims.append(f"{dim}={extent}")
-    if least < sm_count * MAX_BLOCKS_PER_SM:
+    if least < sm_count:
         return ""
     return (
-        f"its grid fills the GPU at any occupancy ({', '.join(dims)}: at least {least} blocks, "
-        f"{sm_count} SMs x {MAX_BLOCKS_PER_SM}), so S would be 1 at every launch"
+        f"its grid gives every SM a block ({', '.join(dims)}: at least {least} blocks, "
+        f"{sm_count} SMs), so S would be 1 at every launch"
     )
 
 
