@@ -19,6 +19,7 @@ from tilec.ir.types import SYMBOL_RE, SharedType, TensorType, TileType, Type, in
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
+    "SIZE_CLASS_LIMITS",
     "Specialize",
     "TilePlan",
     "TileSize",
@@ -31,6 +32,13 @@ __all__ = [
     "plan_tile_sizes",
     "symbols_of",
 ]
+
+# Extents are specialized on in classes, the power of two that covers them, from 64 up to
+# 16384: no tile-size decision of `tiling` looks further (tiles hold at most 4096 elements, and
+# grids of 16384 rows fill any GPU), so longer dimensions share one class and one compilation;
+# and none below 64, the heuristic's starting size, so a tiny extent does not bound a pinned
+# tensor-core tiling under its smallest warp tiles (4 warps need 32 x 16).
+SIZE_CLASS_LIMITS = (1 << 6, 1 << 14)
 
 
 @register_pass

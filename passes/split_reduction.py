@@ -19,7 +19,7 @@ from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import Operation
-from tilec.passes.specialize import attribute_pairs, parse_assignments
+from tilec.passes.specialize import SIZE_CLASS_LIMITS, attribute_pairs, parse_assignments
 from tilec.passes.split_plan import (
     COMBINES,
     Combine,
@@ -124,7 +124,8 @@ class SplitReduction(Pass):
 def _fills_the_gpu(kernel: FuncOp, extents: dict[str, int], sm_count: int) -> str:
     """Why the grid of `kernel` is known to give every SM a block ("" where it is not known
     to): the fewest blocks its extents allow -- a size class n stands for an extent above
-    n / 2 -- at least the SMs. The launch then chooses S = 1 at every call
+    n / 2, the smallest class (`SIZE_CLASS_LIMITS`) for any extent up to it -- at least the
+    SMs. The launch then chooses S = 1 at every call
     (`tilec.runtime.split.choose_split`: splits are for idle SMs), and the combine's code
     would only cost registers and time -- 1.9x on EmbeddingBag's 4096 bags of 1000 columns,
     H100, when this rule still asked for 32 blocks an SM."""
@@ -134,7 +135,9 @@ def _fills_the_gpu(kernel: FuncOp, extents: dict[str, int], sm_count: int) -> st
         size = dict(attribute_pairs(kernel, "tilec.tile_sizes")).get(str(tile), tile)
         if extent is None or not isinstance(size, int):
             return ""
-        least *= -(-(extent // 2 + 1) // size)
+        # The jit's smallest class stands for every extent up to it (a batch of 4 is "64").
+        lowest = 1 if extent <= SIZE_CLASS_LIMITS[0] else extent // 2 + 1
+        least *= -(-lowest // size)
         dims.append(f"{dim}={extent}")
     if least < sm_count:
         return ""

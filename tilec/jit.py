@@ -642,12 +642,7 @@ def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-# Extents are specialized on in classes, the power of two that covers them, from 64 up to
-# 16384: no tile-size decision of `tiling` looks further (tiles hold at most 4096 elements, and
-# grids of 16384 rows fill any GPU), so longer dimensions share one class and one compilation;
-# and none below 64, the heuristic's starting size, so a tiny extent does not bound a pinned
-# tensor-core tiling under its smallest warp tiles (4 warps need 32 x 16).
-SIZE_CLASS_LIMITS = (1 << 6, 1 << 14)
+# Extents are specialized on in classes (`tilec.passes.specialize.SIZE_CLASS_LIMITS`).
 
 
 # Elements of one 16-byte vector, by dtype (`tilec.runtime.arguments.ELEMENT_BYTES`): the
@@ -694,6 +689,8 @@ def fill_run(n: int) -> int | None:
 
 def _size_class(n: int) -> int:
     """The class of extent `n` in the specialization key, and the extent `tiling` is told."""
+    from tilec.passes.specialize import SIZE_CLASS_LIMITS
+
     low, high = SIZE_CLASS_LIMITS
     return min(max(_power_of_two(n), low), high)
 
