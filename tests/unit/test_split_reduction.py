@@ -314,7 +314,7 @@ def test_paged_decode_splits_its_pages_across_blocks():
         ("B=4096,L=20,D=1024,V=65536", False),  # 2049+ bags of 1000 columns (1.9x slower split)
         ("B=512,L=16,D=64,V=16384", False),  # 257+ bags
         ("B=128,L=16,D=64,V=16384", True),  # 65+ bags: SMs may idle, S chosen at launch
-        ("B=64,L=16,D=4096,V=16384", True),  # the smallest class: any batch up to 64, even 1
+        ("B=64,L=16,D=16384,V=16384", True),  # the smallest class: any batch up to 64, even 1
         ("L=64,D=128,V=1048576", True),  # B unknown
     ],
 )
