@@ -206,7 +206,11 @@ class JitFunction:
     @functools.cached_property
     def _row_dims(self) -> tuple[str, ...]:
         """The dimensions that end a tensor parameter's shape (its contiguous axis) and are
-        not used whole: those whose tiles' fill (`fill_run`) the specialization records."""
+        not used whole: those whose tiles' fill (`fill_run`) the specialization records -- in
+        a kernel without dots, the only kind whose tiles `tiling` shapes by it
+        (`passes/tile_shapes.py`)."""
+        if any(op.name == "tile.dot" for op in self._kernel.walk()):
+            return ()
         last = {
             str(dims[-1])
             for _name, kind, _dtype, dims in self._checker.arguments
@@ -654,9 +658,9 @@ _VECTOR_ELEMENTS.update({"f32": 4, "f64": 2, "f8e4m3": 16, "f8e5m2": 16})
 # How much worse than the best fill of a shorter run a longer contiguous run's tiles may fill
 # a row (`fill_run`): a longer run issues fewer instructions a byte, worth a few idle lanes.
 FILL_SLACK = 0.05
-# The shortest run `fill_run` considers: a row of 1 KiB of 2-byte elements (shorter rows
-# trade idle lanes for rows of a few cache lines each).
-FILL_FLOOR = 512
+# The shortest run `fill_run` considers: 512 bytes of 2-byte elements, four whole cache lines
+# a row (768 columns take tiles of 256, not 1024 with a quarter of the lanes idle).
+FILL_FLOOR = 256
 
 
 def fill_run(n: int) -> int | None:
@@ -665,7 +669,7 @@ def fill_run(n: int) -> int | None:
     of them; None when that is the class itself (n fills it, or is past the classes). The
     lanes of the last tile past the extent do no work, yet take threads, registers and
     instructions as the others do: 5000 columns in tiles of 4096 leave 39% of the lanes idle
-    (a second tile of 904), in tiles of 1024 2.3%; 32000 in tiles of 16384 2.3%, where 512
+    (a second tile of 904), in tiles of 1024 2.3%; 32000 in tiles of 16384 2.3%, where 256
     would fill them exactly. Recorded in the specialization key (a few classes of runs per
     size class), and given to `tiling` (option `fills`)."""
     top = _size_class(n)

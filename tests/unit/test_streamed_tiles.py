@@ -100,6 +100,7 @@ def test_column_sums_of_unknown_extents_keep_a_warps_run():
         (10007, 2048),
         (3584, 512),
         (1000, None),
+        (768, 256),  # 1024: a quarter of the lanes idle
         (20000, None),  # past the classes
     ],
 )
