@@ -563,8 +563,19 @@ class Tuner:
         pool = getattr(self, "pool", None)
         if pool is None:
             return
-        for process in list(getattr(pool, "_processes", {}).values()):
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
             process.kill()
+        for process in processes:
+            process.join(timeout=10)
+        # A worker killed while it wrote its result leaves half a message in the result pipe:
+        # the executor's manager thread then waits in `recv` for the rest for ever, and
+        # `shutdown(wait=True)` with it (CPython 3.11; the Ctrl-C test hung so, one run in a
+        # few). With the workers gone, closing this process's copy of the pipe's write end
+        # turns that wait into end-of-file, which the executor takes for a broken pool.
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            writer.close()
         pool.shutdown(wait=True, cancel_futures=True)
 
     def _restart_pool(self) -> None:
