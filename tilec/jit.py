@@ -70,6 +70,7 @@ from tilec.frontend import parse_source
 from tilec.frontend.source import Source, function_source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
 from tilec.jit_fast_path import _FAST_ENTRIES, _fast_path, _ThreadLaunches
+from tilec.passes.specialize import SIZE_CLASS_LIMITS
 from tilec.runtime.arguments import _TORCH_TENSOR, is_positive
 
 __all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
@@ -646,9 +647,6 @@ def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-# Extents are specialized on in classes (`tilec.passes.specialize.SIZE_CLASS_LIMITS`).
-
-
 # Elements of one 16-byte vector, by dtype (`tilec.runtime.arguments.ELEMENT_BYTES`): the
 # largest multiple below 16 a specialization records (`recorded_multiple`).
 _VECTOR_ELEMENTS = {"i1": 16, "i8": 16, "i16": 8, "i32": 4, "i64": 2, "f16": 8, "bf16": 8}
@@ -693,8 +691,6 @@ def fill_run(n: int) -> int | None:
 
 def _size_class(n: int) -> int:
     """The class of extent `n` in the specialization key, and the extent `tiling` is told."""
-    from tilec.passes.specialize import SIZE_CLASS_LIMITS
-
     low, high = SIZE_CLASS_LIMITS
     return min(max(_power_of_two(n), low), high)
 
