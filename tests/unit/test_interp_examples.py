@@ -59,6 +59,7 @@ AWKWARD = [
     ("row_sum", "row_sum", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 67, "N": 131}]),
     ("row_sum", "row_sum_whole", [{"M": 1, "N": 1}, {"M": 67, "N": 131}]),
     ("logsumexp", "logsumexp", [{"M": 1, "N": 1}, {"M": 3, "N": 9001}, {"M": 67, "N": 131}]),
+    ("bias_gelu", "bias_gelu", [{"M": 1, "N": 1}, {"M": 17, "N": 31}, {"M": 5, "N": 1001}]),
     (
         "seq_mean",
         "seq_mean",
