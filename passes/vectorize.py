@@ -61,7 +61,9 @@ from tilec.ir.core import BlockArgument, Operation, OpResult, Value
 from tilec.ir.folding import constant_value
 from tilec.ir.types import FloatType, IndexType, IntegerType, TileType, element_type
 from tilec.lowering.abi import Specialization, kernel_specialization
+from tilec.lowering.exchange import thread_map
 from tilec.lowering.layouts import as_blocked, copy_layout, element_bytes, layout_error
+from tilec.lowering.memory import vector_slots
 from tilec.passes.specialize import attribute_pairs
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
@@ -220,9 +222,6 @@ def _slice_run(t: TileType, widest: int) -> int:
     """The longest run (a power of two, at most `widest`) of consecutive elements along the
     last dimension that a thread of `t`'s slice layout holds in consecutive slots
     (`tilec.lowering.memory.vector_slots`, which the lowering's vector accesses use)."""
-    from tilec.lowering.exchange import thread_map
-    from tilec.lowering.memory import vector_slots
-
     try:
         m = thread_map(t)
     except ValueError:
