@@ -33,6 +33,7 @@ from tilec.lowering.layouts import (
 from tilec.passes.occupancy import REGISTERS_PER_SM
 from tilec.passes.pipeline import MAX_DEFAULT_STAGES
 from tilec.passes.specialize import (
+    SIZE_CLASS_LIMITS,
     TilePlan,
     bind_tile_sizes,
     check_size_options,
@@ -583,19 +584,47 @@ class _KernelTiling(MmaSearch, BlockOrder):
         bk = self.size(dot.k, config)
         depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None
         k_steps = -(-depth // bk) if depth is not None else None
-        splits, _ = self.wgmma_split(
-            config, dot, bm, bn, bk, k_steps, blocks, self.wgmma_blocks_per_sm(config, dot)
-        )
+        per_sm = self.wgmma_blocks_per_sm(config, dot)
+        splits, _ = self.wgmma_split(config, dot, bm, bn, bk, k_steps, blocks, per_sm)
+        at_least = splits == 1
+        if at_least:
+            splits = self.split_at_least_extents(config, dot, per_sm)
         if splits > 1:
             # What split-reduction reads: the K loop is worth splitting at these extents.
             self.kernel.attributes["tilec.split_k"] = IntegerAttr(splits)
             text += (
                 f", the least time over the grid's waves with its K loop shared out among "
-                f"{splits} blocks a tile (tilec.split_k: split-reduction splits it; S is "
-                "chosen again at launch, by the same model)"
+                f"{splits} blocks a tile{' at the least extents of their classes' if at_least else ''} "
+                "(tilec.split_k: split-reduction splits it; S is chosen again at launch, by "
+                "the same model)"
             )
             return text
         return text + ", the least time over the grid's waves"
+
+    def split_at_least_extents(self, config: TileConfig, dot: TiledDot, per_sm: int) -> int:
+        """S at the least extents the option `extents` stands for: the jit tells tiling a
+        size class, the power of two over its extents (`tilec.jit._size_class`), so 16384
+        stands for 8193 to 16384 -- and `x @ w.T` with w of 11008 rows has 172 tiles of 64
+        where 16384 would have 256, which leave 92 of 264 block slots idle unsplit. Dimensions
+        named in the option `exact` are what they say; the smallest class stands for every
+        extent up to it (one tile of 64 or less: the grid is the same). A kernel split
+        here but not needed at a launch's extents runs S = 1 (the launch's model)."""
+        exact = {d.strip() for d in self.opts.exact.split(",")}
+        low = SIZE_CLASS_LIMITS[0]
+        least = {d: n if d in exact or n <= low else n // 2 + 1 for d, n in self.extents.items()}
+        if least == self.extents:
+            return 1
+        saved, self.extents = self.extents, least
+        try:
+            blocks = self.blocks(config)
+            bk = self.size(dot.k, config)
+            depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None
+            k_steps = -(-depth // bk) if depth is not None else None
+            bm, bn = self.size(dot.m, config), self.size(dot.n, config)
+            splits, _ = self.wgmma_split(config, dot, bm, bn, bk, k_steps, blocks, per_sm)
+        finally:
+            self.extents = saved
+        return splits
 
     def wgmma_registers(self, config: TileConfig, dot: TiledDot) -> int | None:
         """Registers a thread of the wgmma tiling's main loop is modelled to need: its share

@@ -343,17 +343,28 @@ def grid_clocks(
     max_stages: int,
     element_bytes: int = 2,
     splits: int = 1,
+    dram_fraction: float = 0.0,
 ) -> float:
     """Clocks of the busiest SM over the whole grid of `blocks` tiles of `k_steps` steps of BK
     (None when the extents are unknown: then the clocks of one k-step per output element,
     which ranks tiles by how near they bring the SM to its tensor cores' rate).
 
     Per wave, the `resident` blocks an SM holds share its tensor cores and shared memory:
-    each of their k-steps takes `step_clocks`, but no less than a copy's latency over the
-    steps the copies run ahead (the stages of `stages_that_fit`, up to `max_stages`, less one); each block's
-    epilogue moves its output tile through shared memory (written, read back). A block alone
-    on its SM also waits, unhidden, for its first copies and its last stores
+    each of their k-steps takes `step_clocks`, but no less than a copy's time over the steps
+    the copies run ahead (the stages of `stages_that_fit`, up to `max_stages`, less one); each
+    block's epilogue moves its output tile through shared memory (written, read back). A block
+    alone on its SM also waits, unhidden, for its first copies and its last stores
     (`BLOCK_LATENCY_CLOCKS`); blocks sharing an SM hide that behind each other's work.
+
+    A copy's time is its latency plus the time its bytes from DRAM take at the SM's share of
+    DRAM's bandwidth (`dram_fraction` of a step's operand bytes come from DRAM, the rest hit
+    in L2: `best_split` derives it from the operands' size; its share is the rate over the SMs
+    the grid keeps busy, split among the blocks resident on one). Where the tiles reuse their
+    operands (4096^3) the bytes add little to the latency; where a GEMM streams a weight it
+    barely reuses (`x @ w.T` at decode sizes: 16 x 11008 x 4096 reads each weight once) they
+    are most of it, and the copies in flight an SM -- stages less one, times the blocks it
+    holds -- decide how near DRAM's rate the grid comes (Little's law: one step of 32 KiB
+    ahead on one block an SM takes 1600 + 1800 clocks a step, 0.53 of the rate; three, 0.9).
 
     Split `splits` ways (`split-reduction`: each tile's k-steps shared out among `splits`
     blocks), the grid has `splits` times the blocks, each of a `splits`-th of the steps, which
@@ -372,6 +383,7 @@ def grid_clocks(
             sm_count,
             max_stages,
             element_bytes,
+            dram_fraction=dram_fraction,
         )
         return whole + split_clocks(bm, bn, splits)
     step = (bk // K_STEP) * step_clocks(bm, bn, element_bytes)
@@ -379,9 +391,14 @@ def grid_clocks(
     epilogue = 2 * bm * bn * element_bytes / SHARED_BYTES_PER_CLOCK
     waves = math.ceil(blocks / (sm_count * blocks_per_sm))
     resident = min(blocks_per_sm, math.ceil(blocks / sm_count))
-    latency_step = COPY_LATENCY_CLOCKS / lead
-    shared = k_steps * max(resident * step, latency_step) + resident * epilogue
-    alone = k_steps * max(step, latency_step) + epilogue + BLOCK_LATENCY_CLOCKS
+    # A block's DRAM bytes a step at the SM's share of DRAM's rate (the busy SMs share it).
+    sm_rate = DRAM_BYTES_PER_CLOCK / min(sm_count, blocks)
+    transfer = dram_fraction * (bm + bn) * bk * element_bytes / sm_rate
+    latency_step = (COPY_LATENCY_CLOCKS + resident * transfer) / lead
+    shared = k_steps * max(resident * step, latency_step, resident * transfer)
+    shared += resident * epilogue
+    alone = k_steps * max(step, (COPY_LATENCY_CLOCKS + transfer) / lead, transfer)
+    alone += epilogue + BLOCK_LATENCY_CLOCKS
     return waves * max(shared, alone)
 
 
@@ -416,31 +433,16 @@ def best_split(
     at the H200's copy bandwidth, which S = 4 reaches (measured 38.2 us) and S = 8 only adds
     partials to (42.6 us; the model without the floor chose 8: docs/benchmarks.md)."""
     floor = operand_bytes / DRAM_BYTES_PER_CLOCK
-    best, best_clocks = (
-        1,
-        max(
-            floor,
-            grid_clocks(
-                bm, bn, bk, k_steps, blocks, blocks_per_sm, sm_count, max_stages, element_bytes
-            ),
-        ),
-    )
+    # The share of the bytes the tiles' copies move that DRAM supplies (each operand byte is
+    # read from DRAM once; the rest hit in L2): the same whatever the split.
+    moved = blocks * k_steps * (bm + bn) * bk * element_bytes
+    fraction = min(1.0, operand_bytes / moved)
+    args = (bm, bn, bk, k_steps, blocks, blocks_per_sm, sm_count, max_stages, element_bytes)
+    best, best_clocks = 1, max(floor, grid_clocks(*args, dram_fraction=fraction))
     if blocks >= sm_count * blocks_per_sm:
         return best, best_clocks  # the tiles fill the GPU: splitting only adds work
     for count in range(2, min(most, k_steps) + 1):
-        clocks = grid_clocks(
-            bm,
-            bn,
-            bk,
-            k_steps,
-            blocks,
-            blocks_per_sm,
-            sm_count,
-            max_stages,
-            element_bytes,
-            splits=count,
-        )
-        clocks = max(floor, clocks)
+        clocks = max(floor, grid_clocks(*args, splits=count, dram_fraction=fraction))
         if clocks < best_clocks * (1 - 1e-9):
             best, best_clocks = count, clocks
     return best, best_clocks
