@@ -31,13 +31,13 @@ After, with S stages (`examples/ir/matmul_pipelined.tir` is the shape):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
-from tilec.dialects.builtin import FuncOp
+from tilec.dialects.builtin import WALK_ATTRIBUTE, FuncOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation, OpResult, Value
@@ -256,6 +256,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     if not streams:
         return
     cluster_required = options.cluster != AUTOMATIC
+    walk_planned = WALK_ATTRIBUTE in kernel.attributes and options.warp_specialize == AS_PLANNED
     options = as_planned(kernel, resolve_cluster_defaults(kernel, streams, options, ctx))
     limit = options.shared_limit
     persistent, reserve = None, 0
@@ -272,6 +273,14 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
             ctx,
         )
         persistent, reserve = (None, 0) if found is None else (persistent, found)
+    if walk_planned and persistent is None and options.cluster <= 1:
+        # The producer was planned for the walk (wgmma_model.walk_clocks): without it, no gain.
+        options = replace(options, warp_specialize=0)
+        ctx.remark(
+            kernel,
+            "no producer warpgroup: tiling planned one for persistent blocks walking the tiles, "
+            "which this kernel does not take (the remark above says why)",
+        )
     stages, why = _choose_stages(kernel, streams, options, reserve)
     ctx.remark(kernel, f"{stages} stage{'s' if stages != 1 else ''}: {why}")
     if stages == 1:

@@ -53,7 +53,7 @@ from tilec.diagnostics import TileError
 from tilec.dialects import arith, scf, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
-from tilec.dialects.builtin import CLUSTER_ATTRIBUTE, PERSISTENT_ATTRIBUTE, FuncOp
+from tilec.dialects.builtin import CLUSTER_ATTRIBUTE, PERSISTENT_ATTRIBUTE, WALK_ATTRIBUTE, FuncOp
 from tilec.dialects.warp_specialize import WarpSpecializeOp
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.builder import Builder
@@ -100,8 +100,10 @@ def resolve_cluster_defaults(
     TMA unit for twice the lines (and warp specialization and the TMA unit are not turned
     off), else 1. Then persistent's `WITH_CLUSTERS`: -1 (where the kernel allows) for a
     clustered kernel whose clusters span grid axis 0, the axis persistent blocks walk first
-    (so that a cluster's blocks walk neighbouring tiles), else 0 (pipeline_persistent.py says
-    why). `streams` are `pipeline._Stream`s."""
+    (so that a cluster's blocks walk neighbouring tiles), or for a kernel `tiling` planned a
+    walk for (`WALK_ATTRIBUTE`: its SM model, `wgmma_model.walk_clocks`) unless it is
+    clustered along another axis (the clusters' gain was measured the larger), else 0
+    (pipeline_persistent.py says why). `streams` are `pipeline._Stream`s."""
     if options.cluster == AUTOMATIC:
         why = ""
         if options.arch in TMA_ARCHES and options.tma != 0 and options.warp_specialize != 0:
@@ -115,13 +117,22 @@ def resolve_cluster_defaults(
         options = replace(options, cluster=CLUSTER_BLOCKS if why else 1)
     if options.persistent == WITH_CLUSTERS:
         clustered = options.cluster > 1 and cluster_axis(kernel, streams) == 0
+        # A cluster along another axis than the walk's first would be given up for the walk
+        # (pipeline_cluster says so): the cluster's gain was measured larger (0.68-0.86).
+        walked = WALK_ATTRIBUTE in kernel.attributes and options.cluster <= 1
         if clustered:
             ctx.remark(
                 kernel,
                 "persistent blocks wanted: the kernel is clustered, and a walking block pays "
                 "a cluster's barriers and launch once, not once a tile",
             )
-        options = replace(options, persistent=-1 if clustered else 0)
+        elif walked:
+            ctx.remark(
+                kernel,
+                "persistent blocks wanted: tiling's SM model found the tiles faster walked by "
+                "one block an SM with a producer warpgroup (wgmma_model.walk_clocks)",
+            )
+        options = replace(options, persistent=-1 if clustered or walked else 0)
     return options
 
 

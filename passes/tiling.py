@@ -17,7 +17,12 @@ from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
 from tilec.dialects import tile as T
-from tilec.dialects.builtin import PRODUCER_ATTRIBUTE, STAGED_A_ATTRIBUTE, FuncOp
+from tilec.dialects.builtin import (
+    PRODUCER_ATTRIBUTE,
+    STAGED_A_ATTRIBUTE,
+    WALK_ATTRIBUTE,
+    FuncOp,
+)
 from tilec.ir.attributes import IntegerAttr, StringAttr, UnitAttr
 from tilec.ir.builder import Builder
 from tilec.ir.core import Operation
@@ -48,10 +53,12 @@ from tilec.passes.tiling_rewrites import fix_extents, set_accumulator_layout
 from tilec.passes.wgmma_model import (
     TENSOR_MACS_PER_CLOCK,
     best_split,
+    dram_fraction,
     epilogue_operands,
     epilogue_words,
     grid_clocks,
     step_clocks,
+    walk_clocks,
 )
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
@@ -421,6 +428,9 @@ class _KernelTiling(MmaSearch, BlockOrder):
                 )
                 + f"); {self.wgmma_model_remark(dot, config)}",
             )
+            walk = self.walk_plan(dot, config)
+            if walk:
+                self.ctx.remark(kernel, walk)
         elif config is not None and self.wgmma_chain(mma_dots, config):
             for dot in mma_dots:
                 n = self.size(dot.n, config)
@@ -601,6 +611,41 @@ class _KernelTiling(MmaSearch, BlockOrder):
             return text
         return text + ", the least time over the grid's waves"
 
+    def walk_plan(self, dot: TiledDot, config: TileConfig) -> str:
+        """Whether one block an SM with a producer warpgroup walks the output tiles (the
+        kernel gets `WALK_ATTRIBUTE` and `PRODUCER_ATTRIBUTE`; pipeline's persistent and
+        warp_specialize follow): where tiles of one block an SM (`wgmma_blocks_per_sm`), not
+        split, are modelled at most `WALK_GAIN` of their time as a grid (`walk_clocks`
+        against `grid_clocks`). Option producer: 0 never, 1 wherever such tiles are; the
+        remark gives both times."""
+        if self.opts.producer == 0 or "tilec.split_k" in self.kernel.attributes:
+            return ""
+        blocks = self.blocks(config)
+        bm, bn, bk = (self.size(x, config) for x in (dot.m, dot.n, dot.k))
+        dims = (dot.m, dot.n, dot.k)
+        extent = [self.extents.get(x[1:]) if isinstance(x, str) else None for x in dims]
+        if blocks is None or None in extent or self.wgmma_blocks_per_sm(config, dot) != 1:
+            return ""
+        m, n, k = extent
+        k_steps = -(-k // bk)
+        batch = blocks // (-(-m // bm) * -(-n // bn))  # a batched product's grid: batch x tiles
+        operand_bytes = batch * (m + n) * k * dot.element_bytes
+        f = dram_fraction(bm, bn, bk, k_steps, blocks, dot.element_bytes, operand_bytes)
+        args = (bm, bn, bk, k_steps, blocks)
+        eb = dot.element_bytes
+        grid = grid_clocks(*args, 1, self.opts.sm_count, MAX_DEFAULT_STAGES, eb, dram_fraction=f)
+        walked = walk_clocks(*args, self.opts.sm_count, MAX_DEFAULT_STAGES, eb, dram_fraction=f)
+        times = f"{walked:.0f} clocks an SM walked, {grid:.0f} as a grid of {blocks} blocks"
+        if self.opts.producer != 1 and walked > WALK_GAIN * grid:
+            return f"the tiles are not walked: {times} (wgmma_model.walk_clocks)"
+        self.kernel.attributes[WALK_ATTRIBUTE] = UnitAttr()
+        self.kernel.attributes[PRODUCER_ATTRIBUTE] = UnitAttr()
+        return (
+            f"the tiles are walked by one block an SM with a producer warpgroup: {times} "
+            "(wgmma_model.walk_clocks: the first copies and last stores once an SM, not once a "
+            "tile; pipeline's persistent and warp_specialize follow; option producer = 0 not)"
+        )
+
     def split_at_least_extents(self, config: TileConfig, dot: TiledDot, per_sm: int) -> int:
         """S at the least extents the option `extents` stands for: the jit tells tiling a
         size class, the power of two over its extents (`tilec.jit._size_class`), so 16384
@@ -672,6 +717,10 @@ MAX_BLOCK_TILE_ELEMENTS = 1 << 20
 # The BM and BN the wgmma tiling chooses among (BM: one to four warpgroups of 64 rows).
 WGMMA_SIZES = (256, 128, 64)
 WGMMA_ROW_BYTES = 128  # a K tile of wgmma's operands: one 128-byte swizzle row (64 or 128 k)
+# The tiles are walked (`_KernelTiling.walk_plan`) where the SM model gives the walk at most
+# this share of the grid's time: persistent blocks alone were measured at 0.97-1.05 of a grid
+# the model gave as equal (pipeline_persistent.py), so a smaller gain is within its error.
+WALK_GAIN = 0.95
 
 
 def _named(symbol: object, default: str) -> str:

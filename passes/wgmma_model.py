@@ -94,6 +94,7 @@ __all__ = [
     "WORKSPACE_BYTES_PER_CLOCK",
     "best_split",
     "chain_bound",
+    "dram_fraction",
     "epilogue_operands",
     "epilogue_words",
     "grid_clocks",
@@ -104,6 +105,7 @@ __all__ = [
     "split_clocks",
     "stages_that_fit",
     "step_clocks",
+    "walk_clocks",
 ]
 
 TENSOR_MACS_PER_CLOCK = 2048  # dense f16/bf16 products an sm_90 SM's tensor cores do a clock
@@ -356,15 +358,18 @@ def grid_clocks(
     alone on its SM also waits, unhidden, for its first copies and its last stores
     (`BLOCK_LATENCY_CLOCKS`); blocks sharing an SM hide that behind each other's work.
 
-    A copy's time is its latency plus the time its bytes from DRAM take at the SM's share of
-    DRAM's bandwidth (`dram_fraction` of a step's operand bytes come from DRAM, the rest hit
-    in L2: `best_split` derives it from the operands' size; its share is the rate over the SMs
-    the grid keeps busy, split among the blocks resident on one). Where the tiles reuse their
-    operands (4096^3) the bytes add little to the latency; where a GEMM streams a weight it
-    barely reuses (`x @ w.T` at decode sizes: 16 x 11008 x 4096 reads each weight once) they
-    are most of it, and the copies in flight an SM -- stages less one, times the blocks it
-    holds -- decide how near DRAM's rate the grid comes (Little's law: one step of 32 KiB
-    ahead on one block an SM takes 1600 + 1800 clocks a step, 0.53 of the rate; three, 0.9).
+    A copy's time is its latency plus the time its bytes from DRAM take at the block's share
+    of DRAM's bandwidth (`dram_fraction` of a step's operand bytes come from DRAM, the rest
+    hit in L2: `best_split` derives it from the operands' size; the share is the rate over
+    the blocks running at once, `_transfer`). Where the tiles reuse their operands (4096^3)
+    the bytes add little to the latency; where a GEMM streams a weight it barely reuses
+    (`x @ w.T` at decode sizes: 16 x 11008 x 4096 reads each weight once) they are most of
+    it, and the copies in flight -- stages less one -- decide how near DRAM's rate the grid
+    comes (Little's law: one step of 32 KiB ahead takes 1600 + 1800 clocks, 0.53 of the
+    rate; three, 0.9). Measured on the H100 (2026-12-06) at 16 x 11008 x 4096: 64x256 tiles
+    on two stages 1.11x the time of 64x64 on four; and splitting K spreads the same bytes
+    over more blocks, each with a smaller share: S = 1, 3, 6 ran 0.93, 1.0, 1.22 (the model:
+    0.97, 1.0, 1.16); at 1 x 4096 x 4096, S = 8 1.24x S = 4 (model 1.26).
 
     Split `splits` ways (`split-reduction`: each tile's k-steps shared out among `splits`
     blocks), the grid has `splits` times the blocks, each of a `splits`-th of the steps, which
@@ -391,15 +396,49 @@ def grid_clocks(
     epilogue = 2 * bm * bn * element_bytes / SHARED_BYTES_PER_CLOCK
     waves = math.ceil(blocks / (sm_count * blocks_per_sm))
     resident = min(blocks_per_sm, math.ceil(blocks / sm_count))
-    # A block's DRAM bytes a step at the SM's share of DRAM's rate (the busy SMs share it).
-    sm_rate = DRAM_BYTES_PER_CLOCK / min(sm_count, blocks)
-    transfer = dram_fraction * (bm + bn) * bk * element_bytes / sm_rate
-    latency_step = (COPY_LATENCY_CLOCKS + resident * transfer) / lead
-    shared = k_steps * max(resident * step, latency_step, resident * transfer)
-    shared += resident * epilogue
-    alone = k_steps * max(step, (COPY_LATENCY_CLOCKS + transfer) / lead, transfer)
-    alone += epilogue + BLOCK_LATENCY_CLOCKS
+    transfer = _transfer(bm, bn, bk, element_bytes, dram_fraction, blocks, sm_count * blocks_per_sm)
+    copy = max((COPY_LATENCY_CLOCKS + transfer) / lead, transfer)
+    shared = k_steps * max(resident * step, copy) + resident * epilogue
+    alone = k_steps * max(step, copy) + epilogue + BLOCK_LATENCY_CLOCKS
     return waves * max(shared, alone)
+
+
+def _transfer(
+    bm: int, bn: int, bk: int, element_bytes: int, fraction: float, blocks: int, slots: int
+) -> float:
+    """Clocks a block's DRAM bytes of one step take at its share of DRAM's rate: the rate
+    over the blocks running at once (DRAM serves the requests of every block alike, so an SM
+    running two blocks gets twice the share of one running one)."""
+    return fraction * (bm + bn) * bk * element_bytes * min(blocks, slots) / DRAM_BYTES_PER_CLOCK
+
+
+def walk_clocks(
+    bm: int,
+    bn: int,
+    bk: int,
+    k_steps: int,
+    blocks: int,
+    sm_count: int,
+    max_stages: int,
+    element_bytes: int = 2,
+    dram_fraction: float = 0.0,
+) -> float:
+    """Clocks of the busiest SM where one block an SM with a producer warpgroup walks the
+    grid's `blocks` tiles (`pipeline`'s options `persistent` and `warp_specialize`): it walks
+    ceil(blocks / SMs) of them, each k-step as in `grid_clocks` but with the copies as many
+    steps ahead as there are stages (the producer refills a slot as soon as it is released),
+    plus each tile's epilogue -- during which the producer already fills the stages with the
+    next tile's first steps -- and the first copies' latency and the last stores once an SM,
+    not once a tile. So the walk gains where a block alone on its SM pays that latency for few
+    steps a tile: bmm 8 x 1024^3 in 128x256 tiles (16 steps, two tiles an SM) 0.92 of
+    `grid_clocks` (measured on the H100, 2026-12-06: 0.918); 4096^3 (64 steps, four) 0.97;
+    nothing where every SM has one tile or two blocks an SM hide each other's."""
+    step = (bk // K_STEP) * step_clocks(bm, bn, element_bytes)
+    lead = max(1, stages_that_fit(bm, bn, bk, 1, max_stages, element_bytes))
+    transfer = _transfer(bm, bn, bk, element_bytes, dram_fraction, blocks, sm_count)
+    epilogue = 2 * bm * bn * element_bytes / SHARED_BYTES_PER_CLOCK
+    tile = k_steps * max(step, (COPY_LATENCY_CLOCKS + transfer) / lead, transfer) + epilogue
+    return math.ceil(blocks / sm_count) * tile + BLOCK_LATENCY_CLOCKS
 
 
 def split_clocks(bm: int, bn: int, splits: int) -> float:
@@ -410,6 +449,16 @@ def split_clocks(bm: int, bn: int, splits: int) -> float:
     the L2 cache's bandwidth (the workspace stays in L2)."""
     partial = bm * bn * 4 / WORKSPACE_BYTES_PER_CLOCK
     return partial + COPY_LATENCY_CLOCKS + splits * partial
+
+
+def dram_fraction(
+    bm: int, bn: int, bk: int, k_steps: int, blocks: int, element_bytes: int, operand_bytes: int
+) -> float:
+    """The share of the bytes a grid's copies move that DRAM supplies: each of the operands'
+    `operand_bytes` is read from DRAM once, the rest hit in L2 (the same however the K loop
+    is split). 0.04 for 4096^3 in 128x256 tiles; 0.78 for `x @ w.T` 16x11008x4096."""
+    moved = blocks * k_steps * (bm + bn) * bk * element_bytes
+    return min(1.0, operand_bytes / moved) if moved else 0.0
 
 
 def best_split(
@@ -433,10 +482,7 @@ def best_split(
     at the H200's copy bandwidth, which S = 4 reaches (measured 38.2 us) and S = 8 only adds
     partials to (42.6 us; the model without the floor chose 8: docs/benchmarks.md)."""
     floor = operand_bytes / DRAM_BYTES_PER_CLOCK
-    # The share of the bytes the tiles' copies move that DRAM supplies (each operand byte is
-    # read from DRAM once; the rest hit in L2): the same whatever the split.
-    moved = blocks * k_steps * (bm + bn) * bk * element_bytes
-    fraction = min(1.0, operand_bytes / moved)
+    fraction = dram_fraction(bm, bn, bk, k_steps, blocks, element_bytes, operand_bytes)
     args = (bm, bn, bk, k_steps, blocks, blocks_per_sm, sm_count, max_stages, element_bytes)
     best, best_clocks = 1, max(floor, grid_clocks(*args, dram_fraction=fraction))
     if blocks >= sm_count * blocks_per_sm:

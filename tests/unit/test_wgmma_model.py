@@ -18,6 +18,7 @@ from tilec.passes.wgmma_model import (
     lead_covers_latency,
     stages_that_fit,
     step_clocks,
+    walk_clocks,
 )
 from tilec.tune import build_candidate, problem_for
 
@@ -65,7 +66,8 @@ def _decisions(example: str, kernel: str, sizes: dict[str, int]) -> dict:
     ("example", "kernel", "sizes", "tile", "blocks", "in_flight"),
     [
         ("matmul.tile", "matmul", {"M": 4096, "N": 4096, "K": 4096}, (128, 256), 1, 1),
-        ("matmul.tile", "matmul", {"M": 2304, "N": 4608, "K": 1536}, (128, 256), 1, 1),
+        # 324 tiles of 24 steps: walked with a producer (test_tiling_plans_the_walk...)
+        ("matmul.tile", "matmul", {"M": 2304, "N": 4608, "K": 1536}, (128, 256), 1, None),
         ("matmul.tile", "matmul", {"M": 1024, "N": 1024, "K": 1024}, (64, 64), 2, 0),
         # computed as (b @ a).T (transpose-dot): the dot's 128x256 is N x M
         ("gemm_layouts.tile", "gemm_tt", {"M": 3000, "N": 5000, "K": 2000}, (256, 128), 1, 1),
@@ -86,7 +88,34 @@ def test_the_tiles_the_model_picks(example, kernel, sizes, tile, blocks, in_flig
     m = "tile.M"
     assert (d[m], d["tile.N"]) == tile
     assert d["assign-layouts.min_blocks_per_sm"] == blocks
-    assert d["pipeline.dots_in_flight"] == in_flight
+    assert d.get("pipeline.dots_in_flight") == in_flight
+
+
+def test_the_walk_pays_where_a_lone_block_has_few_steps_a_tile():
+    """`walk_clocks` against `grid_clocks`: bmm 8 x 1024^3 in 128x256 tiles (16 steps, two
+    tiles an SM; measured on the H100, 2026-12-06, 0.918 walked with a producer) against
+    4096^3 (64 steps: the fixed cost is 4% of a tile) and 2048^3 (one tile an SM)."""
+    bmm = walk_clocks(128, 256, 64, 16, 256, 132, 4) / grid_clocks(128, 256, 64, 16, 256, 1, 132, 4)
+    square = walk_clocks(128, 256, 64, 64, 512, 132, 4) / grid_clocks(
+        128, 256, 64, 64, 512, 1, 132, 4
+    )
+    one = walk_clocks(128, 256, 64, 32, 128, 132, 4) / grid_clocks(128, 256, 64, 32, 128, 1, 132, 4)
+    assert 0.9 < bmm < 0.94 and 0.95 < square < 0.98 and one == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("example", "sizes", "walked"),
+    [
+        ("bmm.tile", {"Z": 8, "M": 1024, "N": 1024, "K": 1024}, True),
+        ("matmul.tile", {"M": 2304, "N": 4608, "K": 1536}, True),
+        ("matmul.tile", {"M": 2048, "N": 2048, "K": 2048}, False),  # one tile an SM
+        ("matmul.tile", {"M": 4096, "N": 4096, "K": 4096}, False),  # 0.97: within the error
+        ("bmm.tile", {"Z": 64, "M": 256, "N": 256, "K": 64}, False),  # two blocks an SM
+    ],
+)
+def test_tiling_plans_the_walk_and_pipeline_makes_it(example, sizes, walked):
+    d = _decisions(example, example.removesuffix(".tile"), sizes)
+    assert (d["pipeline.persistent"], d["pipeline.warp_specialize"]) == (int(walked),) * 2
 
 
 def _dot(example: str, kernel: str):

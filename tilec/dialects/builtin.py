@@ -41,6 +41,11 @@ CLUSTER_ATTRIBUTE = "tilec.cluster"
 # `producer`): pipeline's options warp_specialize and pingpong, left at their default, follow.
 PRODUCER_ATTRIBUTE = "tilec.producer_warpgroup"
 
+# A GEMM whose tiles `tiling`'s SM model found faster walked (`wgmma_model.walk_clocks`): one
+# block an SM with a producer warpgroup walks the output tiles. pipeline's option persistent,
+# left at its default, follows (as warp_specialize follows `PRODUCER_ATTRIBUTE`, set with it).
+WALK_ATTRIBUTE = "tilec.persistent_walk"
+
 
 @register_op
 class ModuleOp(Operation):
