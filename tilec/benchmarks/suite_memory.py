@@ -352,8 +352,8 @@ def _topk_softmax(size: tuple, ctx: Context) -> Case:
         near-tie two f32 computations may order either way (the inputs are random each run,
         and ~1e-7 apart in 4M pairs happens) is right either way; a wrong expert is not."""
         index = got[:, 2:].round().long()
-        if index.min() < 0 or index.max() >= e:
-            return False
+        if index.min() < 0 or index.max() >= e or (index[:, 0] == index[:, 1]).any():
+            return False  # out of range, or one expert twice (a tie must give both)
         chosen = probabilities.gather(1, index)
         weights = top / top.sum(1, keepdim=True)
         scale = rtol * (top.abs() + top.abs().max())
