@@ -13,12 +13,14 @@ from math import ceil, log2, prod
 
 from tilec.diagnostics import format_bytes
 from tilec.dialects import gather as G
+from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.core import Block, Operation, Pure, Value
+from tilec.ir.core import Block, BlockArgument, Operation, Pure, Value
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import WARP_SIZE, default_layout, element_bytes
 from tilec.passes.scan_layouts import SCAN_OPS
+from tilec.passes.split_plan import COMBINES
 
 __all__ = ["AUTO_WARPS", "BYTES_IN_FLIGHT", "Streamed", "estimate_registers", "streamed_load_bytes"]
 
@@ -46,7 +48,10 @@ DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's shar
 # 16 KiB = 80 KiB, its 96 registers limit it; 8 warps keep 64 KiB, 16 warps 48). Roughly the
 # DRAM's bandwidth x latency per SM (about 32 GB/s x 2 us). Choices that would give a thread
 # more than MAX_ELEMENTS_PER_THREAD elements of the tile, or runs shorter than 16 bytes, are
-# not candidates.
+# not candidates. A loop that reduces across the block's warps every iteration (a running
+# maximum, a scan) takes the fewest warps that keep BYTES_IN_FLIGHT: its load waits while the
+# warps reduce, longer the more warps there are (H100, 2026-12-06: logsumexp 8192 x 8192 on
+# 16 warps, 64 KiB, 1.35x the time of 4 or 8; cross-entropy 4096 x 32000 on 16 1.96x its 4).
 AUTO_WARPS = (4, 8, 16)
 BYTES_IN_FLIGHT = 72 * 1024
 MAX_ELEMENTS_PER_THREAD = 64
@@ -186,6 +191,7 @@ class _Candidate:
     limit: str  # what limits `blocks`
     in_flight: int  # bytes of the streamed tile per SM
     rows_in_warps: bool  # the kernel's row reductions stay inside warps
+    loop_barriers: bool = False  # a loop reduces across the block's warps every iteration
 
     def distance(self) -> float:
         return abs(log2(self.in_flight / BYTES_IN_FLIGHT))
@@ -204,7 +210,10 @@ class _Occupancy:
     nearest `BYTES_IN_FLIGHT` wins, ties to fewer warps. Except: where a kernel reduces along
     rows and some candidate keeps each row inside one warp (the reductions then need no
     shared memory and no barriers) with at least `BYTES_IN_FLIGHT` in flight, that one wins
-    (softmax on 4 rows of 1024: 4 warps, one row each, measured level with 16 warps)."""
+    (softmax on 4 rows of 1024: 4 warps, one row each, measured level with 16 warps); and
+    where a loop that streams tiles reduces across the warps every iteration
+    (`_reduces_every_iteration`), the fewest warps with at least `BYTES_IN_FLIGHT` win: the
+    block's load is not in flight while its warps reduce, and that takes longer on more."""
 
     tile: TileType  # the largest tile a load or store moves
     candidates: tuple[_Candidate, ...]
@@ -230,6 +239,9 @@ class _Occupancy:
             isinstance(op, (T.ReduceOp, *SCAN_OPS)) and op.axis == op.input.type.rank - 1
             for op in kernel.walk()
         )
+        # A reduction or scan inside a loop reduces every iteration (defer-reduction took
+        # those it could out of the loop): across the block's warps unless rows stay in warps.
+        reduces_in_loop = any(_reduces_every_iteration(op) for op in kernel.walk())
         candidates, excluded = [], []
         for warps in AUTO_WARPS:
             threads = warps * WARP_SIZE
@@ -250,11 +262,18 @@ class _Occupancy:
             in_flight = blocks * streamed
             layout = default_layout(tile.shape, warps, vector)  # type: ignore[arg-type]
             rows_in_warps = reduces_rows and layout.warps_per_cta[-1] == 1
-            candidates.append(_Candidate(warps, used, blocks, limit, in_flight, rows_in_warps))
+            barriers = reduces_in_loop and not rows_in_warps
+            candidates.append(
+                _Candidate(warps, used, blocks, limit, in_flight, rows_in_warps, barriers)
+            )
         if not candidates:  # a tile too large for any: the most warps (fewest elements each)
             return _Occupancy(tile, (), tuple(excluded), AUTO_WARPS[-1])
         whole = [c for c in candidates if c.whole_rows()]
-        best = min(whole or candidates, key=lambda c: (c.distance(), c.warps))
+        enough = [c for c in candidates if c.loop_barriers and c.in_flight >= BYTES_IN_FLIGHT]
+        if whole or not enough:
+            best = min(whole or candidates, key=lambda c: (c.distance(), c.warps))
+        else:
+            best = min(enough, key=lambda c: c.warps)
         other = streamed if streamed != elements * element_bytes(tile.element) else 0
         return _Occupancy(tile, tuple(candidates), tuple(excluded), best.warps, other)
 
@@ -267,12 +286,19 @@ class _Occupancy:
         if not self.candidates:
             return f"{tile}: over {MAX_ELEMENTS_PER_THREAD} elements a thread on fewer warps"
         (best,) = [c for c in self.candidates if c.warps == self.choice]
-        why = (
-            f"rows stay inside warps (no shared memory for the reductions) and at least "
-            f"{format_bytes(BYTES_IN_FLIGHT)} in flight"
-            if best.whole_rows()
-            else f"nearest {format_bytes(BYTES_IN_FLIGHT)}"
-        )
+        if best.whole_rows():
+            why = (
+                f"rows stay inside warps (no shared memory for the reductions) and at least "
+                f"{format_bytes(BYTES_IN_FLIGHT)} in flight"
+            )
+        elif best.loop_barriers and best.in_flight >= BYTES_IN_FLIGHT:
+            why = (
+                f"the fewest warps with at least {format_bytes(BYTES_IN_FLIGHT)} in flight: a "
+                "loop reduces across the warps every iteration, and its load waits while they "
+                "do -- longer the more warps"
+            )
+        else:
+            why = f"nearest {format_bytes(BYTES_IN_FLIGHT)}"
         others = ", ".join(
             f"{c.warps} warps: {format_bytes(c.in_flight)}"
             for c in self.candidates
@@ -285,6 +311,39 @@ class _Occupancy:
             + (f"; {others}" if others else "")
             + (f"; not {'; '.join(self.excluded)}" if self.excluded else "")
         )
+
+
+def _reduces_every_iteration(op: Operation) -> bool:
+    """Whether reduction or scan `op` runs every iteration of a loop that streams tiles and
+    stays there: a scan, or a reduction whose result is more than a term `⊕`-ed into a value
+    the loop carries and yields (that one `defer-reduction` moves past the loop: row sums'
+    `acc += sum(x, axis=1)`, not logsumexp's running maximum, which rescales the sum)."""
+    if not isinstance(op, (T.ReduceOp, *SCAN_OPS)) or not _in_loading_loop(op):
+        return False
+    if isinstance(op, T.ReduceOp) and len(op.results[0].uses) == 1:
+        update = op.results[0].uses[0]
+        combine = COMBINES.get(type(update))
+        other = [v for v in update.operands if v is not op.results[0]]
+        if (
+            combine is not None
+            and combine.reduce_kind == op.attributes["kind"].value
+            and len(other) == 1
+            and isinstance(other[0], BlockArgument)
+            and [type(u) for u in update.results[0].uses] == [scf.YieldOp]
+        ):
+            return False
+    return True
+
+
+def _in_loading_loop(op: Operation) -> bool:
+    """Whether `op` is nested in a loop (`scf.for`) that loads from global memory: a loop
+    that streams tiles, not split-reduction's combine over its workspace."""
+    parent = op.parent_op
+    while parent is not None and not isinstance(parent, FuncOp):
+        if isinstance(parent, scf.ForOp) and any(isinstance(o, T.LoadOp) for o in parent.walk()):
+            return True
+        parent = parent.parent_op
+    return False
 
 
 _ALIAS_OPS = (T.BroadcastOp, T.ExpandDimsOp, T.ReshapeOp)

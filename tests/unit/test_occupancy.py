@@ -48,6 +48,16 @@ KERNELS = {
     # streamed add): 8 warps (the H200 suite at b4986a1, 2026-12-02: 8192 x 8192 level with
     # torch.compile, 1.007; 16 x 4M rows 1.023)
     "row_sum": ("row_sum", (np.zeros((64, 4096), F32), np.zeros(64, F32)), 8),
+    # loops that reduce across the warps every iteration (a running maximum rescales the sum:
+    # defer-reduction cannot move it out): the fewest warps with 72 KiB in flight. Measured on
+    # the H100 (2026-12-06): logsumexp 8192 x 8192 on 16 warps (nearest 72 KiB) 1.35x the time
+    # of 4 or 8; cross-entropy 4096 x 32000 on 16 warps 1.96x its 4.
+    "logsumexp": ("logsumexp", (np.zeros((64, 8192), F32), np.zeros(64, F32)), 4),
+    "cross_entropy": (
+        "cross_entropy",
+        (np.zeros((64, 32000), F32), np.zeros(64, np.int32), np.zeros(64, F32)),
+        4,
+    ),
 }
 
 
@@ -119,7 +129,17 @@ def test_the_model_picks_the_measured_warps(compiled, label):
 _STREAMED_ADD = pytest.mark.xfail(
     strict=True, reason="the estimate keeps both operands of an element-wise add live"
 )
-_ESTIMATED = [pytest.param(k, marks=_STREAMED_ADD) if k == "vector_add" else k for k in KERNELS]
+# cross-entropy: 88 estimated at 4 warps, ptxas 128 (the target's compare and the deferred
+# sum of picked logits hold more than the estimate counts); its warps are the same either way.
+_UNDER = pytest.mark.xfail(strict=True, reason="the estimate is 40 registers under ptxas's")
+_ESTIMATED = [
+    pytest.param(k, marks=_STREAMED_ADD)
+    if k == "vector_add"
+    else pytest.param(k, marks=_UNDER)
+    if k == "cross_entropy"
+    else k
+    for k in KERNELS
+]
 # row_sum's deferred reduction is the same streamed add of 1 x 4096 tiles. Its estimate is
 # within two granules of ptxas, but close enough to the line between 8 and 16 warps that
 # ptxas's counts cross it: it left this list when its bounds compares went to 32 bits (the
