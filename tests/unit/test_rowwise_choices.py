@@ -58,8 +58,11 @@ def _scan_choices(kernel: str, m: int, n: int) -> tuple[int, int, int]:
         # on 16 warps, a row across all of them)
         ("cumsum_rows", 4096, 16384, (4, 1024, 4)),
         ("running_max_rows", 3000, 10007, (4, 1024, 4)),
-        # 300 rows: 4 a block would leave 75 blocks for 132 SMs, so a row a block
-        ("cumsum_rows", 300, 100003, (1, 4096, 16)),
+        # 300 rows: 4 a block would leave 75 blocks for 132 SMs, so a row a block, on the
+        # fewest warps that keep 72 KiB in flight -- the row is scanned across the warps every
+        # iteration (occupancy: logsumexp's and cross-entropy's loops on 16 warps measured
+        # 1.35x and 1.96x the time of 4, H100 2026-12-06; this shape not yet timed)
+        ("cumsum_rows", 300, 100003, (1, 4096, 4)),
         # short rows: grown by bytes in flight as before (8 rows, each inside a warp)
         ("cumsum_rows", 65536, 256, (8, 256, 4)),
     ],
