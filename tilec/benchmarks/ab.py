@@ -5,6 +5,7 @@ kernel under other configurations, timed in one process with the suite's clock.
     python -m tilec.benchmarks.ab --only 'col_sum*' --config tile.M=32,tile.N=128 --all-sizes
     python -m tilec.benchmarks.ab --only swiglu --config warps=4 --dry-run     # no GPU
     python -m tilec.benchmarks.ab --plan docs/benchmarks/pending-2026-12-05.json
+    python -m tilec.benchmarks.ab --only gemm_nt_bf16 --size 8,13824,5120 --config split=1
     ncu -k gemm_nn --launch-skip 6 --launch-count 1 python -m tilec.benchmarks.ab \
         --only gemm_nn --config pipeline.cluster=2 --launches 3   # one launch of the config's
 
@@ -18,7 +19,10 @@ configuration's output is checked before it is timed) and the runner; the tuner'
 `time_ms` in interleaved rounds. Peers are not built: the suite run (`tilec.benchmarks.gpu`)
 times them. `--dry-run` compiles every configuration on the CPU and prints the decisions it
 came to, and whether its code is the heuristic's own (it would measure nothing), before GPU
-time is spent. `--json FILE` writes the rows.
+time is spent. `--json FILE` writes the rows. `--size` (a plan entry's `size`: a list) times a
+workload at a shape of its own dimensions that the suite does not list -- the test of a
+heuristic on shapes nobody fitted it to -- with the suite's case for it (inputs, reference,
+peers' absence: only tilec's configurations are timed).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["load_plan", "main", "parse_config"]
+__all__ = ["load_plan", "main", "parse_config", "parse_size"]
 
 
 def parse_config(text: str) -> dict[str, Any]:
@@ -56,6 +60,23 @@ def _sizes(workload: Any, all_sizes: bool) -> tuple:
     return tuple(workload.sizes) if all_sizes else tuple(workload.sizes[:1])
 
 
+def parse_size(text: str) -> tuple[int, ...]:
+    """`16,11008,4096` as a workload size (its dimensions in the suite's order)."""
+    from tilec.diagnostics import TileError
+
+    try:
+        size = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        size = ()
+    if not size or min(size) < 1:
+        raise TileError(
+            f"--size: expected positive integers separated by commas, got '{text}'",
+            hint="the workload's dimensions in the suite's order, e.g. --size 16,11008,4096 "
+            "for gemm_nt_bf16's M, N, K",
+        )
+    return size
+
+
 def _named(workload: Any, label: str) -> tuple:
     """The suite size of `workload` labelled `label` (a plan's `at`), or none."""
     return tuple(s for s in (*workload.sizes, *workload.small) if workload.label(s) == label)
@@ -76,6 +97,7 @@ def _dry_run(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[
             {
                 "workload": workload.name,
                 "size": workload.label(size),
+                "shape": tuple(size),
                 "config": config,
                 "status": build.status,
                 "reason": build.reason,
@@ -110,6 +132,7 @@ def _measure(workload: Any, size: tuple, configs: list[dict[str, Any]]) -> list[
             {
                 "workload": workload.name,
                 "size": workload.label(size),
+                "shape": tuple(size),
                 "config": config,
                 "ms": ms,
                 "spread": None if candidate is None else candidate.spread,
@@ -155,15 +178,19 @@ def load_plan(path: str) -> list[dict[str, Any]]:
         plan = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise TileError(f"--plan {path}: {e}") from None
-    needed = ("workload", "config", "predicted", "at")
+    needed = ("workload", "config", "predicted")
     if not isinstance(plan, list) or not all(
-        isinstance(p, dict) and all(k in p for k in needed) for p in plan
+        isinstance(p, dict) and all(k in p for k in needed) and ("at" in p or "size" in p)
+        for p in plan
     ):
         raise TileError(
-            f"--plan {path}: expected a list of objects with {', '.join(needed)}",
+            f"--plan {path}: expected a list of objects with {', '.join(needed)}, at",
             hint='e.g. [{"workload": "swiglu", "config": {"warps": 4}, "predicted": 1.08, '
-            '"at": "8192x8192 bf16"}]',
+            '"at": "8192x8192 bf16"}] (or "size": [8192, 8192] for a shape the suite lacks)',
         )
+    for p in plan:
+        if "size" in p:
+            p["size"] = parse_size(",".join(str(v) for v in p["size"]))
     return plan
 
 
@@ -177,14 +204,16 @@ def _plan_table(plan: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
                 r["vs_heuristic"]
                 for r in rows
                 if r["workload"] == entry["workload"]
-                and r["size"] == entry["at"]
+                and r["size"] == entry.get("at", r["size"])
+                and (entry.get("size") is None or r["shape"] == entry["size"])
                 and r["config"] == entry["config"]
             ),
             None,
         )
         shown = f"{got:.3f}" if got else "not measured"
+        at = entry.get("at") or "x".join(map(str, entry["size"]))
         print(
-            f"  {entry['workload']:<16} {entry['at']:<30} {config_text(entry['config']):<30} "
+            f"  {entry['workload']:<16} {at:<30} {config_text(entry['config']):<30} "
             f"predicted {entry['predicted']:.2f}  measured {shown}"
         )
 
@@ -202,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         "--config", action="append", default=[], help="a configuration to time (repeatable)"
     )
     parser.add_argument("--all-sizes", action="store_true", help="every full suite size")
+    parser.add_argument(
+        "--size", help="a shape the suite does not list, e.g. 16,11008,4096 (with --only)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="compile on the CPU, time nothing")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument(
@@ -221,13 +253,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.only is not None:  # a part of the plan, e.g. to split it across GPU calls
                 chosen = set(select(args.only, [p["workload"] for p in plan]))
                 plan = [p for p in plan if p["workload"] in chosen]
-            jobs = [(p["workload"], [p["config"]], p.get("all_sizes") or p["at"]) for p in plan]
+            jobs = [
+                (p["workload"], [p["config"]], p.get("size") or p.get("all_sizes") or p["at"])
+                for p in plan
+            ]
         else:
             plan = []
             configs = [parse_config(text) for text in args.config]
             if not configs:
                 parser.error("give at least one --config to compare with the heuristics' choice")
-            jobs = [(name, configs, args.all_sizes) for name in select(args.only, list(WORKLOADS))]
+            which = parse_size(args.size) if args.size else args.all_sizes
+            jobs = [(name, configs, which) for name in select(args.only, list(WORKLOADS))]
     except TileError as e:
         print(e.render(), file=sys.stderr)
         return 1
@@ -242,7 +278,19 @@ def main(argv: list[str] | None = None) -> int:
         if workload is None:
             print(f"{name}: no such workload in the suite", file=sys.stderr)
             return 1
-        sizes = _sizes(workload, which) if isinstance(which, bool) else _named(workload, which)
+        if isinstance(which, tuple):
+            arity = len(workload.sizes[0])
+            if len(which) != arity:
+                example = ",".join(map(str, workload.sizes[0]))
+                print(
+                    f"{name}: a size has {arity} dimensions (e.g. {example}), got "
+                    f"{','.join(map(str, which))}",
+                    file=sys.stderr,
+                )
+                return 1
+            sizes: tuple = (which,)
+        else:
+            sizes = _sizes(workload, which) if isinstance(which, bool) else _named(workload, which)
         if not sizes:
             print(f"{name}: no suite size '{which}'", file=sys.stderr)
             return 1
