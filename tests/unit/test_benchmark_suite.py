@@ -38,7 +38,7 @@ def test_the_suite_holds_the_workloads_of_the_issue():
         "bmm", "matmul_bias_gelu", "int8_gemm", "int8_gemm_nt", "fp8_gemm", "attention", "attention_causal", "attention_gqa",
         "attention_window",
         "rmsnorm", "layernorm", "softmax", "softmax_f16", "cross_entropy", "swiglu", "bias_gelu", "dropout", "row_sum",
-        "logsumexp", "seq_mean", "col_sum", "col_sum_atomic", "transpose", "rotary", "head_gate", "vector_add", "embedding", "embedding_bag", "embedding_backward", "histogram", "cumsum_rows",
+        "logsumexp", "greedy_token", "seq_mean", "col_sum", "col_sum_atomic", "transpose", "rotary", "head_gate", "vector_add", "embedding", "embedding_bag", "embedding_backward", "histogram", "cumsum_rows",
         "running_max_rows", "topk_softmax", "paged_decode", "moe_gemm",
     }  # fmt: skip
     assert set(WORKLOADS) == expected
@@ -96,6 +96,7 @@ TINY = {
     "dropout": (64, 128),
     "row_sum": (8, 64),
     "logsumexp": (3, 300),
+    "greedy_token": (5, 300),
     "seq_mean": (3, 70, 9),
     "col_sum": (64, 8),
     "col_sum_atomic": (70, 9),

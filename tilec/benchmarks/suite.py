@@ -63,6 +63,7 @@ from tilec.benchmarks.suite_memory import (
     _embedding,
     _embedding_backward,
     _embedding_bag,
+    _greedy_token,
     _head_gate,
     _histogram,
     _layernorm,
@@ -370,6 +371,14 @@ WORKLOADS: dict[str, Workload] = {
             [(4096, 16384), (3000, 10007)],
             [(2048, 2048)],
             [(256, 1024)],
+        ),
+        _memory(
+            "greedy_token",
+            _greedy_token,
+            _size2("f32"),
+            [(64, 128256), (4096, 32000)],
+            [(512, 32000)],
+            [(16, 32000)],
         ),
         _memory(
             "topk_softmax",

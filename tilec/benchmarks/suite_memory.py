@@ -229,6 +229,23 @@ def _logsumexp(size: tuple, ctx: Context) -> Case:
     return _memory_case(ctx, tilec, expression, sets, expected, m * n * 4 + m * 4, 1e-5)
 
 
+def _greedy_token(size: tuple, ctx: Context) -> Case:
+    import torch
+
+    m, v = size
+    sets = ctx.sets(lambda: (_randn((m, v), "f32", 4.0),), m * v * 4)
+    token = torch.empty(m, device=suite_core.DEVICE, dtype=torch.int32)
+    expected = torch.argmax(sets[0][0], 1)  # the first index of the maximum, as the kernel's
+
+    def expression(x: Any) -> Any:
+        return torch.argmax(x, 1)
+
+    tilec = ctx.tilec(
+        "topk_softmax.tile", "greedy_token", lambda f: lambda x: f(x, token), lambda: token
+    )
+    return _memory_case(ctx, tilec, expression, sets, expected, m * v * 4 + m * 4, 0.0)
+
+
 def _bias_gelu(size: tuple, ctx: Context) -> Case:
     import torch
 
