@@ -173,11 +173,12 @@ def reserve_epilogue(
     error when required) when no split does."""
     wanted = stages_for(0)
     ops = list(loop.parent.ops)
+    # The exchanges through scratch (a conversion within each thread's registers has none).
     remaps = [
         o
         for after in ops[ops.index(loop) + 1 :]
         for o in after.walk()
-        if isinstance(o, T.ConvertLayoutOp)
+        if isinstance(o, T.ConvertLayoutOp) and op_scratch_bytes(o) > 0
     ]
     pieces = 1
     while True:

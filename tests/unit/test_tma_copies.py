@@ -310,6 +310,51 @@ def test_a_persistent_epilogue_exchanges_its_tile_in_row_pieces_that_keep_the_st
         assert resources.spill_stores == 0 and resources.spill_loads == 0
 
 
+def test_an_epilogue_converting_in_registers_first_still_exchanges_in_pieces():
+    """fp8_gemm's epilogue converts its accumulator in registers (no scratch), scales it, then
+    exchanges the bf16 tile through 66 KiB of scratch: only the exchange is split (two pieces
+    of 33 KiB), so the walk tiling plans keeps its four stages. Before, the conversion without
+    scratch counted as one that could not split, and the kernel was not walked."""
+    from tilec.lowering.exchange import op_scratch_bytes
+
+    program = _sm90a_ptx("fp8_gemm.tile", "fp8_gemm", "M=4096,N=8192,K=2048")
+    func = program.module.lookup("fp8_gemm")
+    assert "tilec.persistent" in func.attributes
+    converts = [op for op in func.walk() if op.name == "tile.convert_layout"]
+    exchanged = [op for op in converts if op_scratch_bytes(op) > 0]
+    assert len(converts) > len(exchanged) == 1
+    assert exchanged[0].attributes["chunks"].value == 2
+    buffers = [op for op in func.walk() if op.name == "tile.alloc_shared"]
+    assert max(op.result.type.shape[0] for op in buffers) == 4
+
+
+@pytest.mark.parametrize(
+    "example, kernel, extents",
+    [k for k in PERSISTENT_KERNELS if k[1] in ("fp8_gemm", "int8_gemm_nt")],
+    ids=["fp8_gemm", "int8_gemm_nt"],
+)
+def test_8_bit_gemms_walked_with_a_producer_compute_what_they_did(example, kernel, extents):
+    """The walk tiling plans for 8-bit GEMMs (persistent blocks and a producer warpgroup):
+    bit for bit the loop before pipelining, in the interpreter (regions as coroutines, the
+    mbarrier protocol checked)."""
+    from tests.validation import run_kernel
+    from tilec.interp.runner import random_arguments
+
+    options = "persistent=1 warp_specialize=1 "
+    passes, module, context = _before_pipeline(example, kernel, extents, options)
+    at = [p.name for p in passes].index("pipeline")
+    before = module.clone()
+    for p in passes[at:]:
+        p.run(module, context)
+    func = module.lookup(kernel)
+    assert "tilec.persistent" in func.attributes
+    inputs = random_arguments(func, extents, seed=13)
+    got, sizes = run_kernel(module, kernel, inputs, None)
+    expected, _ = run_kernel(before, kernel, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("walk", ["persistent", "grouped", "persistent grouped"])
 def test_block_index_arithmetic_is_32_bit(walk):
     """The tile walk of persistent blocks and the grouped block order divide block indices by
