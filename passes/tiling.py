@@ -185,7 +185,11 @@ class Tiling(Pass):
             "tile a chain of dots (attention's q @ k.T, softmax, p @ v) for a producer "
             "warpgroup: 128-row blocks of two consumer warpgroups, pipeline's "
             "warp_specialize and pingpong following (passes/wgmma_model.py, chain_bound): -1 "
-            "where the dots, not the softmax, bound the loop, 0 never, 1 wherever it can",
+            "where the dots, not the softmax, bound the loop, 0 never, 1 wherever it can; "
+            "and a GEMM's walk over its tiles by one block an SM with a producer (pipeline's "
+            "persistent and warp_specialize following; walk_clocks): -1 where the SM model "
+            "gives it at most 0.95 of the grid's time, 0 never, 1 wherever its tiles run one "
+            "block an SM",
         )
         arch: str = option(
             "", "the target architecture (the compiler sets it when lowering; '': unknown)"
