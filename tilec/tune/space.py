@@ -330,8 +330,9 @@ def applicable(
         options.append(("pipeline.dots_in_flight", (0, 1)))
     if chosen.get("pipeline.tma") == 1 and arch == "sm_90a":  # where the unit copies them all
         options.append(("pipeline.tma", (0, 1)))
-    # Both off by default (measured even on the H200): searched wherever the TMA unit fills
-    # the loops, as the heuristic's kernel shows.
+    # On by default only where pipeline clusters the kernel or tiling plans a walk over its
+    # tiles (`wgmma_model.walk_clocks`): searched wherever the TMA unit fills the loops, as
+    # the heuristic's kernel shows.
     if "pipeline.persistent" in chosen and arch == "sm_90a":
         options.append(("pipeline.persistent", (0, 1)))
     if "pipeline.warp_specialize" in chosen and arch == "sm_90a":
