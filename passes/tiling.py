@@ -20,7 +20,6 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import (
     PRODUCER_ATTRIBUTE,
     STAGED_A_ATTRIBUTE,
-    WALK_ATTRIBUTE,
     FuncOp,
 )
 from tilec.ir.attributes import IntegerAttr, StringAttr, UnitAttr
@@ -38,7 +37,6 @@ from tilec.lowering.layouts import (
 from tilec.passes.occupancy import REGISTERS_PER_SM
 from tilec.passes.pipeline import MAX_DEFAULT_STAGES
 from tilec.passes.specialize import (
-    SIZE_CLASS_LIMITS,
     TilePlan,
     bind_tile_sizes,
     check_size_options,
@@ -51,19 +49,14 @@ from tilec.passes.split_reduction import splits_dot_loop
 from tilec.passes.tile_shapes import shape_streamed_tiles
 from tilec.passes.tiling_rewrites import fix_extents, set_accumulator_layout
 from tilec.passes.wgmma_model import (
-    TENSOR_MACS_PER_CLOCK,
-    best_split,
-    dram_fraction,
     epilogue_operands,
     epilogue_words,
-    grid_clocks,
-    step_clocks,
-    walk_clocks,
 )
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Tiling"]
 
+from tilec.passes.tiling_grid import WALK_GAIN, WgmmaGrid
 from tilec.passes.tiling_operands import (
     eight_bit_wgmma_problem,
     from_accumulator,
@@ -257,7 +250,7 @@ class Tiling(Pass):
             fix_extents(kernel, {d: extents[d] for d in exact}, ctx)
 
 
-class _KernelTiling(MmaSearch, BlockOrder):
+class _KernelTiling(WgmmaGrid, MmaSearch, BlockOrder):
     def __init__(self, kernel: FuncOp, tiles, extents, opts: Tiling.Options, ctx: PassContext):
         self.kernel = kernel
         self.extents = extents
@@ -554,126 +547,11 @@ class _KernelTiling(MmaSearch, BlockOrder):
         bk = self.size(dot.k, c)
         depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None  # BK tiles K
         k_steps = -(-depth // bk) if depth is not None else None
-        _, clocks = self.wgmma_split(c, dot, bm, bn, bk, k_steps, blocks, per_sm)
+        splits, clocks = self.wgmma_split(c, dot, bm, bn, bk, k_steps, blocks, per_sm)
+        times = self.walk_times(dot, c) if splits == 1 else None
+        if times is not None and self.opts.producer != 0 and times[1] <= WALK_GAIN * times[0]:
+            clocks = times[1]  # the walk `walk_plan` will plan for this tile
         return (clocks, -(bm * bn), sorted(c.sizes.items()))
-
-    def wgmma_split(
-        self,
-        c: TileConfig,
-        dot: TiledDot,
-        bm: int,
-        bn: int,
-        bk: int,
-        k_steps: int | None,
-        blocks: int | None,
-        per_sm: int,
-    ) -> tuple[int, float]:
-        """(S, clocks): the modelled grid time of a wgmma tiling, with its K loop split S
-        ways where `split-reduction` can and that is faster (`wgmma_model.best_split`)."""
-        args = (self.opts.sm_count, MAX_DEFAULT_STAGES, dot.element_bytes)
-        if not self.splits_k or k_steps is None or blocks is None:
-            return 1, grid_clocks(bm, bn, bk, k_steps, blocks, per_sm, *args)
-        # The DRAM floor of A's and B's (M + N) x K elements, where the extents are known.
-        extent = [
-            self.extents.get(x[1:]) if isinstance(x, str) else None for x in (dot.m, dot.n, dot.k)
-        ]
-        operand_bytes = 0
-        if None not in extent:
-            m, n, k = extent
-            operand_bytes = (m + n) * k * dot.element_bytes
-        return best_split(bm, bn, bk, k_steps, blocks, per_sm, *args, operand_bytes=operand_bytes)
-
-    def wgmma_model_remark(self, dot: TiledDot, config: TileConfig) -> str:
-        """What the SM model says of the chosen wgmma tile, for the tiling remark."""
-        bm, bn = self.size(dot.m, config), self.size(dot.n, config)
-        tensor = bm * bn * 16 * dot.element_bytes / (2 * TENSOR_MACS_PER_CLOCK)
-        step = step_clocks(bm, bn, dot.element_bytes)
-        text = (
-            f"per k-step of 16 the SM model gives {tensor:.0f} clocks of tensor-core work and "
-            f"{step:.0f} with shared memory's traffic ({tensor / step:.2f} of the tensor cores)"
-        )
-        blocks = self.blocks(config)
-        if blocks is None:
-            return text
-        bk = self.size(dot.k, config)
-        depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None
-        k_steps = -(-depth // bk) if depth is not None else None
-        per_sm = self.wgmma_blocks_per_sm(config, dot)
-        splits, _ = self.wgmma_split(config, dot, bm, bn, bk, k_steps, blocks, per_sm)
-        at_least = splits == 1
-        if at_least:
-            splits = self.split_at_least_extents(config, dot, per_sm)
-        if splits > 1:
-            # What split-reduction reads: the K loop is worth splitting at these extents.
-            self.kernel.attributes["tilec.split_k"] = IntegerAttr(splits)
-            text += (
-                f", the least time over the grid's waves with its K loop shared out among "
-                f"{splits} blocks a tile{' at the least extents of their classes' if at_least else ''} "
-                "(tilec.split_k: split-reduction splits it; S is chosen again at launch, by "
-                "the same model)"
-            )
-            return text
-        return text + ", the least time over the grid's waves"
-
-    def walk_plan(self, dot: TiledDot, config: TileConfig) -> str:
-        """Whether one block an SM with a producer warpgroup walks the output tiles (the
-        kernel gets `WALK_ATTRIBUTE` and `PRODUCER_ATTRIBUTE`; pipeline's persistent and
-        warp_specialize follow): where tiles of one block an SM (`wgmma_blocks_per_sm`), not
-        split, are modelled at most `WALK_GAIN` of their time as a grid (`walk_clocks`
-        against `grid_clocks`). Option producer: 0 never, 1 wherever such tiles are; the
-        remark gives both times."""
-        if self.opts.producer == 0 or "tilec.split_k" in self.kernel.attributes:
-            return ""
-        blocks = self.blocks(config)
-        bm, bn, bk = (self.size(x, config) for x in (dot.m, dot.n, dot.k))
-        dims = (dot.m, dot.n, dot.k)
-        extent = [self.extents.get(x[1:]) if isinstance(x, str) else None for x in dims]
-        if blocks is None or None in extent or self.wgmma_blocks_per_sm(config, dot) != 1:
-            return ""
-        m, n, k = extent
-        k_steps = -(-k // bk)
-        batch = blocks // (-(-m // bm) * -(-n // bn))  # a batched product's grid: batch x tiles
-        operand_bytes = batch * (m + n) * k * dot.element_bytes
-        f = dram_fraction(bm, bn, bk, k_steps, blocks, dot.element_bytes, operand_bytes)
-        args = (bm, bn, bk, k_steps, blocks)
-        eb = dot.element_bytes
-        grid = grid_clocks(*args, 1, self.opts.sm_count, MAX_DEFAULT_STAGES, eb, dram_fraction=f)
-        walked = walk_clocks(*args, self.opts.sm_count, MAX_DEFAULT_STAGES, eb, dram_fraction=f)
-        times = f"{walked:.0f} clocks an SM walked, {grid:.0f} as a grid of {blocks} blocks"
-        if self.opts.producer != 1 and walked > WALK_GAIN * grid:
-            return f"the tiles are not walked: {times} (wgmma_model.walk_clocks)"
-        self.kernel.attributes[WALK_ATTRIBUTE] = UnitAttr()
-        self.kernel.attributes[PRODUCER_ATTRIBUTE] = UnitAttr()
-        return (
-            f"the tiles are walked by one block an SM with a producer warpgroup: {times} "
-            "(wgmma_model.walk_clocks: the first copies and last stores once an SM, not once a "
-            "tile; pipeline's persistent and warp_specialize follow; option producer = 0 not)"
-        )
-
-    def split_at_least_extents(self, config: TileConfig, dot: TiledDot, per_sm: int) -> int:
-        """S at the least extents the option `extents` stands for: the jit tells tiling a
-        size class, the power of two over its extents (`tilec.jit._size_class`), so 16384
-        stands for 8193 to 16384 -- and `x @ w.T` with w of 11008 rows has 172 tiles of 64
-        where 16384 would have 256, which leave 92 of 264 block slots idle unsplit. Dimensions
-        named in the option `exact` are what they say; the smallest class stands for every
-        extent up to it (one tile of 64 or less: the grid is the same). A kernel split
-        here but not needed at a launch's extents runs S = 1 (the launch's model)."""
-        exact = {d.strip() for d in self.opts.exact.split(",")}
-        low = SIZE_CLASS_LIMITS[0]
-        least = {d: n if d in exact or n <= low else n // 2 + 1 for d, n in self.extents.items()}
-        if least == self.extents:
-            return 1
-        saved, self.extents = self.extents, least
-        try:
-            blocks = self.blocks(config)
-            bk = self.size(dot.k, config)
-            depth = self.extents.get(dot.k[1:]) if isinstance(dot.k, str) else None
-            k_steps = -(-depth // bk) if depth is not None else None
-            bm, bn = self.size(dot.m, config), self.size(dot.n, config)
-            splits, _ = self.wgmma_split(config, dot, bm, bn, bk, k_steps, blocks, per_sm)
-        finally:
-            self.extents = saved
-        return splits
 
     def wgmma_registers(self, config: TileConfig, dot: TiledDot) -> int | None:
         """Registers a thread of the wgmma tiling's main loop is modelled to need: its share
@@ -721,10 +599,6 @@ MAX_BLOCK_TILE_ELEMENTS = 1 << 20
 # The BM and BN the wgmma tiling chooses among (BM: one to four warpgroups of 64 rows).
 WGMMA_SIZES = (256, 128, 64)
 WGMMA_ROW_BYTES = 128  # a K tile of wgmma's operands: one 128-byte swizzle row (64 or 128 k)
-# The tiles are walked (`_KernelTiling.walk_plan`) where the SM model gives the walk at most
-# this share of the grid's time: persistent blocks alone were measured at 0.97-1.05 of a grid
-# the model gave as equal (pipeline_persistent.py), so a smaller gain is within its error.
-WALK_GAIN = 0.95
 
 
 def _named(symbol: object, default: str) -> str:
