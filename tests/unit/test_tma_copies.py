@@ -246,23 +246,31 @@ def test_persistent_blocks_compute_what_one_block_a_tile_did(example, kernel, ex
     and the mbarrier phases running on across tiles, each block issuing the next tile's copies
     before this tile's epilogue -- bit for bit the loop before pipelining, the race check
     following every phase. A 3-D grid (bmm) walks its batch too."""
+    func = _walked_matches_before(example, kernel, extents, "persistent=1 ", seed=11)
+    loops = [op for op in func.body.block.ops if op.name == "scf.for"]
+    assert len(loops) == 1 and loops[0].attributes["tilec.loop"].value == "range"
+
+
+def _walked_matches_before(example: str, kernel: str, extents: dict, options: str, seed: int):
+    """`kernel` through sm_90a's pipeline from `pipeline{options}` on, which must make it
+    persistent, run in the interpreter against the loop before pipelining: bit for bit. The
+    pipelined kernel."""
     from tests.validation import run_kernel
     from tilec.interp.runner import random_arguments
 
-    passes, module, context = _before_pipeline(example, kernel, extents, "persistent=1 ")
+    passes, module, context = _before_pipeline(example, kernel, extents, options)
     at = [p.name for p in passes].index("pipeline")
     before = module.clone()
     for p in passes[at:]:
         p.run(module, context)
     func = module.lookup(kernel)
     assert "tilec.persistent" in func.attributes
-    loops = [op for op in func.body.block.ops if op.name == "scf.for"]
-    assert len(loops) == 1 and loops[0].attributes["tilec.loop"].value == "range"
-    inputs = random_arguments(func, extents, seed=11)
+    inputs = random_arguments(func, extents, seed=seed)
     got, sizes = run_kernel(module, kernel, inputs, None)
     expected, _ = run_kernel(before, kernel, inputs, sizes)
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
+    return func
 
 
 def _sm90a_ptx(example: str, kernel: str, extents: str, tiling: str = "", pipeline: str = ""):
@@ -337,22 +345,7 @@ def test_8_bit_gemms_walked_with_a_producer_compute_what_they_did(example, kerne
     """The walk tiling plans for 8-bit GEMMs (persistent blocks and a producer warpgroup):
     bit for bit the loop before pipelining, in the interpreter (regions as coroutines, the
     mbarrier protocol checked)."""
-    from tests.validation import run_kernel
-    from tilec.interp.runner import random_arguments
-
-    options = "persistent=1 warp_specialize=1 "
-    passes, module, context = _before_pipeline(example, kernel, extents, options)
-    at = [p.name for p in passes].index("pipeline")
-    before = module.clone()
-    for p in passes[at:]:
-        p.run(module, context)
-    func = module.lookup(kernel)
-    assert "tilec.persistent" in func.attributes
-    inputs = random_arguments(func, extents, seed=13)
-    got, sizes = run_kernel(module, kernel, inputs, None)
-    expected, _ = run_kernel(before, kernel, inputs, sizes)
-    for a, b in zip(got, expected):
-        np.testing.assert_array_equal(a, b)
+    _walked_matches_before(example, kernel, extents, "persistent=1 warp_specialize=1 ", seed=13)
 
 
 @pytest.mark.parametrize("walk", ["persistent", "grouped", "persistent grouped"])
