@@ -177,19 +177,28 @@ def wgmma_swizzle_for(
     {transposed}`) has the other major-ness. A stored [M, K] and B stored [N, K] are K-major:
     rows of 128 bytes in 128-byte swizzle atoms, A's 8-row groups in the order of the
     accumulator's rows (`interleave = 2`). B stored [K, N] is N-major: blocks of 64 columns,
-    each holding every row. A stored [K, M] is read into registers by `ldmatrix.trans` (the
-    `ldmatrix` swizzle, `swizzle_for`): from shared memory wgmma would read it M-major, which
-    needs its 8-column groups in the accumulator's row order -- 16-byte pieces that split
-    every 32-byte sector the copies bring in two, measured at 1.5x the L2 traffic and 0.35x
-    cuBLAS on the H200 (docs/benchmarks.md)."""
+    each holding every row. A stored [K, M] is read into registers by `ldmatrix.trans`
+    (`wgmma_a_in_registers`) from the N-major layout, which the TMA unit writes: from shared
+    memory wgmma would read it M-major, which needs its 8-column groups in the accumulator's
+    row order -- 16-byte pieces that split every 32-byte sector the copies bring in two,
+    measured at 1.5x the L2 traffic and 0.35x cuBLAS on the H200 (docs/benchmarks.md);
+    `ldmatrix.trans` takes one address per row and reads the rows in any order."""
     columns = tile.shape[1]
     size = element_bytes(tile.element)
     vec = LDMATRIX_ROW // size
     if index == 0 and transposed:
-        layout, why = swizzle_for(tile)
-        return layout, (
-            "wgmma's A stored [K, M]: read into registers with ldmatrix.trans (rows of the "
-            f"accumulator's order, no permuted copy); {why}"
+        block = BANK_LINE // size
+        if columns % block:  # narrower than an atom: the ldmatrix swizzle, cp.async copies
+            layout, why = swizzle_for(tile)
+            return layout, (
+                "wgmma's A stored [K, M]: read into registers with ldmatrix.trans (rows of "
+                f"the accumulator's order, no permuted copy); {why}"
+            )
+        return SharedLayout(vec, 1, 8, (1, 0), col_block=block), (
+            "wgmma's A stored [K, M], read into registers with ldmatrix.trans (rows of the "
+            "accumulator's order, no permuted copy), in 128-byte swizzle atoms the TMA unit "
+            f"writes: blocks of {block} columns, each holding every row (16-byte chunk XOR "
+            "row % 8: the 8 rows of an ldmatrix on all 32 banks once)"
         )
     if index == 0 or transposed:  # K-major: stored [M, K] (A) or [N, K] (B)
         if (columns * size) % BANK_LINE:
@@ -285,20 +294,18 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             stored = _stored_form(dot.operands[index])
             tile = stored.value.type
             plane = TileType(stored.plane, tile.element)
-            if dot.result.type.layout.version == 3 and wgmma_a_in_registers(
-                index, stored.transposed, anchor is not dot, staged_shared
+            version = dot.result.type.layout.version
+            if (
+                version == 3
+                and not stored.transposed
+                and wgmma_a_in_registers(index, stored.transposed, anchor is not dot, staged_shared)
             ):
                 layout, why = swizzle_for(plane)
                 why = (
-                    "wgmma's A held in registers ("
-                    + (
-                        "stored [K, M], read by ldmatrix.trans"
-                        if stored.transposed
-                        else "staged once before the loop, read by ldmatrix once"
-                    )
-                    + f": mma.sync's A fragments, wgmma's register-A form); {why}"
+                    "wgmma's A held in registers (staged once before the loop, read by "
+                    f"ldmatrix once: mma.sync's A fragments, wgmma's register-A form); {why}"
                 )
-            elif dot.result.type.layout.version == 3:
+            elif version == 3:  # by descriptor, or stored [K, M] (`wgmma_swizzle_for`)
                 layout, why = wgmma_swizzle_for(plane, index, stored.transposed)
             else:
                 layout, why = swizzle_for(plane)

@@ -60,9 +60,10 @@ def test_tma_gemm_matches_torch_and_cp_async(m, n, k, layout, dtype):
     plain(a_stored, b_stored, c0)
     assert torch.equal(c, c0), "TMA copies and cp.async copies must give the same bits"
     ptx = kernel.compile_for(a_stored, b_stored, c).ptx
-    rows = (k, n if layout == "nn" else k)  # the leading strides of a and b, in elements
-    if layout in ("nn", "nt") and all(r % 8 == 0 for r in rows) and "wgmma" in ptx:
-        assert TMA in ptx  # both operands' rows are 16-byte multiples
+    # the leading strides of a and b, in elements (a.T @ b.T is computed as (b @ a).T)
+    rows = {"nn": (k, n), "nt": (k, k), "tn": (m, n)}.get(layout)
+    if rows and all(r % 8 == 0 for r in rows) and "wgmma" in ptx:
+        assert TMA in ptx  # both operands' rows are 16-byte multiples (a.T's too: ldmatrix.trans)
     assert TMA not in plain.compile_for(a_stored, b_stored, c0).ptx
 
 

@@ -114,10 +114,13 @@ def test_k_major_b_wider_than_an_atom_is_walked_block_by_block(rows, depth):
 
 
 def test_transposed_a_comes_from_registers():
-    """`a.T` (A stored [K, M]) keeps the ldmatrix swizzle and is read by ldmatrix.trans into
-    the registers of wgmma's register-A form (no descriptor for it, no tnspA)."""
+    """`a.T` (A stored [K, M]) is stored as the TMA unit writes an N-major operand (blocks of
+    64 columns in the 128-byte swizzle) and read by ldmatrix.trans into the registers of
+    wgmma's register-A form (no descriptor for it, no tnspA); both operands come by TMA."""
     a_layout, why = wgmma_swizzle_for(TileType((BK, BM), f16), 0, transposed=True)
-    assert a_layout == SharedLayout(8, 1, 8, (1, 0)) and "ldmatrix.trans" in why
+    assert a_layout == SharedLayout(8, 1, 8, (1, 0), col_block=64) and "ldmatrix.trans" in why
+    narrow, why = wgmma_swizzle_for(TileType((BK, 32), f16), 0, transposed=True)
+    assert narrow.col_block == 0 and "ldmatrix.trans" in why  # narrower than an atom
     with pytest.raises(ValueError, match="registers"):
         wgmma_operand_walk(0, True, BK)
     ptx = tilec.compile(
@@ -131,6 +134,68 @@ def test_transposed_a_comes_from_registers():
     issue = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k16\.f32\.f16\.f16 [^;]*;", ptx)
     assert len(issue) == BK // 16
     assert all(re.search(r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1, 1;$", i) for i in issue)
+    copies = ptx.count("cp.async.bulk.tensor.2d")  # per stage A's 2 boxes of 64x64, B's 4
+    assert copies and copies % (2 + 256 // 64) == 0 and "cp.async.cg" not in ptx
+
+
+def _offsets_on_the_host(layout: SharedLayout, slot: tuple[int, int], limit: int, constants):
+    """`_SwizzledAddresses` over a slot of f16 `slot` in `layout`, compiled for this CPU: for
+    each (row_c, col_c) of `constants`, a function of the thread's (row_t, col_t) giving the
+    byte offset it computes (per-thread part plus constant)."""
+    import contextlib
+    import ctypes
+    from types import SimpleNamespace
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from tilec.ir.types import SharedType
+    from tilec.lowering.shared_memory import SharedBuffer
+    from tilec.lowering.tensorcore import _SwizzledAddresses
+
+    with contextlib.suppress(RuntimeError):  # llvmlite >= 0.44 initializes itself
+        llvm.initialize()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = ir.Module(name="swizzled_addresses_on_the_host")
+    i32 = ir.IntType(32)
+    buffer = SharedBuffer(0, SharedType((2, *slot), f16, layout))
+    for n, (row_c, col_c) in enumerate(constants):
+        fn = ir.Function(module, ir.FunctionType(i32, [i32, i32]), f"offset{n}")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        where = _SwizzledAddresses(SimpleNamespace(prologue=b, b=b), buffer, *fn.args, limit)
+        part, constant = where.offset(row_c, col_c)
+        b.ret(b.add(part, ir.Constant(i32, constant)))
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    machine = llvm.Target.from_default_triple().create_target_machine()
+    engine = llvm.create_mcjit_compiler(parsed, machine)
+    engine.finalize_object()
+    signature = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+    functions = [
+        signature(engine.get_function_address(f"offset{n}")) for n in range(len(constants))
+    ]
+    return engine, functions
+
+
+@pytest.mark.parametrize("warps", [4, 8])
+@pytest.mark.parametrize("col_block", [0, 64])
+def test_ldmatrix_trans_addresses_of_a_stored_k_by_m(warps, col_block):
+    """The addresses `_fragments` gives `ldmatrix.trans` for an A stored [K, M] (lane rows k
+    of 0..15, thread columns m of 8 w + 8 W j below 16 W, k-steps of 16 rows and M repeats of
+    16 W columns as constants) are the elements' offsets in the slot's layout -- in blocks of
+    64 columns as the TMA unit writes them, and in the plain ldmatrix swizzle."""
+    slot = (BK, 16 * warps * 2)
+    layout = SharedLayout(8, 1, 8, (1, 0), col_block=col_block)
+    constants = [(16 * kk, 16 * warps * mi) for kk in range(BK // 16) for mi in range(2)]
+    constants.append((16, 8))  # not a whole block: the general path
+    engine, functions = _offsets_on_the_host(layout, slot, 16 * warps, constants)
+    for (row_c, col_c), fn in zip(constants, functions):
+        for row_t in range(16):
+            for col_t in range(0, 16 * warps, 8):
+                expected = 2 * swizzled_offset(layout, slot, row_t + row_c, col_t + col_c)
+                assert fn(row_t, col_t) == expected, (row_c, col_c, row_t, col_t)
+    del engine
 
 
 def test_operand_walks_of_the_plain_layouts_are_the_probes():

@@ -45,6 +45,7 @@ column `g`, c0..c3 are as for f32. The sums wrap around in i32, as the interpret
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -230,30 +231,43 @@ class _SwizzledAddresses:
     thread's chunk bits, the offset is a per-thread part that depends only on `col_c` plus
     a constant: `row_t * R + ((col_t / vec) ^ phase(row_t) ^ col_c / vec) * 16 + row_c * R`,
     so that in the loop each address is one add of a loop-invariant value (and the constant
-    rides in the instruction's immediate offset)."""
+    rides in the instruction's immediate offset). In a slot stored in blocks of columns
+    (`col_block`: each block holds every row), the thread's block adds its bytes to the
+    per-thread part and a constant column of whole blocks adds to the constant."""
 
     def __init__(self, k: _KernelLowering, buf: SharedBuffer, row_t, col_t, col_t_limit: int):
         self.k, self.buf = k, buf
         self.row_t, self.col_t, self.col_t_limit = row_t, col_t, col_t_limit
         self.layout = buf.layout
-        self.cols = buf.slot_shape[-1]
         self.size = element_bytes(buf.type.element)
         self.parts: dict[int, ir.Value] = {}
         p = k.prologue
         L = self.layout
-        if L is None or L.max_phase == 1:
+        self.block = L.col_block if L is not None and L.col_block else 0
+        # Columns of one stored row (a block's when the slot is stored in blocks).
+        self.cols = self.block or buf.slot_shape[-1]
+        if L is None or (L.max_phase == 1 and not self.block):
             self.linear = p.mul(p.add(p.mul(row_t, _i32(self.cols)), col_t), _i32(self.size))
             return
         self.linear = None
+        self.row_bytes = p.mul(row_t, _i32(self.cols * self.size))
+        if self.block:
+            rows = math.prod(buf.slot_shape[:-1])
+            self.block_bytes = rows * self.block * self.size
+            shift = _i32(self.block.bit_length() - 1)
+            thread_block = p.mul(p.lshr(col_t, shift), _i32(self.block_bytes))
+            self.row_bytes = p.add(self.row_bytes, thread_block)
+            col_t = p.and_(col_t, _i32(self.block - 1))
         phase = p.and_(p.lshr(row_t, _i32(L.per_phase.bit_length() - 1)), _i32(L.max_phase - 1))
         chunk = p.lshr(col_t, _i32(L.vec.bit_length() - 1))
         self.thread_chunk = p.xor(chunk, phase)
-        self.row_bytes = p.mul(row_t, _i32(self.cols * self.size))
 
     def splits(self, row_c: int, col_c: int) -> bool:
         L = self.layout
-        if L is None or L.max_phase == 1:
+        if L is None or (L.max_phase == 1 and not self.block):
             return True
+        if self.block:  # whole blocks only: the thread's own block is its part
+            return row_c % (L.per_phase * L.max_phase) == 0 and col_c % self.block == 0
         chunk_c = col_c // L.vec
         span = 1 << max(0, (self.col_t_limit // L.vec - 1).bit_length())
         return (
@@ -271,6 +285,9 @@ class _SwizzledAddresses:
             row = b.add(self.row_t, _i32(row_c))
             col = b.add(self.col_t, _i32(col_c))
             return _swizzled_bytes(self.k, self.buf, row, col), 0
+        if self.block:
+            constant += (col_c // self.block) * self.block_bytes
+            col_c = 0
         chunk_c = col_c // L.vec
         part = self.parts.get(chunk_c)
         if part is None:
