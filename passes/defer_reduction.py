@@ -32,7 +32,7 @@ from tilec.ir.types import TileType
 from tilec.passes.split_reduction import COMBINES, Combine, identity_attr, is_identity
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
-__all__ = ["DeferReduction"]
+__all__ = ["DeferReduction", "deferrable"]
 
 
 @register_pass
@@ -102,36 +102,78 @@ class _Deferred:
     rest: Value | None
 
 
+@dataclass(frozen=True)
+class _Match:
+    """Carried value `i` of a loop updated only as `acc' = acc ⊕ r` (`update`), `r` the
+    `tile.reduce` (`reduce`) of ⊕'s kind (`combine`) of a tile computed in the loop."""
+
+    update: Operation
+    reduce: Operation
+    combine: Combine
+
+
+def _match(loop: scf.ForOp, i: int) -> _Match | None:
+    """The structural half of the rewrite (the class docstring) for carried value `i`: what
+    `defer-reduction` would move past `loop` if its tile's shape allows, or None."""
+    arg = loop.iter_args[i]
+    users = arg.uses
+    if len(users) != 1:
+        return None
+    update = users[0]
+    combine = COMBINES.get(type(update))
+    if combine is None or update.parent is not loop.body.block:
+        return None
+    other = update.operands[1] if update.operands[0] is arg else update.operands[0]
+    if other is arg or not isinstance(other, OpResult) or not isinstance(other.op, T.ReduceOp):
+        return None
+    reduce = other.op
+    if reduce.attributes["kind"].value != combine.reduce_kind or reduce.parent is not update.parent:
+        return None
+    g = reduce.input
+    if isinstance(g, OpResult) and isinstance(g.op, W.WorkspaceLoadOp):
+        # split-reduction's combine: a few rounds (S / rows), run by one block of each output
+        # tile, whose carried tile would hold registers in the whole kernel.
+        return None
+    if len(other.uses) != 1 or loop.yield_op.operands[i] is not update.results[0]:
+        return None
+    if len(update.results[0].uses) != 1:
+        return None
+    return _Match(update, reduce, combine)
+
+
+def deferrable(reduce: Operation, limit: int | None = None) -> bool:
+    """Whether `defer-reduction` (with `max_elements` = `limit`, its default when None)
+    moves reduction `reduce` past the loop it runs in, so that it no longer runs every
+    iteration -- what the occupancy model asks before the pass has run (`tile_shapes`)."""
+    if limit is None:
+        limit = DeferReduction.Options().max_elements
+    if not isinstance(reduce, T.ReduceOp) or len(reduce.results[0].uses) != 1:
+        return False
+    loop = reduce.results[0].uses[0].parent_op
+    if not isinstance(loop, scf.ForOp):
+        return False
+    t = reduce.input.type
+    if not isinstance(t, TileType) or not t.is_static or t.num_elements > limit:
+        return False
+    return any(
+        (m := _match(loop, i)) is not None and m.reduce is reduce
+        for i in range(len(loop.iter_args))
+    )
+
+
 def _defer(
     loop: scf.ForOp, i: int, limit: int, deferred: dict[Value, _Deferred], ctx: PassContext
 ) -> bool:
     """Rewrite carried value `i` of `loop` if it is such a reduction (the class docstring);
     whether it was."""
+    match = _match(loop, i)
+    if match is None:
+        return False
     arg = loop.iter_args[i]
-    users = arg.uses
-    if len(users) != 1:
-        return False
-    update = users[0]
-    combine = COMBINES.get(type(update))
-    if combine is None or update.parent is not loop.body.block:
-        return False
-    other = update.operands[1] if update.operands[0] is arg else update.operands[0]
-    if other is arg or not isinstance(other, OpResult) or not isinstance(other.op, T.ReduceOp):
-        return False
-    reduce = other.op
+    update, reduce, combine = match.update, match.reduce, match.combine
     name = _name(arg, loop.inits[i])
-    if reduce.attributes["kind"].value != combine.reduce_kind or reduce.parent is not update.parent:
-        return False
     g = reduce.input
     t = g.type
-    if isinstance(g, OpResult) and isinstance(g.op, W.WorkspaceLoadOp):
-        # split-reduction's combine: a few rounds (S / rows), run by one block of each output
-        # tile, whose carried tile would hold registers in the whole kernel.
-        return False
-    if len(other.uses) != 1 or loop.yield_op.operands[i] is not update.results[0]:
-        return False
-    if len(update.results[0].uses) != 1:
-        return False
     if not isinstance(t, TileType) or not t.is_static:
         ctx.remark(loop, f"{name}: not deferred: the reduced tile {t} has no static shape")
         return False

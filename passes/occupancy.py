@@ -16,11 +16,11 @@ from tilec.dialects import gather as G
 from tilec.dialects import scf
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
-from tilec.ir.core import Block, BlockArgument, Operation, Pure, Value
+from tilec.ir.core import Block, Operation, Pure, Value
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import WARP_SIZE, default_layout, element_bytes
+from tilec.passes.defer_reduction import deferrable
 from tilec.passes.scan_layouts import SCAN_OPS
-from tilec.passes.split_plan import COMBINES
 
 __all__ = ["AUTO_WARPS", "BYTES_IN_FLIGHT", "Streamed", "estimate_registers", "streamed_load_bytes"]
 
@@ -315,24 +315,12 @@ class _Occupancy:
 
 def _reduces_every_iteration(op: Operation) -> bool:
     """Whether reduction or scan `op` runs every iteration of a loop that streams tiles and
-    stays there: a scan, or a reduction whose result is more than a term `⊕`-ed into a value
-    the loop carries and yields (that one `defer-reduction` moves past the loop: row sums'
-    `acc += sum(x, axis=1)`, not logsumexp's running maximum, which rescales the sum)."""
+    stays there: a scan, or a reduction `defer-reduction` does not move past the loop
+    (`deferrable`: row sums' `acc += sum(x, axis=1)` moves, logsumexp's running maximum,
+    which rescales the sum, stays)."""
     if not isinstance(op, (T.ReduceOp, *SCAN_OPS)) or not _in_loading_loop(op):
         return False
-    if isinstance(op, T.ReduceOp) and len(op.results[0].uses) == 1:
-        update = op.results[0].uses[0]
-        combine = COMBINES.get(type(update))
-        other = [v for v in update.operands if v is not op.results[0]]
-        if (
-            combine is not None
-            and combine.reduce_kind == op.attributes["kind"].value
-            and len(other) == 1
-            and isinstance(other[0], BlockArgument)
-            and [type(u) for u in update.results[0].uses] == [scf.YieldOp]
-        ):
-            return False
-    return True
+    return not deferrable(op)
 
 
 def _in_loading_loop(op: Operation) -> bool:

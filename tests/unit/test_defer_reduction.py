@@ -121,3 +121,23 @@ def test_the_options_turn_it_off_and_bound_the_carried_tile():
     )
     remarks = _remarks("col_max", small)
     assert any("would hold 256 elements through the loop (max_elements=100)" in r for r in remarks)
+
+
+@pytest.mark.parametrize("kernel", ["col_max", "row_min_count", "rescaled", "read_inside"])
+def test_deferrable_predicts_what_the_pass_moves(kernel):
+    """`deferrable` (which the occupancy model asks before the pass runs) is true of exactly
+    the reductions the pass then moves past their loops: col_max's and row_min_count's, not
+    a rescaled sum's or one read inside its loop."""
+    from tilec.dialects import tile as T
+    from tilec.dialects.builtin import FuncOp
+    from tilec.passes.defer_reduction import deferrable
+
+    before = DEFAULT_PIPELINE.replace("tiling", SMALL_TILES).split("defer-reduction")[0]
+    module = _compiled(kernel, before.rstrip(","))
+    predicted = sum(deferrable(op) for op in module.walk() if isinstance(op, T.ReduceOp))
+    after = _compiled(kernel, before + "defer-reduction")
+    func = next(op for op in after.walk() if isinstance(op, FuncOp))
+    moved = func.attributes.get("tilec.deferred_reductions")
+    assert predicted == (moved.value if moved is not None else 0)
+    # (mask-bounds split each loop into its full tiles and a remainder: a reduction each)
+    assert bool(predicted) == (kernel in ("col_max", "row_min_count"))
