@@ -126,8 +126,12 @@ SHARED_BYTES_PER_CLOCK = 128  # bytes an SM's shared memory moves a clock (32 ba
 # go and come back from (about 7.7 TB/s over 132 SMs at 1.83 GHz).
 WORKSPACE_BYTES_PER_CLOCK = 32
 MAX_SPLITS = 16  # the most ways `best_split` shares out one tile's k-steps
-# DRAM's bytes a clock for the whole GPU (the H200's copy bandwidth, 4.2 TB/s, at 1.83 GHz).
+# DRAM's bytes a clock for the whole GPU (the H200's copy bandwidth, 4.2 TB/s, at 1.83 GHz:
+# its sustained clock under tensor-core load, this share of the top 1.98 GHz). Compiling knows
+# the architecture only and takes the H200's; a launch takes its GPU's (`tilec.runtime.
+# device.dram_bytes_per_clock`: an H100 moves 3.0 TB/s).
 DRAM_BYTES_PER_CLOCK = 4.2e12 / 1.83e9
+MODEL_CLOCK_OF_PEAK = 1.83 / 1.98
 WARPGROUP_ROWS = 64  # rows of A one warpgroup's wgmma covers
 EXP_PER_CLOCK = 16  # exponentials an SM's special-function units compute a clock (sm_90)
 ISSUE_PER_CLOCK = 128  # lane-operations an SM's four schedulers issue a clock (a warp each)
@@ -346,6 +350,7 @@ def grid_clocks(
     element_bytes: int = 2,
     splits: int = 1,
     dram_fraction: float = 0.0,
+    dram_rate: float = DRAM_BYTES_PER_CLOCK,
 ) -> float:
     """Clocks of the busiest SM over the whole grid of `blocks` tiles of `k_steps` steps of BK
     (None when the extents are unknown: then the clocks of one k-step per output element,
@@ -359,7 +364,8 @@ def grid_clocks(
     (`BLOCK_LATENCY_CLOCKS`); blocks sharing an SM hide that behind each other's work.
 
     A copy's time is its latency plus the time its bytes from DRAM take at the block's share
-    of DRAM's bandwidth (`dram_fraction` of a step's operand bytes come from DRAM, the rest
+    of DRAM's bandwidth (`dram_rate` bytes a clock; `dram_fraction` of a step's operand
+    bytes come from DRAM, the rest
     hit in L2: `best_split` derives it from the operands' size; the share is the rate over
     the blocks running at once, `_transfer`). Where the tiles reuse their operands (4096^3)
     the bytes add little to the latency; where a GEMM streams a weight it barely reuses
@@ -389,6 +395,7 @@ def grid_clocks(
             max_stages,
             element_bytes,
             dram_fraction=dram_fraction,
+            dram_rate=dram_rate,
         )
         return whole + split_clocks(bm, bn, splits)
     step = (bk // K_STEP) * step_clocks(bm, bn, element_bytes)
@@ -396,7 +403,9 @@ def grid_clocks(
     epilogue = 2 * bm * bn * element_bytes / SHARED_BYTES_PER_CLOCK
     waves = math.ceil(blocks / (sm_count * blocks_per_sm))
     resident = min(blocks_per_sm, math.ceil(blocks / sm_count))
-    transfer = _transfer(bm, bn, bk, element_bytes, dram_fraction, blocks, sm_count * blocks_per_sm)
+    transfer = _transfer(
+        bm, bn, bk, element_bytes, dram_fraction, blocks, sm_count * blocks_per_sm, dram_rate
+    )
     copy = max((COPY_LATENCY_CLOCKS + transfer) / lead, transfer)
     shared = k_steps * max(resident * step, copy) + resident * epilogue
     alone = k_steps * max(step, copy) + epilogue + BLOCK_LATENCY_CLOCKS
@@ -404,12 +413,19 @@ def grid_clocks(
 
 
 def _transfer(
-    bm: int, bn: int, bk: int, element_bytes: int, fraction: float, blocks: int, slots: int
+    bm: int,
+    bn: int,
+    bk: int,
+    element_bytes: int,
+    fraction: float,
+    blocks: int,
+    slots: int,
+    rate: float = DRAM_BYTES_PER_CLOCK,
 ) -> float:
-    """Clocks a block's DRAM bytes of one step take at its share of DRAM's rate: the rate
-    over the blocks running at once (DRAM serves the requests of every block alike, so an SM
-    running two blocks gets twice the share of one running one)."""
-    return fraction * (bm + bn) * bk * element_bytes * min(blocks, slots) / DRAM_BYTES_PER_CLOCK
+    """Clocks a block's DRAM bytes of one step take at its share of DRAM's `rate` (bytes a
+    clock): the rate over the blocks running at once (DRAM serves the requests of every block
+    alike, so an SM running two blocks gets twice the share of one running one)."""
+    return fraction * (bm + bn) * bk * element_bytes * min(blocks, slots) / rate
 
 
 def walk_clocks(
@@ -473,6 +489,7 @@ def best_split(
     element_bytes: int = 2,
     most: int = MAX_SPLITS,
     operand_bytes: int = 0,
+    dram_rate: float = DRAM_BYTES_PER_CLOCK,
 ) -> tuple[int, float]:
     """(S, clocks): the split of least `grid_clocks` for a grid of `blocks` tiles of
     `k_steps` steps of BK, from 1 (not split) to `most` and no more than the steps, none
@@ -481,14 +498,15 @@ def best_split(
     a GEMM streams a weight it barely reuses: `a @ b.T` 64x4096x14336 bf16 reads 117 MB, 28 us
     at the H200's copy bandwidth, which S = 4 reaches (measured 38.2 us) and S = 8 only adds
     partials to (42.6 us; the model without the floor chose 8: docs/benchmarks.md)."""
-    floor = operand_bytes / DRAM_BYTES_PER_CLOCK
+    floor = operand_bytes / dram_rate
     fraction = dram_fraction(bm, bn, bk, k_steps, blocks, element_bytes, operand_bytes)
     args = (bm, bn, bk, k_steps, blocks, blocks_per_sm, sm_count, max_stages, element_bytes)
-    best, best_clocks = 1, max(floor, grid_clocks(*args, dram_fraction=fraction))
+    rated = {"dram_fraction": fraction, "dram_rate": dram_rate}
+    best, best_clocks = 1, max(floor, grid_clocks(*args, **rated))
     if blocks >= sm_count * blocks_per_sm:
         return best, best_clocks  # the tiles fill the GPU: splitting only adds work
     for count in range(2, min(most, k_steps) + 1):
-        clocks = max(floor, grid_clocks(*args, splits=count, dram_fraction=fraction))
+        clocks = max(floor, grid_clocks(*args, splits=count, **rated))
         if clocks < best_clocks * (1 - 1e-9):
             best, best_clocks = count, clocks
     return best, best_clocks

@@ -21,6 +21,7 @@ __all__ = [
     "check",
     "cuda_modules",
     "device_arch",
+    "dram_bytes_per_clock",
     "get_device",
     "gpu_available",
 ]
@@ -123,3 +124,32 @@ def device_arch(device: Any) -> str:
         f"{device.name} has compute capability {capability[0]}.{capability[1]}; tilec needs "
         "8.0 or newer (sm_80 ... sm_90a)"
     )
+
+
+# What a copy reaches of the DRAM's peak (memory clock x bus width x 2, from the driver):
+# 4235 of 4800 GB/s on the H200 (0.88), 3022 of 3352 on the H100 (0.90), torch's copy_ of
+# 1 GiB in the suite's runs (docs/benchmarks.md).
+COPY_OF_PEAK = 0.89
+
+
+@functools.cache
+def dram_bytes_per_clock(ordinal: int) -> float:
+    """The bytes GPU `ordinal`'s DRAM moves a clock of the SM model (`tilec.passes.
+    wgmma_model`, whose clocks are the H200's sustained 1.83 GHz: the same ratio to the
+    device's top clock, which the driver reports), at a copy's share of its peak."""
+    from tilec.passes.wgmma_model import DRAM_BYTES_PER_CLOCK, MODEL_CLOCK_OF_PEAK
+
+    _, driver = cuda_modules()
+    err, device = driver.cuDeviceGet(ordinal)
+    check(driver, err, "cuDeviceGet")
+    values = []
+    for name in ("MEMORY_CLOCK_RATE", "GLOBAL_MEMORY_BUS_WIDTH", "CLOCK_RATE"):
+        attribute = getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        err, value = driver.cuDeviceGetAttribute(attribute, device)
+        check(driver, err, f"cuDeviceGetAttribute({name})")
+        values.append(int(value))
+    memory_khz, bus_bits, sm_khz = values
+    if not (memory_khz and bus_bits and sm_khz):  # a driver that does not say: the H200's
+        return DRAM_BYTES_PER_CLOCK
+    peak = 2 * memory_khz * 1e3 * bus_bits / 8
+    return COPY_OF_PEAK * peak / (sm_khz * 1e3 * MODEL_CLOCK_OF_PEAK)

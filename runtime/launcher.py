@@ -57,7 +57,14 @@ from tilec.runtime.arguments import (
     LaunchError,
     is_positive,
 )
-from tilec.runtime.device import GPUError, check, cuda_modules, device_arch, get_device
+from tilec.runtime.device import (
+    GPUError,
+    check,
+    cuda_modules,
+    device_arch,
+    dram_bytes_per_clock,
+    get_device,
+)
 from tilec.runtime.split import split_grid
 from tilec.runtime.tensormap import TENSORMAP_BYTES, TensorMapEncoder
 
@@ -375,7 +382,10 @@ class Launcher:
         residency = self._residency.get(ordinal)
         if residency is None:
             residency = self._residency[ordinal] = self._measure_residency(ordinal)
-        return split_grid(self.split, self._split_axis, grid, extents, residency, ordinal, stream)
+        rate = dram_bytes_per_clock(ordinal) if self.split.dot_bm else None
+        return split_grid(
+            self.split, self._split_axis, grid, extents, residency, ordinal, stream, rate
+        )
 
     def persistent_grid(self, grid: tuple[int, int, int], ordinal: int) -> tuple[int, int, int]:
         """For a persistent kernel: as many blocks along x as GPU `ordinal` holds at once (at

@@ -123,10 +123,13 @@ def choose_dot_split(
     trips: int,
     residency: tuple[int, int],
     extents: dict[str, int] | None = None,
+    dram_rate: float | None = None,
 ) -> int:
     """S for a split GEMM (`split.dot_bm` set): the model `tiling` ranked its tiles by, for
     the launch's tiles and k-steps (`tilec.passes.wgmma_model.best_split`), with the DRAM
-    floor of its operands: (M + N) x K elements, M and N the extents of `split.dot_dims`."""
+    floor of its operands: (M + N) x K elements, M and N the extents of `split.dot_dims`, at
+    the GPU's DRAM rate (`dram_rate`, bytes a model clock: `tilec.runtime.device.
+    dram_bytes_per_clock`; None: the H200's, what tiling assumed)."""
     operand_bytes = 0
     dims = [d for d in split.dot_dims.split(",") if d] if split.dot_dims else []
     if dims and extents is not None:
@@ -142,6 +145,7 @@ def choose_dot_split(
         split.dot_bytes,
         residency,
         operand_bytes,
+        dram_rate,
     )
 
 
@@ -155,9 +159,10 @@ def _dot_split(
     element_bytes: int,
     residency: tuple,
     operand_bytes: int = 0,
+    dram_rate: float | None = None,
 ) -> int:
     from tilec.passes.pipeline import MAX_DEFAULT_STAGES
-    from tilec.passes.wgmma_model import best_split
+    from tilec.passes.wgmma_model import DRAM_BYTES_PER_CLOCK, best_split
 
     if blocks <= 0 or trips <= 1:
         return 1
@@ -173,6 +178,7 @@ def _dot_split(
         MAX_DEFAULT_STAGES,
         element_bytes,
         operand_bytes=operand_bytes,
+        dram_rate=dram_rate or DRAM_BYTES_PER_CLOCK,
     )
     return min(count, MAX_SPLIT)
 
@@ -274,16 +280,19 @@ def split_grid(
     residency: tuple[int, int],
     ordinal: int,
     stream: int,
+    dram_rate: float | None = None,
 ) -> tuple[tuple[int, int, int], tuple[int, int]]:
     """The grid with its split axis `axis`, and the hidden parameters (slots, counters), for
     one launch of a kernel with `split` (a `SplitAxis`) whose other axes make `grid` (1 along
-    `axis`), on GPU `ordinal` whose SMs and blocks per SM are `residency`, on `stream`."""
+    `axis`), on GPU `ordinal` whose SMs and blocks per SM are `residency` and whose DRAM
+    moves `dram_rate` bytes a model clock (a split GEMM's floor), on `stream`."""
     base = grid[0] * grid[1] * grid[2]
     if split.pinned:
         count = min(split.pinned, MAX_SPLIT)
     elif split.dot_bm:
         extent = split.dim if isinstance(split.dim, int) else extents.get(split.dim, 0)
-        count = choose_dot_split(split, base, -(-extent // split.step), residency, extents)
+        trips = -(-extent // split.step)
+        count = choose_dot_split(split, base, trips, residency, extents, dram_rate)
     else:
         extent = split.dim if isinstance(split.dim, int) else extents.get(split.dim, 0)
         count = choose_split(

@@ -141,3 +141,26 @@ def test_split_k_gemms_match_torch_and_repeat(kernel, mnk):
         assert count == 1
     elif mnk in ((1024, 1024, 16384), (200, 136, 20000), (512, 512, 32768)):
         assert count > 1, "few tiles and a long K: the model should split"
+
+
+def test_the_gpus_dram_rate_is_what_its_copies_reach():
+    """`dram_bytes_per_clock` from the driver's memory clock and bus width: within a fifth
+    of what torch's copy of 1 GiB reaches on this GPU, in bytes a model clock."""
+    from tilec.passes.wgmma_model import MODEL_CLOCK_OF_PEAK
+    from tilec.runtime.device import cuda_modules, dram_bytes_per_clock
+
+    _, driver = cuda_modules()
+    attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+    _err, khz = driver.cuDeviceGetAttribute(attribute, torch.cuda.current_device())
+    x = torch.empty(1 << 29, dtype=torch.float16, device="cuda")
+    y = torch.empty_like(x)
+    y.copy_(x)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        y.copy_(x)
+    end.record()
+    end.synchronize()
+    copy = 5 * 2 * x.numel() * 2 / (start.elapsed_time(end) * 1e-3)  # bytes a second
+    measured = copy / (khz * 1e3 * MODEL_CLOCK_OF_PEAK)
+    assert 0.8 < dram_bytes_per_clock(torch.cuda.current_device()) / measured < 1.25

@@ -277,3 +277,15 @@ def test_a_decode_sized_linear_streams_its_weight_from_more_copies_in_flight():
     assert '["BN", 256]' not in text
     assert "tilec.split_k" in text
     assert any("least extents of their classes" in r.message for r in program.remarks)
+
+
+def test_the_launch_takes_its_gpus_dram_rate():
+    """`x @ w.T` 16x11008x4096 bf16, 64x64 tiles, three blocks an SM (H100, 2026-12-06): S = 1
+    ran 0.0396 ms, S = 2 0.0426. At the H200's DRAM rate (what compiling assumes) the model
+    gives S = 2; at the H100's 3.0 TB/s both reach the operands' floor and the tie goes to
+    S = 1 (`tilec.runtime.device.dram_bytes_per_clock` gives the launch its GPU's rate)."""
+    axis = SplitAxis("K", 64, 8192, 0, 1, dot_bm=64, dot_bn=64, dot_bytes=2, dot_dims="M,N")
+    extents = {"M": 16, "N": 11008, "K": 4096}
+    h100 = 0.90 * 3.352e12 / (1.98e9 * 1.83 / 1.98)
+    assert choose_dot_split(axis, 172, 64, (132, 3), extents) == 2
+    assert choose_dot_split(axis, 172, 64, (132, 3), extents, h100) == 1
