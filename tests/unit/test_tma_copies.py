@@ -175,6 +175,8 @@ def test_the_launcher_packs_each_map_after_the_other_parameters(monkeypatch):
 TMA_KERNELS = [
     ("gemm_layouts.tile", "gemm_nn", {"M": 208, "N": 320, "K": 80}),
     ("gemm_layouts.tile", "gemm_nt_bf16", {"M": 144, "N": 272, "K": 208}),
+    # A stored [K, M] by TMA in column blocks, read into registers by ldmatrix.trans
+    ("gemm_layouts.tile", "gemm_tn", {"M": 208, "N": 144, "K": 80}),
     ("bmm.tile", "bmm", {"Z": 2, "M": 96, "N": 160, "K": 48}),
     ("matmul_bias_gelu.tile", "matmul_bias_gelu", {"M": 176, "N": 256, "K": 96}),
     ("attention.tile", "attention", {"B": 1, "H": 2, "M": 80, "N": 112, "D": 64}),
