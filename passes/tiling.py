@@ -56,7 +56,7 @@ from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["Tiling"]
 
-from tilec.passes.tiling_grid import WALK_GAIN, WgmmaGrid
+from tilec.passes.tiling_grid import WgmmaGrid
 from tilec.passes.tiling_operands import (
     eight_bit_wgmma_problem,
     from_accumulator,
@@ -549,7 +549,7 @@ class _KernelTiling(WgmmaGrid, MmaSearch, BlockOrder):
         k_steps = -(-depth // bk) if depth is not None else None
         splits, clocks = self.wgmma_split(c, dot, bm, bn, bk, k_steps, blocks, per_sm)
         times = self.walk_times(dot, c) if splits == 1 else None
-        if times is not None and self.opts.producer != 0 and times[1] <= WALK_GAIN * times[0]:
+        if times is not None and self.walks(dot, *times):
             clocks = times[1]  # the walk `walk_plan` will plan for this tile
         return (clocks, -(bm * bn), sorted(c.sizes.items()))
 

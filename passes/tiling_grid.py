@@ -30,6 +30,13 @@ __all__ = ["WALK_GAIN", "WgmmaGrid"]
 # model gave as equal (pipeline_persistent.py), and walks with a producer within 4% of it
 # (H100, 2026-12-06), so a smaller gain is within its error.
 WALK_GAIN = 0.95
+# 8-bit operands are not walked by default: the model gave fp8 3000x5120x1536 and 4096^3 0.85
+# and 0.93 of the grid's time, int8 3000x5000x1536 and 4096^3 alike, and walked they ran 1.18,
+# 1.10, 1.25 and 1.11 times the grid's (H100, 2026-12-06, `pending-2026-12-06-next.json`),
+# where 16-bit walks measured within 4% of the model. The walk costs 8-bit GEMMs something
+# the model lacks -- their k-steps take half a 16-bit one's clocks, so a cost per step or per
+# tile weighs double -- not yet found; option producer = 1 still walks them.
+WALK_ELEMENT_BYTES = 2
 
 
 class WgmmaGrid:
@@ -115,8 +122,14 @@ class WgmmaGrid:
         grid, walked = found
         blocks = self.blocks(config)
         times = f"{walked:.0f} clocks an SM walked, {grid:.0f} as a grid of {blocks} blocks"
-        if self.opts.producer != 1 and walked > WALK_GAIN * grid:
-            return f"the tiles are not walked: {times} (wgmma_model.walk_clocks)"
+        if not self.walks(dot, grid, walked):
+            if walked > WALK_GAIN * grid:
+                return f"the tiles are not walked: {times} (wgmma_model.walk_clocks)"
+            return (
+                f"the tiles are not walked: {times} by the model, but 8-bit GEMMs walked "
+                "measured 1.10-1.25x the grid's time (tiling_grid.WALK_ELEMENT_BYTES; option "
+                "producer = 1 walks them)"
+            )
         self.kernel.attributes[WALK_ATTRIBUTE] = UnitAttr()
         self.kernel.attributes[PRODUCER_ATTRIBUTE] = UnitAttr()
         return (
@@ -124,6 +137,15 @@ class WgmmaGrid:
             "(wgmma_model.walk_clocks: the first copies and last stores once an SM, not once a "
             "tile; pipeline's persistent and warp_specialize follow; option producer = 0 not)"
         )
+
+    def walks(self, dot: TiledDot, grid: float, walked: float) -> bool:
+        """Whether tiles the model gives `grid` clocks as a grid and `walked` walked are
+        walked: option producer = 1 always, 0 never; by default where the walk takes at most
+        `WALK_GAIN` of the grid's time and the operands are not 8-bit (`WALK_ELEMENT_BYTES`).
+        The tiling ranks tiles by what this says (`Tiling.wgmma_preference`)."""
+        if self.opts.producer in (0, 1):
+            return self.opts.producer == 1
+        return walked <= WALK_GAIN * grid and dot.element_bytes >= WALK_ELEMENT_BYTES
 
     def walk_times(self, dot: TiledDot, config: TileConfig) -> tuple[float, float] | None:
         """(grid, walked): the SM model's clocks for `config`'s unsplit tiles as a grid and

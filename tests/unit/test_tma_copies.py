@@ -323,11 +323,12 @@ def test_a_persistent_epilogue_exchanges_its_tile_in_row_pieces_that_keep_the_st
 def test_an_epilogue_converting_in_registers_first_still_exchanges_in_pieces():
     """fp8_gemm's epilogue converts its accumulator in registers (no scratch), scales it, then
     exchanges the bf16 tile through 66 KiB of scratch: only the exchange is split (two pieces
-    of 33 KiB), so the walk tiling plans keeps its four stages. Before, the conversion without
-    scratch counted as one that could not split, and the kernel was not walked."""
+    of 33 KiB), so a walk (option producer = 1: 8-bit GEMMs are not walked by default, which
+    measured slower) keeps its four stages. Before, the conversion without scratch counted as
+    one that could not split, and the kernel could not be walked."""
     from tilec.lowering.exchange import op_scratch_bytes
 
-    program = _sm90a_ptx("fp8_gemm.tile", "fp8_gemm", "M=4096,N=8192,K=2048")
+    program = _sm90a_ptx("fp8_gemm.tile", "fp8_gemm", "M=4096,N=8192,K=2048", "producer=1")
     func = program.module.lookup("fp8_gemm")
     assert "tilec.persistent" in func.attributes
     converts = [op for op in func.walk() if op.name == "tile.convert_layout"]
