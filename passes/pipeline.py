@@ -204,13 +204,19 @@ class Pipeline(Pass):
             "where the model says it keeps more bytes in flight per SM, 0 never, 1 wherever a "
             "load can move a step ahead, 2 (the default) only where a loop's loads are read "
             "through another load (a block table's page, a bag's row: two round trips an "
-            "iteration; elsewhere the model is not yet right, see register_prefetch.py); a "
-            "kernel's stages pin wins (1 off, 2 or more on)",
+            "iteration) or the grid leaves each block alone on its SM (extents known; "
+            "elsewhere the model is not yet right, see register_prefetch.py); a kernel's "
+            "stages pin wins (1 off, 2 or more on)",
         )
         extents: str = option(
             "",
             "known extents (or size classes) of dimensions, e.g. N=256, as tiling's option: a "
             "loop within one step of its extent runs once and is not prefetched",
+        )
+        sm_count: int = option(
+            132,
+            "SMs of the GPU (132 on the H100 and H200): a grid of at most this many blocks "
+            "leaves each alone on its SM (register_prefetch)",
         )
         sm_shared: int = option(
             SM_SHARED_SM90,
@@ -235,7 +241,9 @@ class Pipeline(Pass):
         extents = parse_assignments(self.options.extents, "extents", self.name)
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             _pipeline_kernel(kernel, self.options, ctx)
-            prefetch_registers(kernel, self.options.register_prefetch, extents, ctx)
+            prefetch_registers(
+                kernel, self.options.register_prefetch, extents, ctx, self.options.sm_count
+            )
 
 
 @dataclass

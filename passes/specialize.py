@@ -167,6 +167,28 @@ def attribute_pairs(kernel: FuncOp, attr: str) -> list[tuple[str, object]]:
     return [tuple(p) for p in a.value] if a is not None else []  # type: ignore[misc]
 
 
+def grid_blocks(
+    kernel: FuncOp, extents: dict[str, int], least: bool = False
+) -> tuple[int, list[str]] | None:
+    """(blocks, ["M=4096", ...]): the blocks of `kernel`'s grid (`tilec.grid`, sized by
+    `tilec.tile_sizes`) at `extents`, or None where an extent or a tile size is unknown.
+    `extents` may be the jit's size classes, each an upper bound: `least` counts the fewest
+    blocks they allow instead -- a class n stands for an extent above n / 2, the smallest
+    class (`SIZE_CLASS_LIMITS`) for any extent up to it."""
+    blocks, dims = 1, []
+    sizes = dict(attribute_pairs(kernel, "tilec.tile_sizes"))
+    for dim, tile in attribute_pairs(kernel, "tilec.grid"):
+        extent = extents.get(str(dim))
+        size = sizes.get(str(tile), tile)
+        if extent is None or not isinstance(size, int):
+            return None
+        if least:  # the fewest a class allows (a batch of 4 is "64")
+            extent = 1 if extent <= SIZE_CLASS_LIMITS[0] else extent // 2 + 1
+        blocks *= -(-extent // size)
+        dims.append(f"{dim}={extents[str(dim)]}")
+    return blocks, dims
+
+
 @dataclass
 class TileSize:
     """What is known about one symbol while choosing its size."""

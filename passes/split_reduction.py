@@ -19,7 +19,7 @@ from tilec.diagnostics import TileError, format_bytes
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import Operation
-from tilec.passes.specialize import SIZE_CLASS_LIMITS, attribute_pairs, parse_assignments
+from tilec.passes.specialize import attribute_pairs, grid_blocks, parse_assignments
 from tilec.passes.split_plan import (
     COMBINES,
     Combine,
@@ -129,16 +129,10 @@ def _fills_the_gpu(kernel: FuncOp, extents: dict[str, int], sm_count: int) -> st
     (`tilec.runtime.split.choose_split`: splits are for idle SMs), and the combine's code
     would only cost registers and time -- 1.9x on EmbeddingBag's 4096 bags of 1000 columns,
     H100, when this rule still asked for 32 blocks an SM."""
-    least, dims = 1, []
-    for dim, tile in attribute_pairs(kernel, "tilec.grid"):
-        extent = extents.get(str(dim))
-        size = dict(attribute_pairs(kernel, "tilec.tile_sizes")).get(str(tile), tile)
-        if extent is None or not isinstance(size, int):
-            return ""
-        # The jit's smallest class stands for every extent up to it (a batch of 4 is "64").
-        lowest = 1 if extent <= SIZE_CLASS_LIMITS[0] else extent // 2 + 1
-        least *= -(-lowest // size)
-        dims.append(f"{dim}={extent}")
+    found = grid_blocks(kernel, extents, least=True)
+    if found is None:
+        return ""
+    least, dims = found
     if least < sm_count:
         return ""
     return (
