@@ -420,3 +420,24 @@ def test_a_carried_tile_of_two_dimensions_splits(kernel, shape):
         else:
             np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
         np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_grid_blocks_counts_a_grid_at_size_classes_both_ways():
+    """`grid_blocks` (split-reduction's fills-the-GPU test, register prefetch's lone blocks):
+    the blocks of a tiled grid at the extents given, and with `least` the fewest a size class
+    allows -- 4096 stands for 2049 and more, the smallest class (64) for any extent from 1."""
+    from tilec.dialects.builtin import FuncOp
+    from tilec.passes.specialize import grid_blocks
+
+    source = """
+def rows(x: f32[M, N], out: f32[M]):
+    for tm in tiles(M):
+        out[tm] = sum(x[tm, :], axis=1)
+"""
+    pipeline = 'tiling{extents="M=4096,N=512" tiles="BM=4"}'
+    module = compile_source(source, kernels=["rows"], pipeline=pipeline).module
+    kernel = next(op for op in module.walk() if isinstance(op, FuncOp))
+    assert grid_blocks(kernel, {"M": 4096, "N": 512}) == (1024, ["M=4096"])
+    assert grid_blocks(kernel, {"M": 4096, "N": 512}, least=True) == (513, ["M=4096"])
+    assert grid_blocks(kernel, {"M": 64}, least=True) == (1, ["M=64"])
+    assert grid_blocks(kernel, {"N": 512}) is None  # M unknown
