@@ -137,3 +137,22 @@ def test_a_bad_size_is_a_clear_error(size, message, capsys):
     argv = ["--only", "col_sum", "--size", size, "--config", "tile.M=32", "--dry-run"]
     assert main(argv) == 1
     assert message in capsys.readouterr().err
+
+
+def test_a_plan_with_a_bad_entry_runs_nothing_and_names_each(tmp_path, capsys):
+    """Every entry is resolved before any runs: a plan whose third entry names a size the
+    suite lacks (by "at" where "size" was meant) spends no GPU time on the first two, and
+    every bad entry is named at once."""
+    good = {"workload": "swiglu", "config": {"warps": 4}, "predicted": 1.0, "at": "8192x8192 bf16"}
+    bad_at = {**good, "workload": "gemm_nt_bf16", "at": "48x5120x13824 bf16"}
+    bad_size = {**good, "workload": "transpose", "size": [1, 2, 3]}
+    bad_size.pop("at")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([good, good, bad_at, bad_size]))
+    out = tmp_path / "rows.json"
+    assert main(["--plan", str(plan), "--dry-run", "--json", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "gemm_nt_bf16: no suite size '48x5120x13824 bf16'" in captured.err
+    assert '"size": [...]' in captured.err
+    assert "transpose: a size has 2 dimensions" in captured.err
+    assert "swiglu 8192x8192" not in captured.out and not out.exists()

@@ -273,27 +273,36 @@ def main(argv: list[str] | None = None) -> int:
     run = _dry_run if args.dry_run else _measure
     if args.launches > 0:
         run = lambda w, size, configs: _launch(w, size, configs, args.launches)  # noqa: E731
+    # Every job is resolved before any is run: a plan with a bad entry measures nothing (GPU
+    # time is not spent on the entries before it), and every bad entry is named at once.
+    resolved, errors = [], []
     for name, configs, which in jobs:
         workload = WORKLOADS.get(name)
         if workload is None:
-            print(f"{name}: no such workload in the suite", file=sys.stderr)
-            return 1
+            errors.append(f"{name}: no such workload in the suite")
+            continue
         if isinstance(which, tuple):
             arity = len(workload.sizes[0])
             if len(which) != arity:
                 example = ",".join(map(str, workload.sizes[0]))
-                print(
+                errors.append(
                     f"{name}: a size has {arity} dimensions (e.g. {example}), got "
-                    f"{','.join(map(str, which))}",
-                    file=sys.stderr,
+                    f"{','.join(map(str, which))}"
                 )
-                return 1
+                continue
             sizes: tuple = (which,)
         else:
             sizes = _sizes(workload, which) if isinstance(which, bool) else _named(workload, which)
         if not sizes:
-            print(f"{name}: no suite size '{which}'", file=sys.stderr)
-            return 1
+            hint = ' (a shape the suite lacks is given as "size": [...])' if plan else ""
+            errors.append(f"{name}: no suite size '{which}'{hint}")
+            continue
+        resolved.append((workload, configs, sizes))
+    if errors:
+        for text in errors:
+            print(text, file=sys.stderr)
+        return 1
+    for workload, configs, sizes in resolved:
         for size in sizes:
             print(f"{workload.name} {workload.label(size)}", flush=True)
             try:
