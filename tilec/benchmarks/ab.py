@@ -19,7 +19,9 @@ configuration's output is checked before it is timed) and the runner; the tuner'
 `time_ms` in interleaved rounds. Peers are not built: the suite run (`tilec.benchmarks.gpu`)
 times them. `--dry-run` compiles every configuration on the CPU and prints the decisions it
 came to, and whether its code is the heuristic's own (it would measure nothing), before GPU
-time is spent. `--json FILE` writes the rows. `--size` (a plan entry's `size`: a list) times a
+time is spent. `--json FILE` writes the rows, after each size (a call cut off by its time
+limit keeps what it measured). A plan's entries are all resolved first: one that names no
+workload or size of the suite stops the run before anything is timed. `--size` (a plan entry's `size`: a list) times a
 workload at a shape of its own dimensions that the suite does not list -- the test of a
 heuristic on shapes nobody fitted it to -- with the suite's case for it (inputs, reference,
 peers' absence: only tilec's configurations are timed).
@@ -309,11 +311,20 @@ def main(argv: list[str] | None = None) -> int:
                 rows += run(workload, size, configs)
             except Exception as e:  # one workload's failure is reported; the others run
                 print(f"  FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+            if args.json:  # after each size: a call cut off by its time limit keeps its rows
+                _write_rows(Path(args.json), rows)
     if plan and not args.dry_run:
         _plan_table(plan, rows)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1, default=str) + "\n")
+        _write_rows(Path(args.json), rows)
     return 0
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """`rows` as JSON at `path`, replaced whole (written beside it, then renamed)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    partial.replace(path)
 
 
 if __name__ == "__main__":
