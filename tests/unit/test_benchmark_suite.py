@@ -337,6 +337,17 @@ def test_json_is_strict_and_holds_rows_summary_and_results(synthetic, tmp_path):
     assert data["summary"]["suite"]["counted"] == 3
 
 
+def test_json_is_replaced_whole_so_a_run_cut_off_keeps_the_last_file(synthetic, tmp_path):
+    """`--json` is written after every step of a run (`gpu.run`'s `on_step`): each write goes
+    beside the file and is renamed over it, so a run killed mid-write leaves the last whole
+    file and no partial one."""
+    path = tmp_path / "suite.json"
+    report.write_json(str(path), synthetic[:3], gpu="NVIDIA H200")
+    report.write_json(str(path), synthetic, gpu="NVIDIA H200")
+    assert len(json.loads(path.read_text())["results"]) == len(synthetic)
+    assert [p.name for p in tmp_path.iterdir()] == ["suite.json"]
+
+
 def test_the_chart_is_drawn_from_synthetic_results(synthetic, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "ratios.png"

@@ -553,8 +553,11 @@ def run(
     quick: bool = False,
     only: str | Sequence[str] | None = None,
     progress: bool = False,
+    on_step: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every step of `plan(...)`; the results as dicts (`Result`'s fields)."""
+    """Every step of `plan(...)`; the results as dicts (`Result`'s fields). `on_step` is
+    given the results so far after each step (`--json` writes them: a run cut off by a time
+    limit keeps what it measured)."""
     global L2_BYTES
     import torch
 
@@ -573,6 +576,8 @@ def run(
             step_started = time.perf_counter()
             results += _run_step(step, context, quick)
             seconds.append((time.perf_counter() - step_started, step.describe()))
+            if on_step is not None:
+                on_step([asdict(r) for r in results])
             if bar is not None:
                 bar.advance()
     finally:
@@ -767,9 +772,11 @@ def run_command(args: argparse.Namespace, *, progress: bool = True) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     device = get_device()
-    results = run(quick=args.quick, only=args.only, progress=progress)
+    about = {"gpu": device.name, "versions": versions()}
+    on_step = (lambda so_far: report.write_json(args.json, so_far, **about)) if args.json else None
+    results = run(quick=args.quick, only=args.only, progress=progress, on_step=on_step)
     if args.json:
-        report.write_json(args.json, results, gpu=device.name, versions=versions())
+        report.write_json(args.json, results, **about)
     if getattr(args, "chart", None):
         print(report.chart(results, args.chart))
     print(f"{device.name}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -331,8 +332,12 @@ def to_json(results: Sequence[dict[str, Any]], **about: Any) -> dict[str, Any]:
 
 
 def write_json(path: str, results: Sequence[dict[str, Any]], **about: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    """The results as JSON at `path`, replaced whole (written beside it, then renamed: a run
+    cut off mid-write leaves the last complete file)."""
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="utf-8") as f:
         json.dump(to_json(results, **about), f, indent=1, allow_nan=False)
+    os.replace(partial, path)
 
 
 def chart(results: Sequence[dict[str, Any]], path: str) -> str:
