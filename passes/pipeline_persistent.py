@@ -133,7 +133,7 @@ def persistent_blocker(kernel: FuncOp, loop: scf.ForOp) -> str:
     grid = attribute_pairs(kernel, "tilec.grid")
     if not grid:
         return "the kernel has no grid"
-    if "tilec.split" in kernel.attributes or kernel.attributes.get("tilec.split_axis"):
+    if "tilec.split" in kernel.attributes:
         return "the kernel is split (its grid has a split axis)"
     for dim, _ in grid:
         if _extent_source(kernel, str(dim)) is None:

@@ -230,7 +230,7 @@ def _lone_blocks(kernel: FuncOp, extents: dict[str, int], sm_count: int) -> str:
     """Why each block of `kernel` runs alone on its SM ("" where that is not known): its grid
     at the extents (the jit's size classes, upper bounds) has at most `sm_count` blocks. Not
     for a split kernel, whose launch adds a grid axis."""
-    if "tilec.split" in kernel.attributes or kernel.attributes.get("tilec.split_axis"):
+    if "tilec.split" in kernel.attributes:
         return ""
     found = grid_blocks(kernel, extents)
     if found is None or found[0] > sm_count:

@@ -126,7 +126,7 @@ def _blocker(kernel: FuncOp) -> str:
         return "the kernel has no grid"
     if PERSISTENT_ATTRIBUTE in kernel.attributes:
         return "its blocks are persistent already"
-    if "tilec.split" in kernel.attributes or kernel.attributes.get("tilec.split_axis"):
+    if "tilec.split" in kernel.attributes:
         return "the kernel is split (its grid has a split axis)"
     for dim, _ in attribute_pairs(kernel, "tilec.grid"):
         if _extent_source(kernel, str(dim)) is None:

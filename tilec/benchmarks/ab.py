@@ -21,10 +21,10 @@ times them. `--dry-run` compiles every configuration on the CPU and prints the d
 came to, and whether its code is the heuristic's own (it would measure nothing), before GPU
 time is spent. `--json FILE` writes the rows, after each size (a call cut off by its time
 limit keeps what it measured). A plan's entries are all resolved first: one that names no
-workload or size of the suite stops the run before anything is timed. `--size` (a plan entry's `size`: a list) times a
-workload at a shape of its own dimensions that the suite does not list -- the test of a
-heuristic on shapes nobody fitted it to -- with the suite's case for it (inputs, reference,
-peers' absence: only tilec's configurations are timed).
+workload or size of the suite stops the run before anything is timed. `--size` (a plan
+entry's `size`: a list) times a workload at a shape of its own dimensions that the suite does
+not list -- the test of a heuristic on shapes nobody fitted it to -- with the suite's case for
+it (inputs, reference, peers' absence: only tilec's configurations are timed).
 """
 
 from __future__ import annotations
@@ -221,6 +221,7 @@ def _plan_table(plan: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tilec.benchmarks.report import replace_file
     from tilec.benchmarks.suite import WORKLOADS, select
     from tilec.diagnostics import TileError
 
@@ -312,19 +313,12 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:  # one workload's failure is reported; the others run
                 print(f"  FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
             if args.json:  # after each size: a call cut off by its time limit keeps its rows
-                _write_rows(Path(args.json), rows)
+                replace_file(args.json, json.dumps(rows, indent=1, default=str) + "\n")
     if plan and not args.dry_run:
         _plan_table(plan, rows)
-    if args.json:
-        _write_rows(Path(args.json), rows)
+    if args.json and not rows:  # nothing ran: still the (empty) file asked for
+        replace_file(args.json, "[]\n")
     return 0
-
-
-def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """`rows` as JSON at `path`, replaced whole (written beside it, then renamed)."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(rows, indent=1, default=str) + "\n")
-    partial.replace(path)
 
 
 if __name__ == "__main__":

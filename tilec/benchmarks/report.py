@@ -332,11 +332,16 @@ def to_json(results: Sequence[dict[str, Any]], **about: Any) -> dict[str, Any]:
 
 
 def write_json(path: str, results: Sequence[dict[str, Any]], **about: Any) -> None:
-    """The results as JSON at `path`, replaced whole (written beside it, then renamed: a run
-    cut off mid-write leaves the last complete file)."""
-    partial = f"{path}.partial"
+    """The results as JSON at `path` (`replace_file`)."""
+    replace_file(path, json.dumps(to_json(results, **about), indent=1, allow_nan=False))
+
+
+def replace_file(path: str | os.PathLike[str], text: str) -> None:
+    """Write `text` to `path` whole: beside it, then renamed over it, so that a run cut off
+    mid-write (a GPU call's time limit) leaves the last complete file, never a part of one."""
+    partial = f"{os.fspath(path)}.partial"
     with open(partial, "w", encoding="utf-8") as f:
-        json.dump(to_json(results, **about), f, indent=1, allow_nan=False)
+        f.write(text)
     os.replace(partial, path)
 
 
