@@ -51,6 +51,7 @@ from tilec.passes.occupancy import (
     run_key,
 )
 from tilec.passes.scan_layouts import SCAN_OPS, lay_out_scan_op
+from tilec.passes.specialize import grid_blocks, parse_assignments
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["AssignLayouts", "estimate_registers"]
@@ -61,7 +62,9 @@ class AssignLayouts(Pass):
     """Gives every tile a layout; converts operands that an op needs elsewhere.
 
     Warps: the kernel's pin (`tilec.num_warps`), else the option `num_warps`, else (option 0)
-    an occupancy model (`passes/occupancy.py`, `_Occupancy`): for 4, 8 and 16 warps, the blocks an SM holds (by
+    an occupancy model (`passes/occupancy.py`, `_Occupancy`): for 4, 8 and 16 warps (1 and 2
+    where they remove a cost 4 pay -- runs under 16 bytes, a loop's reductions across warps --
+    and the grid at option `extents` fills the SMs with their blocks), the blocks an SM holds (by
     threads, by registers estimated from the tiles live across each op, 32 at most) times the
     bytes of the largest tile a `tile.load` or `tile.store` moves; the count whose bytes in
     flight come nearest 72 KiB wins (fitted on the H200, see `BYTES_IN_FLIGHT`), unless one
@@ -126,6 +129,12 @@ class AssignLayouts(Pass):
             "warps per block when the kernel does not pin them (0: from the occupancy model: "
             "bytes of the largest streamed tile in flight per SM)",
         )
+        extents: str = option(
+            "",
+            "known extents (or size classes) of dimensions, e.g. M=4096, as tiling's option: "
+            "fewer than 4 warps are weighed only where the grid they give fills the SMs",
+        )
+        sm_count: int = option(132, "SMs of the GPU (132 on the H100 and H200)")
         min_blocks_per_sm: int = option(
             0,
             "blocks that must fit on one SM together: ptxas then keeps each thread to "
@@ -144,8 +153,11 @@ class AssignLayouts(Pass):
                 f"assign-layouts: option min_blocks_per_sm must be 0 (automatic) or more, "
                 f"got {blocks}"
             )
+        extents = parse_assignments(self.options.extents, "extents", self.name)
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
-            _KernelLayouts(kernel, self.options.num_warps, ctx).run()
+            grid = grid_blocks(kernel, extents) if extents else None
+            slots = (grid[0], self.options.sm_count) if grid is not None else None
+            _KernelLayouts(kernel, self.options.num_warps, ctx, slots).run()
             if blocks:
                 _pin_occupancy(kernel, blocks, ctx)
 
@@ -171,7 +183,13 @@ def _pin_occupancy(kernel: FuncOp, blocks: int, ctx: PassContext) -> None:
 
 
 class _KernelLayouts:
-    def __init__(self, kernel: FuncOp, default_warps: int, ctx: PassContext):
+    def __init__(
+        self,
+        kernel: FuncOp,
+        default_warps: int,
+        ctx: PassContext,
+        grid: tuple[int, int] | None = None,
+    ):
         self.kernel = kernel
         pinned = kernel.attributes.get("tilec.num_warps")
         if pinned is not None:
@@ -179,7 +197,7 @@ class _KernelLayouts:
         elif default_warps:
             self.num_warps, self.source = default_warps, "option num_warps"
         else:
-            self.num_warps, self.source = _automatic_warps(kernel)
+            self.num_warps, self.source = _automatic_warps(kernel, grid)
         self.ctx = ctx
         self.conversions: Counter[str] = Counter()
         self.values = 0
@@ -204,7 +222,7 @@ class _KernelLayouts:
         total = sum(self.conversions.values())
         self.ctx.remark(
             self.kernel,
-            f"{self.num_warps} warps ({self.source}); {_count(self.values, 'tile value')} laid "
+            f"{_count(self.num_warps, 'warp')} ({self.source}); {_count(self.values, 'tile value')} laid "
             "out; "
             + (
                 f"{_count(total, 'layout conversion')}: {made}"

@@ -1,5 +1,6 @@
 """The occupancy model behind automatic warps: for a kernel without tensor-core dots, how many
-blocks an SM holds at 4, 8 and 16 warps (by threads, by registers estimated from the tiles live
+blocks an SM holds at 4, 8 and 16 warps -- and 1 and 2 where they remove a cost 4 warps pay and
+the grid fills the SMs (`FEW_WARPS`) -- (by threads, by registers estimated from the tiles live
 across each op, by the block limit), and the bytes of its largest streamed tile those blocks
 keep in flight (`_Occupancy`); `estimate_registers` is the register model. `assign-layouts`
 chooses the warps from it, and `tile_shapes` grows tiles while it keeps under `BYTES_IN_FLIGHT`.
@@ -53,6 +54,16 @@ DRIVER_RESERVED_SHARED = 1024  # bytes the driver reserves in every block's shar
 # warps reduce, longer the more warps there are (H100, 2026-12-06: logsumexp 8192 x 8192 on
 # 16 warps, 64 KiB, 1.35x the time of 4 or 8; cross-entropy 4096 x 32000 on 16 1.96x its 4).
 AUTO_WARPS = (4, 8, 16)
+# Fewer warps than AUTO_WARPS[0] leave an SM fewer warps to hide latency with (32 blocks an SM at
+# most: one-warp blocks fill half its warp slots), and are candidates only where they remove a
+# cost AUTO_WARPS[0] pays: a tile too small to give 4 warps' threads 16-byte runs (an embedding
+# bag's 128-float rows: 512 B, one 4-byte element a thread on 4 warps), or a loop whose
+# reductions cross the warps every iteration on 4 warps and stay inside one warp on fewer (paged
+# decode's per-page sums over the page's 16 rows, which also reduces each row inside its warp).
+# Measured on the H200 at 1bdb91b (docs/benchmarks/regret-full-memory-1bdb91b-h200.json): the
+# bag 0.907 and the decode 0.650 of 4 warps' time on one warp; where neither cost is paid, fewer
+# warps lost (cross-entropy's rows of 4096 on 2 warps 1.066, dropout on 1 warp 1.57).
+FEW_WARPS = (1, 2)
 BYTES_IN_FLIGHT = 72 * 1024
 MAX_ELEMENTS_PER_THREAD = 64
 # Registers beyond the tiles' elements: addresses, loop counters, reduction partials, the
@@ -176,8 +187,11 @@ def _access_vectors(kernel: FuncOp) -> dict[tuple, int]:
     return vectors
 
 
-def _automatic_warps(kernel: FuncOp) -> tuple[int, str]:
-    occupancy = _Occupancy.of(kernel)
+def _automatic_warps(kernel: FuncOp, grid: tuple[int, int] | None = None) -> tuple[int, str]:
+    """The model's warps for `kernel` and why; `grid`: (the blocks its grid has at the
+    launch's extents -- the jit's size classes, as split-reduction and pipeline count them --,
+    the GPU's SMs), where known."""
+    occupancy = _Occupancy.of(kernel, grid=grid)
     if occupancy is None:
         return AUTO_WARPS[0], "no tile is loaded or stored"
     return occupancy.choice, occupancy.reason()
@@ -192,13 +206,15 @@ class _Candidate:
     in_flight: int  # bytes of the streamed tile per SM
     rows_in_warps: bool  # the kernel's row reductions stay inside warps
     loop_barriers: bool = False  # a loop reduces across the block's warps every iteration
+    short_runs: bool = False  # runs under the widest access the tile's loads can make
 
     def distance(self) -> float:
         return abs(log2(self.in_flight / BYTES_IN_FLIGHT))
 
     def whole_rows(self) -> bool:
-        """Rows inside warps with enough in flight: the exception that wins outright."""
-        return self.rows_in_warps and self.in_flight >= BYTES_IN_FLIGHT
+        """Rows inside warps, no barrier in a loop, enough in flight: the exception that wins
+        outright."""
+        return self.rows_in_warps and not self.loop_barriers and self.in_flight >= BYTES_IN_FLIGHT
 
 
 @dataclass(frozen=True)
@@ -222,9 +238,14 @@ class _Occupancy:
     streamed: int = 0  # a block's streamed loads' bytes, where they are not `tile`'s
 
     @staticmethod
-    def of(kernel: FuncOp, registers: Callable[[int], int] | None = None) -> _Occupancy | None:
+    def of(
+        kernel: FuncOp,
+        registers: Callable[[int], int] | None = None,
+        grid: tuple[int, int] | None = None,
+    ) -> _Occupancy | None:
         """The model's choice for `kernel`; `registers(warps)` replaces the estimate (tests
-        put ptxas's counts there)."""
+        put ptxas's counts there); `grid`: (its blocks at the launch's extents, the GPU's
+        SMs), without which `FEW_WARPS` are not weighed."""
         moved = [t for t in _moved_tiles(kernel) if t.rank]
         if not moved:
             return None
@@ -241,15 +262,14 @@ class _Occupancy:
         )
         # A reduction or scan inside a loop reduces every iteration (defer-reduction took
         # those it could out of the loop): across the block's warps unless rows stay in warps.
-        reduces_in_loop = any(_reduces_every_iteration(op) for op in kernel.walk())
+        in_loop = [op for op in kernel.walk() if _reduces_every_iteration(op)]
+        vectors = _access_vectors(kernel)
         candidates, excluded = [], []
-        for warps in AUTO_WARPS:
+        for warps in (*FEW_WARPS, *AUTO_WARPS) if grid is not None else AUTO_WARPS:
             threads = warps * WARP_SIZE
             if elements > threads * MAX_ELEMENTS_PER_THREAD:
-                excluded.append(f"{warps}: over {MAX_ELEMENTS_PER_THREAD} elements a thread")
-                continue
-            if elements < threads * vector and warps != AUTO_WARPS[0]:
-                excluded.append(f"{warps}: runs under {vector * element_bytes(tile.element)} bytes")
+                if warps not in FEW_WARPS:
+                    excluded.append(f"{warps}: over {MAX_ELEMENTS_PER_THREAD} elements a thread")
                 continue
             used = registers(warps) if registers else estimate_registers(kernel, warps)
             limits = {
@@ -262,10 +282,14 @@ class _Occupancy:
             in_flight = blocks * streamed
             layout = default_layout(tile.shape, warps, vector)  # type: ignore[arg-type]
             rows_in_warps = reduces_rows and layout.warps_per_cta[-1] == 1
-            barriers = reduces_in_loop and not rows_in_warps
+            barriers = any(_across_warps(op, warps, vectors) for op in in_loop)
+            short = elements < threads * vector
             candidates.append(
-                _Candidate(warps, used, blocks, limit, in_flight, rows_in_warps, barriers)
+                _Candidate(warps, used, blocks, limit, in_flight, rows_in_warps, barriers, short)
             )
+        candidates, excluded = _admitted(
+            candidates, excluded, vector * element_bytes(tile.element), grid
+        )
         if not candidates:  # a tile too large for any: the most warps (fewest elements each)
             return _Occupancy(tile, (), tuple(excluded), AUTO_WARPS[-1])
         whole = [c for c in candidates if c.whole_rows()]
@@ -288,8 +312,13 @@ class _Occupancy:
         (best,) = [c for c in self.candidates if c.warps == self.choice]
         if best.whole_rows():
             why = (
-                f"rows stay inside warps (no shared memory for the reductions) and at least "
-                f"{format_bytes(BYTES_IN_FLIGHT)} in flight"
+                "rows stay inside warps (no shared memory for the reductions"
+                + (
+                    ", none across warps in the loop"
+                    if any(c.loop_barriers for c in self.candidates)
+                    else ""
+                )
+                + f") and at least {format_bytes(BYTES_IN_FLIGHT)} in flight"
             )
         elif best.loop_barriers and best.in_flight >= BYTES_IN_FLIGHT:
             why = (
@@ -300,7 +329,8 @@ class _Occupancy:
         else:
             why = f"nearest {format_bytes(BYTES_IN_FLIGHT)}"
         others = ", ".join(
-            f"{c.warps} warps: {format_bytes(c.in_flight)}"
+            f"{_count(c.warps, 'warp')}: {format_bytes(c.in_flight)}"
+            + (" and a loop's reductions across them" if c.loop_barriers else "")
             for c in self.candidates
             if c is not best
         )
@@ -311,6 +341,52 @@ class _Occupancy:
             + (f"; {others}" if others else "")
             + (f"; not {'; '.join(self.excluded)}" if self.excluded else "")
         )
+
+
+def _admitted(
+    candidates: list[_Candidate],
+    excluded: list[str],
+    run_bytes: int,
+    grid: tuple[int, int] | None,
+) -> tuple[list[_Candidate], list[str]]:
+    """The candidates the choice weighs: `FEW_WARPS` only where they remove a cost the fewest
+    `AUTO_WARPS` pay (runs under `run_bytes`, a barrier in a loop every iteration) and `grid`
+    (its blocks, the SMs) gives every SM the blocks they count on -- fewer would leave
+    an SM a warp or two --, then runs under `run_bytes` only on the fewest warps left (each
+    access would be narrower)."""
+    usual = next((c for c in candidates if c.warps == AUTO_WARPS[0]), None)
+
+    def pays_less(c: _Candidate) -> bool:
+        if grid is None or grid[0] < grid[1] * c.blocks:
+            return False
+        if usual is None:
+            return True
+        removes_runs = usual.short_runs and not c.short_runs
+        removes_barriers = usual.loop_barriers and not c.loop_barriers
+        return removes_runs or removes_barriers
+
+    kept = [c for c in candidates if c.warps not in FEW_WARPS or pays_less(c)]
+    out = []
+    for c in kept:
+        if c.short_runs and c is not kept[0]:
+            excluded.append(f"{c.warps}: runs under {run_bytes} bytes")
+        else:
+            out.append(c)
+    return out, excluded
+
+
+def _across_warps(op: Operation, warps: int, vectors: dict[tuple, int]) -> bool:
+    """Whether reduction or scan `op` combines across warps on `warps` warps: its input's
+    default layout spreads the reduced axis over several warps, each holding distinct
+    elements of it (warps that only replicate the axis reduce it inside each)."""
+    t = op.input.type
+    if not (isinstance(t, TileType) and t.is_static and t.rank):
+        return True
+    axis = int(op.axis)
+    widest = max(1, ACCESS_BYTES // element_bytes(t.element))
+    layout = default_layout(t.shape, warps, vectors.get(run_key(t.shape), widest))
+    inside = layout.size_per_thread[axis] * layout.threads_per_warp[axis]
+    return layout.warps_per_cta[axis] > 1 and t.shape[axis] > inside
 
 
 def _reduces_every_iteration(op: Operation) -> bool:

@@ -536,6 +536,10 @@ class JitFunction:
                 # A loop within one step of its extent runs once: no prefetch in registers.
                 pipeline_options = {**pass_options.get("pipeline", {}), "extents": text}
                 pass_options = {**pass_options, "pipeline": pipeline_options}
+            if "extents" not in pass_options.get("assign-layouts", {}):
+                # Fewer than 4 warps only where the grid fills the SMs (passes/occupancy.py).
+                layouts = {**pass_options.get("assign-layouts", {}), "extents": text}
+                pass_options = {**pass_options, "assign-layouts": layouts}
             if "split-reduction" not in self.disable and "extents" not in pass_options.get(
                 "split-reduction", {}
             ):

@@ -74,9 +74,9 @@ def compiled() -> dict[str, tuple[FuncOp, dict[int, int], int]]:
     seen = _Seen()
     original = assign_layouts._automatic_warps
 
-    def spy(kernel: FuncOp):
+    def spy(kernel: FuncOp, grid: tuple[int, int] | None = None):
         seen.kernel = kernel.clone()
-        return original(kernel)
+        return original(kernel, grid)
 
     result = {}
     with pytest.MonkeyPatch.context() as patch:
@@ -174,3 +174,71 @@ def test_estimate_for_layernorm_is_never_under_ptxas(compiled, label):
     for warps in _candidates(ir):
         count = counts[warps]
         assert count <= estimate_registers(ir, warps) <= count + 48, (warps, count)
+
+
+# Fewer than 4 warps (`FEW_WARPS`): weighed only where they remove a cost 4 warps pay and the
+# launch's grid fills the SMs with their blocks. Through the jit, whose size classes give
+# assign-layouts the grid.
+def _paged_decode(batch: int, heads: int) -> tuple:
+    pages, d = 16, 128  # the cache's size does not enter the grid or the tiles
+    return (
+        np.zeros((batch, heads, d), F16),
+        np.zeros((pages, heads, 16, d), F16),
+        np.zeros((pages, heads, 16, d), F16),
+        np.zeros((batch, 256), np.int32),
+        np.zeros(batch, np.int32),
+        np.zeros((batch, heads, d), F16),
+        F32(0.1),
+    )
+
+
+def _embedding_bag(bags: int, d: int) -> tuple:
+    return (
+        np.zeros((1000, d), F32),
+        np.zeros((bags, 64), np.int32),
+        np.zeros(bags, np.int32),
+        np.zeros((bags, d), F32),
+    )
+
+
+FEW = {
+    # the per-page sums over the page's 16 rows cross 4 warps (a barrier each, every page);
+    # on one warp every reduction is shuffles (H200, 1bdb91b: 0.650 of 4 warps' time at
+    # B64 H32: 2048 blocks, enough for 12 one-warp blocks (by registers) on each of 132 SMs).
+    "paged decode, 2048 blocks": ("paged_decode", _paged_decode(64, 32), 1),
+    # a scan over rows of 1024 crosses 4 warps every tile, but 256 rows are 256 blocks: one-warp
+    # blocks would leave each SM two warps
+    "cumsum, 256 rows": ("cumsum_rows", (np.zeros((256, 1024), F32),) * 2, 4),
+    # a bag's 128 floats: 16-byte runs on one warp, one float a thread on 4 (0.907)
+    "embedding bag, 16384 bags": ("embedding_bag", _embedding_bag(16384, 128), 1),
+    # rows of 32000 across 2 warps still reduce across them: 4 stays (2 measured 1.066)
+    "cross entropy, 4096 rows": (
+        "cross_entropy",
+        (np.zeros((4096, 32000), F32), np.zeros(4096, np.int32), np.zeros(4096, F32)),
+        4,
+    ),
+}
+
+
+@pytest.mark.parametrize("label", list(FEW))
+def test_fewer_warps_only_where_they_remove_a_cost_and_the_grid_fills_the_gpu(label):
+    example, args, expected = FEW[label]
+    seen: list[tuple[FuncOp, tuple[int, int] | None]] = []
+    original = assign_layouts._automatic_warps
+
+    def spy(kernel: FuncOp, grid: tuple[int, int] | None = None):
+        seen.append((kernel.clone(), grid))
+        return original(kernel, grid)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TILEC_CACHE_DIR", "")
+        patch.setattr(assign_layouts, "_automatic_warps", spy)
+        file = "cumsum" if example == "cumsum_rows" else example
+        kernel = load_kernel(EXAMPLES / f"{file}.tile", example)
+        ptx = kernel.compile_for(*args, arch="sm_90a").ptx
+    assert _threads(ptx) // 32 == expected
+    (ir, grid), *_ = seen
+    assert grid is not None, "the jit gives assign-layouts its extents"
+    # Without the grid (a compile without extents) the model keeps to AUTO_WARPS.
+    occupancy = _Occupancy.of(ir)
+    assert occupancy is not None and occupancy.choice >= AUTO_WARPS[0]
