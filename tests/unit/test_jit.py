@@ -214,13 +214,15 @@ def test_disabled_passes_and_pass_options_change_the_pipeline_and_the_key(monkey
     # The jit tells tiling the target (sm_90a: the wgmma path) and the extents' size classes,
     # pipeline the target (the TMA unit's copies) and the extents (a loop that runs once is not
     # prefetched in registers), split-reduction the extents (a grid they show filling the GPU
-    # is not split), and transpose-dot the target.
+    # is not split), assign-layouts the extents (fewer than 4 warps only on grids that fill
+    # the GPU), and transpose-dot the target.
     assert base.pipeline.endswith(
         tilec.compiler.DEFAULT_PIPELINE.replace(
             ",tiling,", ',tiling{extents="K=64,M=128,N=128" arch=sm_90a},'
         )
         .replace(",pipeline,", ',pipeline{arch=sm_90a extents="K=64,M=128,N=128"},')
         .replace(",split-reduction,", ',split-reduction{extents="K=64,M=128,N=128"},')
+        .replace(",assign-layouts,", ',assign-layouts{extents="K=64,M=128,N=128"},')
         .replace("transpose-dot,", "transpose-dot{arch=sm_90a},")
     )
     plain = tilec.jit(matmul.fn, tile={"M": 64, "K": 32}, warps=4, disable=("pipeline", "tiling"))
