@@ -271,7 +271,9 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     if options.persistent != 0 and options.arch in TMA_ARCHES and options.tma != 0:
         loops = list({id(s.loop): s.loop for s in streams}.values())
         copies = next((w for w in (tma_blocker(kernel, s, 2) for s in streams) if w), "")
-        persistent = persistent_loop(kernel, loops, copies, options.persistent, ctx)
+        persistent = persistent_loop(
+            kernel, loops, copies, options.persistent, ctx, options.warp_specialize != 0
+        )
     if persistent is not None:
         found = reserve_epilogue(
             kernel,
@@ -351,7 +353,13 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
     cluster_kernel(kernel, specialized, options.cluster, ctx, required=cluster_required)
     if persistent is not None and not specialized:
         chosen = next((p for p in made if p.loop is persistent), None)
-        persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
+        if len(made) > 1:  # several loops are walked only by a producer and its consumers
+            why = "its several TMA loops are walked only by a producer warpgroup and consumers"
+            if options.persistent == 1:
+                raise TileError(f"pipeline: option persistent = 1, but {why}", kernel.loc)
+            ctx.remark(kernel, f"not persistent: {why} (the remark above says why not)")
+        else:
+            persist(kernel, persistent, chosen, reserve, options.persistent, ctx)
     plan = plan_shared_memory(kernel)
     check_shared_plan(
         kernel, plan, limit, "option shared_limit of pipeline", "use fewer stages or smaller tiles"
@@ -378,7 +386,7 @@ def _choose_stages(
         limit = min(limit, options.sm_shared // blocks.value - DRIVER_RESERVED_SHARED)
     estimate = kernel.attributes.get("tilec.estimated_registers")
     if estimate is not None and (blocks is None or blocks.value <= 1):
-        return _stages_for_occupancy(kernel, streams, options, estimate.value)
+        return _stages_for_occupancy(kernel, streams, options, estimate.value, reserve)
     needed = {}
     for stages in range(MAX_DEFAULT_STAGES, 1, -1):
         plan = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams})
@@ -401,7 +409,11 @@ def _choose_stages(
 
 
 def _stages_for_occupancy(
-    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, registers: int
+    kernel: FuncOp,
+    streams: list[_Stream],
+    options: Pipeline.Options,
+    registers: int,
+    reserve: int = 0,
 ) -> tuple[int, str]:
     """The stages that keep the most copies in flight per SM: (stages - 1) steps ahead in each
     block, times the blocks an SM holds by shared memory (each block's buffers plus the 1 KiB
@@ -413,14 +425,15 @@ def _stages_for_occupancy(
     totals = {}
     for stages in range(2, MAX_DEFAULT_STAGES + 1):
         total = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams}).total
-        if total > options.shared_limit:
+        if total > options.shared_limit - reserve:
             break
         totals[stages] = total
     if not totals:
         needed = plan_shared_memory(kernel, {id(s.alloc): 2 for s in streams}).total
         return (
             1,
-            f"even 2 stages need {needed} bytes, more than the limit of {options.shared_limit}",
+            f"even 2 stages need {needed} bytes, more than the limit of "
+            f"{options.shared_limit - reserve}",
         )
     stages = stages_in_flight(totals, registers, threads, options.sm_shared)
 

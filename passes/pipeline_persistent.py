@@ -119,16 +119,22 @@ def _top_level_loops(kernel: FuncOp) -> list[scf.ForOp]:
     return [op for op in kernel.body.block.ops if isinstance(op, scf.ForOp)]
 
 
-def persistent_blocker(kernel: FuncOp, loop: scf.ForOp) -> str:
-    """Why the kernel of `loop` (a GEMM-like loop the TMA unit will fill) cannot be made
-    persistent ("" when it can)."""
-    if loop.parent is not kernel.body.block:
-        return "its pipelined loop is nested in other control flow"
-    if len(_top_level_loops(kernel)) != 1 or any(
-        isinstance(op, (scf.ForOp, scf.IfOp)) for op in loop.body.walk() if op is not loop
+def persistent_blocker(kernel: FuncOp, loops: scf.ForOp | list[scf.ForOp]) -> str:
+    """Why the kernel of `loops` (GEMM-like loops the TMA unit will fill, in order; several
+    only where warp specialization walks them: attention's main loop and its masked tail)
+    cannot be made persistent ("" when it can)."""
+    loops = [loops] if isinstance(loops, scf.ForOp) else loops
+    for loop in loops:
+        if loop.parent is not kernel.body.block:
+            return "its pipelined loop is nested in other control flow"
+    if len(_top_level_loops(kernel)) != len(loops) or any(
+        isinstance(op, (scf.ForOp, scf.IfOp))
+        for loop in loops
+        for op in loop.body.walk()
+        if op is not loop
     ):
-        return "the kernel has other loops or branches (one main loop is walked per tile)"
-    if not any(is_wgmma_dot(op) for op in loop.body.block.ops):
+        return "the kernel has other loops or branches (its main loops are walked per tile)"
+    if not all(any(is_wgmma_dot(op) for op in loop.body.block.ops) for loop in loops):
         return "its loop feeds no wgmma dot"
     grid = attribute_pairs(kernel, "tilec.grid")
     if not grid:
@@ -142,15 +148,26 @@ def persistent_blocker(kernel: FuncOp, loop: scf.ForOp) -> str:
 
 
 def persistent_loop(
-    kernel: FuncOp, loops: list[scf.ForOp], copies: str, option: int, ctx: PassContext
+    kernel: FuncOp,
+    loops: list[scf.ForOp],
+    copies: str,
+    option: int,
+    ctx: PassContext,
+    specialized: bool = False,
 ) -> scf.ForOp | None:
-    """The loop persistent blocks will walk (option `persistent`: -1 where allowed, 1
+    """The first loop persistent blocks will walk (option `persistent`: -1 where allowed, 1
     required), of the kernel's streamed `loops`, whose copies the TMA unit makes unless
     `copies` says why not; None, with a remark (or an error when required), when there is
-    none."""
+    none. Several loops are walked only by warp-specialized kernels (`specialized`: the
+    producer and the consumers each walk every loop of a tile, their steps counted on)."""
     loop = loops[0]
-    why = "more than one loop streams tiles into shared memory" if len(loops) != 1 else ""
-    why = why or persistent_blocker(kernel, loop) or copies
+    why = (
+        "more than one loop streams tiles into shared memory, and the kernel is not "
+        "warp-specialized"
+        if len(loops) != 1 and not specialized
+        else ""
+    )
+    why = why or persistent_blocker(kernel, loops) or copies
     if not why:
         return loop
     if option == 1:
@@ -169,8 +186,9 @@ def reserve_epilogue(
 ) -> int | None:
     """With persistent blocks the epilogue's scratch may not share the stages' bytes: the
     fewest pieces of its layout exchanges (`chunks`: 1, 2, 4, ...) that keep the stages the
-    kernel has without it (`stages_for(bytes kept)`); the bytes kept, or None (a remark, or an
-    error when required) when no split does."""
+    kernel has without it (`stages_for(bytes kept)`); the bytes kept, or None (a remark) when
+    no split does. Required (`option` 1), the walk takes the stage where at least 2 remain
+    (attention at d128: 3 stages without the walk, 2 with it, as FlashAttention-3 runs)."""
     wanted = stages_for(0)
     ops = list(loop.parent.ops)
     # The exchanges through scratch (a conversion within each thread's registers has none).
@@ -199,6 +217,9 @@ def reserve_epilogue(
         f"its epilogue's scratch ({reserve} bytes{split}) would cost a pipeline stage "
         f"({wanted} without it)"
     )
+    if option == 1 and stages_for(reserve) >= 2:
+        ctx.remark(kernel, f"persistent (option persistent = 1): {why}, which it takes")
+        return reserve
     if option == 1:
         raise TileError(f"pipeline: option persistent = 1, but {why}", loop.loc)
     ctx.remark(kernel, f"not persistent: {why}")

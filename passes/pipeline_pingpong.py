@@ -84,12 +84,13 @@ def pingpong_blocker(kernel: FuncOp, specialized: bool) -> str:
 
 
 def _turn_loops(kernel: FuncOp) -> list[scf.ForOp]:
-    """The loops in the consumer region's body with two or more wgmma dots in their body."""
+    """The loops in the consumer region's body (or in a persistent walk's over the tiles,
+    which every warpgroup runs alike) with two or more wgmma dots in their body."""
     region = next((op for op in kernel.walk() if isinstance(op, WarpSpecializeOp)), None)
     if region is None:
         return []
     return [
         op
-        for op in region.consumer.block.ops
+        for op in region.consumer.walk()
         if isinstance(op, scf.ForOp) and sum(is_wgmma_dot(d) for d in op.body.block.ops) >= 2
     ]

@@ -132,8 +132,6 @@ def warp_specialize_kernel(
         return False
     if persistent is not None and not any(p.loop is persistent for p in made):
         why = "its persistent loop's copies are not made by the TMA unit"
-    elif persistent is not None and len(made) != 1:
-        why = "persistent blocks walk one TMA loop, and it has several"
     else:
         why = warp_specialize_blocker(kernel, made, blocks)
     if why:
@@ -459,8 +457,9 @@ def specialize_warps(
             old.op.erase()
     if walk is not None:
         per_tile = walk.per_tile(_before(kernel, producer_block.parent_op))
-        _walk_tiles(producer_block, walk, per_tile, *producer_loops[0])
-        _walk_tiles(consumer_block, walk, per_tile, first.loop, first.step_index, drain)
+        _walk_tiles(producer_block, walk, per_tile, [(q[0], q[1]) for q in producer_loops], [])
+        mains = [(p.loop, p.step_index) for p in loops]
+        _walk_tiles(consumer_block, walk, per_tile, mains, drain)
     kernel.attributes[PRODUCER_WARPS_ATTRIBUTE] = IntegerAttr(PRODUCER_WARPS)
     if walk is not None:
         ctx.remark(
@@ -569,28 +568,39 @@ def _walk_tiles(
     block: Block,
     walk: TileWalk,
     per_tile: list[Operation],
-    main: scf.ForOp,
-    step_index: Value,
+    mains: list[tuple[scf.ForOp, Value]],
     after: list[Operation],
 ) -> None:
     """Put the ops of a region's `block` (but `after`, which end it, and its yield) in a walk
-    over the output tiles: each tile's values cloned at its coordinates, the step index of
-    `main` counted on across tiles (so every stage's mbarrier phases run on), `after` once
-    the walk ends."""
+    over the output tiles: each tile's values cloned at its coordinates, the step indices of
+    its loops `mains` ((loop, step index), in order; later loops count on from the earlier
+    ones' steps) counted on across tiles (so every stage's mbarrier phases run on), `after`
+    once the walk ends. A region that fills shared memory itself outside its loops
+    (attention's q, staged by the consumers) first waits at a barrier each tile, so that no
+    warp overwrites what another still reads of the tile before."""
     ops = [op for op in block.ops if not isinstance(op, scf.YieldOp) and op not in after]
-    loop, t, base = walk_loop(Builder.before_op(ops[0]), walk, main.loc)
-    inner = Builder.at_end(loop.body.block, main.loc)
+    loop, t, base = walk_loop(Builder.before_op(ops[0]), walk, mains[0][0].loc)
+    inner = Builder.at_end(loop.body.block, mains[0][0].loc)
+    in_loops = {id(m) for m, _ in mains}
+    if any(
+        isinstance(o, shared.StoreSharedOp)
+        for op in ops
+        if id(op) not in in_loops
+        for o in op.walk()
+    ):
+        inner.create(shared.BarrierOp)
     mapping = dict(zip(walk.first_coords, walk.coordinates(inner, t)))
     for op in per_tile:
         inner.insert(op.clone(mapping))
-    here = None
+    clones = {}
     for op in ops:
-        clone = inner.insert(op.clone(mapping))
-        if op is main:
-            here = clone
-    assert here is not None
-    rebase_steps(mapping[step_index], base)
-    trips = trip_count(inner, here)
+        clones[id(op)] = inner.insert(op.clone(mapping))
+    trips = None
+    for main, step_index in mains:
+        rebase_steps(mapping[step_index], base)
+        count = trip_count(inner, clones[id(main)])
+        trips = count if trips is None else inner.create(arith.AddIOp, lhs=trips, rhs=count).result
+    assert trips is not None
     inner.create(scf.YieldOp, values=[inner.create(arith.AddIOp, lhs=base, rhs=trips).result])
     for op in reversed(ops):
         op.erase()

@@ -87,7 +87,8 @@ def lower_warp_specialize(k: _KernelLowering, op: Operation) -> None:
 
 def _takes_turns(op: WarpSpecializeOp) -> bool:
     """Whether the consumers' loops take turns (passes/pipeline_pingpong.py)."""
-    return any(PINGPONG_ATTRIBUTE in loop.attributes for loop in op.consumer.block.ops)
+    # In the consumer region's body, or in a persistent walk's over the tiles.
+    return any(PINGPONG_ATTRIBUTE in loop.attributes for loop in op.consumer.walk())
 
 
 def _turn(k: _KernelLowering, instruction: str, group: int) -> None:
