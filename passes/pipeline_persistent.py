@@ -60,6 +60,14 @@ rule was not written for, `a @ b.T` 4096x3000x1000 0.898, 3000x5000x2000 0.967; 
 GEMMs stay as they were (2000x1000x3000 1.0). So -- option `persistent`: 2 (the default)
 where `pipeline` clusters the kernel, as -1, else 0; -1 wherever the kernel allows; 0 never; 1
 required. The tuner searches it (`pipeline.persistent`).
+
+**Several loops** (attention's main loop and the masked tail `mask-bounds` splits off, the
+causal diagonal) are walked only by a warp-specialized kernel: its producer and its consumers
+each run every loop of a tile, the step index counted on from loop to loop and from tile to
+tile (passes/pipeline_warp_specialize.py). Attention's per-block cost beyond its key steps was
+4.3-5.1 us at d128 on the H200 (docs/benchmarks.md, "Attention's fixed cost a block"); the
+walk's epilogue scratch costs d128 a stage (3 -> 2), which `persistent = 1` accepts where two
+remain. Off by default until timed (docs/benchmarks/pending-2026-12-07-attention.json).
 """
 
 from __future__ import annotations

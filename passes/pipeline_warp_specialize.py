@@ -40,9 +40,10 @@ When (`warp_specialize_blocker`): sm_90a, loops directly in the kernel's body wh
 TMA unit makes, each feeding a wgmma dot and starting by waiting on its stage's mbarrier, a
 wgmma chain left in flight only with `tilec.dots_in_flight` (its wait would otherwise be at the
 barrier the consumers no longer have), the copies' operands computed by every warp, and enough
-registers for the consumers. With pipeline's option `persistent` (one loop) both regions walk
-the output tiles (`_walk_tiles`), the producer running into the next tile while the consumers
-run this tile's epilogue. Option values: -1 where allowed, 0 never, 1 required (an error says
+registers for the consumers. With pipeline's option `persistent` both regions walk the output
+tiles (`_walk_tiles`), every loop of a tile in turn (attention's main loop and its tail), the
+producer running into the next tile while the consumers run this tile's epilogue; consumers
+that stage a tile themselves (attention's q) meet at a barrier before each tile's. Option values: -1 where allowed, 0 never, 1 required (an error says
 why not), 2 (the default, `AS_PLANNED`) where tiling tiled the kernel for a producer warpgroup
 (its option `producer`: attention at d128, where the dots bound the loop), else never. The
 interpreter runs the regions as coroutines and checks the mbarrier protocol
