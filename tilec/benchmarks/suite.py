@@ -195,7 +195,13 @@ WORKLOADS: dict[str, Workload] = {
             "compute",
             _attention("plain"),
             _attention_label,
-            ((4, 16, 16, 4096, 128), (4, 16, 16, 4096, 64), (1, 8, 8, 1537, 128)),
+            # B8 H16 S1024: short sequences, where a block's fixed cost weighs most
+            (
+                (4, 16, 16, 4096, 128),
+                (4, 16, 16, 4096, 64),
+                (1, 8, 8, 1537, 128),
+                (8, 16, 16, 1024, 128),
+            ),
             ((1, 4, 4, 1024, 64),),
             ceiling="f16",
         ),
