@@ -201,18 +201,20 @@ def _embedding_bag(bags: int, d: int) -> tuple:
     )
 
 
+# (example file, kernel, arguments, the warps the model picks)
 FEW = {
     # the per-page sums over the page's 16 rows cross 4 warps (a barrier each, every page);
     # on one warp every reduction is shuffles (H200, 1bdb91b: 0.650 of 4 warps' time at
     # B64 H32: 2048 blocks, enough for 12 one-warp blocks (by registers) on each of 132 SMs).
-    "paged decode, 2048 blocks": ("paged_decode", _paged_decode(64, 32), 1),
+    "paged decode, 2048 blocks": ("paged_decode", "paged_decode", _paged_decode(64, 32), 1),
     # a scan over rows of 1024 crosses 4 warps every tile, but 256 rows are 256 blocks: one-warp
     # blocks would leave each SM two warps
-    "cumsum, 256 rows": ("cumsum_rows", (np.zeros((256, 1024), F32),) * 2, 4),
+    "cumsum, 256 rows": ("cumsum", "cumsum_rows", (np.zeros((256, 1024), F32),) * 2, 4),
     # a bag's 128 floats: 16-byte runs on one warp, one float a thread on 4 (0.907)
-    "embedding bag, 16384 bags": ("embedding_bag", _embedding_bag(16384, 128), 1),
+    "embedding bag, 16384 bags": ("embedding_bag", "embedding_bag", _embedding_bag(16384, 128), 1),
     # rows of 32000 across 2 warps still reduce across them: 4 stays (2 measured 1.066)
     "cross entropy, 4096 rows": (
+        "cross_entropy",
         "cross_entropy",
         (np.zeros((4096, 32000), F32), np.zeros(4096, np.int32), np.zeros(4096, F32)),
         4,
@@ -222,7 +224,7 @@ FEW = {
 
 @pytest.mark.parametrize("label", list(FEW))
 def test_fewer_warps_only_where_they_remove_a_cost_and_the_grid_fills_the_gpu(label):
-    example, args, expected = FEW[label]
+    example, name, args, expected = FEW[label]
     seen: list[tuple[FuncOp, tuple[int, int] | None]] = []
     original = assign_layouts._automatic_warps
 
@@ -233,8 +235,7 @@ def test_fewer_warps_only_where_they_remove_a_cost_and_the_grid_fills_the_gpu(la
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TILEC_CACHE_DIR", "")
         patch.setattr(assign_layouts, "_automatic_warps", spy)
-        file = "cumsum" if example == "cumsum_rows" else example
-        kernel = load_kernel(EXAMPLES / f"{file}.tile", example)
+        kernel = load_kernel(EXAMPLES / f"{example}.tile", name)
         ptx = kernel.compile_for(*args, arch="sm_90a").ptx
     assert _threads(ptx) // 32 == expected
     (ir, grid), *_ = seen
