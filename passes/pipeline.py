@@ -48,7 +48,6 @@ from tilec.lowering.tma import box_plan, folded_plan
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.loop_slices import affine_in_iv, defined_inside, recompute_slice
 from tilec.passes.occupancy import (
-    DRIVER_RESERVED_SHARED,
     SM_SHARED_SM90,
 )
 from tilec.passes.pipeline_cluster import (
@@ -58,7 +57,7 @@ from tilec.passes.pipeline_cluster import (
     resolve_cluster_defaults,
 )
 from tilec.passes.pipeline_in_flight import leave_in_flight
-from tilec.passes.pipeline_occupancy import _planned_blocks, blocks_per_sm, stages_in_flight
+from tilec.passes.pipeline_occupancy import MAX_DEFAULT_STAGES, _planned_blocks, choose_stages
 from tilec.passes.pipeline_persistent import (
     WITH_CLUSTERS,
     PipelinedLoop,
@@ -87,8 +86,6 @@ from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = ["MAX_DEFAULT_STAGES", "Pipeline"]
 
-MAX_DEFAULT_STAGES = 4
-
 
 @register_pass
 class Pipeline(Pass):
@@ -111,7 +108,7 @@ class Pipeline(Pass):
     (`smem-placement`'s plan) and checked against `shared_limit`.
     Stages: the kernel's pin `tilec.num_stages` (`@kernel(stages=...)`), else the option
     `num_stages`, else (0) for a kernel with `tilec.estimated_registers` (tiling's mma.sync
-    model) the stages that keep the most copies in flight per SM (`_stages_for_occupancy`),
+    model) the stages that keep the most copies in flight per SM (`pipeline_occupancy.choose_stages`),
     else the most stages, up to 4, whose buffers fit `shared_limit`; 1 leaves
     the loops as they are. A loop nested in another loop (an expert's K loop in a range() loop
     over experts) is pipelined anew on every run: the run's last copies land at its
@@ -278,7 +275,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         found = reserve_epilogue(
             kernel,
             persistent,
-            lambda kept: _choose_stages(kernel, streams, options, kept)[0],
+            lambda kept: choose_stages(kernel, [s.alloc for s in streams], options, kept)[0],
             options.persistent,
             ctx,
         )
@@ -291,7 +288,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
             "no producer warpgroup: tiling planned one for persistent blocks walking the tiles, "
             "which this kernel does not take (the remark above says why)",
         )
-    stages, why = _choose_stages(kernel, streams, options, reserve)
+    stages, why = choose_stages(kernel, [s.alloc for s in streams], options, reserve)
     ctx.remark(kernel, f"{stages} stage{'s' if stages != 1 else ''}: {why}")
     if stages == 1:
         return
@@ -365,89 +362,6 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         kernel, plan, limit, "option shared_limit of pipeline", "use fewer stages or smaller tiles"
     )
     apply_shared_plan(kernel, plan, ctx, limit)
-
-
-def _choose_stages(
-    kernel: FuncOp, streams: list[_Stream], options: Pipeline.Options, reserve: int = 0
-) -> tuple[int, str]:
-    pin = kernel.attributes.get("tilec.num_stages")
-    if pin is not None:
-        if pin.value < 1:
-            raise TileError(
-                f"kernel '{kernel.sym_name}' pins {pin.value} stages; at least 1 is needed",
-                kernel.loc,
-            )
-        return pin.value, "pinned by the kernel"
-    if options.num_stages > 0:
-        return options.num_stages, "option num_stages"
-    limit = options.shared_limit - reserve
-    blocks = kernel.attributes.get("tilec.min_blocks_per_sm")
-    if blocks is not None and blocks.value > 1:  # the occupancy a pass asked for
-        limit = min(limit, options.sm_shared // blocks.value - DRIVER_RESERVED_SHARED)
-    estimate = kernel.attributes.get("tilec.estimated_registers")
-    if estimate is not None and (blocks is None or blocks.value <= 1):
-        return _stages_for_occupancy(kernel, streams, options, estimate.value, reserve)
-    needed = {}
-    for stages in range(MAX_DEFAULT_STAGES, 1, -1):
-        plan = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams})
-        needed[stages] = plan.total
-        if plan.total <= limit:
-            more = (
-                f"; {stages + 1} would need {needed[stages + 1]}"
-                if stages + 1 in needed
-                else f" (at most {MAX_DEFAULT_STAGES} by default)"
-            )
-            share = (
-                f" (the SM's {options.sm_shared} over {blocks.value} blocks, less "
-                f"{DRIVER_RESERVED_SHARED} reserved each: tilec.min_blocks_per_sm)"
-                if blocks is not None and blocks.value > 1 and limit < options.shared_limit
-                else ""
-            )
-            kept = f", {reserve} kept for the epilogue's scratch (persistent)" if reserve else ""
-            return stages, (f"the most that fit: {plan.total} of {limit} bytes{kept}{share}{more}")
-    return 1, f"even 2 stages need {needed[2]} bytes, more than the limit of {limit}"
-
-
-def _stages_for_occupancy(
-    kernel: FuncOp,
-    streams: list[_Stream],
-    options: Pipeline.Options,
-    registers: int,
-    reserve: int = 0,
-) -> tuple[int, str]:
-    """The stages that keep the most copies in flight per SM: (stages - 1) steps ahead in each
-    block, times the blocks an SM holds by shared memory (each block's buffers plus the 1 KiB
-    the driver reserves), by registers (`tilec.estimated_registers`, tiling's model) and by
-    threads. More stages than that leave fewer blocks: attention's 32 KiB steps at d128 fit
-    four stages in one block or three in each of two (measured: 138 against 207 TFLOP/s on
-    the H200), and a 128x128 matmul's 16 KiB steps four in each of two."""
-    threads = kernel.attributes["tilec.num_warps"].value * 32
-    totals = {}
-    for stages in range(2, MAX_DEFAULT_STAGES + 1):
-        total = plan_shared_memory(kernel, {id(s.alloc): stages for s in streams}).total
-        if total > options.shared_limit - reserve:
-            break
-        totals[stages] = total
-    if not totals:
-        needed = plan_shared_memory(kernel, {id(s.alloc): 2 for s in streams}).total
-        return (
-            1,
-            f"even 2 stages need {needed} bytes, more than the limit of "
-            f"{options.shared_limit - reserve}",
-        )
-    stages = stages_in_flight(totals, registers, threads, options.sm_shared)
-
-    def blocks(s: int) -> int:
-        return blocks_per_sm(totals[s], registers, threads, options.sm_shared)
-
-    others = ", ".join(f"{s}: {blocks(s)} x {s - 1}" for s in sorted(totals) if s != stages)
-    count = blocks(stages)
-    return stages, (
-        f"the most steps in flight per SM: {count} block{'s' if count > 1 else ''} "
-        f"({totals[stages]} bytes of shared memory each, ~{registers} registers a thread "
-        f"estimated) x {stages - 1} step{'s' if stages > 2 else ''} ahead"
-        + (f"; {others}" if others else "")
-    )
 
 
 # ---------------------------------------------------------------------------------------------
