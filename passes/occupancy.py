@@ -357,10 +357,9 @@ def _admitted(
     usual = next((c for c in candidates if c.warps == AUTO_WARPS[0]), None)
 
     def pays_less(c: _Candidate) -> bool:
-        if grid is None or grid[0] < grid[1] * c.blocks:
+        # (4 warps are left out only with too many elements a thread: so are 1 and 2 then.)
+        if usual is None or grid is None or grid[0] < grid[1] * c.blocks:
             return False
-        if usual is None:
-            return True
         removes_runs = usual.short_runs and not c.short_runs
         removes_barriers = usual.loop_barriers and not c.loop_barriers
         return removes_runs or removes_barriers

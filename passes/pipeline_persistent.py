@@ -127,11 +127,10 @@ def _top_level_loops(kernel: FuncOp) -> list[scf.ForOp]:
     return [op for op in kernel.body.block.ops if isinstance(op, scf.ForOp)]
 
 
-def persistent_blocker(kernel: FuncOp, loops: scf.ForOp | list[scf.ForOp]) -> str:
+def persistent_blocker(kernel: FuncOp, loops: list[scf.ForOp]) -> str:
     """Why the kernel of `loops` (GEMM-like loops the TMA unit will fill, in order; several
     only where warp specialization walks them: attention's main loop and its masked tail)
     cannot be made persistent ("" when it can)."""
-    loops = [loops] if isinstance(loops, scf.ForOp) else loops
     for loop in loops:
         if loop.parent is not kernel.body.block:
             return "its pipelined loop is nested in other control flow"

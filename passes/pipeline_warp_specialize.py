@@ -458,7 +458,7 @@ def specialize_warps(
             old.op.erase()
     if walk is not None:
         per_tile = walk.per_tile(_before(kernel, producer_block.parent_op))
-        _walk_tiles(producer_block, walk, per_tile, [(q[0], q[1]) for q in producer_loops], [])
+        _walk_tiles(producer_block, walk, per_tile, producer_loops, [])
         mains = [(p.loop, p.step_index) for p in loops]
         _walk_tiles(consumer_block, walk, per_tile, mains, drain)
     kernel.attributes[PRODUCER_WARPS_ATTRIBUTE] = IntegerAttr(PRODUCER_WARPS)
@@ -491,10 +491,10 @@ def _producer_loop(
     wait: TM.MbarrierWaitOp,
     empty: Value,
     aliases: dict[Value, Value],
-) -> tuple[scf.ForOp, Value, list[Operation]]:
+) -> tuple[scf.ForOp, Value]:
     """The producer's walk over `pipelined`'s steps: wait for the stage's release (the phase
     before the one it fills: on a fresh stage the wait returns at once), then its copies
-    (into the first loop's buffers, `aliases`). Returns (the loop, its step index, [])."""
+    (into the first loop's buffers, `aliases`). Returns (the loop, its step index)."""
     loop = pipelined.loop
     steps = b.create(
         scf.ForOp,
@@ -521,7 +521,7 @@ def _producer_loop(
     for op in _slice(loop, ahead, {_ahead_iv(ahead[0]), ahead[0].slot}):
         w.insert(op.clone(copy_map))
     w.create(scf.YieldOp, values=[])
-    return steps, mapping[pipelined.step_index], []
+    return steps, mapping[pipelined.step_index]
 
 
 def _consume(
