@@ -183,6 +183,12 @@ class Pipeline(Pass):
             "where allowed, 0 never, 1 required, 2 (the default) where tiling tiled the kernel "
             "for a producer warpgroup",
         )
+        staged_tma: int = option(
+            -1,
+            "in a warp-specialized kernel, a tile the consumers would stage before the loops "
+            "(attention's q) is copied by the producer's TMA unit on an mbarrier of its own "
+            "(passes/pipeline_staged_tma.py): -1 where allowed, 0 never, 1 required",
+        )
         cluster: int = option(
             AUTOMATIC,
             "blocks a cluster (sm_90a, a warp-specialized GEMM; passes/pipeline_cluster.py): "
@@ -345,6 +351,7 @@ def _pipeline_kernel(kernel: FuncOp, options: Pipeline.Options, ctx: PassContext
         persistent,
         ctx,
         blocks=_planned_blocks(kernel, options),
+        staged_tma=options.staged_tma,
     )
     schedule_pingpong(kernel, specialized, options.pingpong, ctx)
     cluster_kernel(kernel, specialized, options.cluster, ctx, required=cluster_required)

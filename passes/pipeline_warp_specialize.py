@@ -75,6 +75,12 @@ from tilec.passes.pipeline_persistent import (
     trip_count,
     walk_loop,
 )
+from tilec.passes.pipeline_staged_tma import (
+    StagedCopy,
+    check_option,
+    copy_by_producer,
+    staged_copies,
+)
 from tilec.passmanager import PassContext
 
 __all__ = [
@@ -121,12 +127,14 @@ def warp_specialize_kernel(
     persistent: scf.ForOp | None,
     ctx: PassContext,
     blocks: int = 1,
+    staged_tma: int = -1,
 ) -> bool:
     """pipeline's option `warp_specialize` on the kernel's TMA loops (`made`), with persistent blocks
     walking the tiles when `persistent` is the loop option `persistent` chose; whether the
     kernel was specialized. `blocks`: the blocks an SM holds that the stages were chosen for
     (`tilec.min_blocks_per_sm` when the kernel has it): the specialized kernel's launch bounds
-    keep them (`tilec.min_blocks_per_sm`), with a producer warpgroup in each."""
+    keep them (`tilec.min_blocks_per_sm`), with a producer warpgroup in each. `staged_tma`:
+    pipeline's option of that name (passes/pipeline_staged_tma.py)."""
     if option not in (-1, 0, 1):
         raise TileError(f"pipeline: option warp_specialize must be -1, 0 or 1, got {option}")
     if option == 0:
@@ -167,7 +175,7 @@ def warp_specialize_kernel(
             f"{REGISTERS_PER_SM // (blocks * _threads(kernel)) // 8 * 8} registers, the "
             f"consumers take {_consumer_registers(_warps(kernel), blocks)} back with setmaxnreg",
         )
-    specialize_warps(kernel, made, ctx, persistent=persistent is not None)
+    specialize_warps(kernel, made, ctx, persistent=persistent is not None, staged_tma=staged_tma)
     return True
 
 
@@ -360,10 +368,14 @@ def specialize_warps(
     made: list[PipelinedLoop] | PipelinedLoop,
     ctx: PassContext,
     persistent: bool = False,
+    staged_tma: int = -1,
 ) -> None:
     """Rewrite `kernel` around its TMA loops `made` (`warp_specialize_blocker` allows them)
     into a producer and a consumer region (the module docstring), with a remark; with
-    `persistent`, each region walks the output tiles (`persistent_blocker` allows it)."""
+    `persistent`, each region walks the output tiles (`persistent_blocker` allows it).
+    `staged_tma`: whether the producer copies what the consumers would stage before the
+    loops (pipeline_staged_tma.py; -1 where it can, 0 never, 1 required)."""
+    check_option(staged_tma)
     loops = [made] if isinstance(made, PipelinedLoop) else list(made)
     first = loops[0]
     walk = tile_walk(kernel, first.loop.loc) if persistent else None
@@ -376,6 +388,7 @@ def specialize_warps(
     aliases = _aliases(loops)
     parts = _partition(kernel, loops)
     assert isinstance(aliases, dict) and isinstance(parts, _Partition)
+    staged = _staged_by_producer(kernel, parts, loops[0].loop, staged_tma, persistent, ctx)
     producer_parts = [(p, _producer_ops(p)) for p in loops]
     chains = [bool(carried_in_flight(p.loop)) for p in loops]  # before the barriers go
     for op in parts.hoisted:
@@ -422,6 +435,7 @@ def specialize_warps(
 
     # Producer: every loop's steps, each step's copies once its stage is released.
     p_builder = Builder.at_end(producer_block, first.loop.loc)
+    dropped = copy_by_producer(staged, init, p_builder, parts.consumer)
     producer_loops = []
     for (p, _), wait in zip(producer_parts, waits):
         producer_loops.append(_producer_loop(p_builder, p, wait, empty, aliases))
@@ -453,6 +467,8 @@ def specialize_warps(
     c.create(scf.YieldOp, values=[])
     for op in reversed(parts.erased):
         op.erase()  # the copies' index arithmetic is left to dce
+    for op in dropped:
+        op.erase()
     for old in aliases:
         if isinstance(old, OpResult) and isinstance(old.op, shared.AllocSharedOp):
             old.op.erase()
@@ -483,6 +499,49 @@ def specialize_warps(
         f"{'s' if len(loops) > 1 else ''} with no block-wide barrier, releasing each stage "
         "once every wgmma that read it is waited for, and the epilogue",
     )
+
+
+def _staged_by_producer(
+    kernel: FuncOp,
+    parts: _Partition,
+    first: scf.ForOp,
+    option: int,
+    persistent: bool,
+    ctx: PassContext,
+) -> list[StagedCopy]:
+    """The tiles the consumers would stage before `first` that the producer copies instead
+    (pipeline_staged_tma.py), with a remark; an error when `option` is 1 and one cannot be."""
+    if option == 0:
+        return []
+    consumer = {id(op) for op in parts.consumer}
+    block = kernel.body.block
+
+    def producer_has(v: Value) -> bool:
+        if v in block.args:
+            return True
+        return isinstance(v, OpResult) and v.op.parent is block and id(v.op) not in consumer
+
+    staged, why_not = staged_copies(kernel, parts.consumer, first, producer_has)
+    if persistent and staged:
+        why_not = [
+            "persistent blocks would refill the staged buffer before the consumers' last read "
+            "of the tile before (no empty mbarrier for it is built)"
+        ]
+        staged = []
+    if option == 1 and (why_not or not staged):
+        why = "; ".join(why_not) or "the consumers stage no tile before the loops"
+        raise TileError(f"pipeline: option staged_tma = 1, but {why}", kernel.loc)
+    for s in staged:
+        ctx.remark(
+            kernel,
+            f"%{s.alloc.result.name_hint or '?'} (staged before the loops) is copied by the "
+            f"producer's TMA unit, first of its copies ({s.bytes} bytes in boxes of "
+            f"{list(s.box)} on an mbarrier of its own); the consumers wait on it instead of "
+            "loading it into registers, storing it and meeting at a barrier",
+        )
+    for why in why_not:
+        ctx.remark(kernel, f"the consumers stage a tile themselves: {why}")
+    return staged
 
 
 def _producer_loop(
