@@ -19,9 +19,11 @@ When (`staged_copy_blocker`): the staging is a `tile.load` of a kernel argument 
 can describe (`tensor_map_blocker`), unmasked, padded with 0, at offsets every warp has
 (program ids, tile offsets: the producer computes them), its tile (reshaped only by dropping
 leading 1s) stored into slot 0 of a one-slot buffer that is only read after it, followed by
-the consumers' barrier, and the buffer's layout one the TMA unit writes. Not in persistent
-blocks: there the next tile's copy would have to wait until the consumers' last read of this
-tile's (an empty mbarrier of its own), which is not built; the consumers keep staging.
+the consumers' barrier, and the buffer's layout one the TMA unit writes. In persistent
+blocks the buffer is refilled for every tile: tile i's copy fills phase i mod 2 of its
+mbarrier once the consumers released tile i - 1's on an empty mbarrier of its own (each
+consumer warp arrives once past the last loop that reads it), so the producer copies the
+next tile's q while the consumers run this tile's epilogue.
 Option values: -1 (the default) wherever allowed, 0 never, 1 required (an error says why not).
 """
 
@@ -43,7 +45,7 @@ from tilec.lowering.layouts import element_bytes
 from tilec.lowering.tma import box_plan
 from tilec.passes.pipeline_tma import tensor_map_blocker
 
-__all__ = ["StagedCopy", "check_option", "copy_by_producer", "staged_copies"]
+__all__ = ["ProducerCopies", "StagedCopy", "check_option", "copy_by_producer", "staged_copies"]
 
 
 @dataclass
@@ -168,50 +170,102 @@ def _constant_zero(v: Value) -> bool:
     )
 
 
+@dataclass
+class ProducerCopies:
+    """What `copy_by_producer` made: the consumers' ops it replaced (to erase once the regions
+    are built) and the mbarriers to invalidate with the stages' once the consumers are done."""
+
+    dropped: list[Operation]
+    barriers: list[Value]
+
+
 def copy_by_producer(
-    staged: list[StagedCopy], init: Operation, producer: Builder, consumer_ops: list[Operation]
-) -> list[Operation]:
+    staged: list[StagedCopy],
+    init: Operation,
+    producer: Builder,
+    consumer_ops: list[Operation],
+    last_loop: Operation,
+    warps: int,
+    ordinal: Value | None = None,
+) -> ProducerCopies:
     """Rewrite each staging of `staged`: its buffer takes the tensor's rank, an mbarrier of its
     own is initialized after `init` (an mbarrier init the block's barrier publishes), the
     producer (`producer`: a builder before its first copies) arms it and asks the TMA unit
     for the tile, and the consumers' load, reshape, store and barrier become one wait on it.
-    `consumer_ops` (the consumers' ops, in order) is updated in place; returns the ops it
-    dropped (erased by the caller once the region is built)."""
-    dropped: list[Operation] = []
+    `consumer_ops` (the consumers' ops, in order) is updated in place.
+
+    With `ordinal` (persistent blocks: the tile's ordinal among the block's, a value the walk
+    maps per tile; `warps` consumer warps), tile i's copy fills phase i mod 2 and waits first
+    for the consumers' release of tile i - 1's, an empty mbarrier they arrive on once past
+    `last_loop` (the last loop reading the buffer, whose wgmmas are all waited for): the
+    producer then copies the next tile's while the consumers run this tile's epilogue."""
+    made = ProducerCopies([], [])
     for s in staged:
         at = Builder.before_op(s.alloc)
         buffer = at.create(shared.AllocSharedOp, result_types=[s.buffer]).result
-        buffer.name_hint = s.alloc.result.name_hint
-        barrier = at.create(shared.AllocSharedOp, result_types=[SharedType((1, 1), i64)]).result
-        barrier.name_hint = f"{s.alloc.result.name_hint or 'staged'}_barrier"
-        Builder.after_op(init).create(TM.MbarrierInitOp, barriers=barrier, arrivals=IntegerAttr(1))
+        name = s.alloc.result.name_hint or "staged"
+        buffer.name_hint = name
+        full = at.create(shared.AllocSharedOp, result_types=[SharedType((1, 1), i64)]).result
+        full.name_hint = f"{name}_full"
+        made.barriers.append(full)
+        after_init = Builder.after_op(init)
+        after_init.create(TM.MbarrierInitOp, barriers=full, arrivals=IntegerAttr(1))
         zero = producer.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index]).result
-        producer.create(
-            TM.MbarrierExpectOp, barriers=barrier, slot=zero, bytes=IntegerAttr(s.bytes)
-        )
+        phase = zero
+        if ordinal is not None:
+            empty = at.create(shared.AllocSharedOp, result_types=[SharedType((1, 1), i64)]).result
+            empty.name_hint = f"{name}_empty"
+            made.barriers.append(empty)
+            Builder.after_op(init).create(
+                TM.MbarrierInitOp, barriers=empty, arrivals=IntegerAttr(1), warps=IntegerAttr(warps)
+            )
+            two = producer.create(arith.ConstantOp, value=IntegerAttr(2), result_types=[index])
+            one = producer.create(arith.ConstantOp, value=IntegerAttr(1), result_types=[index])
+            phase = producer.create(arith.RemSIOp, lhs=ordinal, rhs=two.result).result
+            released = producer.create(arith.SubIOp, lhs=one.result, rhs=phase).result
+            released.name_hint = "released_phase"
+            # On a fresh mbarrier the wait for the phase before phase 0 returns at once.
+            producer.create(TM.MbarrierWaitOp, barriers=empty, slot=zero, phase=released)
+            r = Builder.after_op(last_loop)
+            slot = r.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index])
+            arrive = r.create(TM.MbarrierArriveOp, barriers=empty, slot=slot.result)
+            at_last = consumer_ops.index(last_loop) + 1
+            consumer_ops[at_last:at_last] = [slot, arrive]
+        producer.create(TM.MbarrierExpectOp, barriers=full, slot=zero, bytes=IntegerAttr(s.bytes))
         producer.create(
             TM.TmaCopyOp,
             view=s.load.view,
             offsets=list(s.load.offsets),
             buffer=buffer,
             slot=zero,
-            barriers=barrier,
+            barriers=full,
             barrier_slot=zero,
             box=ArrayAttr(tuple(IntegerAttr(b) for b in s.box)),
         )
         w = Builder.before_op(s.store)
-        zero_c = w.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index]).result
-        wait = w.create(TM.MbarrierWaitOp, barriers=barrier, slot=zero_c, phase=zero_c)
+        wait_ops: list[Operation] = []
+        slot = w.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index])
+        wait_ops.append(slot)
+        if ordinal is None:
+            wait_phase = slot.result
+        else:
+            two = w.create(arith.ConstantOp, value=IntegerAttr(2), result_types=[index])
+            parity = w.create(arith.RemSIOp, lhs=ordinal, rhs=two.result)
+            wait_ops += [two, parity]
+            wait_phase = parity.result
+        wait_ops.append(
+            w.create(TM.MbarrierWaitOp, barriers=full, slot=slot.result, phase=wait_phase)
+        )
         at_store = consumer_ops.index(s.store)
-        consumer_ops[at_store : at_store + 1] = [zero_c.op, wait]
+        consumer_ops[at_store : at_store + 1] = wait_ops
         s.alloc.result.replace_all_uses_with(buffer)
-        dropped.append(s.store)
+        made.dropped.append(s.store)
         for op in (s.barrier, s.reshape, s.load):
             if op is not None:
                 consumer_ops.remove(op)
-                dropped.append(op)
-        dropped.append(s.alloc)
-    return dropped
+                made.dropped.append(op)
+        made.dropped.append(s.alloc)
+    return made
 
 
 def check_option(option: int) -> None:

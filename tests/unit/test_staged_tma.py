@@ -104,8 +104,7 @@ def test_option_zero_keeps_the_consumers_staging():
 
 
 def test_option_one_says_why_not():
-    """A GEMM's consumers stage nothing before the loop; persistent blocks would refill q's
-    buffer under the tile before."""
+    """A GEMM's consumers stage nothing before the loop."""
     with pytest.raises(TileError, match="staged_tma = 1, but the consumers stage no tile"):
         _specialized(
             "gemm_nn",
@@ -113,8 +112,47 @@ def test_option_one_says_why_not():
             "warp_specialize=1 staged_tma=1 ",
             example="gemm_layouts.tile",
         )
-    with pytest.raises(TileError, match="staged_tma = 1, but persistent blocks"):
-        _specialized("attention", ATTENTION, "persistent=1 staged_tma=1 ")
-    _, module, context = _specialized("attention", ATTENTION, "persistent=1 ")
-    assert any(isinstance(o, T.LoadOp) and o.view.name_hint == "q" for o in module.walk())
-    assert any("stage a tile themselves: persistent" in r.message for r in context.remarks)
+
+
+@pytest.mark.parametrize(
+    "kernel, extents", [("attention", ATTENTION), ("attention_causal", CAUSAL)]
+)
+def test_persistent_blocks_copy_each_tiles_q_once_the_tile_before_released_it(kernel, extents):
+    """Walking the tiles, the producer waits on q's empty mbarrier (the consumers' release of
+    the tile before, after their last loop) before each copy, and both regions follow the
+    tile's ordinal's phase; three blocks walk the tiles in the interpreter, bit for bit."""
+    before, module, context = _specialized(kernel, extents, "persistent=1 ")
+    func = module.lookup(kernel)
+    assert "tilec.persistent" in func.attributes
+    region = _region(module, kernel)
+    copy = next(o for o in region.walk() if isinstance(o, TM.TmaCopyOp))
+    assert copy.view.name_hint == "q"
+    ops = list(copy.parent.ops)
+    waits = [o for o in ops[: ops.index(copy)] if isinstance(o, TM.MbarrierWaitOp)]
+    assert len(waits) == 1 and waits[0].barriers.name_hint.endswith("_empty")
+    assert any(
+        isinstance(o, TM.MbarrierArriveOp) and o.barriers is waits[0].barriers
+        for o in region.consumer.walk()
+    )
+    assert not any(isinstance(o, T.LoadOp) and o.view.name_hint == "q" for o in func.walk())
+    inputs = random_arguments(func, _free(extents), seed=7)
+    got, sizes = run_kernel(module, kernel, inputs, None)
+    expected, _ = run_kernel(before, kernel, inputs, sizes)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_persistent_consumers_that_never_release_q_deadlock():
+    _, module, _ = _specialized("attention", ATTENTION, "persistent=1 ")
+    region = _region(module, "attention")
+    for arrive in [
+        o
+        for o in region.consumer.walk()
+        if isinstance(o, TM.MbarrierArriveOp)
+        and o.barriers.name_hint.endswith("_empty")
+        and "qt" in o.barriers.name_hint
+    ]:
+        arrive.erase()
+    func = module.lookup("attention")
+    with pytest.raises(InterpreterError, match="would wait forever"):
+        run_kernel(module, "attention", random_arguments(func, _free(ATTENTION), seed=7), None)
