@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tilec.diagnostics import format_bytes
+from tilec.dialects import arith, scf, shared, tma
 from tilec.dialects import gather as G
-from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.random import PhiloxOp
@@ -361,10 +361,16 @@ class _Kernel:
             self.line("", f"total {format_bytes(total)} of buffers (tilec.shared_bytes)", summary)
 
     def stages(self) -> None:
+        # A buffer copied into one constant slot (attention's q, copied by a producer once a
+        # tile) is staged, not streamed through the stages.
         streamed = [
             alloc
             for alloc in self.buffers()
-            if any(isinstance(u, (shared.AsyncCopyOp, tma.TmaCopyOp)) for u in alloc.result.uses)
+            if any(
+                isinstance(u, (shared.AsyncCopyOp, tma.TmaCopyOp))
+                and not isinstance(getattr(u.slot, "op", None), arith.ConstantOp)
+                for u in alloc.result.uses
+            )
             and not tma.is_barrier_buffer(alloc.result.type)
         ]
         if not self.ran("pipeline"):
