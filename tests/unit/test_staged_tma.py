@@ -121,7 +121,7 @@ def test_persistent_blocks_copy_each_tiles_q_once_the_tile_before_released_it(ke
     """Walking the tiles, the producer waits on q's empty mbarrier (the consumers' release of
     the tile before, after their last loop) before each copy, and both regions follow the
     tile's ordinal's phase; three blocks walk the tiles in the interpreter, bit for bit."""
-    before, module, context = _specialized(kernel, extents, "persistent=1 ")
+    before, module, _ = _specialized(kernel, extents, "persistent=1 ")
     func = module.lookup(kernel)
     assert "tilec.persistent" in func.attributes
     region = _region(module, kernel)
