@@ -15,7 +15,7 @@ accumulator's order (`interleave`), one 8-row box per group and column block
 (`tilec.lowering.tma.box_plan`) -- and the unit writes zeros past the tensor's end, as the
 load's padding did.
 
-When (`staged_copy_blocker`): the staging is a `tile.load` of a kernel argument a tensor map
+When (`staged_copies`, which says why not for each other staging): the staging is a `tile.load` of a kernel argument a tensor map
 can describe (`tensor_map_blocker`), unmasked, padded with 0, at offsets every warp has
 (program ids, tile offsets: the producer computes them), its tile (reshaped only by dropping
 leading 1s) stored into slot 0 of a one-slot buffer that is only read after it, followed by
@@ -29,6 +29,8 @@ Option values: -1 (the default) wherever allowed, 0 never, 1 required (an error 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tilec.diagnostics import TileError
@@ -64,15 +66,14 @@ class StagedCopy:
 
     @property
     def bytes(self) -> int:
-        t = self.buffer
-        count = 1
-        for d in t.shape[1:]:
-            count *= d
-        return count * element_bytes(t.element)
+        return math.prod(self.buffer.shape[1:]) * element_bytes(self.buffer.element)
 
 
 def staged_copies(
-    kernel: FuncOp, consumer: list[Operation], first_loop: Operation, producer_has
+    kernel: FuncOp,
+    consumer: list[Operation],
+    first_loop: Operation,
+    producer_has: Callable[[Value], bool],
 ) -> tuple[list[StagedCopy], list[str]]:
     """The stagings among the consumers' ops before `first_loop` that the producer can copy,
     and why each other store into shared memory there cannot be. `producer_has(value)`:
@@ -91,7 +92,10 @@ def staged_copies(
     return found, why_not
 
 
-def _staged(kernel: FuncOp, ops: list[Operation], at: int, producer_has) -> StagedCopy | str:
+def _staged(
+    kernel: FuncOp, ops: list[Operation], at: int, producer_has: Callable[[Value], bool]
+) -> StagedCopy | str:
+    """The staging whose store is `ops[at]`, or why the producer cannot copy it."""
     store: shared.StoreSharedOp = ops[at]  # type: ignore[assignment]
     alloc = store.buffer.op if isinstance(store.buffer, OpResult) else None
     name = f"%{store.buffer.name_hint or '?'}"
