@@ -22,6 +22,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONTIGUOUS = 'assume{all="aligned,unit,divisible"},'
 
 
+def _output_ulp(e: np.ndarray) -> np.ndarray | float:
+    """One unit in the last place of each element of a 16-bit float output (0 otherwise)."""
+    if e.dtype == np.float16:
+        return np.spacing(np.abs(e)).astype(np.float64)
+    if e.dtype.name == "bfloat16":  # 7 mantissa bits against f32's 23
+        return np.spacing(np.abs(e.astype(np.float32))).astype(np.float64) * 2.0**16
+    return 0.0
+
+
 @pytest.mark.parametrize("kernel", ["gemm_tt", "gemm_tt_bf16"])
 @pytest.mark.parametrize("extents", [{"M": 1, "N": 3, "K": 2}, {"M": 144, "N": 80, "K": 208}])
 def test_every_pass_of_the_sm90a_pipeline_preserves_a_transposed_gemm(kernel, extents):
@@ -41,9 +50,13 @@ def test_every_pass_of_the_sm90a_pipeline_preserves_a_transposed_gemm(kernel, ex
             if p.exact:
                 np.testing.assert_array_equal(g, e, err_msg=p.name)
             else:
+                # A pass that reassociates the f32 sums (the dot's order of products) may land
+                # the rounding to a 16-bit output one unit of its last place away, as numpy's
+                # own matmul does for (b @ a).T against a.T @ b.T (by its BLAS's order).
                 scale = max(float(np.max(np.abs(e.astype(np.float64)), initial=0.0)), 1.0)
-                np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=0,
-                                           atol=1e-5 * scale, err_msg=p.name)  # fmt: skip
+                error = np.abs(g.astype(np.float64) - e.astype(np.float64))
+                allowed = 1e-5 * scale + _output_ulp(e)
+                assert np.all(error <= allowed), (p.name, float(np.max(error - allowed)))
     assert "transpose-dot" in ran
     said = [r.message for r in context.remarks if r.pass_name == "transpose-dot"]
     assert said and said[0].startswith("a.T @ b.T computed as (b @ a).T")
