@@ -19,11 +19,16 @@ When (`staged_copies`, which says why not for each other staging): the staging i
 can describe (`tensor_map_blocker`), unmasked, padded with 0, at offsets every warp has
 (program ids, tile offsets: the producer computes them), its tile (reshaped only by dropping
 leading 1s) stored into slot 0 of a one-slot buffer that is only read after it, followed by
-the consumers' barrier, and the buffer's layout one the TMA unit writes. In persistent
-blocks the buffer is refilled for every tile: tile i's copy fills phase i mod 2 of its
-mbarrier once the consumers released tile i - 1's on an empty mbarrier of its own (each
-consumer warp arrives once past the last loop that reads it), so the producer copies the
-next tile's q while the consumers run this tile's epilogue.
+the consumers' barrier, and the buffer's layout one the TMA unit writes. Not in persistent
+blocks: built there (tile i's copy on phase i mod 2, once the consumers released tile i - 1's
+on an empty mbarrier of its own) and measured slower (H100, 2026-12-07, B8 H16 S1024 d128:
+1.149 of the grid's time against 1.044 with the consumers staging q, and ptxas spilled 12
+bytes a consumer thread): the producer's wait for that release holds the next tile's K and V
+copies behind the consumers' last step, so persistent blocks keep the consumers' staging.
+
+Measured (H100, 2026-12-07; docs/benchmarks.md "q by the producer's TMA unit"): the
+consumers' staging takes 1.043 of this decision's time at B8 H16 S1024 d128, 1.003-1.009 at
+the longer suite rows.
 Option values: -1 (the default) wherever allowed, 0 never, 1 required (an error says why not).
 """
 
@@ -184,25 +189,13 @@ class ProducerCopies:
 
 
 def copy_by_producer(
-    staged: list[StagedCopy],
-    init: Operation,
-    producer: Builder,
-    consumer_ops: list[Operation],
-    last_loop: Operation,
-    warps: int,
-    ordinal: Value | None = None,
+    staged: list[StagedCopy], init: Operation, producer: Builder, consumer_ops: list[Operation]
 ) -> ProducerCopies:
     """Rewrite each staging of `staged`: its buffer takes the tensor's rank, an mbarrier of its
     own is initialized after `init` (an mbarrier init the block's barrier publishes), the
     producer (`producer`: a builder before its first copies) arms it and asks the TMA unit
-    for the tile, and the consumers' load, reshape, store and barrier become one wait on it.
-    `consumer_ops` (the consumers' ops, in order) is updated in place.
-
-    With `ordinal` (persistent blocks: the tile's ordinal among the block's, a value the walk
-    maps per tile; `warps` consumer warps), tile i's copy fills phase i mod 2 and waits first
-    for the consumers' release of tile i - 1's, an empty mbarrier they arrive on once past
-    `last_loop` (the last loop reading the buffer, whose wgmmas are all waited for): the
-    producer then copies the next tile's while the consumers run this tile's epilogue."""
+    for the tile, and the consumers' load, reshape, store and barrier become one wait on its
+    phase 0. `consumer_ops` (the consumers' ops, in order) is updated in place."""
     made = ProducerCopies([], [])
     for s in staged:
         at = Builder.before_op(s.alloc)
@@ -212,29 +205,8 @@ def copy_by_producer(
         full = at.create(shared.AllocSharedOp, result_types=[SharedType((1, 1), i64)]).result
         full.name_hint = f"{name}_full"
         made.barriers.append(full)
-        after_init = Builder.after_op(init)
-        after_init.create(TM.MbarrierInitOp, barriers=full, arrivals=IntegerAttr(1))
+        Builder.after_op(init).create(TM.MbarrierInitOp, barriers=full, arrivals=IntegerAttr(1))
         zero = producer.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index]).result
-        phase = zero
-        if ordinal is not None:
-            empty = at.create(shared.AllocSharedOp, result_types=[SharedType((1, 1), i64)]).result
-            empty.name_hint = f"{name}_empty"
-            made.barriers.append(empty)
-            Builder.after_op(init).create(
-                TM.MbarrierInitOp, barriers=empty, arrivals=IntegerAttr(1), warps=IntegerAttr(warps)
-            )
-            two = producer.create(arith.ConstantOp, value=IntegerAttr(2), result_types=[index])
-            one = producer.create(arith.ConstantOp, value=IntegerAttr(1), result_types=[index])
-            phase = producer.create(arith.RemSIOp, lhs=ordinal, rhs=two.result).result
-            released = producer.create(arith.SubIOp, lhs=one.result, rhs=phase).result
-            released.name_hint = "released_phase"
-            # On a fresh mbarrier the wait for the phase before phase 0 returns at once.
-            producer.create(TM.MbarrierWaitOp, barriers=empty, slot=zero, phase=released)
-            r = Builder.after_op(last_loop)
-            slot = r.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index])
-            arrive = r.create(TM.MbarrierArriveOp, barriers=empty, slot=slot.result)
-            at_last = consumer_ops.index(last_loop) + 1
-            consumer_ops[at_last:at_last] = [slot, arrive]
         producer.create(TM.MbarrierExpectOp, barriers=full, slot=zero, bytes=IntegerAttr(s.bytes))
         producer.create(
             TM.TmaCopyOp,
@@ -247,21 +219,10 @@ def copy_by_producer(
             box=ArrayAttr(tuple(IntegerAttr(b) for b in s.box)),
         )
         w = Builder.before_op(s.store)
-        wait_ops: list[Operation] = []
         slot = w.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index])
-        wait_ops.append(slot)
-        if ordinal is None:
-            wait_phase = slot.result
-        else:
-            two = w.create(arith.ConstantOp, value=IntegerAttr(2), result_types=[index])
-            parity = w.create(arith.RemSIOp, lhs=ordinal, rhs=two.result)
-            wait_ops += [two, parity]
-            wait_phase = parity.result
-        wait_ops.append(
-            w.create(TM.MbarrierWaitOp, barriers=full, slot=slot.result, phase=wait_phase)
-        )
+        wait = w.create(TM.MbarrierWaitOp, barriers=full, slot=slot.result, phase=slot.result)
         at_store = consumer_ops.index(s.store)
-        consumer_ops[at_store : at_store + 1] = wait_ops
+        consumer_ops[at_store : at_store + 1] = [slot, wait]
         s.alloc.result.replace_all_uses_with(buffer)
         made.dropped.append(s.store)
         for op in (s.barrier, s.reshape, s.load):

@@ -388,7 +388,7 @@ def specialize_warps(
     aliases = _aliases(loops)
     parts = _partition(kernel, loops)
     assert isinstance(aliases, dict) and isinstance(parts, _Partition)
-    staged = _staged_by_producer(kernel, parts, loops[0].loop, staged_tma, ctx)
+    staged = _staged_by_producer(kernel, parts, loops[0].loop, staged_tma, persistent, ctx)
     producer_parts = [(p, _producer_ops(p)) for p in loops]
     chains = [bool(carried_in_flight(p.loop)) for p in loops]  # before the barriers go
     for op in parts.hoisted:
@@ -435,13 +435,7 @@ def specialize_warps(
 
     # Producer: every loop's steps, each step's copies once its stage is released.
     p_builder = Builder.at_end(producer_block, first.loop.loc)
-    ordinal = None
-    if walk is not None:  # the tile's ordinal among the block's: the walk maps it per tile
-        ordinal = entry.create(arith.ConstantOp, value=IntegerAttr(0), result_types=[index]).result
-        ordinal.name_hint = "tile_ordinal"
-    staged_copies_made = copy_by_producer(
-        staged, init, p_builder, parts.consumer, loops[-1].loop, warps, ordinal
-    )
+    staged_copies_made = copy_by_producer(staged, init, p_builder, parts.consumer)
     producer_loops = []
     for (p, _), wait in zip(producer_parts, waits):
         producer_loops.append(_producer_loop(p_builder, p, wait, empty, aliases))
@@ -480,9 +474,9 @@ def specialize_warps(
             old.op.erase()
     if walk is not None:
         per_tile = walk.per_tile(_before(kernel, producer_block.parent_op))
-        _walk_tiles(producer_block, walk, per_tile, producer_loops, [], ordinal)
+        _walk_tiles(producer_block, walk, per_tile, producer_loops, [])
         mains = [(p.loop, p.step_index) for p in loops]
-        _walk_tiles(consumer_block, walk, per_tile, mains, drain, ordinal)
+        _walk_tiles(consumer_block, walk, per_tile, mains, drain)
     kernel.attributes[PRODUCER_WARPS_ATTRIBUTE] = IntegerAttr(PRODUCER_WARPS)
     if walk is not None:
         ctx.remark(
@@ -512,6 +506,7 @@ def _staged_by_producer(
     parts: _Partition,
     first: scf.ForOp,
     option: int,
+    persistent: bool,
     ctx: PassContext,
 ) -> list[StagedCopy]:
     """The tiles the consumers would stage before `first` that the producer copies instead
@@ -527,6 +522,13 @@ def _staged_by_producer(
         return isinstance(v, OpResult) and v.op.parent is block and id(v.op) not in consumer
 
     staged, why_not = staged_copies(kernel, parts.consumer, first, producer_has)
+    if persistent and staged:
+        why_not = [
+            "persistent blocks keep the consumers' staging (measured: the producer's wait for "
+            "the consumers' release of the tile before's holds the next tile's K and V copies "
+            "behind their last step; pipeline_staged_tma.py)"
+        ]
+        staged = []
     if option == 1 and (why_not or not staged):
         why = "; ".join(why_not) or "the consumers stage no tile before the loops"
         raise TileError(f"pipeline: option staged_tma = 1, but {why}", kernel.loc)
@@ -629,14 +631,12 @@ def _walk_tiles(
     per_tile: list[Operation],
     mains: list[tuple[scf.ForOp, Value]],
     after: list[Operation],
-    ordinal: Value | None = None,
 ) -> None:
     """Put the ops of a region's `block` (but `after`, which end it, and its yield) in a walk
     over the output tiles: each tile's values cloned at its coordinates, the step indices of
     its loops `mains` ((loop, step index), in order; later loops count on from the earlier
     ones' steps) counted on across tiles (so every stage's mbarrier phases run on), `after`
-    once the walk ends; `ordinal` (a placeholder value) becomes the tile's ordinal among the
-    block's (0, 1, ...: the phase of a staged tile's mbarriers). A region that fills shared
+    once the walk ends. A region that fills shared
     memory itself outside its loops
     (attention's q, staged by the consumers) first waits at a barrier each tile, so that no
     warp overwrites what another still reads of the tile before."""
@@ -652,9 +652,6 @@ def _walk_tiles(
     ):
         inner.create(shared.BarrierOp)
     mapping = dict(zip(walk.first_coords, walk.coordinates(inner, t)))
-    if ordinal is not None:  # the block's tiles are first, first + blocks, ...
-        since = inner.create(arith.SubIOp, lhs=t, rhs=walk.first).result
-        mapping[ordinal] = inner.create(arith.DivSIOp, lhs=since, rhs=loop.step).result
     for op in per_tile:
         inner.insert(op.clone(mapping))
     clones = {}
