@@ -22,7 +22,7 @@ leading 1s) stored into slot 0 of a one-slot buffer that is only read after it, 
 the consumers' barrier, and the buffer's layout one the TMA unit writes. Not in persistent
 blocks: built there (tile i's copy on phase i mod 2, once the consumers released tile i - 1's
 on an empty mbarrier of its own) and measured slower (H100, 2026-12-07, B8 H16 S1024 d128:
-1.149 of the grid's time against 1.044 with the consumers staging q, and ptxas spilled 12
+1.150 of the grid's time against 1.017 with the consumers staging q, and ptxas spilled 12
 bytes a consumer thread): the producer's wait for that release holds the next tile's K and V
 copies behind the consumers' last step, so persistent blocks keep the consumers' staging.
 
