@@ -124,3 +124,14 @@ def test_persistent_blocks_keep_the_consumers_staging():
     assert any("stage a tile themselves: persistent blocks" in r.message for r in context.remarks)
     with pytest.raises(TileError, match="staged_tma = 1, but persistent blocks keep"):
         _specialized("attention", ATTENTION, "persistent=1 staged_tma=1 ")
+
+
+def test_the_tuner_reads_the_decision_back():
+    """`pipeline.staged_tma` is one of the decisions the tuner reads off a compiled kernel (and
+    so searches, 0 or 1, where a tile is staged before the loops)."""
+    from tilec.tune.space import read_back
+
+    _, module, _ = _specialized("attention", ATTENTION)
+    assert read_back(module.lookup("attention"))["pipeline.staged_tma"] == 1
+    _, module, _ = _specialized("attention", ATTENTION, "staged_tma=0 ")
+    assert read_back(module.lookup("attention"))["pipeline.staged_tma"] == 0

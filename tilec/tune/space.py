@@ -24,6 +24,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `pipeline.warp_specialize` (the same kernels: a producer warpgroup issues the copies, or the computing warps do) | pass option | pipeline |
 | `pipeline.cluster` (GEMMs whose loop the TMA unit fills: 2, two blocks of neighbouring row tiles share the other operand's tile by multicast, or 1) | pass option | pipeline |
 | `pipeline.pingpong` (warp-specialized kernels of two or more consumer warpgroups whose loops have several wgmma dots: they take turns, or run free) | pass option | pipeline |
+| `pipeline.staged_tma` (warp-specialized kernels with a tile staged before their loops, attention's q: the producer's TMA unit copies it, or the consumers stage it) | pass option | pipeline |
 
 The values come from where the compiler declares them: warp counts and the stage range from
 the frontend's checks of `@kernel(...)` (`tilec.frontend.sema_common`), tile sizes are the
@@ -235,11 +236,26 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
                 decisions["pipeline.pingpong"] = int(
                     any(PINGPONG_ATTRIBUTE in op.attributes for op in kernel.walk())
                 )
+            staged = _staged_tile(kernel)
+            if staged is not None:
+                decisions["pipeline.staged_tma"] = int(staged)
     if any(_chained(op) for op in kernel.walk() if isinstance(op, scf.ForOp)):
         decisions["pipeline.dots_in_flight"] = max(
             scf.dots_in_flight(op) for op in kernel.walk() if isinstance(op, scf.ForOp)
         )
     return decisions
+
+
+def _staged_tile(kernel: FuncOp) -> bool | None:
+    """In a warp-specialized kernel, whether the tile staged before its loops (attention's q)
+    is copied by the producer's TMA unit (True) or stored by the consumers (False); None when
+    no tile is staged there (passes/pipeline_staged_tma.py)."""
+    for region in (op for op in kernel.walk() if isinstance(op, WarpSpecializeOp)):
+        if any(isinstance(op, tma.TmaCopyOp) for op in region.producer.block.ops):
+            return True
+        if any(isinstance(op, shared.StoreSharedOp) for op in region.consumer.block.ops):
+            return False
+    return None
 
 
 def _turn_candidate(kernel: FuncOp) -> bool:
@@ -339,6 +355,8 @@ def applicable(
         options.append(("pipeline.warp_specialize", (0, 1)))
         if _turn_candidate(heuristic):
             options.append(("pipeline.pingpong", (0, 1)))
+    if "pipeline.staged_tma" in chosen and arch == "sm_90a":
+        options.append(("pipeline.staged_tma", (0, 1)))
     if "pipeline.cluster" in chosen and arch == "sm_90a":
         options.append(("pipeline.cluster", (1, 2)))  # two blocks share an operand (untimed)
     for name, values in options:
