@@ -66,6 +66,7 @@ from tilec.passes.pipeline_persistent import (
     reserve_epilogue,
 )
 from tilec.passes.pipeline_pingpong import schedule_pingpong
+from tilec.passes.pipeline_staged_tma import check_option as check_staged_tma
 from tilec.passes.pipeline_tma import (
     TMA_ARCHES,
     planned_buffer,
@@ -241,6 +242,7 @@ class Pipeline(Pass):
                 f"got {self.options.num_stages}"
             )
         check_choice(self.options.register_prefetch)
+        check_staged_tma(self.options.staged_tma)
         extents = parse_assignments(self.options.extents, "extents", self.name)
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             _pipeline_kernel(kernel, self.options, ctx)
