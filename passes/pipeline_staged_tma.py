@@ -42,6 +42,7 @@ from tilec.diagnostics import TileError
 from tilec.dialects import arith, shared
 from tilec.dialects import tile as T
 from tilec.dialects import tma as TM
+from tilec.dialects.arith_folding import int_constant
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.tile import SharedLayout
 from tilec.ir.attributes import ArrayAttr, FloatAttr, IntegerAttr
@@ -132,7 +133,7 @@ def _staged(
         or any(d != 1 for d in shape[: len(shape) - len(slot)])
     ):
         return f"{name}'s tile is reshaped beyond dropping its leading 1s"
-    if not _constant_zero(store.slot):
+    if int_constant(store.slot) != 0:
         return f"{name}'s store is not into slot 0"
     why = tensor_map_blocker(kernel, load.view)
     if why:
@@ -169,14 +170,6 @@ def _staged(
     if isinstance(plan, str):
         return f"{name}'s slot is not what the TMA unit writes: {plan}"
     return StagedCopy(load, reshape, store, barrier, alloc, buffer, tuple(plan[0]))
-
-
-def _constant_zero(v: Value) -> bool:
-    return (
-        isinstance(v, OpResult)
-        and isinstance(v.op, arith.ConstantOp)
-        and int(v.op.attributes["value"].value) == 0
-    )
 
 
 @dataclass

@@ -77,7 +77,6 @@ from tilec.passes.pipeline_persistent import (
 )
 from tilec.passes.pipeline_staged_tma import (
     StagedCopy,
-    check_option,
     copy_by_producer,
     staged_copies,
 )
@@ -375,7 +374,6 @@ def specialize_warps(
     `persistent`, each region walks the output tiles (`persistent_blocker` allows it).
     `staged_tma`: whether the producer copies what the consumers would stage before the
     loops (pipeline_staged_tma.py; -1 where it can, 0 never, 1 required)."""
-    check_option(staged_tma)
     loops = [made] if isinstance(made, PipelinedLoop) else list(made)
     first = loops[0]
     walk = tile_walk(kernel, first.loop.loc) if persistent else None

@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tilec.diagnostics import format_bytes
-from tilec.dialects import arith, scf, shared, tma
 from tilec.dialects import gather as G
+from tilec.dialects import scf, shared, tma
 from tilec.dialects import tile as T
+from tilec.dialects.arith_folding import int_constant
 from tilec.dialects.builtin import FuncOp
 from tilec.dialects.random import PhiloxOp
 from tilec.dialects.tile import MmaLayout, SharedLayout
@@ -367,8 +368,7 @@ class _Kernel:
             alloc
             for alloc in self.buffers()
             if any(
-                isinstance(u, (shared.AsyncCopyOp, tma.TmaCopyOp))
-                and not isinstance(getattr(u.slot, "op", None), arith.ConstantOp)
+                isinstance(u, (shared.AsyncCopyOp, tma.TmaCopyOp)) and int_constant(u.slot) is None
                 for u in alloc.result.uses
             )
             and not tma.is_barrier_buffer(alloc.result.type)
