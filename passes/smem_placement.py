@@ -20,11 +20,12 @@ from tilec.dialects.tile import DotOperandLayout, MmaLayout, SharedLayout
 from tilec.dialects.tma import is_barrier_buffer
 from tilec.ir.attributes import IntegerAttr, UnitAttr
 from tilec.ir.builder import Builder
-from tilec.ir.core import BlockArgument, Operation, OpResult, Value
+from tilec.ir.core import BlockArgument, Operation, Value
 from tilec.ir.types import FloatType, IndexType, SharedType, TileType
 from tilec.lowering.exchange import op_scratch_bytes
 from tilec.lowering.layouts import element_bytes
 from tilec.lowering.shared_memory import BUFFER_ALIGNMENT, buffer_live_ranges, scratch_bases_for
+from tilec.passes.tiling_operands import stored_form
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
@@ -170,7 +171,7 @@ def swizzle_for(tile: TileType) -> tuple[SharedLayout, str]:
 
 
 def wgmma_swizzle_for(
-    tile: TileType, index: int, transposed: bool = False
+    tile: TileType, index: int, transposed: bool = False, natural_rows: bool = False
 ) -> tuple[SharedLayout, str]:
     """The `#shared` layout of a `wgmma` operand (`tilec.lowering.wgmma.lower_wgmma_dot`)
     stored as `tile` (2-D). Operand `index` read `transposed` (`tile.load_shared
@@ -182,10 +183,25 @@ def wgmma_swizzle_for(
     memory wgmma would read it M-major, which needs its 8-column groups in the accumulator's
     row order -- 16-byte pieces that split every 32-byte sector the copies bring in two,
     measured at 1.5x the L2 traffic and 0.35x cuBLAS on the H200 (docs/benchmarks.md);
-    `ldmatrix.trans` takes one address per row and reads the rows in any order."""
+    `ldmatrix.trans` takes one address per row and reads the rows in any order. Unless the
+    accumulator keeps wgmma's own row order (`natural_rows`, `MmaLayout`): then A stored
+    [K, M] is read M-major by its descriptor from that same layout, as the TMA unit writes it
+    (warpgroup g's 64 rows are column block g)."""
     columns = tile.shape[1]
     size = element_bytes(tile.element)
     vec = LDMATRIX_ROW // size
+    if index == 0 and transposed and natural_rows:
+        block = BANK_LINE // size
+        if columns % block:
+            raise ValueError(
+                f"wgmma's M-major A needs a multiple of {block} columns, not {columns}"
+            )
+        return SharedLayout(vec, 1, 8, (1, 0), col_block=block), (
+            "wgmma's A stored [K, M], read M-major by its descriptor (the accumulator keeps "
+            "wgmma's own row order, natural_rows): 128-byte swizzle atoms as the TMA unit "
+            f"writes them, blocks of {block} columns each holding every row, warpgroup g "
+            "reading block g"
+        )
     if index == 0 and transposed:
         block = BANK_LINE // size
         if columns % block:  # narrower than an atom: the ldmatrix swizzle, cp.async copies
@@ -233,7 +249,11 @@ def wgmma_swizzle_for(
 
 
 def wgmma_a_in_registers(
-    index: int, transposed: bool, before_loop: bool, staged_shared: bool = False
+    index: int,
+    transposed: bool,
+    before_loop: bool,
+    staged_shared: bool = False,
+    natural_rows: bool = False,
 ) -> bool:
     """Whether a `wgmma` dot takes operand `index` from registers (`mma.sync` A fragments,
     `#dot_operand` version 2) rather than by a descriptor: A stored [K, M] (`wgmma_swizzle_for`
@@ -241,7 +261,11 @@ def wgmma_a_in_registers(
     mma.sync, rather than from shared memory every iteration (attention's q) -- unless the
     kernel reads such an A by descriptor (`staged_shared`: tiling's option `staged_a`, which
     frees the registers its fragments held; the buffer then holds its 8-row groups in the
-    accumulator's row order and, at a head dimension of 128, two column blocks)."""
+    accumulator's row order and, at a head dimension of 128, two column blocks). An
+    accumulator in wgmma's own row order (`natural_rows`) reads its A by descriptor always:
+    the register-A fragments hold the `#blocked` twin's rows."""
+    if natural_rows:
+        return False
     return index == 0 and (transposed or (before_loop and not staged_shared))
 
 
@@ -271,7 +295,7 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             operand = dot.operands[index]
             if isinstance(operand.type.layout, DotOperandLayout):
                 continue  # staged already
-            stored = _stored_form(operand)
+            stored = stored_form(operand)
             anchor = _staging_point(dot, stored.value)
             if anchor is not dot:
                 key = (id(stored.value), index, stored.transposed, dot.result.type.layout)
@@ -291,14 +315,17 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
         here.create(shared.BarrierOp)  # kept only where earlier reads may still run
         staged = []
         for dot, index in members:
-            stored = _stored_form(dot.operands[index])
+            stored = stored_form(dot.operands[index])
             tile = stored.value.type
             plane = TileType(stored.plane, tile.element)
             version = dot.result.type.layout.version
+            natural = dot.result.type.layout.natural_rows
             if (
                 version == 3
                 and not stored.transposed
-                and wgmma_a_in_registers(index, stored.transposed, anchor is not dot, staged_shared)
+                and wgmma_a_in_registers(
+                    index, stored.transposed, anchor is not dot, staged_shared, natural
+                )
             ):
                 layout, why = swizzle_for(plane)
                 why = (
@@ -306,7 +333,7 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
                     f"ldmatrix once: mma.sync's A fragments, wgmma's register-A form); {why}"
                 )
             elif version == 3:  # by descriptor, or stored [K, M] (`wgmma_swizzle_for`)
-                layout, why = wgmma_swizzle_for(plane, index, stored.transposed)
+                layout, why = wgmma_swizzle_for(plane, index, stored.transposed, natural)
             else:
                 layout, why = swizzle_for(plane)
             order = tuple(range(tile.rank - 1, -1, -1))
@@ -342,7 +369,7 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
             tile = dot.operands[index].type
             version = 3 if mma.version == 3 else 2
             if version == 3 and wgmma_a_in_registers(
-                index, stored.transposed, anchor is not dot, staged_shared
+                index, stored.transposed, anchor is not dot, staged_shared, mma.natural_rows
             ):
                 version = 2  # fragments in registers
             load = here.create(
@@ -370,7 +397,7 @@ def _stage_dot_operands(kernel: FuncOp, ctx: PassContext) -> None:
     for dot, index, first in reuse:
         operand = dot.operands[index]
         dot.set_operand(index, first.operands[index])
-        for op in _stored_form(operand).chain:
+        for op in stored_form(operand).chain:
             if not op.result.uses:
                 op.erase()
         ctx.remark(dot, f"operand {'ab'[index]}: read from where an earlier loop's dot staged it")
@@ -402,66 +429,6 @@ def _comes_before(first: Operation, later: Operation) -> bool:
             return ops.index(first) < ops.index(op)
         op = op.parent_op
     return False
-
-
-@dataclass
-class _StoredForm:
-    """What a dot operand is written to shared memory as: `value`, which the operand is
-    (`chain`, outermost first) a transpose and/or a drop of leading size-1 dimensions of.
-    `plane`: `value`'s shape without those dimensions (the 2-D tile the swizzle is for)."""
-
-    value: Value
-    transposed: bool
-    chain: list[Operation]
-
-    @property
-    def plane(self) -> tuple[int, ...]:
-        shape = tuple(self.value.type.shape)
-        while len(shape) > 2 and shape[0] == 1:
-            shape = shape[1:]
-        return shape
-
-
-def _stored_form(operand: Value) -> _StoredForm:
-    """The tile to stage for `operand`: through a `tile.transpose` (perm [1, 0]) and
-    `tile.reshape`s that only drop leading size-1 dimensions, each used only on the way to
-    the dot, so that a tile loaded as its tensor stores it (`b[tn, tk].T`, `a[z, tm, tk]`)
-    goes to shared memory as loaded -- a plain copy, which `pipeline` streams -- and
-    `tile.load_shared` does the rest."""
-    chain: list[Operation] = []
-    v = operand
-    transposed = False
-
-    def step(op: Operation) -> None:
-        nonlocal v
-        chain.append(op)
-        v = op.input
-
-    def producer() -> Operation | None:
-        return v.op if isinstance(v, OpResult) and len(v.uses) == 1 else None
-
-    # Layout conversions on the way are the store's to do (it writes any layout): a tile
-    # loaded before the loop (attention's q) is then staged once, not every iteration.
-    while isinstance(producer(), T.ConvertLayoutOp):
-        step(producer())
-    if isinstance(producer(), T.TransposeOp) and tuple(producer().perm) == (1, 0):
-        step(producer())
-        transposed = True
-    while True:
-        op = producer()
-        if isinstance(op, T.ConvertLayoutOp) or (
-            isinstance(op, T.ReshapeOp) and _drops_leading_ones(op)
-        ):
-            step(op)
-        else:
-            break
-    return _StoredForm(v, transposed, chain)
-
-
-def _drops_leading_ones(op: T.ReshapeOp) -> bool:
-    src, dst = tuple(op.input.type.shape), tuple(op.result.type.shape)
-    extra = len(src) - len(dst)
-    return extra > 0 and src[extra:] == dst and all(d == 1 for d in src[:extra])
 
 
 def _staging_point(dot: Operation, operand: Value) -> Operation:

@@ -64,6 +64,7 @@ from tilec.passes.tiling_operands import (
     int8_mma_problem,
     is_f8_dot,
     is_mma_dot,
+    m_major_a,
     operand_load,
     scattered_operands,
     streamed_operand,
@@ -165,6 +166,13 @@ class Tiling(Pass):
             "on sm_90a (option arch), a single matmul dot with free tile sizes takes wgmma "
             "m64n128k16 on 8 warps, and dots whose A is in registers anyway (attention's) wgmma "
             "with A from registers (false: mma.sync)",
+        )
+        m_major_a: bool = option(
+            True,
+            "on wgmma, a single matmul's A stored [K, M] (a.T @ b) is read M-major by its "
+            "descriptor, the accumulator keeping wgmma's own row order (natural_rows) -- "
+            "false: read into registers by ldmatrix.trans every step, the accumulator in its "
+            "#blocked twin's order",
         )
         staged_a: str = option(
             "auto",
@@ -392,8 +400,15 @@ class _KernelTiling(WgmmaGrid, MmaSearch, BlockOrder):
             dot = mma_dots[0]
             bm, bn, bk = (self.size(x, config) for x in (dot.m, dot.n, dot.k))
             warps = config.num_warps
+            natural = m_major_a(dot.op) and self.opts.m_major_a
+            if m_major_a(dot.op) and not natural:
+                self.ctx.remark(
+                    kernel,
+                    "A stored [K, M] read into registers by ldmatrix.trans every step (option "
+                    "m_major_a = false): the accumulator keeps its #blocked twin's row order",
+                )
             set_accumulator_layout(
-                dot.op, wgmma_accumulator_layout(warps, bn, 32 // dot.element_bytes)
+                dot.op, wgmma_accumulator_layout(warps, bn, 32 // dot.element_bytes, natural)
             )
             blocks = self.wgmma_blocks_per_sm(config, dot)
             kernel.attributes.setdefault("tilec.min_blocks_per_sm", IntegerAttr(blocks))
@@ -413,7 +428,15 @@ class _KernelTiling(WgmmaGrid, MmaSearch, BlockOrder):
                 f"{groups} warpgroup"
                 + ("s" if groups > 1 else "")
                 + f" of 64x{bn}, both operands staged in shared memory (smem-placement says how "
-                f"each is read); {blocks} block{'s' if blocks > 1 else ''} per SM "
+                f"each is read)"
+                + (
+                    "; the accumulator keeps wgmma's own row order (natural_rows), as A is "
+                    "stored [K, M] and read M-major by its descriptor: the copies write it as "
+                    "its tensor holds it"
+                    if natural
+                    else ""
+                )
+                + f"; {blocks} block{'s' if blocks > 1 else ''} per SM "
                 f"(tilec.min_blocks_per_sm = {blocks}: a thread holds {bm * bn // (32 * warps)} "
                 f"accumulator words, {bk * dot.element_bytes // 8} of descriptors"
                 + " and about 48 besides"

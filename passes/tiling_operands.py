@@ -7,6 +7,7 @@ and the block order (passes/tiling_order.py) read them; docs/passes.md is the co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tilec.dialects import arith, scf
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from tilec.passes.tiling_search import TiledDot
 
 __all__ = [
+    "StoredForm",
+    "drops_leading_ones",
     "eight_bit_wgmma_problem",
     "either_of",
     "from_accumulator",
@@ -33,10 +36,12 @@ __all__ = [
     "is_mma_dot",
     "k_major",
     "loop_invariant_operand",
+    "m_major_a",
     "operand_load",
     "program_axes",
     "scattered_operands",
     "shared_operand_loads",
+    "stored_form",
     "streamed_operand",
 ]
 
@@ -78,6 +83,20 @@ def k_major(b: Value) -> bool:
             transposed = not transposed
         b = b.op.operands[1] if isinstance(b.op, T.SelectOp) else b.op.operands[0]
     return transposed
+
+
+def m_major_a(dot: T.DotOp) -> bool:
+    """Whether a `wgmma` dot reads its A M-major by a descriptor: A stored [K, M] (the
+    transpose of a tile loaded as its tensor holds it, `stored_form`) of 16-bit elements
+    (wgmma transposes no 8-bit operand). Its accumulator then keeps wgmma's own row order
+    (`MmaLayout.natural_rows`), so that the copies write A as the tensor holds it."""
+    a = dot.a.type
+    return (
+        isinstance(a, TileType)
+        and a.element in (f16, bf16)
+        and stored_form(dot.a).transposed
+        and operand_load(stored_form(dot.a).value) is not None
+    )
 
 
 def from_accumulator(v: Value) -> bool:
@@ -261,3 +280,63 @@ def int8_b_reads(dot: T.DotOp) -> str:
 def either_of(values: list[int]) -> str:
     text = [str(v) for v in values]
     return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " or " + text[-1]
+
+
+@dataclass
+class StoredForm:
+    """What a dot operand is written to shared memory as: `value`, which the operand is
+    (`chain`, outermost first) a transpose and/or a drop of leading size-1 dimensions of.
+    `plane`: `value`'s shape without those dimensions (the 2-D tile the swizzle is for)."""
+
+    value: Value
+    transposed: bool
+    chain: list[Operation]
+
+    @property
+    def plane(self) -> tuple[int, ...]:
+        shape = tuple(self.value.type.shape)
+        while len(shape) > 2 and shape[0] == 1:
+            shape = shape[1:]
+        return shape
+
+
+def stored_form(operand: Value) -> StoredForm:
+    """The tile to stage for `operand`: through a `tile.transpose` (perm [1, 0]) and
+    `tile.reshape`s that only drop leading size-1 dimensions, each used only on the way to
+    the dot, so that a tile loaded as its tensor stores it (`b[tn, tk].T`, `a[z, tm, tk]`)
+    goes to shared memory as loaded -- a plain copy, which `pipeline` streams -- and
+    `tile.load_shared` does the rest."""
+    chain: list[Operation] = []
+    v = operand
+    transposed = False
+
+    def step(op: Operation) -> None:
+        nonlocal v
+        chain.append(op)
+        v = op.input
+
+    def producer() -> Operation | None:
+        return v.op if isinstance(v, OpResult) and len(v.uses) == 1 else None
+
+    # Layout conversions on the way are the store's to do (it writes any layout): a tile
+    # loaded before the loop (attention's q) is then staged once, not every iteration.
+    while isinstance(producer(), T.ConvertLayoutOp):
+        step(producer())
+    if isinstance(producer(), T.TransposeOp) and tuple(producer().perm) == (1, 0):
+        step(producer())
+        transposed = True
+    while True:
+        op = producer()
+        if isinstance(op, T.ConvertLayoutOp) or (
+            isinstance(op, T.ReshapeOp) and drops_leading_ones(op)
+        ):
+            step(op)
+        else:
+            break
+    return StoredForm(v, transposed, chain)
+
+
+def drops_leading_ones(op: T.ReshapeOp) -> bool:
+    src, dst = tuple(op.input.type.shape), tuple(op.result.type.shape)
+    extra = len(src) - len(dst)
+    return extra > 0 and src[extra:] == dst and all(d == 1 for d in src[:extra])

@@ -359,8 +359,8 @@ def test_dots_in_flight_need_three_stages_and_a_wgmma_chain():
 
 
 def test_a_register_a_is_never_left_in_flight_and_the_interpreter_says_why():
-    # `a.T @ b` (a stored [K, M]): wgmma's A is read into registers by ldmatrix.trans each
-    # step, so the next step would overwrite registers a group left in flight still reads.
+    # `a.T @ b` (a stored [K, M]) with option m_major_a off: wgmma's A is read into registers
+    # by ldmatrix.trans each step, so the next step would overwrite registers a group left in flight still reads.
     # pipeline leaves none in flight even when asked; forcing the attribute back on is a race
     # the interpreter reports at the dot.
     from tilec.compiler import DEFAULT_PIPELINE, target_pipeline
@@ -368,7 +368,7 @@ def test_a_register_a_is_never_left_in_flight_and_the_interpreter_says_why():
 
     pipeline = 'assume{all="aligned,unit"},' + DEFAULT_PIPELINE.replace(
         "pipeline,", "pipeline{dots_in_flight=1},"
-    )
+    ).replace("tiling,", "tiling{m_major_a=false},")
     program = tilec.compile(
         os.path.join(ROOT, "examples", "gemm_layouts.tile"),
         kernels=["gemm_tn"],

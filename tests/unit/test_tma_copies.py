@@ -175,7 +175,7 @@ def test_the_launcher_packs_each_map_after_the_other_parameters(monkeypatch):
 TMA_KERNELS = [
     ("gemm_layouts.tile", "gemm_nn", {"M": 208, "N": 320, "K": 80}),
     ("gemm_layouts.tile", "gemm_nt_bf16", {"M": 144, "N": 272, "K": 208}),
-    # A stored [K, M] by TMA in column blocks, read into registers by ldmatrix.trans
+    # A stored [K, M] by TMA in column blocks, read M-major by wgmma's descriptor
     ("gemm_layouts.tile", "gemm_tn", {"M": 208, "N": 144, "K": 80}),
     ("bmm.tile", "bmm", {"Z": 2, "M": 96, "N": 160, "K": 48}),
     ("matmul_bias_gelu.tile", "matmul_bias_gelu", {"M": 176, "N": 256, "K": 96}),
@@ -187,16 +187,20 @@ TMA_KERNELS = [
 ]
 
 
-def _before_pipeline(example: str, kernel: str, extents: dict, pipeline_options: str = ""):
+def _before_pipeline(
+    example: str, kernel: str, extents: dict, pipeline_options: str = "", tiling_options: str = ""
+):
     """sm_90a's pipeline for contiguous tensors of `extents` (with `pipeline_options` given to
-    its pass `pipeline`), and `kernel` of `example` run through the passes before `pipeline`:
-    (the passes, the module, their context)."""
+    its pass `pipeline`, `tiling_options` -- ", name=value" -- to `tiling`), and `kernel` of
+    `example` run through the passes before `pipeline`: (the passes, the module, their
+    context)."""
     from tilec.compiler import target_pipeline
     from tilec.passmanager import PassContext, parse_pipeline
 
     text = ",".join(f"{d}={n}" for d, n in extents.items())
     pipeline = target_pipeline(
-        DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"}},'), "sm_90a"
+        DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{text}"{tiling_options}}},'),
+        "sm_90a",
     ).replace("pipeline{", "pipeline{" + pipeline_options, 1)
     passes = parse_pipeline('assume{all="aligned,unit,divisible"},' + pipeline)
     module = tilec.compile(f"{EXAMPLES}/{example}", kernels=[kernel]).module

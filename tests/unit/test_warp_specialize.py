@@ -19,9 +19,9 @@ from tilec.ir.printer import print_op
 from tilec.passes.pipeline_warp_specialize import _consumer_registers
 
 KERNELS = [
-    # attention: two TMA loops, one protocol of stages through both; not a.T @ b, whose A
-    # fragments loaded each step keep every wgmma group waited for (test below)
-    *[k for k in TMA_KERNELS if k[1] != "gemm_tn"],
+    # attention: two TMA loops, one protocol of stages through both; a.T @ b with its A read
+    # M-major by descriptor (read into registers instead, it refuses a producer: test below)
+    *TMA_KERNELS,
     ("attention.tile", "attention_causal", {"B": 1, "H": 2, "S": 144, "T": 144, "D": 128}),
     ("attention.tile", "attention_gqa", {"B": 1, "H": 4, "G": 2, "M": 80, "N": 208, "D": 64}),
 ]
@@ -363,15 +363,18 @@ def test_a_specialized_kernel_keeps_the_most_blocks_its_consumers_fit(tmp_path, 
 
 
 def test_a_register_a_loop_refuses_a_producer_with_its_reason():
-    """`a.T @ b` (A stored [K, M], by TMA, read into registers each step): no wgmma group may
-    be left in flight over the fragments, and the consumers would need one -- warp_specialize
-    = 1 is a located error that says so."""
+    """`a.T @ b` with tiling's m_major_a off (A stored [K, M], by TMA, read into registers each
+    step): no wgmma group may be left in flight over the fragments, and the consumers would
+    need one -- warp_specialize = 1 is a located error that says so."""
     from tilec.diagnostics import TileError
 
     with pytest.raises(TileError, match=r"warp_specialize = 1, but .*dots_in_flight = 0"):
-        _specialized(
+        passes, module, context = _before_pipeline(
             "gemm_layouts.tile",
             "gemm_tn",
             {"M": 208, "N": 144, "K": 80},
             VARIANTS["warp_specialize"],
+            ", m_major_a=false",
         )
+        for p in passes[[p.name for p in passes].index("pipeline") :]:
+            p.run(module, context)

@@ -20,7 +20,7 @@ import tilec
 from tilec.benchmarks.wgmma_probe import descriptor, k_major_address, mn_major_address
 from tilec.dialects.tile import MmaLayout, SharedLayout
 from tilec.ir.types import TileType, f16, i8
-from tilec.lowering.layouts import ThreadMap, as_blocked, wgmma_accumulator_layout
+from tilec.lowering.layouts import ThreadMap, as_blocked, slice_layout, wgmma_accumulator_layout
 from tilec.lowering.shared_memory import stored_row, swizzled_offset
 from tilec.lowering.wgmma import SWIZZLE_ATOM, wgmma_operand_walk, wgmma_step_offset
 from tilec.passes.smem_placement import wgmma_swizzle_for
@@ -113,29 +113,85 @@ def test_k_major_b_wider_than_an_atom_is_walked_block_by_block(rows, depth):
                 assert k_major_address(desc, n, kc) == written, (kk, n, kc)
 
 
-def test_transposed_a_comes_from_registers():
-    """`a.T` (A stored [K, M]) is stored as the TMA unit writes an N-major operand (blocks of
-    64 columns in the 128-byte swizzle) and read by ldmatrix.trans into the registers of
-    wgmma's register-A form (no descriptor for it, no tnspA); both operands come by TMA."""
-    a_layout, why = wgmma_swizzle_for(TileType((BK, BM), f16), 0, transposed=True)
-    assert a_layout == SharedLayout(8, 1, 8, (1, 0), col_block=64) and "ldmatrix.trans" in why
-    narrow, why = wgmma_swizzle_for(TileType((BK, 32), f16), 0, transposed=True)
-    assert narrow.col_block == 0 and "ldmatrix.trans" in why  # narrower than an atom
-    with pytest.raises(ValueError, match="registers"):
-        wgmma_operand_walk(0, True, BK)
-    ptx = tilec.compile(
+def test_transposed_a_is_read_m_major_by_its_descriptor():
+    """`a.T` (A stored [K, M]) is stored as the TMA unit writes it (blocks of 64 columns in the
+    128-byte swizzle) and read by wgmma's descriptor M-major (tnspA = 1), the accumulator
+    keeping wgmma's own row order (`natural_rows`); no ldmatrix, both operands by TMA, and with
+    no register A a wgmma group may stay in flight over the next step."""
+    a_layout, why = wgmma_swizzle_for(TileType((BK, BM), f16), 0, True, natural_rows=True)
+    assert a_layout == SharedLayout(8, 1, 8, (1, 0), col_block=64) and "M-major" in why
+    with pytest.raises(ValueError, match="multiple of 64 columns"):
+        wgmma_swizzle_for(TileType((BK, 32), f16), 0, True, natural_rows=True)
+    assert wgmma_operand_walk(0, True, BK) == (False, BK * 128, 0, BK * 128)
+    result = tilec.compile(
         str(EXAMPLES / "gemm_layouts.tile"),
         kernels=["gemm_tn"],
         pipeline=CONTIGUOUS,
         target="ptx",
         arch="sm_90a",
-    ).ptx
-    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == BK // 16
+    )
+    ptx = result.ptx
+    assert "ldmatrix" not in ptx
     issue = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k16\.f32\.f16\.f16 [^;]*;", ptx)
     assert len(issue) == BK // 16
-    assert all(re.search(r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1, 1;$", i) for i in issue)
+    assert all(re.search(r"%rd\d+, %rd\d+, p, 1, 1, 1, 1;$", i) for i in issue)  # tnspA = 1
     copies = ptx.count("cp.async.bulk.tensor.2d")  # per stage A's 2 boxes of 64x64, B's 4
     assert copies and copies % (2 + 256 // 64) == 0 and "cp.async.cg" not in ptx
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx  # a group in flight over the next step
+    assert any("natural_rows" in r.message for r in result.remarks)
+
+
+def test_m_major_a_is_what_the_descriptors_read():
+    """For each k-step and warpgroup, every element of A stored [K, M] the hardware reads as
+    row s of the warpgroup's 64 (M-major canonical layout) is column 64 g + s of the tile the
+    copies wrote: the rows in the tensor's order, which the natural-rows accumulator keeps."""
+    a_layout, _ = wgmma_swizzle_for(TileType((BK, BM), f16), 0, True, natural_rows=True)
+    a_base = 2 * SWIZZLE_ATOM
+    for g in range(BM // 64):
+        for kk in range(BK // 16):
+            desc = _descriptor_for(a_base, 0, True, g, kk)
+            for s in range(64):
+                for kc in range(16):
+                    written = a_base + 2 * swizzled_offset(
+                        a_layout, (BK, BM), 16 * kk + kc, 64 * g + s
+                    )
+                    assert mn_major_address(desc, kc, s) == written, (g, kk, s, kc)
+
+
+def test_natural_rows_accumulator_registers_are_the_hardwares():
+    """d[4 j + 2 i + c] of warp w, lane l is row 16 w + 8 i + l / 4, column 8 j + 2 (l % 4) + c
+    of a natural-rows accumulator's `ThreadMap` (the slot `lower_wgmma_dot` reads it from); it
+    has no `#blocked` twin, and its row slices keep it as their parent."""
+    layout = wgmma_accumulator_layout(WARPS, BN, natural_rows=True)
+    assert layout == MmaLayout(3, (8, 1), (64, 128, 16), natural_rows=True)
+    assert "natural_rows = true" in str(layout)
+    with pytest.raises(ValueError, match="no #blocked twin"):
+        as_blocked(layout)
+    assert slice_layout(layout, 1).parent == layout
+    m = ThreadMap(layout, (BM, BN))
+    for hardware_row, column, row, col in _wgmma_registers(m):
+        assert (row, col) == (hardware_row, column)
+    assert sorted(m.table().ravel().tolist()) == list(range(BM * BN))
+
+
+def _wgmma_registers(m: ThreadMap):
+    """For every accumulator register d[4 j + 2 i + c] of every warp w and lane l: the row
+    (16 w + 8 i + l / 4) and column (8 j + 2 (l % 4) + c) the hardware puts in it, and the row
+    and column `m` gives the slot `lower_wgmma_dot` reads it from."""
+    rows, cols = m.indices()
+    per_row = BN // 4
+    for thread in range(WARPS * 32):
+        w, lane = divmod(thread, 32)
+        for j in range(BN // 8):
+            for i in range(2):
+                for c in range(2):
+                    multi = m.slot_multi_index(i * per_row + 2 * j + c)
+                    yield (
+                        16 * w + 8 * i + lane // 4,
+                        8 * j + 2 * (lane % 4) + c,
+                        rows[thread, multi[0]],
+                        cols[thread, multi[1]],
+                    )
 
 
 def _offsets_on_the_host(layout: SharedLayout, slot: tuple[int, int], limit: int, constants):
@@ -220,20 +276,10 @@ def test_accumulator_registers_follow_the_blocked_equivalent():
     layout = wgmma_accumulator_layout(WARPS, BN)
     assert layout == MmaLayout(3, (8, 1), (64, 128, 16))
     m = ThreadMap(as_blocked(layout), (BM, BN))
-    rows, cols = m.indices()
     a_layout = SharedLayout(8, 1, 8, (1, 0), interleave=2)
     logical_of_stored = {stored_row(a_layout, BM, r): r for r in range(BM)}
-    per_row = BN // 4
-    for thread in range(WARPS * 32):
-        w, lane = divmod(thread, 32)
-        for j in range(BN // 8):
-            for i in range(2):
-                for c in range(2):
-                    slot = i * per_row + 2 * j + c
-                    multi = m.slot_multi_index(slot)
-                    hardware_row = 16 * w + 8 * i + lane // 4
-                    assert rows[thread, multi[0]] == logical_of_stored[hardware_row]
-                    assert cols[thread, multi[1]] == 8 * j + 2 * (lane % 4) + c
+    for hardware_row, column, row, col in _wgmma_registers(m):
+        assert (row, col) == (logical_of_stored[hardware_row], column)
 
 
 def test_matmul_for_sm_90a_takes_wgmma():

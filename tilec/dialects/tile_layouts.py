@@ -23,12 +23,19 @@ class MmaLayout(ParametricAttr):
 
     `version`: 2 for Ampere `mma.sync`, 3 for Hopper `wgmma`; `warps_per_cta`: how the block's
     warps tile the accumulator; `instr_shape`: one instruction's M, N, K (e.g. 16, 8, 16).
+    `natural_rows` (version 3 only): the rows in wgmma's own order -- warp w holds rows
+    16 w + l / 4 and 16 w + 8 + l / 4 -- rather than the `#blocked` twin's, whose warps hold
+    8-row groups 8 W rows apart (`tilec.lowering.layouts.as_blocked`). The twin is what the
+    ops on `#blocked` tiles share with the accumulator; the natural order is what an A read
+    M-major from shared memory (stored [K, M]) needs, since its rows cannot be permuted by
+    the copies without splitting them into 16-byte pieces (`tilec.lowering.wgmma`).
     """
 
     mnemonic: ClassVar[str] = "mma"
     version: int
     warps_per_cta: tuple[int, ...]
     instr_shape: tuple[int, ...]
+    natural_rows: bool = False
 
 
 @parametric_attr

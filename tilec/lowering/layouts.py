@@ -29,6 +29,7 @@ stay in registers or must go through shared memory.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -107,11 +108,20 @@ def mma_warp_columns(layout: MmaLayout) -> int:
     return 16 if tuple(layout.instr_shape) == MMA_I8_INSTR_SHAPE else 8
 
 
-def wgmma_accumulator_layout(warps: int, n: int, k: int = 16) -> MmaLayout:
+def wgmma_accumulator_layout(
+    warps: int, n: int, k: int = 16, natural_rows: bool = False
+) -> MmaLayout:
     """The `#mma` layout of a `wgmma.m64nNkK` accumulator on `warps` warps (warpgroups of 4
     stacked along M, 16 rows per warp) with N = `n`; K is 16 for 16-bit operands, 32 for
-    8-bit ones (the registers are laid out the same)."""
-    return MmaLayout(3, (warps, 1), (64, n, k))
+    8-bit ones (the registers are laid out the same). `natural_rows`: the rows in wgmma's own
+    order (`MmaLayout`), for an A read M-major by a descriptor."""
+    return MmaLayout(3, (warps, 1), (64, n, k), natural_rows)
+
+
+def _natural_row_map(warps: int) -> DimMap:
+    """The rows of a `natural_rows` wgmma accumulator on `warps` warps: warp w, lane l holds
+    rows 16 w + l / 4 and 16 w + 8 + l / 4 (the hardware's D fragment)."""
+    return DimMap(16 * warps, (0, 8), 2, 7, 1, 0, warps - 1, 16, False)
 
 
 def as_blocked(layout: Attribute) -> BlockedLayout:
@@ -131,6 +141,10 @@ def as_blocked(layout: Attribute) -> BlockedLayout:
     in which `ldmatrix.trans` delivers an N-major int8 B (`tilec.lowering.tensorcore`).
     """
     if isinstance(layout, MmaLayout):
+        if layout.natural_rows:
+            raise ValueError(
+                f"{layout}: rows in wgmma's own order have no #blocked twin (ThreadMap places them)"
+            )
         if layout.version == 3:
             # wgmma: the same per-instruction pattern with the warps stacked along M, each
             # warp's two 8-row halves 8 W rows apart (the A buffer's `interleave` makes the
@@ -148,6 +162,14 @@ def as_blocked(layout: Attribute) -> BlockedLayout:
         return BlockedLayout((1, columns), (8, 4), tuple(layout.warps_per_cta), (1, 0))
     if not isinstance(layout, BlockedLayout):
         raise ValueError(f"{layout} has no #blocked equivalent")
+    return layout
+
+
+def _twin_of(layout: Attribute) -> Attribute:
+    """`layout`, or for a natural-rows `#mma` the same accumulator in the twin's row order:
+    what `ThreadMap` takes lanes and columns from."""
+    if isinstance(layout, MmaLayout) and layout.natural_rows:
+        return dataclasses.replace(layout, natural_rows=False)
     return layout
 
 
@@ -175,8 +197,10 @@ def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str
         if math.prod(warps) != num_warps:
             return f"warps_per_cta multiply to {math.prod(warps)}, not {num_warps}"
         if isinstance(layout, MmaLayout):
+            if layout.natural_rows and layout.version != 3:
+                return "natural_rows is wgmma's row order (version 3)"
             try:
-                as_blocked(layout)
+                as_blocked(_twin_of(layout))
             except ValueError as e:
                 return str(e)
             m = 16 * warps[0]
@@ -247,8 +271,9 @@ def default_layout(shape: Sequence[int], num_warps: int, vector: int = 1) -> Blo
 def slice_layout(parent: Attribute, dim: int) -> SliceLayout:
     """The layout of a reduction along `dim` of a tile in `parent`: each result element stays
     in every thread that held part of its row, so expanding it back (`expand_layout`) and
-    broadcasting it are register copies. An `#mma` parent is sliced as its `#blocked` twin."""
-    if isinstance(parent, MmaLayout):
+    broadcasting it are register copies. An `#mma` parent is sliced as its `#blocked` twin
+    (one with `natural_rows`, which has none, as itself)."""
+    if isinstance(parent, MmaLayout) and not parent.natural_rows:
         parent = as_blocked(parent)
     return SliceLayout(dim, parent)
 
@@ -300,7 +325,8 @@ def contiguous_elements(layout: Attribute, shape: Sequence[int]) -> int:
 def expand_layout(layout: Attribute, axis: int) -> Attribute:
     """The layout that keeps every element in its thread when a size-1 dimension is inserted
     at `axis` (`tile.expand_dims`): a slice along `axis` gives back its parent; a slice along
-    another dimension stays a slice of the expanded parent; `#blocked` gets `insert_unit_dim`."""
+    another dimension stays a slice of the expanded parent; `#blocked` gets `insert_unit_dim`
+    (a layout with no `#blocked` twin has no expanded form: ValueError)."""
     if isinstance(layout, SliceLayout):
         if layout.dim == axis:
             return layout.parent
@@ -418,10 +444,16 @@ class ThreadMap:
             layout = parent.layout
             dims = parent.dims[:k] + parent.dims[k + 1 :]
             replicas = (*parent.replicas, parent.dims[k])
-        self.layout = layout = as_blocked(layout)
+        natural = isinstance(layout, MmaLayout) and layout.natural_rows
+        # A natural-rows accumulator: its twin's lanes and columns, wgmma's own rows.
+        self.layout = layout = as_blocked(_twin_of(layout))
         self.num_warps = math.prod(layout.warps_per_cta)
         self.num_threads = WARP_SIZE * self.num_warps
-        self.dims = dims if dims is not None else self._dims()
+        if dims is None:
+            dims = self._dims()
+            if natural:
+                dims[0] = _natural_row_map(self.num_warps)
+        self.dims = dims
         # Dimensions the tile does not have that still spread threads (a slice's): every
         # thread along them holds a copy; the owner of an element is the one at position 0.
         self.replicas = tuple(d for d in replicas if d.wraps)

@@ -315,10 +315,12 @@ def wgmma_operand_walk(
     K-major (A stored [M, K], B stored [N, K]): LBO unused (16), a k-step is 32 bytes along
     the 128-byte row, a K tile wider than 64 is stored in blocks of 64 columns (`col_block`)
     each holding every row, warpgroup g starts 64 rows (8 KiB) on. N-major (B stored [K, N],
-    blocks of 64 columns): LBO is one block, a k-step is 16 rows of 128 bytes. (A stored
-    [K, M] comes from registers.) `wgmma_step_offset` turns a walk into a k-step's bytes."""
+    blocks of 64 columns): LBO is one block, a k-step is 16 rows of 128 bytes. M-major (A
+    stored [K, M], read so only where the accumulator keeps wgmma's own row order): the same
+    walk, warpgroup g starting at column block g (`depth` rows of 128 bytes on).
+    `wgmma_step_offset` turns a walk into a k-step's bytes."""
     if index == 0 and transposed:
-        raise ValueError("wgmma's A stored [K, M] is read into registers, not by a descriptor")
+        return False, depth * SWIZZLE_ROW, 0, depth * SWIZZLE_ROW
     if index == 0 or transposed:
         block = rows * SWIZZLE_ROW if depth * element_size > SWIZZLE_ROW else 0
         return True, 16, block, WGMMA_ROWS * SWIZZLE_ROW if index == 0 else 0
@@ -347,7 +349,10 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
     Warpgroup g reads its 64 rows of A from stored row 64 g. An operand read transposed
     (`tile.load_shared {transposed}`) has the other major-ness: B stored [N, K] is K-major
     (`wgmma_operand_walk`, `tnspB` = 0); a K tile wider than 64 is walked block by block
-    (`wgmma_step_offset`). An A held in registers (`#dot_operand` version 2: stored [K, M]
+    (`wgmma_step_offset`). An A stored [K, M] is read M-major (`tnspA` = 1) where the
+    accumulator keeps wgmma's own rows (`natural_rows`: thread (w, l) holds rows 16 w + 8 i +
+    l / 4, so A's buffer is in the tensor's order, column block g for warpgroup g). An A held
+    in registers (`#dot_operand` version 2: stored [K, M] under the twin's row order
     and read by `ldmatrix.trans`, staged once before the loop and read by `ldmatrix`, or
     repacked from another dot's accumulator) is the fragments of `mma.sync`'s A, which hold
     the accumulator's rows as they are (`Fragments`; wgmma's register A of warp w is rows 16 w + l / 4 (+ 8) of the
@@ -380,6 +385,13 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
             "wgmma lowering needs K tiles of a multiple of 128 bytes and N a multiple of 64 <= 256"
         )
     in_registers = isinstance(a, Fragments)  # A held in registers as mma.sync A fragments
+    m_major = not in_registers and a.transposed
+    if m_major != acc_t.layout.natural_rows:
+        raise ValueError(
+            "wgmma reads an A stored [K, M] by descriptor exactly where the accumulator keeps "
+            f"wgmma's own row order (natural_rows): A {'M' if m_major else 'K'}-major, "
+            f"accumulator {acc_t.layout}"
+        )
     warps = acc_t.layout.warps_per_cta[0]
     if in_registers and acc_t.shape[0] != 16 * warps:
         raise ValueError(
@@ -422,6 +434,7 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
             wide = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
             descriptors.append(wide)
     trans_b = 0 if bop.transposed else 1  # 0: B is K-major
+    trans_a = 1 if m_major else 0  # 1: A is M-major
     a_regs: list[ir.Value] = []
     if in_registers:
         for kk in range(steps):
@@ -450,7 +463,7 @@ def lower_wgmma_dot(k: _KernelLowering, op: Operation) -> list[Any]:
             lines.append(f"{instruction} {regs}, {da}, {db}, p{scales}, {trans_b};")
             continue
         da, db = f"${2 * count + 2 * kk}", f"${2 * count + 2 * kk + 1}"
-        transposes = f", 0, {trans_b}" if transposable else ""
+        transposes = f", {trans_a}, {trans_b}" if transposable else ""
         lines.append(f"{instruction} {regs}, {da}, {db}, p{scales}{transposes};")
     loop = op.parent_op
     deferred = isinstance(loop, scf.ForOp) and any(

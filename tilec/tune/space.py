@@ -10,6 +10,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `split` (kernels `split-reduction` split) | `@kernel(split=...)` | split-reduction |
 | `tiling.group_m` (dots over a 2-D grid) | pass option | tiling |
 | `tiling.wgmma`, `tiling.mma` (f16/bf16 dots) | pass options | tiling |
+| `tiling.m_major_a` (a wgmma matmul whose A is stored [K, M]: read M-major by its descriptor, or into registers every step) | pass option | tiling |
 | `tiling.staged_a` (wgmma dots whose A is loaded before their loop: held in registers, or read from shared memory every step) | pass option | tiling |
 | `tiling.producer` (loops of two wgmma dots, attention's: tiled for a producer warpgroup, or for the warps alone) | pass option | tiling |
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
@@ -168,11 +169,23 @@ def _tile_dims(kernel: FuncOp) -> dict[str, int]:
     }
 
 
+def _a_stored_transposed(dot: T.DotOp) -> bool:
+    """Whether a compiled dot reads a 16-bit A stored [K, M] (`tile.load_shared {transposed}`
+    of its buffer): where `tiling.m_major_a` decides how."""
+    a = dot.a
+    return (
+        isinstance(getattr(a, "op", None), shared.LoadSharedOp)
+        and "transposed" in a.op.attributes
+        and a.type.element in (f16, bf16)
+    )
+
+
 def read_back(kernel: FuncOp) -> dict[str, Any]:
     """What each decision became in `kernel` (compiled through the passes): `tile.D` per
     tiled dimension, `warps`, `stages` (slots of the streamed buffers; 1 when none),
     `tiling.group_m` (1: launch order), `path` (`wgmma`, `mma` or `fma` for a kernel with
-    dots, else absent), `tiling.staged_a` where a wgmma dot reads an A loaded before its loop, `tiling.producer`
+    dots, else absent), `tiling.m_major_a` where a wgmma dot's A is stored [K, M] (1: read by
+    its descriptor), `tiling.staged_a` where a wgmma dot reads an A loaded before its loop, `tiling.producer`
     (1: tiled for a producer warpgroup) where a loop has two wgmma dots, `split` (`auto`: chosen at launch), the occupancy the kernel asks
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
     rewrote a loop, `defer-reduction.enable`; where `mask-bounds` split off the middle range
@@ -206,6 +219,10 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
             decisions["path"] = "fma"
         group = kernel.attributes.get("tilec.group_m")
         decisions["tiling.group_m"] = int(group.value) if group is not None else 1
+    if any(_a_stored_transposed(d) for d in dots) and decisions.get("path") == "wgmma":
+        decisions["tiling.m_major_a"] = int(
+            any(getattr(d.result.type.layout, "natural_rows", False) for d in dots)
+        )
     if dots and _turn_candidate(kernel):
         decisions["tiling.producer"] = int(PRODUCER_ATTRIBUTE in kernel.attributes)
     if _staged_before_loop(kernel):
@@ -337,6 +354,8 @@ def applicable(
         options.append(("mask-bounds.middle", (True, False)))
     if "tiling.staged_a" in chosen and arch == "sm_90a":
         options.append(("tiling.staged_a", ("registers", "shared")))
+    if "tiling.m_major_a" in chosen and arch == "sm_90a":
+        options.append(("tiling.m_major_a", (True, False)))
     if "tiling.producer" in chosen and arch == "sm_90a":
         # One move between the two tilings of a chain (each with its warps, tiles, where q is
         # read and the pipeline's choices following), which the other decisions reach only
