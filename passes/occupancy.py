@@ -62,7 +62,11 @@ AUTO_WARPS = (4, 8, 16)
 # decode's per-page sums over the page's 16 rows, which also reduces each row inside its warp).
 # Measured on the H200 at 1bdb91b (docs/benchmarks/regret-full-memory-1bdb91b-h200.json): the
 # bag 0.907 and the decode 0.650 of 4 warps' time on one warp; where neither cost is paid, fewer
-# warps lost (cross-entropy's rows of 4096 on 2 warps 1.066, dropout on 1 warp 1.57).
+# warps lost (cross-entropy's rows of 4096 on 2 warps 1.066, dropout on 1 warp 1.57). And only
+# where the grid lets them keep more bytes in flight per SM than 4 warps (`_admitted`): a grid
+# of 256 blocks puts two on each SM whatever their warps (scans over 256 rows on one warp:
+# 1.14-1.16x); one of 4096 bags puts 31, where 16 of 4 warps fit (one warp 0.819 of 4 warps'
+# time, H100 4a04e97 -- refused while the rule asked for all 32 one-warp blocks an SM holds).
 FEW_WARPS = (1, 2)
 BYTES_IN_FLIGHT = 72 * 1024
 MAX_ELEMENTS_PER_THREAD = 64
@@ -351,18 +355,24 @@ def _admitted(
 ) -> tuple[list[_Candidate], list[str]]:
     """The candidates the choice weighs: `FEW_WARPS` only where they remove a cost the fewest
     `AUTO_WARPS` pay (runs under `run_bytes`, a barrier in a loop every iteration) and `grid`
-    (its blocks, the SMs) gives every SM the blocks they count on -- fewer would leave
-    an SM a warp or two --, then runs under `run_bytes` only on the fewest warps left (each
-    access would be narrower)."""
+    (its blocks, the SMs) lets them keep the SM's loads in flight (`_grid_in_flight`): more
+    bytes than the fewest `AUTO_WARPS` keep on that grid (more of their blocks fit an SM at
+    once), or `BYTES_IN_FLIGHT` -- where the grid gives every SM only the blocks it would give
+    4 warps, fewer warps leave each block's work to fewer threads and the SM a warp or two
+    (scans over 256 rows: 1.14-1.16x 4 warps' time) --, then runs under `run_bytes` only on
+    the fewest warps left (each access would be narrower)."""
     usual = next((c for c in candidates if c.warps == AUTO_WARPS[0]), None)
 
     def pays_less(c: _Candidate) -> bool:
         # (4 warps are left out only with too many elements a thread: so are 1 and 2 then.)
-        if usual is None or grid is None or grid[0] < grid[1] * c.blocks:
+        if usual is None or grid is None:
             return False
         removes_runs = usual.short_runs and not c.short_runs
         removes_barriers = usual.loop_barriers and not c.loop_barriers
-        return removes_runs or removes_barriers
+        if not (removes_runs or removes_barriers):
+            return False
+        held = _grid_in_flight(c, grid)
+        return held > _grid_in_flight(usual, grid) or held >= BYTES_IN_FLIGHT
 
     kept = [c for c in candidates if c.warps not in FEW_WARPS or pays_less(c)]
     out = []
@@ -372,6 +382,12 @@ def _admitted(
         else:
             out.append(c)
     return out, excluded
+
+
+def _grid_in_flight(c: _Candidate, grid: tuple[int, int]) -> float:
+    """The bytes `c`'s blocks keep in flight per SM on `grid` (its blocks, the SMs): as many of
+    them as fit an SM (`c.blocks`), or as the grid has for each SM where it has fewer."""
+    return min(c.blocks, grid[0] / grid[1]) * (c.in_flight / c.blocks)
 
 
 def _across_warps(op: Operation, warps: int, vectors: dict[tuple, int]) -> bool:
