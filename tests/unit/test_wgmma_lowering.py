@@ -20,7 +20,13 @@ import tilec
 from tilec.benchmarks.wgmma_probe import descriptor, k_major_address, mn_major_address
 from tilec.dialects.tile import MmaLayout, SharedLayout
 from tilec.ir.types import TileType, f16, i8
-from tilec.lowering.layouts import ThreadMap, as_blocked, slice_layout, wgmma_accumulator_layout
+from tilec.lowering.layouts import (
+    ThreadMap,
+    as_blocked,
+    layout_error,
+    slice_layout,
+    wgmma_accumulator_layout,
+)
 from tilec.lowering.shared_memory import stored_row, swizzled_offset
 from tilec.lowering.wgmma import SWIZZLE_ATOM, wgmma_operand_walk, wgmma_step_offset
 from tilec.passes.smem_placement import wgmma_swizzle_for
@@ -168,10 +174,51 @@ def test_natural_rows_accumulator_registers_are_the_hardwares():
     with pytest.raises(ValueError, match="no #blocked twin"):
         as_blocked(layout)
     assert slice_layout(layout, 1).parent == layout
+    for dim, shape in ((1, (BM,)), (0, (BN,))):  # row and column slices hold a whole accumulator
+        assert layout_error(slice_layout(layout, dim), shape, WARPS) is None
+    assert layout_error(slice_layout(layout, 1), (BM // 2,), WARPS) is not None
+    for shape in ((BM, 1), (1, BN)):  # a broadcast's operand in the accumulator's layout
+        assert layout_error(layout, shape, WARPS) is None
+    column = ThreadMap(layout, (BM, 1)).indices()[0]
+    assert all(16 * (t // 32) + (t % 32) // 4 in column[t] for t in range(WARPS * 32))
     m = ThreadMap(layout, (BM, BN))
     for hardware_row, column, row, col in _wgmma_registers(m):
         assert (row, col) == (hardware_row, column)
     assert sorted(m.table().ravel().tolist()) == list(range(BM * BN))
+
+
+TN_EPILOGUE = """
+def tn_epilogue(a: f16[K, M], b: f16[K, N], scale: f32[M], bias: f32[N], c: f16[M, N], m: f32[M]):
+    for tm, tn in tiles(M, N):
+        acc = zeros([tm, tn], f32)
+        for tk in tiles(K):
+            acc += a[tk, tm].T @ b[tk, tn]
+        y = acc * scale[tm][:, None] + bias[tn][None, :]
+        c[tm, tn] = y
+        atomic_max(m[tm], max(y, axis=1))
+"""
+
+
+def test_an_epilogue_reads_a_natural_rows_accumulator_where_it_lies(tmp_path):
+    """A row scale and a column bias broadcast onto a natural-rows accumulator, and its row
+    maxima, stay in its registers (slices of it, and broadcasts whose operands take its layout
+    at a unit dimension): the one conversion left is the store's, as with the `#blocked` twin."""
+    from tilec.compiler import target_pipeline
+
+    source = tmp_path / "tn_epilogue.tile"
+    source.write_text(TN_EPILOGUE)
+    result = tilec.compile(
+        str(source),
+        kernels=["tn_epilogue"],
+        pipeline=target_pipeline(CONTIGUOUS, "sm_90a").replace(
+            "tiling{", 'tiling{extents="M=4096,N=2048,K=1024" '
+        ),
+        target="tir",
+        arch="sm_90a",
+    )
+    text = result.tir if hasattr(result, "tir") else str(result)
+    assert "natural_rows = true" in text
+    assert text.count("tile.convert_layout") == 1
 
 
 def _wgmma_registers(m: ThreadMap):

@@ -205,6 +205,16 @@ def layout_error(layout: Attribute, shape: Sequence[int], num_warps: int) -> str
                 return str(e)
             m = 16 * warps[0]
             n = (mma_warp_columns(layout) if layout.version == 2 else 8) * warps[1]
+            if layout.natural_rows:
+                # Its own slices' parent and its broadcasts' operands (it has no #blocked twin
+                # to stand for them): the accumulator's shape, or 1 along either dimension.
+                whole = (m, layout.instr_shape[1])
+                if all(s in (w, 1) for s, w in zip(shape, whole)):
+                    return None
+                return (
+                    f"a wgmma accumulator on {warps[0]} warps is {m}x{whole[1]} (or 1 along a "
+                    "dimension)"
+                )
             if layout.version == 3 and tuple(shape) != (m, layout.instr_shape[1]):
                 return f"a wgmma accumulator on {warps[0]} warps is {m}x{layout.instr_shape[1]}"
             if shape[0] % m or shape[1] % n:
@@ -451,7 +461,7 @@ class ThreadMap:
         self.num_threads = WARP_SIZE * self.num_warps
         if dims is None:
             dims = self._dims()
-            if natural:
+            if natural and self.shape[0] > 1:  # (a unit dimension is every thread's alike)
                 dims[0] = _natural_row_map(self.num_warps)
         self.dims = dims
         # Dimensions the tile does not have that still spread threads (a slice's): every
