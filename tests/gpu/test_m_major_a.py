@@ -2,36 +2,24 @@
 order, `#mma<natural_rows>`) under epilogues that read the accumulator by rows and by columns:
 a per-row scale and a per-column bias broadcast onto it, row maxima and column sums reduced
 from it (each a slice of the natural-rows layout), at shapes no tile divides, against torch."""
-# ruff: noqa: F821 - kernel bodies use the tile language's names (f32, tiles, M), not Python's
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
 
-import tilec
+from tilec.jit import load_kernel
 
 pytestmark = pytest.mark.gpu
 
 
-@tilec.jit
-def tn_epilogue(
-    a: f16[K, M],
-    b: f16[K, N],
-    scale: f32[M],
-    bias: f32[N],
-    c: f16[M, N],
-    row_max: f32[M],
-    col_sum: f32[N],
-):
-    for tm, tn in tiles(M, N):
-        acc = zeros([tm, tn], f32)
-        for tk in tiles(K):
-            acc += a[tk, tm].T @ b[tk, tn]
-        y = acc * scale[tm][:, None] + bias[tn][None, :]
-        c[tm, tn] = y
-        atomic_max(row_max[tm], max(y, axis=1))
-        atomic_add(col_sum[tn], sum(y, axis=0))
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+def _kernel():
+    return load_kernel(KERNELS / "tn_epilogue.tile", "tn_epilogue")
 
 
 def _arguments(m: int, n: int, k: int, seed: int):
@@ -49,6 +37,7 @@ def _arguments(m: int, n: int, k: int, seed: int):
 @pytest.mark.parametrize("m, n, k", [(4096, 2048, 1024), (1000, 3000, 1999), (264, 136, 200)])
 def test_epilogues_on_an_m_major_a_read_the_accumulator_as_torch_does(m, n, k):
     a, b, scale, bias, c, row_max, col_sum = args = _arguments(m, n, k, m + n + k)
+    tn_epilogue = _kernel()
     tn_epilogue(*args)
     y = (a.t().float() @ b.float()) * scale[:, None] + bias[None, :]
     torch.testing.assert_close(c.float(), y.half().float(), rtol=2e-2, atol=0.5)

@@ -187,28 +187,14 @@ def test_natural_rows_accumulator_registers_are_the_hardwares():
     assert sorted(m.table().ravel().tolist()) == list(range(BM * BN))
 
 
-TN_EPILOGUE = """
-def tn_epilogue(a: f16[K, M], b: f16[K, N], scale: f32[M], bias: f32[N], c: f16[M, N], m: f32[M]):
-    for tm, tn in tiles(M, N):
-        acc = zeros([tm, tn], f32)
-        for tk in tiles(K):
-            acc += a[tk, tm].T @ b[tk, tn]
-        y = acc * scale[tm][:, None] + bias[tn][None, :]
-        c[tm, tn] = y
-        atomic_max(m[tm], max(y, axis=1))
-"""
-
-
-def test_an_epilogue_reads_a_natural_rows_accumulator_where_it_lies(tmp_path):
+def test_an_epilogue_reads_a_natural_rows_accumulator_where_it_lies():
     """A row scale and a column bias broadcast onto a natural-rows accumulator, and its row
-    maxima, stay in its registers (slices of it, and broadcasts whose operands take its layout
+    maxima and column sums, stay in its registers (slices of it, and broadcasts whose operands take its layout
     at a unit dimension): the one conversion left is the store's, as with the `#blocked` twin."""
     from tilec.compiler import target_pipeline
 
-    source = tmp_path / "tn_epilogue.tile"
-    source.write_text(TN_EPILOGUE)
     result = tilec.compile(
-        str(source),
+        str(EXAMPLES.parent / "tests" / "kernels" / "tn_epilogue.tile"),
         kernels=["tn_epilogue"],
         pipeline=target_pipeline(CONTIGUOUS, "sm_90a").replace(
             "tiling{", 'tiling{extents="M=4096,N=2048,K=1024" '
