@@ -400,8 +400,9 @@ class _KernelTiling(WgmmaGrid, MmaSearch, BlockOrder):
             dot = mma_dots[0]
             bm, bn, bk = (self.size(x, config) for x in (dot.m, dot.n, dot.k))
             warps = config.num_warps
-            natural = m_major_a(dot.op) and self.opts.m_major_a
-            if m_major_a(dot.op) and not natural:
+            transposed_a = m_major_a(dot.op)
+            natural = transposed_a and self.opts.m_major_a
+            if transposed_a and not natural:
                 self.ctx.remark(
                     kernel,
                     "A stored [K, M] read into registers by ldmatrix.trans every step (option "

@@ -91,12 +91,10 @@ def m_major_a(dot: T.DotOp) -> bool:
     (wgmma transposes no 8-bit operand). Its accumulator then keeps wgmma's own row order
     (`MmaLayout.natural_rows`), so that the copies write A as the tensor holds it."""
     a = dot.a.type
-    return (
-        isinstance(a, TileType)
-        and a.element in (f16, bf16)
-        and stored_form(dot.a).transposed
-        and operand_load(stored_form(dot.a).value) is not None
-    )
+    if not (isinstance(a, TileType) and a.element in (f16, bf16)):
+        return False
+    stored = stored_form(dot.a)
+    return stored.transposed and operand_load(stored.value) is not None
 
 
 def from_accumulator(v: Value) -> bool:
