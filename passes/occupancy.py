@@ -67,6 +67,9 @@ AUTO_WARPS = (4, 8, 16)
 # of 256 blocks puts two on each SM whatever their warps (scans over 256 rows on one warp:
 # 1.14-1.16x); one of 4096 bags puts 31, where 16 of 4 warps fit (one warp 0.819 of 4 warps'
 # time, H100 4a04e97 -- refused while the rule asked for all 32 one-warp blocks an SM holds).
+# Where the grid gives the same blocks to any warps, fewer warps that widen a thread's runs
+# still pay (600 to 1500 bags: one warp 0.75-0.78, H100 208240e); ones that only save a
+# barrier do not (the scans).
 FEW_WARPS = (1, 2)
 BYTES_IN_FLIGHT = 72 * 1024
 MAX_ELEMENTS_PER_THREAD = 64
@@ -357,10 +360,13 @@ def _admitted(
     `AUTO_WARPS` pay (runs under `run_bytes`, a barrier in a loop every iteration) and `grid`
     (its blocks, the SMs) lets them keep the SM's loads in flight (`_grid_in_flight`): more
     bytes than the fewest `AUTO_WARPS` keep on that grid (more of their blocks fit an SM at
-    once), or `BYTES_IN_FLIGHT` -- where the grid gives every SM only the blocks it would give
-    4 warps, fewer warps leave each block's work to fewer threads and the SM a warp or two
-    (scans over 256 rows: 1.14-1.16x 4 warps' time) --, then runs under `run_bytes` only on
-    the fewest warps left (each access would be narrower)."""
+    once), or `BYTES_IN_FLIGHT`, or -- where they remove short runs -- as many. Where the grid
+    gives every SM only the blocks it would give 4 warps, fewer warps leave each block's work
+    to fewer threads: each thread's elements grow fourfold. Side by side in one wider access
+    that costs nothing (an embedding bag's 128-float rows at 600 to 1500 bags, 5 to 11 blocks
+    an SM on any warps: one warp 0.75-0.78 of 4 warps' time, H100 208240e); in a chain the
+    thread runs in order it does (scans over 256 and 1000 rows on one warp: 1.08-1.16x). Then
+    runs under `run_bytes` only on the fewest warps left (each access would be narrower)."""
     usual = next((c for c in candidates if c.warps == AUTO_WARPS[0]), None)
 
     def pays_less(c: _Candidate) -> bool:
@@ -371,8 +377,14 @@ def _admitted(
         removes_barriers = usual.loop_barriers and not c.loop_barriers
         if not (removes_runs or removes_barriers):
             return False
-        held = _grid_in_flight(c, grid)
-        return held > _grid_in_flight(usual, grid) or held >= BYTES_IN_FLIGHT
+        held, usual_held = _grid_in_flight(c, grid), _grid_in_flight(usual, grid)
+        if held >= BYTES_IN_FLIGHT or held > usual_held:
+            return True
+        # As many blocks an SM as 4 warps get (the grid holds fewer than either fits): the same
+        # bytes in flight. A wider run a thread is one access for four, elements it handles
+        # side by side; fewer warps that only save a barrier give each thread a longer chain
+        # it runs in order (a scan's).
+        return removes_runs and held == usual_held
 
     kept = [c for c in candidates if c.warps not in FEW_WARPS or pays_less(c)]
     out = []

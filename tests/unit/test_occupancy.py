@@ -215,8 +215,12 @@ FEW = {
     # 4096 bags: 31 one-warp blocks an SM, short of the 32 that fit, but twice the 16 of 4 warps
     # and twice their bytes in flight (H100, 4a04e97: one warp 0.819 of 4 warps' time)
     "embedding bag, 4096 bags": ("embedding_bag", "embedding_bag", _embedding_bag(4096, 128), 1),
-    # 512 bags: 4 blocks an SM on any warps, the same bytes in flight: 4 stay
-    "embedding bag, 512 bags": ("embedding_bag", "embedding_bag", _embedding_bag(512, 128), 4),
+    # 512 bags: 4 blocks an SM on any warps, the same bytes in flight, in runs 4 times as
+    # wide on one warp (600 to 1500 bags: one warp 0.75-0.78 of 4 warps' time, H100 208240e)
+    "embedding bag, 512 bags": ("embedding_bag", "embedding_bag", _embedding_bag(512, 128), 1),
+    # a scan over 1000 rows of 1024 (2 a block): 500 blocks, 4 an SM on any warps; one warp
+    # saves the barriers but runs each thread's scan 4 times as long (1.159x, H100 208240e)
+    "cumsum, 1000 rows": ("cumsum", "cumsum_rows", (np.zeros((1000, 1024), F32),) * 2, 4),
     # rows of 32000 across 2 warps still reduce across them: 4 stays (2 measured 1.066)
     "cross entropy, 4096 rows": (
         "cross_entropy",
