@@ -38,6 +38,7 @@ __all__ = [
     "loop_invariant_operand",
     "m_major_a",
     "operand_load",
+    "pitched_operands",
     "program_axes",
     "scattered_operands",
     "shared_operand_loads",
@@ -204,6 +205,33 @@ def int8_byte_copies(kernel: FuncOp) -> list[str]:
                 why.append(f"{stride} not known to be a multiple of 8")
         found.extend(w for w in why if w not in found)
     return found
+
+
+def pitched_operands(kernel: FuncOp) -> tuple[int, ...]:
+    """The indices of the kernel's 2-D tensor arguments that it only reads (every use a
+    `tile.load` or a `tile.dim`) and reads as an operand of a `tile.dot` (through a cast,
+    transpose, reshape or select: `operand_load`): those a launch may copy into a buffer with
+    16-byte rows when theirs are not (`tilec.runtime.pitched`), since nothing the kernel
+    writes can be seen through them."""
+    found: set[int] = set()
+    for op in kernel.walk():
+        if not isinstance(op, T.DotOp):
+            continue
+        for v in (op.a, op.b):
+            load = operand_load(v)
+            view = load.view if load is not None else None
+            if isinstance(view, BlockArgument) and view.owner is kernel.body.block:
+                found.add(view.index)
+    arguments = kernel.body.block.args
+    return tuple(
+        sorted(
+            i
+            for i in found
+            if getattr(arguments[i].type, "rank", 0) == 2
+            and all(isinstance(u, (T.LoadOp, T.DimOp)) for u in arguments[i].uses)
+            and all(u.view is arguments[i] for u in arguments[i].uses)
+        )
+    )
 
 
 def is_mma_dot(op: T.DotOp) -> bool:

@@ -114,6 +114,10 @@ class JitFunction:
         self.interpret = bool(options.pop("interpret", False))
         # Not a kernel pin: whether the PTX carries .loc lines (it enters the cache key).
         self.line_info = bool(options.pop("line_info", True))
+        # Not a kernel pin: whether a call copies a product's operand whose rows are not 16
+        # bytes apart into one whose are (`tilec.runtime.pitched`); what it copied and why.
+        self.pitch_operands = bool(options.pop("pitch_operands", True))
+        self.pitched_copies: dict[str, str] = {}
         # Not a kernel pin: tune each specialization at its first call (True, or the
         # `tilec.tune.Settings` to tune with), then take the cached winner's pins.
         self.autotune: Any = options.pop("autotune", False)
@@ -350,13 +354,61 @@ class JitFunction:
                 return
         values = self._order(args, kwargs) if kwargs else args
         arguments = self._checker.convert(values)
+        pitched = bool(self._pitched) and self._pitch(arguments, stream)
         key = self._key(arguments)
         launcher = self._launchers.get(key)
         if launcher is None:
             launcher = self._launcher(key, arguments, values)
         launcher.launch(arguments, stream, matched=True)  # the key holds what it checks
-        if not kwargs and not checking:  # checked launches synchronize: no fast path
+        if not kwargs and not checking and not pitched:
+            # (checked launches synchronize, pitched ones copy first: no fast path)
             self._remember(args, arguments, launcher)
+
+    @functools.cached_property
+    def _pitched(self) -> tuple[int, ...]:
+        """The arguments a call may copy into a buffer with 16-byte rows (`tilec.runtime.
+        pitched`): matrices the kernel only reads, as operands of its products; none when
+        `pitch_operands=False`, and none for an autotuned function, whose tuner times the
+        candidates on copies of the call's own arguments."""
+        from tilec.passes.tiling_operands import pitched_operands
+
+        if not self.pitch_operands or self.autotune:
+            return ()
+        return pitched_operands(self._kernel)
+
+    def _pitch(self, arguments: Any, stream: Any) -> bool:
+        """Replace in `arguments` each of `_pitched` whose rows a 16-byte copy cannot reach
+        by its pitched copy, queued on the launch's stream; whether any was. Recorded in
+        `pitched_copies` (argument name -> why), which the explain output reads."""
+        from tilec.runtime.launcher import stream_handle
+        from tilec.runtime.pitched import PITCHED, needs_pitch
+
+        values = arguments.values
+        todo = [i for i in self._pitched if needs_pitch(values[i])]
+        if not todo:
+            return False
+        if stream is not None:
+            handle = stream_handle(stream)
+        elif arguments.framework_stream is not None:
+            handle = arguments.framework_stream(values[todo[0]].device)
+        else:
+            handle = 0
+        copied = False
+        for i in todo:
+            tensor = values[i]
+            copy = PITCHED.copy(tensor, i, handle)
+            if copy is None:
+                continue  # graph capture without a buffer: read it where it is
+            name = self._checker.arguments[i][0]
+            self.pitched_copies[name] = (
+                f"rows {tensor.strides[0]} elements apart at address 0x{tensor.pointer:x}: "
+                f"copied to rows of {copy.strides[0]} (16-byte multiples) before the kernel, "
+                "so that its tiles move in 16-byte pieces (TMA, cp.async) instead of an "
+                "element at a time"
+            )
+            values[i] = copy
+            copied = True
+        return copied
 
     def _remember(self, args: tuple, arguments: Any, launcher: Any) -> None:
         """Let later calls with arguments of `args`'s signature take the fast path: only when
@@ -754,7 +806,7 @@ def traced_function(key: int) -> JitFunction:
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Decorator: `@tilec.jit` or `@tilec.jit(tile={...}, warps=..., stages=...,
     disable=(PASS, ...), pass_options={PASS: {OPTION: VALUE}}, line_info=..., interpret=...,
-    autotune=...)`."""
+    autotune=..., pitch_operands=...)`."""
     if fn is not None:
         return JitFunction(fn, options)
     return lambda f: JitFunction(f, options)
