@@ -43,7 +43,10 @@ def test_the_suite_holds_the_workloads_of_the_issue():
     }  # fmt: skip
     assert set(WORKLOADS) == expected
     assert (4000, 3000, 1000) in WORKLOADS["gemm_nn"].sizes
-    assert WORKLOADS["gemm_tt"].sizes == ((4096, 4096, 4096),)
+    assert WORKLOADS["gemm_tt"].sizes == ((4096, 4096, 4096), (1999, 1001, 3001))
+    # J's awkward shapes: every layout at M, N and K none a multiple of 8
+    for layout in ("nn", "nt", "tn", "tt"):
+        assert any(all(x % 8 for x in size) for size in WORKLOADS[f"gemm_{layout}"].sizes)
     for workload in WORKLOADS.values():
         assert workload.quick, workload.name
         assert bool(workload.small) == (workload.kind == "memory"), workload.name

@@ -98,6 +98,15 @@ LONG_K = {
     ("nt", "bf16"): [(1000, 1000, 10000), (16, 11008, 4096), (1, 4096, 4096)],
     ("tn", "f16"): [(512, 512, 32768)],
 }
+# M, N and K none a multiple of 8: every operand's rows not 16 bytes apart (odd K makes an
+# A stored [M, K] and a B stored [N, K] so; odd M and N the transposed ones), which the launch
+# copies into pitched buffers (`tilec.runtime.pitched`) -- timed with the copies.
+ODD = {
+    ("nn", "f16"): [(3001, 2999, 1999)],
+    ("nt", "f16"): [(2049, 3001, 4095)],
+    ("tn", "f16"): [(1001, 3001, 2047)],
+    ("tt", "f16"): [(1999, 1001, 3001)],
+}
 
 
 def _gemm_workloads() -> list[Workload]:
@@ -112,7 +121,7 @@ def _gemm_workloads() -> list[Workload]:
                 sizes += [(2048, 2048, 2048), (1024, 1024, 1024), (4000, 3000, 1000)]
             # Few output tiles and a long K (split-K territory: the tiles alone leave SMs
             # idle), one odd shape per layout.
-            sizes += LONG_K.get((layout, dtype), [])
+            sizes += LONG_K.get((layout, dtype), []) + ODD.get((layout, dtype), [])
             workloads.append(
                 Workload(
                     f"gemm_{layout}{suffix}",
