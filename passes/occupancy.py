@@ -214,6 +214,7 @@ class _Candidate:
     rows_in_warps: bool  # the kernel's row reductions stay inside warps
     loop_barriers: bool = False  # a loop reduces across the block's warps every iteration
     short_runs: bool = False  # runs under the widest access the tile's loads can make
+    run: int = 1  # elements of a thread's access: the widest, or what the tile leaves a thread
 
     def distance(self) -> float:
         return abs(log2(self.in_flight / BYTES_IN_FLIGHT))
@@ -291,8 +292,11 @@ class _Occupancy:
             rows_in_warps = reduces_rows and layout.warps_per_cta[-1] == 1
             barriers = any(_across_warps(op, warps, vectors) for op in in_loop)
             short = elements < threads * vector
+            run = max(1, min(vector, elements // threads))
             candidates.append(
-                _Candidate(warps, used, blocks, limit, in_flight, rows_in_warps, barriers, short)
+                _Candidate(
+                    warps, used, blocks, limit, in_flight, rows_in_warps, barriers, short, run
+                )
             )
         candidates, excluded = _admitted(
             candidates, excluded, vector * element_bytes(tile.element), grid
@@ -357,7 +361,8 @@ def _admitted(
     grid: tuple[int, int] | None,
 ) -> tuple[list[_Candidate], list[str]]:
     """The candidates the choice weighs: `FEW_WARPS` only where they remove a cost the fewest
-    `AUTO_WARPS` pay (runs under `run_bytes`, a barrier in a loop every iteration) and `grid`
+    `AUTO_WARPS` pay (runs under `run_bytes`, which fewer warps widen; a barrier in a loop
+    every iteration) and `grid`
     (its blocks, the SMs) lets them keep the SM's loads in flight (`_grid_in_flight`): more
     bytes than the fewest `AUTO_WARPS` keep on that grid (more of their blocks fit an SM at
     once), or `BYTES_IN_FLIGHT`, or -- where they remove short runs -- as many. Where the grid
@@ -373,7 +378,7 @@ def _admitted(
         # (4 warps are left out only with too many elements a thread: so are 1 and 2 then.)
         if usual is None or grid is None:
             return False
-        removes_runs = usual.short_runs and not c.short_runs
+        removes_runs = usual.short_runs and c.run > usual.run  # wider accesses a thread
         removes_barriers = usual.loop_barriers and not c.loop_barriers
         if not (removes_runs or removes_barriers):
             return False

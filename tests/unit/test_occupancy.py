@@ -218,6 +218,10 @@ FEW = {
     # 512 bags: 4 blocks an SM on any warps, the same bytes in flight, in runs 4 times as
     # wide on one warp (600 to 1500 bags: one warp 0.75-0.78 of 4 warps' time, H100 208240e)
     "embedding bag, 512 bags": ("embedding_bag", "embedding_bag", _embedding_bag(512, 128), 1),
+    # rows of 64 floats: one float a thread on 2 and 4 warps, two (8-byte runs, still short of
+    # 16) on one: wider, at 15 blocks an SM on any warps (one warp 0.771 of 4 warps' time,
+    # H100 a7739e4)
+    "embedding bag, 64 floats": ("embedding_bag", "embedding_bag", _embedding_bag(2000, 64), 1),
     # a scan over 1000 rows of 1024 (2 a block): 500 blocks, 4 an SM on any warps; one warp
     # saves the barriers but runs each thread's scan 4 times as long (1.159x, H100 208240e)
     "cumsum, 1000 rows": ("cumsum", "cumsum_rows", (np.zeros((1000, 1024), F32),) * 2, 4),
