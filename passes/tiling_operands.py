@@ -207,31 +207,37 @@ def int8_byte_copies(kernel: FuncOp) -> list[str]:
     return found
 
 
-def pitched_operands(kernel: FuncOp) -> tuple[int, ...]:
-    """The indices of the kernel's 2-D tensor arguments that it only reads (every use a
-    `tile.load` or a `tile.dim`) and reads as an operand of a `tile.dot` (through a cast,
+def pitched_operands(kernel: FuncOp) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """`(index, reuse)` for each of the kernel's 2-D tensor arguments that it only reads (every
+    use a `tile.load` or a `tile.dim`) and reads as an operand of a `tile.dot` (through a cast,
     transpose, reshape or select: `operand_load`): those a launch may copy into a buffer with
     16-byte rows when theirs are not (`tilec.runtime.pitched`), since nothing the kernel
-    writes can be seen through them."""
-    found: set[int] = set()
+    writes can be seen through them. `reuse`: the named dimensions of the dot's other operand
+    that this one lacks (N for A of `a @ b`): across them the product reads this operand
+    again, once a tile."""
+    found: dict[int, set[str]] = {}
     for op in kernel.walk():
         if not isinstance(op, T.DotOp):
             continue
-        for v in (op.a, op.b):
-            load = operand_load(v)
-            view = load.view if load is not None else None
+        views = [getattr(operand_load(v), "view", None) for v in (op.a, op.b)]
+        for view, other in ((views[0], views[1]), (views[1], views[0])):
             if isinstance(view, BlockArgument) and view.owner is kernel.body.block:
-                found.add(view.index)
+                mine = _named_dims(view)
+                theirs = _named_dims(other) if isinstance(other, Value) else ()
+                found.setdefault(view.index, set()).update(d for d in theirs if d not in mine)
     arguments = kernel.body.block.args
     return tuple(
-        sorted(
-            i
-            for i in found
-            if getattr(arguments[i].type, "rank", 0) == 2
-            and all(isinstance(u, (T.LoadOp, T.DimOp)) for u in arguments[i].uses)
-            and all(u.view is arguments[i] for u in arguments[i].uses)
-        )
+        (i, tuple(sorted(reuse)))
+        for i, reuse in sorted(found.items())
+        if getattr(arguments[i].type, "rank", 0) == 2
+        and all(isinstance(u, (T.LoadOp, T.DimOp)) for u in arguments[i].uses)
+        and all(u.view is arguments[i] for u in arguments[i].uses)
     )
+
+
+def _named_dims(view: Value) -> tuple[str, ...]:
+    shape = getattr(view.type, "shape", ())
+    return tuple(d for d in shape if isinstance(d, str))
 
 
 def is_mma_dot(op: T.DotOp) -> bool:

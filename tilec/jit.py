@@ -58,6 +58,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import os
 import sys
 import weakref
@@ -93,6 +94,12 @@ class CompiledKernel:
     pipeline: str
     key: Any  # tilec.kernel_cache.KernelCacheKey
     from_disk: bool  # found in the on-disk cache rather than compiled
+
+
+# An operand is copied pitched only where the product reads it more than once: across more
+# than this many rows (or columns) of the other operand -- the largest tile of them a block
+# takes (`tiling.WGMMA_SIZES`).
+PITCH_REUSE = 256
 
 
 class JitFunction:
@@ -365,7 +372,7 @@ class JitFunction:
             self._remember(args, arguments, launcher)
 
     @functools.cached_property
-    def _pitched(self) -> tuple[int, ...]:
+    def _pitched(self) -> tuple[tuple[int, tuple[str, ...]], ...]:
         """The arguments a call may copy into a buffer with 16-byte rows (`tilec.runtime.
         pitched`): matrices the kernel only reads, as operands of its products; none when
         `pitch_operands=False`, and none for an autotuned function, whose tuner times the
@@ -378,13 +385,21 @@ class JitFunction:
 
     def _pitch(self, arguments: Any, stream: Any) -> bool:
         """Replace in `arguments` each of `_pitched` whose rows a 16-byte copy cannot reach
-        by its pitched copy, queued on the launch's stream; whether any was. Recorded in
+        by its pitched copy, queued on the launch's stream; whether any was. Only where the
+        product reads the operand more than once (its `reuse` extents span more than
+        `PITCH_REUSE`): the copy reads and writes it once more, which a weight read once by
+        a batch of 16 tokens (16 x 11007 x 4095) does not repay. Recorded in
         `pitched_copies` (argument name -> why), which the explain output reads."""
         from tilec.runtime.launcher import stream_handle
         from tilec.runtime.pitched import PITCHED, needs_pitch
 
         values = arguments.values
-        todo = [i for i in self._pitched if needs_pitch(values[i])]
+        extents = arguments.extents
+        todo = [
+            i
+            for i, reuse in self._pitched
+            if needs_pitch(values[i]) and math.prod(extents.get(d, 1) for d in reuse) > PITCH_REUSE
+        ]
         if not todo:
             return False
         if stream is not None:

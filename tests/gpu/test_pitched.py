@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tilec.jit import load_kernel
+from tilec.jit import PITCH_REUSE, load_kernel
 
 pytestmark = pytest.mark.gpu
 
@@ -34,10 +34,11 @@ def test_odd_rows_are_copied_pitched_and_the_product_is_torchs(layout, m, n, k):
     gemm(a, b, c)
     torch.cuda.synchronize()
     assert torch.allclose(c.float(), ref, rtol=2e-2, atol=0.25)
-    # Which operands had rows a 16-byte copy cannot reach: a stored [., k] when k is odd...
+    # Which operands had rows a 16-byte copy cannot reach (a stored [., k] when k is odd...)
+    # and are read again across more than 256 of the other operand's rows or columns
     odd = {
-        "a": (k if layout[0] == "n" else m) % 8 != 0,
-        "b": (n if layout[1] == "n" else k) % 8 != 0,
+        "a": (k if layout[0] == "n" else m) % 8 != 0 and n > PITCH_REUSE,
+        "b": (n if layout[1] == "n" else k) % 8 != 0 and m > PITCH_REUSE,
     }
     assert set(gemm.pitched_copies) == {name for name, is_odd in odd.items() if is_odd}
     (launcher,) = gemm._launchers.values()
@@ -55,9 +56,9 @@ def test_odd_rows_are_copied_pitched_and_the_product_is_torchs(layout, m, n, k):
 def test_a_view_at_an_odd_address_is_copied_and_an_aligned_one_is_not():
     base = torch.randn(513 * 256 + 3, device="cuda", dtype=torch.float16)
     a = base[3:].view(513, 256)[:, :256]  # rows 512 bytes apart, the first at 6 bytes past 16
-    b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 384, device="cuda", dtype=torch.float16)
     gemm = load_kernel(EXAMPLES / "gemm_layouts.tile", "gemm_nn")
-    c = torch.empty(513, 128, device="cuda", dtype=torch.float16)
+    c = torch.empty(513, 384, device="cuda", dtype=torch.float16)
     gemm(a, b, c)
     torch.cuda.synchronize()
     assert set(gemm.pitched_copies) == {"a"}
@@ -77,3 +78,15 @@ def test_later_calls_see_the_operands_new_values():
         torch.cuda.synchronize()
         ref = (a * scale).float() @ b.t().float()
         assert torch.allclose(c.float(), ref, rtol=2e-2, atol=0.25)
+
+
+def test_a_weight_read_once_is_not_copied():
+    """16 tokens against an [N, K] weight with K odd: the product reads the weight once, so
+    the copy (a read and a write of it) would cost more than it saves; the tokens are copied."""
+    gemm = load_kernel(EXAMPLES / "gemm_layouts.tile", "gemm_nt")
+    a, b, ref = _operands("nt", 16, 4000, 1001)
+    c = torch.empty(16, 4000, device="cuda", dtype=torch.float16)
+    gemm(a, b, c)
+    torch.cuda.synchronize()
+    assert set(gemm.pitched_copies) == {"a"}
+    assert torch.allclose(c.float(), ref, rtol=2e-2, atol=0.25)

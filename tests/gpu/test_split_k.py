@@ -96,6 +96,7 @@ def _operands(kernel, m: int, n: int, k: int):
 
 def _split_count(kernel, args) -> int:
     arguments = kernel._checker.convert(args)
+    kernel._pitch(arguments, None)  # the arguments as the call launched them
     launcher = kernel._launchers[kernel._key(arguments)]
     if launcher.split is None:
         return 1

@@ -19,7 +19,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 def test_both_operands_of_a_gemm_may_be_pitched_and_its_output_not(layout):
     gemm = load_kernel(EXAMPLES / "gemm_layouts.tile", f"gemm_{layout}")
-    assert gemm._pitched == (0, 1)
+    # each read again across the other operand's dimension (N for a, M for b)
+    assert gemm._pitched == ((0, ("N",)), (1, ("M",)))
 
 
 def test_an_operand_the_kernel_also_writes_is_not_pitched(tmp_path):
@@ -34,7 +35,7 @@ def scaled(a: f16[M, K], b: f16[K, N], c: f16[M, N]):
 """
     (tmp_path / "scaled.tile").write_text(source)
     kernel = load_kernel(tmp_path / "scaled.tile")._kernel
-    assert pitched_operands(kernel) == (1,)  # b only
+    assert pitched_operands(kernel) == ((1, ("M",)),)  # b only
 
 
 def test_row_kernels_and_batched_operands_have_none():
