@@ -287,6 +287,7 @@ class JitFunction:
             options = {**self._given, "dtypes": {**declared, **dtypes}}
             function = JitFunction(self.fn, options, source=self._source, name=self.name)
             function.tuned = self.tuned
+            function.pitched_copies = self.pitched_copies  # one record for every binding
             self._instances[key] = function
         return function
 
@@ -389,7 +390,7 @@ class JitFunction:
         product reads the operand more than once (its `reuse` extents span more than
         `PITCH_REUSE`): the copy reads and writes it once more, which a weight read once by
         a batch of 16 tokens (16 x 11007 x 4095) does not repay. Recorded in
-        `pitched_copies` (argument name -> why), which the explain output reads."""
+        `pitched_copies` (argument name -> why), shared with a generic kernel's bindings."""
         from tilec.runtime.launcher import stream_handle
         from tilec.runtime.pitched import PITCHED, needs_pitch
 
