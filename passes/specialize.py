@@ -232,6 +232,10 @@ class TilePlan:
         )
 
 
+# A whole dimension's extent is bounded, for the lowering, to a multiple of its tile over this.
+WHOLE_BOUND_PARTS = 8
+
+
 def plan_tile_sizes(
     kernel: FuncOp, tiles: dict[str, int], extents: dict[str, int], max_extent: int
 ) -> TilePlan:
@@ -275,7 +279,11 @@ def plan_tile_sizes(
                     f"max_extent), larger {dim} is rejected at launch"
                 )
             symbols[name] = TileSize(name, size, reason, free=False)
-            max_extents[dim] = size
+            # The bound the launch holds the extent to: the extent rounded up to an eighth of
+            # its tile (3001 columns in tiles of 4096: 3072), so that the lowering knows every
+            # slot past it is padding (`tilec.max_extent`).
+            granule = max(1, size // WHOLE_BOUND_PARTS)
+            max_extents[dim] = -(-extents[dim] // granule) * granule if dim in extents else size
         else:
             is_contracted = name in contracted
             start = 32 if is_contracted else 64

@@ -23,7 +23,8 @@ for profilers' source views; `line_info=False` leaves it out (docs/debugging.md)
 **On the GPU** a call checks the arguments (`tilec.runtime`), then looks up the compiled
 kernel for their *specialization*: which pointers are 16-byte aligned, which strides are 1,
 which extents and strides divide by 16 (as Triton does), and each dimension used whole
-(`x[tm, :]`) rounded up to a power of two — the tile that covers it — and every other
+(`x[tm, :]`) rounded up to an eighth of the power of two that covers it (`_whole_bound`: the
+tile is that power of two, the slots past the bound are dropped) — and every other
 dimension's size class (the power of two that covers it, from 64 up to 16384: `tiling` bounds its free
 tile sizes by it, so a column sum of 128 columns gets tiles of 128). The pinned options are
 fixed per kernel. A new specialization is compiled (the default pipeline, `specialize` told the
@@ -71,7 +72,7 @@ from tilec.frontend import parse_source
 from tilec.frontend.source import Source, function_source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
 from tilec.jit_fast_path import _FAST_ENTRIES, _fast_path, _ThreadLaunches
-from tilec.passes.specialize import SIZE_CLASS_LIMITS
+from tilec.passes.specialize import SIZE_CLASS_LIMITS, WHOLE_BOUND_PARTS
 from tilec.runtime.arguments import _TORCH_TENSOR, is_positive
 
 __all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
@@ -511,7 +512,7 @@ class JitFunction:
         for dim in self._whole_dims:
             # The tile's size, and whether the extent fills it (its masks then fold away).
             tile = _power_of_two(extents[dim])
-            parts.append(tile if extents[dim] != tile else -tile)
+            parts.append(_whole_bound(extents[dim]) if extents[dim] != tile else -tile)
         for dim in sorted(extents):
             if dim not in self._whole_dims:
                 parts.append(_size_class(extents[dim]))
@@ -578,10 +579,12 @@ class JitFunction:
         from tilec.lowering.gather import check_bounds_requested
 
         given = dict(extents)
-        whole = {d: _power_of_two(extents[d]) for d in self._whole_dims}
+        # A whole dimension by its bound (`_whole_bound`): its tile is the power of two that
+        # covers it, and the slots past it are padding the lowering drops.
+        whole = {d: _whole_bound(extents[d]) for d in self._whole_dims}
         # A whole dimension whose extent is exactly its tile is fixed in the kernel's types
         # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
-        exact = [d for d in self._whole_dims if extents[d] == whole[d]]
+        exact = [d for d in self._whole_dims if extents[d] == _power_of_two(extents[d])]
         # Every other dimension by its size class: a bound on its tile (a column sum of 128
         # columns gets tiles of 128, not 4096), the same for every extent of the class.
         for d in sorted(extents):
@@ -717,6 +720,15 @@ else:
 
 def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
+
+
+def _whole_bound(n: int) -> int:
+    """The bound a whole dimension of extent `n` is compiled for: `n` rounded up to an eighth
+    of its tile (`specialize.WHOLE_BOUND_PARTS`; 3001 -> 3072 in tiles of 4096). The launch
+    holds the extent to it; the lowering drops the tile's slots past it (padding whatever the
+    extent), so a row of 3001 costs the instructions of 3072 columns, not 4096."""
+    granule = max(1, _power_of_two(n) // WHOLE_BOUND_PARTS)
+    return -(-n // granule) * granule
 
 
 # Elements of one 16-byte vector, by dtype (`tilec.runtime.arguments.ELEMENT_BYTES`): the

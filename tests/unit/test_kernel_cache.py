@@ -134,8 +134,9 @@ def test_every_input_of_a_jit_compilation_reaches_the_key(tmp_path, monkeypatch)
     wider = np.zeros((4, 1500), np.float32)
     narrow = softmax.compile_for(x, x, arch="sm_90a")
     wide = softmax.compile_for(wider, wider, arch="sm_90a")
-    assert 'extents="N=1024,M=64"' in narrow.pipeline and 'extents="N=2048,M=64"' in wide.pipeline
-    assert narrow.abi.max_extents == {"N": 1024} and wide.abi.max_extents == {"N": 2048}
+    # whole N by its bound: 1000 columns -> 1024, 1500 -> 1536 (an eighth of the tile of 2048)
+    assert 'extents="N=1024,M=64"' in narrow.pipeline and 'extents="N=1536,M=64"' in wide.pipeline
+    assert narrow.abi.max_extents == {"N": 1024} and wide.abi.max_extents == {"N": 1536}
     assert narrow.key.digest() != wide.key.digest()
     # Other extents by size class: 4 and 40 rows share one (64), 4000 rows is another.
     taller = np.zeros((40, 1000), np.float32)

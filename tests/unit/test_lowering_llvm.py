@@ -119,11 +119,13 @@ def test_odd_width_rows_compare_each_column_at_each_access_in_32_bits(monkeypatc
     assert ".reqntid 512" in ptx  # 16 warps: 16 columns per thread
     assert set(re.findall(r"setp\.\w+\.([su]\d+)", ptx)) == {"s32"}
     compares = re.findall(r"setp\.gt\.s32\s+%p\d+, (%r\d+), (\d+);", ptx)
-    assert len(compares) == 32  # the sum's padding mask is gone (fold-padding)
+    # the sum's padding mask is gone (fold-padding), and so are the columns at or past the
+    # bound 5120 (`tilec.max_extent`: 5003 rounded up to an eighth of the tile of 8192)
+    assert len(compares) == 20
     limits = {register for register, _ in compares}
     assert len(limits) == 2  # the load's and the store's
     columns = sorted(int(k) for _, k in compares)
-    assert columns == sorted(2 * list(range(0, 8192, 512)))
+    assert columns == sorted(2 * list(range(0, 5120, 512)))
 
 
 def test_odd_width_softmax_sass_keeps_no_predicates_in_registers(monkeypatch):
@@ -146,8 +148,9 @@ def test_padding_mask_compares_constants_with_one_register(monkeypatch):
     """layernorm over 3001 columns (4 warps, 32 columns a thread): the kernel's padding mask
     `iota < N` (the select of `d * d`, after the mean) is lowered like the accesses' bounds,
     `k < max(N, 0) - base`, so no column's index has to stay in a register of its own until
-    the select: every compare of the kernel is with a constant, 32 each for the loads of x, w
-    and b, the store and the mask."""
+    the select: every compare of the kernel is with a constant, 24 each for the loads of x, w
+    and b, the store and the mask -- the 24 of a thread's 32 columns below the bound 3072
+    (`tilec.max_extent`); the 8 past it are padding for any extent the launch allows."""
     monkeypatch.setenv("TILEC_CACHE_DIR", "")
     x = np.zeros((6000, 3001), np.float16)
     w = np.zeros(3001, np.float16)
@@ -155,7 +158,7 @@ def test_padding_mask_compares_constants_with_one_register(monkeypatch):
     ptx = kernel.compile_for(x, w, w, x, np.float32(1e-5)).ptx
     assert ".reqntid 128" in ptx
     assert not re.search(r"setp\.\w+\.s32\s+%p\d+, %r\d+, %r\d+;", ptx)
-    assert len(re.findall(r"setp\.gt\.s32\s+%p\d+, %r\d+, \d+;", ptx)) == 5 * 32
+    assert len(re.findall(r"setp\.gt\.s32\s+%p\d+, %r\d+, \d+;", ptx)) == 5 * 24
 
 
 def test_accesses_promised_in_bounds_are_plain_llvm_loads_and_stores():

@@ -124,9 +124,14 @@ class GlobalMemoryLowering:
         for d, (base, indices) in enumerate(zip(self.bases(m), self.dim_indices(m))):
             adds, oks = [], []
             limit = self.limit(offsets[d], base, view.extents[d]) if checked[d] else None
+            # A bound on the extent (a whole dimension's `tilec.max_extent`): a slot whose
+            # column is at or past it for every thread is outside for every extent.
+            bound = self.extent_bounds.get(id(view.extents[d])) if limit is not None else None
             for i, k in zip(indices, m.dims[d].offsets):
                 index = b.add(offsets[d], b.sext(i, I64))
-                if limit is not None:
+                if bound is not None and offsets[d].constant + k >= bound:
+                    oks.append(NEVER)
+                elif limit is not None:
                     oks.append(b.icmp_signed(">", limit, ir.Constant(I32, k)))
                 else:
                     oks.append(self.inside(offsets[d], i, view.extents[d]) if checked[d] else None)
@@ -142,9 +147,9 @@ class GlobalMemoryLowering:
             for d in range(1, len(k)):
                 offset = b.add(offset, addresses[d][k[d]])
                 q = inside[d][k[d]]
-                ok = q if ok is None else ok if q is None else b.and_(ok, q)
+                ok = q if ok is None else ok if q is None else _both(b, ok, q)
             if masks is not None:
-                ok = masks[slot] if ok is None else b.and_(ok, masks[slot])
+                ok = masks[slot] if ok is None else _both(b, ok, masks[slot])
             pointers.append(b.gep(view.pointer, [offset], source_etype=element))
             predicates.append(ok)
         return pointers, predicates
@@ -285,6 +290,8 @@ class GlobalMemoryLowering:
 
     def _global_load(self, t: Type, pointer: ir.Value, predicate, other: ir.Constant):
         b = self.b
+        if predicate is NEVER:  # outside whatever the extent: the padding, no load
+            return other
         if predicate is None:  # always in bounds: a plain load LLVM may schedule and fold
             value = b.load(pointer, typ=memory_type(t), align=max(bit_width(t) // 8, 1))
             return (
@@ -328,7 +335,7 @@ class GlobalMemoryLowering:
             return None
         pointers, predicates = self._access(op, t)
         if owner is not None:
-            predicates = [owner if p is None else self.b.and_(p, owner) for p in predicates]
+            predicates = [owner if p is None else _both(self.b, p, owner) for p in predicates]
         element = t.element
         if vector is not None and vector.value > 1:
             self._vector_store(t, vector.value, pointers, predicates, self.values[op.value])
@@ -339,6 +346,8 @@ class GlobalMemoryLowering:
 
     def _scalar_store(self, element: Type, p: ir.Value, v: ir.Value, q) -> None:
         """One element stored at `p` where `q` holds (None: always, a plain store)."""
+        if q is NEVER:  # outside whatever the extent
+            return
         if q is None:  # always in bounds, one owner: a plain store
             if element == IntegerType(1):
                 v = self.b.zext(v, I8)
@@ -383,3 +392,13 @@ class GlobalMemoryLowering:
         for s in memory.vector_slots(m.counts, m.dims[-1].offsets, v):
             run = [self._to_bits(x, register, t.element) for x in values[s : s + v]]
             memory.global_store_vector(self.b, access, pointers[s], predicates[s], run)
+
+
+# The predicate of a slot outside the view whatever its extent (`_access`: past a whole
+# dimension's bound): its load is the padding, its store nothing.
+NEVER = ir.Constant(I1, 0)
+
+
+def _both(b: ir.IRBuilder, p: ir.Value, q: ir.Value) -> ir.Value:
+    """`p and q`, NEVER where either is."""
+    return NEVER if p is NEVER or q is NEVER else b.and_(p, q)

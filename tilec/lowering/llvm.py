@@ -330,6 +330,8 @@ class _KernelLowering(
         # its first tensor's parameter stands for all, so that the bounds checks of a load and
         # a store along the same dimension are the same compare (LLVM computes it once).
         named: dict[str, ir.Value] = {}
+        # Per extent value (its id), the bound the launch holds it to (`global_memory._access`).
+        self.extent_bounds: dict[int, int] = {}
         for arg in self.func.arguments:
             t = arg.type
             if isinstance(t, TensorType):
@@ -347,6 +349,15 @@ class _KernelLowering(
                 if t == IntegerType(1):  # passed as a byte
                     value = self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
                 self.values[arg] = value
+        # A whole dimension's bound (`tilec.max_extent`, which the launcher enforces): told to
+        # LLVM, so that a tile's slots at or past it, padding whatever the extent, fold away.
+        bounds = self.func.attributes.get("tilec.max_extent")
+        for dim, bound in (tuple(p) for p in (bounds.value if bounds is not None else ())):
+            extent = named.get(str(dim))
+            if extent is not None and isinstance(extent, ir.Value):
+                holds = self.b.icmp_unsigned("<=", extent, ir.Constant(I64, int(bound)))
+                mathlib.call_intrinsic(self.b, "llvm.assume", ir.VoidType(), [holds])
+                self.extent_bounds[id(extent)] = int(bound)
 
     def _integer_parameter(self, value: ir.Argument) -> ir.Value:
         """An extent or stride, with what the specialization promises about it: a unit stride
