@@ -278,12 +278,14 @@ def plan_tile_sizes(
                     f"whole dim {dim} of unknown extent: default maximum {size} (option "
                     f"max_extent), larger {dim} is rejected at launch"
                 )
-            symbols[name] = TileSize(name, size, reason, free=False)
             # The bound the launch holds the extent to: the extent rounded up to an eighth of
             # its tile (3001 columns in tiles of 4096: 3072), so that the lowering knows every
             # slot past it is padding (`tilec.max_extent`).
             granule = max(1, size // WHOLE_BOUND_PARTS)
             max_extents[dim] = -(-extents[dim] // granule) * granule if dim in extents else size
+            if max_extents[dim] < size:
+                reason += f", at most {max_extents[dim]} (the slots past it are dropped)"
+            symbols[name] = TileSize(name, size, reason, free=False)
         else:
             is_contracted = name in contracted
             start = 32 if is_contracted else 64
