@@ -105,23 +105,26 @@ def test_two_gpus_reach_the_winner_of_one_and_the_final_round_is_timed_on_the_fi
     assert entry["winner"]["device"] == 0 and entry["gpus"][1]["gpu"] == 1
 
 
-class WrongOnOneWarp(FakeClock):
-    """Candidates on 1 warp write garbage: each measuring process checks against its own
-    reference, the heuristic's output on its GPU."""
+class WrongOnFourWarps(FakeClock):
+    """Candidates on 4 warps write garbage (the heuristic takes one warp for 16 rows of 64:
+    the grid gives any warps the same blocks an SM, and one warp widens a thread's accesses):
+    each measuring process checks against its own reference, the heuristic's output on its
+    GPU."""
 
     def outputs(self, build):
         outputs = super().outputs(build)
-        if build.decisions.get("warps") == 1:
+        if build.decisions.get("warps") == 4:
             outputs = {k: v + 1 for k, v in outputs.items()}
         return outputs
 
 
 def test_a_measuring_process_that_dies_is_recorded_and_the_search_goes_on():
     # Uniform speeds: GPU 1's times are scaled onto GPU 0's by the heuristic's time.
-    clock = WrongOnOneWarp(dies_on_two_or_four_rows, speeds=(1.0, 1.5))
+    clock = WrongOnFourWarps(dies_on_two_or_four_rows, speeds=(1.0, 1.5))
     result = Tuner(_settings(gpus=[0, 1])).run(_problem(), clock)
+    assert result.heuristic.decisions["warps"] == 1
     wrong = [c for c in result.candidates if c.status == "wrong"]
-    assert wrong and all(c.decisions["warps"] == 1 and not c.times for c in wrong)
+    assert wrong and all(c.decisions["warps"] == 4 and not c.times for c in wrong)
     crashed = [c for c in result.candidates if c.status == "crashed"]
     assert sorted(c.config["tile.M"] for c in crashed) == [2, 4]
     assert {c.device for c in crashed} == {0, 1} and not any(c.times for c in crashed)
