@@ -3,13 +3,16 @@
 `(b[tn, tk] @ a[tk, tm]).T`, so that on sm_90a both operands reach `wgmma` from shared
 memory.
 
-wgmma reads A from shared memory K-major only in tilec's layouts: an A stored [K, M] would be
-read M-major, which needs its 8-row groups in the accumulator's row order (16-byte pieces;
-`smem_placement.wgmma_swizzle_for` says why), so such an A goes through registers by
-`ldmatrix.trans` -- measured on the H200 at 1.13-1.17x cuBLAS's time for `a.T @ b.T` at 4096³
-against 1.03-1.07x for `a @ b` (docs/benchmarks.md). But C = A.T B.T is (B A).T: with the
-operands swapped, B stored [N, K] is a K-major A and A stored [K, M] an N-major B -- both
-native. The pass swaps them and carries the accumulator transposed:
+C = A.T B.T is (B A).T: with the operands swapped, B stored [N, K] is a K-major A and A
+stored [K, M] an N-major B, both read by wgmma's descriptors, and the accumulator is
+transposed once, after the loop. (Written when wgmma read an A stored [K, M] only through
+registers, `ldmatrix.trans` every step: 1.13-1.17x cuBLAS's time at 4096³ on the H200. Since
+wgmma reads such an A M-major by its descriptor too (`tiling_operands.m_major_a`, a
+natural-rows accumulator), the unswapped product is native as well; measured against the
+swap on the H100 (docs/benchmarks.md, eleventh session) it took 0.93-0.98 of its time at
+4096³ but 1.08-1.33x at 2047x2049x4095 and 1001x3001x1999 with pitched operands, and 2.6x at
+1000x3000x1999 on element copies -- not a clean win, so the swap stays the default.) The pass
+swaps them and carries the accumulator transposed:
 
     %acc = tile.full 0.0 : tile<BMxBNxf32>                %acc = tile.full 0.0 : tile<BNxBMxf32>
     %r = scf.for ... iter_args(%c = %acc) {               %r = scf.for ... iter_args(%c = %acc) {
