@@ -71,3 +71,12 @@ def _args_of(m: int, n: int):
         np.zeros((m, n), F16),
         F32(1e-5),
     )
+
+
+def test_runs_past_the_bound_are_dropped_from_vector_accesses_too():
+    # 3000 columns, a multiple of 8: 16-byte runs of 8, 1024 columns a pass of 4 warps; of a
+    # thread's 4 runs a row, the one at 3072 and past is padding
+    _, vectors = _layernorm(6000, 3000)
+    assert vectors.abi.max_extents == {"N": 3072}
+    assert _count(r"ld\.global\.v4", vectors.ptx) == 3 * 3
+    assert _count(r"st\.global\.v4", vectors.ptx) == 3

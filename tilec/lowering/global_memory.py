@@ -282,6 +282,9 @@ class GlobalMemoryLowering:
         other_bits = [self._to_bits(other, ir.IntType(bits), t.element)] * v
         values = []
         for s in memory.vector_slots(m.counts, m.dims[-1].offsets, v):
+            if predicates[s] is NEVER:  # a run past a whole dimension's bound: the padding
+                values += [other] * v
+                continue
             loaded = memory.global_load_vector(
                 self.b, access, pointers[s], predicates[s], other_bits
             )
@@ -390,6 +393,8 @@ class GlobalMemoryLowering:
         access = memory.VectorAccess(v, bits)
         register = ir.IntType(bits)
         for s in memory.vector_slots(m.counts, m.dims[-1].offsets, v):
+            if predicates[s] is NEVER:  # a run past a whole dimension's bound
+                continue
             run = [self._to_bits(x, register, t.element) for x in values[s : s + v]]
             memory.global_store_vector(self.b, access, pointers[s], predicates[s], run)
 
