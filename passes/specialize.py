@@ -284,7 +284,7 @@ def plan_tile_sizes(
             granule = max(1, size // WHOLE_BOUND_PARTS)
             max_extents[dim] = -(-extents[dim] // granule) * granule if dim in extents else size
             if max_extents[dim] < size:
-                reason += f", at most {max_extents[dim]} (the slots past it are dropped)"
+                reason += f"; bound {max_extents[dim]}: the slots past it are dropped"
             symbols[name] = TileSize(name, size, reason, free=False)
         else:
             is_contracted = name in contracted
