@@ -45,7 +45,7 @@ that order, for `tiling`:
 4. **Runs that fill the row.** The lanes of a row's last tile past its extent do no work,
    yet take threads and instructions: 5000 columns in tiles of 4096 leave 39% of them idle
    (a second tile of 904). The jit's size class (N <= 8192) cannot tell, so it records the
-   longest run that fills the exact extent (`tilec.jit.fill_run`: 1024 for 5000, within 5%
+   longest run that fills the exact extent (`tilec.jit_sizes.fill_run`: 1024 for 5000, within 5%
    of the best fill) and passes it as option `fills`; the contiguous run stays within it, and
    step 2 grows the rows to keep the bytes in flight. bias + GELU over 4096 x 5000 f16 took
    1.47x torch.compile's time in 1 x 4096 tiles (H100, 2026-12-06).

@@ -155,7 +155,7 @@ class Tiling(Pass):
             "per dimension, the longest power-of-two run whose tiles leave few lanes past its "
             'extent idle, e.g. "N=1024" for 5000 columns (tiles of 4096 would leave 39%): the '
             "contiguous run of a memory-bound kernel stays within it (the jit sets it from the "
-            "exact extent, `tilec.jit.fill_run`)",
+            "exact extent, `tilec.jit_sizes.fill_run`)",
         )
         num_warps: int = option(0, "warps per block unless the kernel pins them (0: chosen)")
         mma: bool = option(

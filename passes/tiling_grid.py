@@ -169,7 +169,7 @@ class WgmmaGrid:
 
     def split_at_least_extents(self, config: TileConfig, dot: TiledDot, per_sm: int) -> int:
         """S at the least extents the option `extents` stands for: the jit tells tiling a
-        size class, the power of two over its extents (`tilec.jit._size_class`), so 16384
+        size class, the power of two over its extents (`tilec.jit_sizes.size_class`), so 16384
         stands for 8193 to 16384 -- and `x @ w.T` with w of 11008 rows has 172 tiles of 64
         where 16384 would have 256, which leave 92 of 264 block slots idle unsplit. Dimensions
         named in the option `exact` are what they say; the smallest class stands for every

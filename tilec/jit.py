@@ -23,7 +23,7 @@ for profilers' source views; `line_info=False` leaves it out (docs/debugging.md)
 **On the GPU** a call checks the arguments (`tilec.runtime`), then looks up the compiled
 kernel for their *specialization*: which pointers are 16-byte aligned, which strides are 1,
 which extents and strides divide by 16 (as Triton does), and each dimension used whole
-(`x[tm, :]`) rounded up to an eighth of the power of two that covers it (`_whole_bound`: the
+(`x[tm, :]`) rounded up to an eighth of the power of two that covers it (`tilec.jit_sizes.whole_bound`: the
 tile is that power of two, the slots past the bound are dropped) — and every other
 dimension's size class (the power of two that covers it, from 64 up to 16384: `tiling` bounds its free
 tile sizes by it, so a column sum of 128 columns gets tiles of 128). The pinned options are
@@ -59,7 +59,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import math
 import os
 import sys
 import weakref
@@ -72,7 +71,7 @@ from tilec.frontend import parse_source
 from tilec.frontend.source import Source, function_source, read_tile_file
 from tilec.frontend.syntax import FunctionDef, Module
 from tilec.jit_fast_path import _FAST_ENTRIES, _fast_path, _ThreadLaunches
-from tilec.passes.specialize import SIZE_CLASS_LIMITS, WHOLE_BOUND_PARTS
+from tilec.jit_sizes import fill_run, power_of_two, size_class, whole_bound
 from tilec.runtime.arguments import _TORCH_TENSOR, is_positive
 
 __all__ = ["CompiledKernel", "JitFunction", "jit", "load_kernel"]
@@ -95,12 +94,6 @@ class CompiledKernel:
     pipeline: str
     key: Any  # tilec.kernel_cache.KernelCacheKey
     from_disk: bool  # found in the on-disk cache rather than compiled
-
-
-# An operand is copied pitched only where the product reads it more than once: across more
-# than this many rows (or columns) of the other operand -- the largest tile of them a block
-# takes (`tiling.WGMMA_SIZES`).
-PITCH_REUSE = 256
 
 
 class JitFunction:
@@ -386,46 +379,12 @@ class JitFunction:
         return pitched_operands(self._kernel)
 
     def _pitch(self, arguments: Any, stream: Any) -> bool:
-        """Replace in `arguments` each of `_pitched` whose rows a 16-byte copy cannot reach
-        by its pitched copy, queued on the launch's stream; whether any was. Only where the
-        product reads the operand more than once (its `reuse` extents span more than
-        `PITCH_REUSE`): the copy reads and writes it once more, which a weight read once by
-        a batch of 16 tokens (16 x 11007 x 4095) does not repay. Recorded in
-        `pitched_copies` (argument name -> why), shared with a generic kernel's bindings."""
-        from tilec.runtime.launcher import stream_handle
-        from tilec.runtime.pitched import PITCHED, needs_pitch
+        """`tilec.runtime.pitched.pitch_arguments` for this kernel's `_pitched` arguments,
+        recorded in `pitched_copies` (shared with a generic kernel's bindings)."""
+        from tilec.runtime.pitched import pitch_arguments
 
-        values = arguments.values
-        extents = arguments.extents
-        todo = [
-            i
-            for i, reuse in self._pitched
-            if needs_pitch(values[i]) and math.prod(extents.get(d, 1) for d in reuse) > PITCH_REUSE
-        ]
-        if not todo:
-            return False
-        if stream is not None:
-            handle = stream_handle(stream)
-        elif arguments.framework_stream is not None:
-            handle = arguments.framework_stream(values[todo[0]].device)
-        else:
-            handle = 0
-        copied = False
-        for i in todo:
-            tensor = values[i]
-            copy = PITCHED.copy(tensor, i, handle)
-            if copy is None:
-                continue  # graph capture without a buffer: read it where it is
-            name = self._checker.arguments[i][0]
-            self.pitched_copies[name] = (
-                f"rows {tensor.strides[0]} elements apart at address 0x{tensor.pointer:x}: "
-                f"copied to rows of {copy.strides[0]} (16-byte multiples) before the kernel, "
-                "so that its tiles move in 16-byte pieces (TMA, cp.async) instead of an "
-                "element at a time"
-            )
-            values[i] = copy
-            copied = True
-        return copied
+        names = [name for name, _kind, _dtype, _dims in self._checker.arguments]
+        return pitch_arguments(arguments, self._pitched, stream, names, self.pitched_copies)
 
     def _remember(self, args: tuple, arguments: Any, launcher: Any) -> None:
         """Let later calls with arguments of `args`'s signature take the fast path: only when
@@ -511,11 +470,11 @@ class JitFunction:
         extents = arguments.extents
         for dim in self._whole_dims:
             # The tile's size, and whether the extent fills it (its masks then fold away).
-            tile = _power_of_two(extents[dim])
-            parts.append(_whole_bound(extents[dim]) if extents[dim] != tile else -tile)
+            tile = power_of_two(extents[dim])
+            parts.append(whole_bound(extents[dim]) if extents[dim] != tile else -tile)
         for dim in sorted(extents):
             if dim not in self._whole_dims:
-                parts.append(_size_class(extents[dim]))
+                parts.append(size_class(extents[dim]))
         for dim in self._row_dims:
             parts.append(fill_run(extents[dim]) if dim in extents else None)
         return tuple(parts)
@@ -579,17 +538,17 @@ class JitFunction:
         from tilec.lowering.gather import check_bounds_requested
 
         given = dict(extents)
-        # A whole dimension by its bound (`_whole_bound`): its tile is the power of two that
+        # A whole dimension by its bound (`tilec.jit_sizes.whole_bound`): its tile is the power of two that
         # covers it, and the slots past it are padding the lowering drops.
-        whole = {d: _whole_bound(extents[d]) for d in self._whole_dims}
+        whole = {d: whole_bound(extents[d]) for d in self._whole_dims}
         # A whole dimension whose extent is exactly its tile is fixed in the kernel's types
         # (`tiling{exact=...}`): its padding masks fold away; the launch checks the extent.
-        exact = [d for d in self._whole_dims if extents[d] == _power_of_two(extents[d])]
+        exact = [d for d in self._whole_dims if extents[d] == power_of_two(extents[d])]
         # Every other dimension by its size class: a bound on its tile (a column sum of 128
         # columns gets tiles of 128, not 4096), the same for every extent of the class.
         for d in sorted(extents):
             if d not in whole:
-                whole[d] = _size_class(extents[d])
+                whole[d] = size_class(extents[d])
         extents = whole
         pass_options = self.pass_options
         # The contiguous runs that fill the exact extents of the rows (`fill_run`).
@@ -718,65 +677,10 @@ else:
     _CHECK_BOUNDS_OFF = (None, os.environ.encodevalue(""), os.environ.encodevalue("0"))
 
 
-def _power_of_two(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def _whole_bound(n: int) -> int:
-    """The bound a whole dimension of extent `n` is compiled for: `n` rounded up to an eighth
-    of its tile (`specialize.WHOLE_BOUND_PARTS`; 3001 -> 3072 in tiles of 4096). The launch
-    holds the extent to it; the lowering drops the tile's slots past it (padding whatever the
-    extent), so a row of 3001 costs the instructions of 3072 columns, not 4096."""
-    granule = max(1, _power_of_two(n) // WHOLE_BOUND_PARTS)
-    return -(-n // granule) * granule
-
-
 # Elements of one 16-byte vector, by dtype (`tilec.runtime.arguments.ELEMENT_BYTES`): the
 # largest multiple below 16 a specialization records (`recorded_multiple`).
 _VECTOR_ELEMENTS = {"i1": 16, "i8": 16, "i16": 8, "i32": 4, "i64": 2, "f16": 8, "bf16": 8}
 _VECTOR_ELEMENTS.update({"f32": 4, "f64": 2, "f8e4m3": 16, "f8e5m2": 16})
-
-
-# How much worse than the best fill of a shorter run a longer contiguous run's tiles may fill
-# a row (`fill_run`): a longer run issues fewer instructions a byte, worth a few idle lanes.
-FILL_SLACK = 0.05
-# The shortest run `fill_run` considers: 512 bytes of 2-byte elements, four whole cache lines
-# a row (768 columns take tiles of 256, not 1024 with a quarter of the lanes idle).
-FILL_FLOOR = 256
-
-
-def fill_run(n: int) -> int | None:
-    """The longest power-of-two run, of those from `n`'s size class down to `FILL_FLOOR`, whose
-    tiles along `n` elements leave idle at most `FILL_SLACK` more of their lanes than the best
-    of them; None when that is the class itself (n fills it, or is past the classes). The
-    lanes of the last tile past the extent do no work, yet take threads, registers and
-    instructions as the others do: 5000 columns in tiles of 4096 leave 39% of the lanes idle
-    (a second tile of 904), in tiles of 1024 2.3%; 32000 in tiles of 16384 2.3%, where 256
-    would fill them exactly. Recorded in the specialization key (a few classes of runs per
-    size class), and given to `tiling` (option `fills`)."""
-    top = _size_class(n)
-    if n >= top:
-        return None
-    runs = []
-    r = top
-    while r >= FILL_FLOOR:
-        runs.append(r)
-        r //= 2
-    if not runs:
-        return None
-
-    def filled(r: int) -> float:
-        return n / (-(-n // r) * r)
-
-    best = max(filled(r) for r in runs)
-    run = next(r for r in runs if filled(r) >= best - FILL_SLACK)
-    return None if run == top else run
-
-
-def _size_class(n: int) -> int:
-    """The class of extent `n` in the specialization key, and the extent `tiling` is told."""
-    low, high = SIZE_CLASS_LIMITS
-    return min(max(_power_of_two(n), low), high)
 
 
 def _assume_pass(specialization: Any) -> str:

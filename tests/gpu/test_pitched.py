@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tilec.jit import PITCH_REUSE, load_kernel
+from tilec.jit import load_kernel
+from tilec.runtime.pitched import PITCH_REUSE
 
 pytestmark = pytest.mark.gpu
 

@@ -106,8 +106,8 @@ def test_column_sums_of_unknown_extents_keep_a_warps_run():
 )
 def test_the_run_that_fills_a_rows_extent(n, run):
     """The lanes of a row's last tile past its extent do no work: the jit records the longest
-    power-of-two run that fills the exact extent within the slack (`tilec.jit.fill_run`)."""
-    from tilec.jit import fill_run
+    power-of-two run that fills the exact extent within the slack (`tilec.jit_sizes.fill_run`)."""
+    from tilec.jit_sizes import fill_run
 
     assert fill_run(n) == run
 

@@ -1,4 +1,4 @@
-"""A whole dimension compiled for its extent's bound (`jit._whole_bound`: rounded up to an
+"""A whole dimension compiled for its extent's bound (`jit_sizes.whole_bound`: rounded up to an
 eighth of the tile that covers it): the launch holds the extent to it, and the lowering drops
 the slots of every access past it -- no load, no store -- as the PTX shows, without a GPU."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilec.jit import _whole_bound, load_kernel
+from tilec.jit import load_kernel
+from tilec.jit_sizes import whole_bound
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 F16, F32 = np.float16, np.float32
@@ -21,7 +22,7 @@ F16, F32 = np.float16, np.float32
     [(3001, 3072), (5001, 5120), (3077, 3584), (4096, 4096), (1000, 1024), (100, 112), (1, 1)],
 )
 def test_the_bound_is_the_extent_rounded_up_to_an_eighth_of_its_tile(extent, bound):
-    assert _whole_bound(extent) == bound
+    assert whole_bound(extent) == bound
 
 
 def _layernorm(m: int, n: int):

@@ -10,6 +10,7 @@ from typing import Any
 
 from tilec.compiler import build_pipeline, target_pipeline
 from tilec.ir.types import TensorType
+from tilec.jit_sizes import power_of_two, whole_bound
 
 __all__ = [
     "PIPELINE_VARIANTS",
@@ -30,10 +31,6 @@ SMALL_TILES = "BM=32,BN=32,BK=16"
 # then run in the interpreter against the IR before them like every other rewrite.
 PIPELINE_VARIANTS = ({}, {"warp_specialize": -1}, {"warp_specialize": -1, "persistent": -1})
 SPLIT_PINNED = 3  # split-reduction's split for the programs that pin it (`_run_passes`)
-
-
-def _power_of_two(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
 
 
 def contiguous_facts(
@@ -115,7 +112,8 @@ def jit_pipeline(
 ) -> str:
     """The pipeline `@tilec.jit` runs for contiguous tensors of `extents` on `arch`: `assume`
     with their facts, then the default pipeline with `tiling` told the whole dimensions'
-    extents (exact where an extent fills its tile) and the target. `tiles` sets tiling's
+    bounds (`tilec.jit_sizes.whole_bound`; exact where an extent fills its tile) and the
+    target. `tiles` sets tiling's
     option of that name (sizes the kernel does not pin: `"BM=32,BN=32"`);
     `pipeline_options`, options of the `pipeline` pass (`PIPELINE_VARIANTS`); `split`,
     split-reduction's option of that name (0: chosen at launch, and a GEMM only where tiling's
@@ -123,8 +121,8 @@ def jit_pipeline(
     `@tilec.jit` keys the sign of (`positive_scalars`)."""
     tiling: dict[str, object] = {"tiles": tiles} if tiles else {}
     if whole:
-        tiling["extents"] = ",".join(f"{d}={_power_of_two(extents[d])}" for d in whole)
-        exact = [d for d in whole if extents[d] == _power_of_two(extents[d])]
+        tiling["extents"] = ",".join(f"{d}={whole_bound(extents[d])}" for d in whole)
+        exact = [d for d in whole if extents[d] == power_of_two(extents[d])]
         if exact:
             tiling["exact"] = ",".join(exact)
     options: dict[str, dict[str, object]] = {"tiling": tiling} if tiling else {}
