@@ -117,6 +117,9 @@ class AssignLayouts(Pass):
     Option `min_blocks_per_sm` pins an occupancy: `tilec.min_blocks_per_sm` on the kernel,
     which the lowering passes to ptxas (`.minnctapersm`) so that it budgets registers for
     that many blocks per SM (an error when they would need more than 2048 threads).
+    Scans along the last axis whose operand holds short runs (an access no 16 bytes align)
+    take their operand in 16-byte runs where the shuffles saved outweigh the exchanges
+    (`passes/scan_layouts.py`); option `scan_runs=false` keeps the operand's layout.
     """
 
     name = "assign-layouts"
@@ -140,6 +143,11 @@ class AssignLayouts(Pass):
             "blocks that must fit on one SM together: ptxas then keeps each thread to "
             "65536 / (blocks x threads) registers (0: ptxas decides)",
         )
+        scan_runs: bool = option(
+            True,
+            "convert a scan's operand to 16-byte runs a thread where its lane steps' shuffles "
+            "cost more than the exchanges (passes/scan_layouts.py); false keeps the operand's",
+        )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         if self.options.num_warps not in (0, *WARP_COUNTS):
@@ -157,7 +165,9 @@ class AssignLayouts(Pass):
         for kernel in [op for op in module.walk() if isinstance(op, FuncOp)]:
             grid = grid_blocks(kernel, extents) if extents else None
             slots = (grid[0], self.options.sm_count) if grid is not None else None
-            _KernelLayouts(kernel, self.options.num_warps, ctx, slots).run()
+            layouts = _KernelLayouts(kernel, self.options.num_warps, ctx, slots)
+            layouts.scan_runs = self.options.scan_runs
+            layouts.run()
             if blocks:
                 _pin_occupancy(kernel, blocks, ctx)
 
@@ -204,6 +214,7 @@ class _KernelLayouts:
         self.vectors = _access_vectors(kernel)
         self.wanted: dict[Value, Attribute] = {}
         self.anchored = anchored_layouts(kernel, self.num_warps)
+        self.scan_runs = True  # option scan_runs
 
     def run(self) -> None:
         if self.num_warps not in WARP_COUNTS:
@@ -247,6 +258,11 @@ class _KernelLayouts:
         while vector > 1 and prod(t.shape) < vector * WARP_SIZE * self.num_warps:
             vector //= 2
         return default_layout(t.shape, self.num_warps, vector)  # type: ignore[arg-type]
+
+    def coalesced(self, layout: Attribute, t: TileType) -> bool:
+        """`_coalesced` for a store of `t` in `layout`, with the access its shape allows."""
+        access = self.vectors.get(run_key(t.shape), ACCESS_BYTES // element_bytes(t.element))
+        return _coalesced(layout, t, access)
 
     def chosen(self, v: Value) -> Attribute:
         """The layout of a value whose op may produce any: what its users want (as `#blocked`
@@ -310,7 +326,7 @@ class _KernelLayouts:
         if isinstance(op, (T.StoreOp, G.ScatterOp)):
             value = op.value.type
             layout = value.layout
-            if not (_is_slice(layout) or _coalesced(layout, value)):
+            if not (_is_slice(layout) or self.coalesced(layout, value)):
                 layout = self.default(value)
             scatter = isinstance(op, G.ScatterOp)
             self.convert(op, 1 + len(op.offsets) + scatter, layout, "stored value (coalesced)")
@@ -324,7 +340,7 @@ class _KernelLayouts:
             # layout, and the compare and the mask travel with the value.
             value = op.value.type
             layout = value.layout
-            if not (_is_slice(layout) or _coalesced(layout, value)):
+            if not (_is_slice(layout) or self.coalesced(layout, value)):
                 layout = self.default(value)
             scattered = isinstance(op, AtomicScatterOp)
             indices = 1 + len(op.offsets) if scattered else None
@@ -466,7 +482,7 @@ class _KernelLayouts:
             self.want(op.value, value)
             if op.mask is not None:  # where the store will move the value (`lay_out`)
                 t = op.value.type
-                coalesced = value is not None and (_is_slice(value) or _coalesced(value, t))
+                coalesced = value is not None and (_is_slice(value) or self.coalesced(value, t))
                 self.want(op.mask, value if coalesced else self.default(t))
         elif isinstance(op, T.BroadcastOp):
             result = self.predicted(op.result)
@@ -628,10 +644,16 @@ def _is_slice(layout: Attribute | None) -> bool:
     return isinstance(layout, T.SliceLayout)
 
 
-def _coalesced(layout: Attribute, t: TileType) -> bool:
+def _coalesced(layout: Attribute, t: TileType, access: int) -> bool:
     """Whether a warp's accesses in `layout` already cover whole 128-byte lines of a row (or
-    the whole row): lanes along the last dimension first, consecutive runs per thread."""
+    the whole row): lanes along the last dimension first, consecutive runs per thread, each
+    run one access (`access`: the elements one access of that shape moves). A run longer
+    than one access takes several, each instruction striding across the lanes' runs: a
+    scan's 16-byte runs (`passes/scan_layouts.py`) stored to rows no 16 bytes align would
+    write 2 bytes of each 16 per instruction."""
     if not isinstance(layout, BlockedLayout) or layout.order[0] != t.rank - 1:
+        return False
+    if layout.size_per_thread[-1] > access and t.shape[-1] > access:
         return False
     span = layout.size_per_thread[-1] * layout.threads_per_warp[-1]
     return min(span, t.shape[-1]) * element_bytes(t.element) >= 128 or span >= t.shape[-1]

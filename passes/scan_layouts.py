@@ -9,19 +9,46 @@ axis inside a warp wherever it can: lanes fill the last dimension first, warps t
 row of up to 32 x 4 elements is scanned without shared memory. The results stay where the
 elements were: a scan in its operand's layout, an arg-reduction in the slice of it (each
 position held by every thread of its row, as a reduction's), a topk's two results in the
-operand's layout with the axis cut to k. Each op gets a remark with its plan."""
+operand's layout with the axis cut to k. Each op gets a remark with its plan.
+
+A scan chains its repeats (`tilec.lowering.scan`): every repeat of a thread's run takes its own
+lane step, `log2(lanes) + 2` shuffles, so a layout of one element a thread repeated 32 times
+(what an access no 16 bytes align gets: lanes on consecutive elements, so that each warp
+instruction reads one span) pays 32 of them -- 224 shuffles a thread for a 1024-wide row,
+which is what bounded the running max of 10007-wide bf16 rows at 36% of the copy bandwidth.
+A scan along the last axis therefore weighs the layout an aligned row would have (16-byte runs
+a thread, `layouts.default` with the widest access) against its operand's: the shuffles each
+layout's lane steps take, plus, for the wider one, the exchanges through shared memory that
+bring the operand in and (counted too, since a store of the result wants the access's layout
+back) the result out -- a store a thread's run of the source, a load a run of the target,
+each way. When the wider runs cost less in all, the operand is converted (the remark gives
+both counts); the load keeps its coalesced layout and the store converts back
+(`assign_layouts._coalesced` counts a run longer than one access as strided).
+CUB's block scans transpose a warp-striped load into per-thread runs the same way."""
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 from tilec.dialects import scan as S
-from tilec.ir.attributes import BlockedLayout
+from tilec.ir.attributes import BlockedLayout, BoolAttr
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
-from tilec.lowering.layouts import ThreadMap, slice_layout
+from tilec.lowering.layouts import WARP_SIZE, ThreadMap, default_layout, element_bytes, slice_layout
+from tilec.lowering.scan import scan_plan
 
-__all__ = ["SCAN_OPS", "lay_out_scan_op", "scan_plan_text"]
+__all__ = [
+    "SCAN_OPS",
+    "SCAN_RUNS_ATTRIBUTE",
+    "lane_step_shuffles",
+    "lay_out_scan_op",
+    "scan_plan_text",
+]
+
+# On a kernel where a scan's operand could take 16-byte runs: whether one did (the tuner's
+# decision `assign-layouts.scan_runs`, read back from it).
+SCAN_RUNS_ATTRIBUTE = "tilec.scan_runs"
 
 SCAN_OPS = (S.ScanOp, S.ArgReduceOp, S.TopKOp)
 
@@ -42,11 +69,72 @@ def scan_plan_text(layout: BlockedLayout, shape: tuple, axis: int) -> str:
     )
 
 
+def lane_step_shuffles(t: TileType, axis: int) -> int:
+    """The shuffles a thread's scan of `t` (laid out) takes along `axis` in its lane steps:
+    `log2(lanes)` up-shuffles, one for the lanes before and one for the warp's total, once per
+    repeat of its run (`tilec.lowering.scan`)."""
+    plan = scan_plan(t, axis)
+    if plan.lanes == 1:
+        return 0
+    return plan.repeats * ((plan.lanes - 1).bit_length() + 2)
+
+
+def _runs_layout(t: TileType, num_warps: int) -> BlockedLayout:
+    """The default layout of `t`'s shape with the widest access's runs, as an aligned row has
+    (shorter where the tile has too few elements to give every thread a whole run)."""
+    from tilec.passes.occupancy import ACCESS_BYTES  # occupancy imports this module
+
+    run = max(1, ACCESS_BYTES // element_bytes(t.element))
+    while run > 1 and prod(t.shape) < run * WARP_SIZE * num_warps:
+        run //= 2
+    return default_layout(t.shape, num_warps, run)  # type: ignore[arg-type]
+
+
+def _wider_runs(layouts: Any, op: Operation, source: TileType) -> BlockedLayout | None:
+    """The 16-byte-run layout for a scan along the last axis whose operand's runs are
+    shorter, where its shuffles and two exchanges cost less than the operand's shuffles;
+    None to keep the operand's layout. Remarks either way when it differs."""
+    if not isinstance(op, S.ScanOp) or op.axis != source.rank - 1:
+        return None
+    target = _runs_layout(source, layouts.num_warps)
+    if target == source.layout:
+        return None
+    kernel = layouts.kernel
+    if not layouts.scan_runs:
+        kernel.attributes.setdefault(SCAN_RUNS_ATTRIBUTE, BoolAttr(False))
+        return None
+    wide = TileType(source.shape, source.element, target)
+    now, then = lane_step_shuffles(source, op.axis), lane_step_shuffles(wide, op.axis)
+    held = ThreadMap(source.layout, source.shape).counts[op.axis]
+    exchanged = 2 * (held // scan_plan(source, op.axis).run + held // scan_plan(wide, op.axis).run)
+    cost = f"{now} shuffles a thread in its runs of {scan_plan(source, op.axis).run}"
+    if then + exchanged >= now:
+        kernel.attributes.setdefault(SCAN_RUNS_ATTRIBUTE, BoolAttr(False))
+        if now:
+            layouts.ctx.remark(
+                op,
+                f"kept: {cost}; 16-byte runs would take {then} and {exchanged} shared-memory "
+                "accesses to exchange the operand and the result",
+            )
+        return None
+    kernel.attributes[SCAN_RUNS_ATTRIBUTE] = BoolAttr(True)
+    layouts.ctx.remark(
+        op,
+        f"operand converted to 16-byte runs: {then} shuffles a thread and {exchanged} "
+        f"shared-memory accesses to exchange the operand and the result, against {cost}",
+    )
+    return target
+
+
 def lay_out_scan_op(layouts: Any, op: Operation) -> None:
     """Lay out `op`'s operand and results (`layouts`: the assign-layouts walker)."""
     source: TileType = op.input.type
     if not isinstance(source.layout, BlockedLayout):
         layouts.convert(op, 0, layouts.default(source), f"{op.name} operand (#blocked)")
+        source = op.input.type
+    wider = _wider_runs(layouts, op, source)
+    if wider is not None:
+        layouts.convert(op, 0, wider, f"{op.name} operand (16-byte runs for the scan)")
         source = op.input.type
     layout = source.layout
     if isinstance(op, S.ArgReduceOp):

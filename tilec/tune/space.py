@@ -18,6 +18,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `tiling.inner_first` (kernels without dots whose grid tiling put in memory's order: that order, or the declared one) | pass option | tiling |
 | `walk-tiles.enable` (row kernels whose rows all read one tile, a norm's weight: blocks walk the rows, loading it once) | pass option | walk-tiles |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
+| `assign-layouts.scan_runs` (scans along rows whose operand holds short runs: converted to 16-byte runs a thread, or scanned where they are) | pass option | assign-layouts |
 | `mask-bounds.middle` (loops whose masks show a middle range of tiles entirely: a sliding window's; that range run without them, or masked) | pass option | mask-bounds |
 | `pipeline.dots_in_flight` (loops with a wgmma chain) | pass option | pipeline |
 | `pipeline.tma` (streamed loops on sm_90a: copies by the TMA unit or by cp.async) | pass option | pipeline |
@@ -65,6 +66,7 @@ from tilec.ir.types import bf16, f16
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
 from tilec.passes.mask_bounds import MIDDLE_ATTR
 from tilec.passes.register_prefetch import REGISTER_PREFETCH_ATTRIBUTE
+from tilec.passes.scan_layouts import SCAN_RUNS_ATTRIBUTE
 from tilec.passes.specialize import attribute_pairs as _pairs
 from tilec.passes.tiling_order import INNER_FIRST_ATTRIBUTE
 from tilec.passes.walk_tiles import WALK_TILES_ATTRIBUTE
@@ -188,7 +190,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     its descriptor), `tiling.staged_a` where a wgmma dot reads an A loaded before its loop, `tiling.producer`
     (1: tiled for a producer warpgroup) where a loop has two wgmma dots, `split` (`auto`: chosen at launch), the occupancy the kernel asks
     ptxas for (`assign-layouts.min_blocks_per_sm`, 0: none) and, where `defer-reduction`
-    rewrote a loop, `defer-reduction.enable`; where `mask-bounds` split off the middle range
+    rewrote a loop, `defer-reduction.enable`; where a scan's operand could take 16-byte runs,
+    `assign-layouts.scan_runs`; where `mask-bounds` split off the middle range
     of tiles a window shows entirely, `mask-bounds.middle`; where a pipelined loop carries a wgmma chain,
     `pipeline.dots_in_flight` (the groups it leaves in flight, 0 or 1); where loops stream,
     `pipeline.tma` (1: the TMA unit copies them); where those are, `pipeline.persistent` (1:
@@ -235,6 +238,9 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     decisions["assign-layouts.min_blocks_per_sm"] = int(blocks.value) if blocks is not None else 0
     if kernel.attributes.get("tilec.deferred_reductions") is not None:
         decisions["defer-reduction.enable"] = True
+    scan_runs = kernel.attributes.get(SCAN_RUNS_ATTRIBUTE)
+    if scan_runs is not None:
+        decisions["assign-layouts.scan_runs"] = bool(scan_runs.value)
     if kernel.attributes.get(MIDDLE_ATTR) is not None:
         decisions["mask-bounds.middle"] = True
     if buffers:
@@ -350,6 +356,8 @@ def applicable(
         options.append(("tiling.inner_first", (True, False)))
     if "defer-reduction.enable" in chosen:
         options.append(("defer-reduction.enable", (True, False)))
+    if "assign-layouts.scan_runs" in chosen:
+        options.append(("assign-layouts.scan_runs", (True, False)))
     if "mask-bounds.middle" in chosen:
         options.append(("mask-bounds.middle", (True, False)))
     if "tiling.staged_a" in chosen and arch == "sm_90a":
