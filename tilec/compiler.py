@@ -221,7 +221,6 @@ def _pass_text(name: str, options: object) -> str:
     return name + ("{" + " ".join(changed) + "}" if changed else "")
 
 
-@dataclass(frozen=True)
 class Stage:
     """The output of one step of compilation: the tile IR after the frontend and after each
     pass, then the LLVM IR ("lower-to-llvm"), the PTX ("ptx") and ptxas's report ("cubin").
@@ -235,30 +234,93 @@ class Stage:
     * `remark_lines`: per remark in `remarks` (the ones this pass made), the index of the
       line of `ir` where the op it concerns is printed; None when that op is not in this IR
       (a remark on the module as a whole, or on an op the pass erased).
+
+    A tile IR stage holds a copy of the module (`tile_ir_stage`) and prints it when `ir`,
+    `locations` or `remark_lines` is first read: a compilation that never looks at its
+    stages (`@tilec.jit`, `tilec compile` without `--dump-dir`) prints none of them.
     """
 
-    name: str
-    ir: str
-    remarks: tuple[Remark, ...] = ()
-    locations: tuple[Location | None, ...] = ()
-    remark_lines: tuple[int | None, ...] = ()
+    __slots__ = ("_ir", "_locations", "_remark_lines", "_snapshot", "name", "remarks")
+
+    def __init__(
+        self,
+        name: str,
+        ir: str | None = None,
+        remarks: Sequence[Remark] = (),
+        locations: Sequence[Location | None] = (),
+        remark_lines: Sequence[int | None] = (),
+        *,
+        snapshot: tuple[Operation, Sequence[Operation | None]] | None = None,
+    ):
+        if (ir is None) == (snapshot is None):
+            raise ValueError("a stage has its text or a snapshot of its module, not both")
+        self.name = name
+        self.remarks = tuple(remarks)
+        self._ir = ir
+        self._locations = tuple(locations)
+        self._remark_lines = tuple(remark_lines)
+        self._snapshot = snapshot  # (module copy, the op of each remark in it), until printed
+
+    def _print(self) -> None:
+        module, remark_ops = self._snapshot  # type: ignore[misc]
+        text, line_ops = print_op_lines(module)
+        self._locations = tuple(
+            op.loc if op is not None and op.loc.known else None for op in line_ops
+        )
+        first_line: dict[int, int] = {}
+        for index, op in enumerate(line_ops):
+            if op is not None:
+                first_line.setdefault(id(op), index)
+        self._remark_lines = tuple(
+            first_line.get(id(op)) if op is not None else None for op in remark_ops
+        )
+        self._ir, self._snapshot = text, None
+
+    @property
+    def ir(self) -> str:
+        if self._snapshot is not None:
+            self._print()
+        return self._ir  # type: ignore[return-value]
+
+    @property
+    def locations(self) -> tuple[Location | None, ...]:
+        if self._snapshot is not None:
+            self._print()
+        return self._locations
+
+    @property
+    def remark_lines(self) -> tuple[int | None, ...]:
+        if self._snapshot is not None:
+            self._print()
+        return self._remark_lines
 
     def remarks_on_line(self, line: int) -> list[Remark]:
         """The remarks of this stage on the op printed on line `line` (0-based) of `ir`."""
         return [r for r, at in zip(self.remarks, self.remark_lines) if at == line]
 
+    def __repr__(self) -> str:
+        return f"Stage({self.name!r}, {len(self.remarks)} remark(s))"
 
-def tile_ir_stage(name: str, module: Operation, remarks: Sequence[Remark] = ()) -> Stage:
-    """The stage holding `module`'s IR as text, its per-line locations, and where each of
-    `remarks` (made on ops of `module`) is printed."""
-    text, line_ops = print_op_lines(module)
-    locations = tuple(op.loc if op is not None and op.loc.known else None for op in line_ops)
-    first_line: dict[int, int] = {}
-    for index, op in enumerate(line_ops):
-        if op is not None:
-            first_line.setdefault(id(op), index)
-    remark_lines = tuple(first_line.get(id(r.op)) if r.op is not None else None for r in remarks)
-    return Stage(name, text, tuple(remarks), locations, remark_lines)
+
+def tile_ir_stage(
+    name: str,
+    module: Operation,
+    remarks: Sequence[Remark] = (),
+    snapshot: Operation | None = None,
+) -> Stage:
+    """The stage of `module`'s IR: its text, per-line locations and where each of `remarks`
+    (made on ops of `module`) is printed, all printed when first read. `snapshot`: a copy of
+    `module` as it is now (`Operation.clone`), which the stage keeps instead of making one."""
+    copy = module.clone() if snapshot is None else snapshot
+    remark_ops: list[Operation | None] = [None] * len(remarks)
+    if any(r.op is not None for r in remarks):
+        # a copy walks in its original's order: each remark's op is the copy's op at its place
+        place = {id(op): i for i, op in enumerate(module.walk())}
+        ops = list(copy.walk())
+        for k, r in enumerate(remarks):
+            at = place.get(id(r.op)) if r.op is not None else None
+            remark_ops[k] = ops[at] if at is not None else None
+    return Stage(name, remarks=remarks, snapshot=(copy, remark_ops))
 
 
 @dataclass
@@ -571,11 +633,11 @@ def _compile_stages(
     result.stages.append(tile_ir_stage("frontend", module))
     seen = 0
 
-    def record(p: Pass, module: Operation) -> None:
+    def record(p: Pass, module: Operation, snapshot: Operation) -> None:
         nonlocal seen
         new = manager.context.remarks[seen:]
         seen = len(manager.context.remarks)
-        result.stages.append(tile_ir_stage(p.name, module, new))
+        result.stages.append(tile_ir_stage(p.name, module, new, snapshot))
 
     manager.run(module, after_each=record, input_name="frontend")
     if steps and not manager.stopped:

@@ -420,19 +420,24 @@ class PassManager:
     def run(
         self,
         module: Operation,
-        after_each: Callable[[Pass, Operation], None] | None = None,
+        after_each: Callable[[Pass, Operation, Operation], None] | None = None,
         *,
         input_name: str = "input",
     ) -> Operation:
         """Run the pipeline; returns the module (passes rewrite it in place). `after_each`
-        is called with each pass and the module once the pass has run and verified. The IR
-        before the first pass is dumped as `input_name`."""
+        is called with each pass, the module once the pass has run and verified, and a copy
+        of it as it is then (which the next pass leaves alone). The IR before the first pass
+        is dumped as `input_name`.
+
+        A crash's report saves the IR the pass was given: a copy taken before it (the one
+        `after_each` got from the pass before), printed only if the pass fails -- printing
+        it before every pass cost more than the passes on small kernels."""
         instr = self.instr
         self._dump(input_name, module)
+        before = module.clone() if instr.verify_each else None
         for p in self.passes:
             if p.name in instr.print_ir_before:
                 self._print(f"IR Dump Before {p.name}", module)
-            before_text = print_op(module) if instr.verify_each else None
             self.context.current_pass = p.name
             start = time.perf_counter()
             try:
@@ -440,6 +445,7 @@ class PassManager:
             except TileError:
                 raise
             except Exception as e:
+                before_text = print_op(before) if before is not None else None
                 raise InternalCompilerError(
                     p.name, e, save_crash_ir(p.name, before_text, instr.dump_dir)
                 ) from e
@@ -457,8 +463,10 @@ class PassManager:
             if instr.print_ir_after_all or p.name in instr.print_ir_after:
                 self._print(f"IR Dump After {p.name}", module)
             self._dump(p.name, module)
+            if instr.verify_each or after_each is not None:
+                before = module.clone()
             if after_each is not None:
-                after_each(p, module)
+                after_each(p, module, before)  # type: ignore[arg-type]
             if instr.stop_after == p.name:
                 self.stopped = True
                 break

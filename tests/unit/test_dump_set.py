@@ -56,9 +56,12 @@ def test_dump_dir_holds_the_whole_set_in_order(tmp_path):
         assert report.startswith("scale: ") and "registers" in report
 
 
-def test_the_dump_files_are_the_stages(tmp_path):
+@pytest.mark.parametrize("source", [SCALE, MATMUL.read_text()], ids=["scale", "matmul"])
+def test_the_dump_files_are_the_stages(tmp_path, source):
+    """The dumps print the module as each pass leaves it; the stages print their copies of
+    it only when read, after the whole compilation: the same text."""
     program = tilec.compile(
-        SCALE, target="ptx", instrumentation=Instrumentation(dump_dir=str(tmp_path))
+        source, target="ptx", instrumentation=Instrumentation(dump_dir=str(tmp_path))
     )
     names = sorted(p.name for p in tmp_path.iterdir() if p.name != "remarks.json")
     # File NN holds stage NN - 1 (file 00 is the source).
