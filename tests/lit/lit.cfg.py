@@ -14,12 +14,11 @@ config.test_exec_root = os.path.join(config.test_source_root, "Output")
 
 bin_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = os.pathsep.join([bin_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
-config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
-# `tilec` runs this checkout's code (a worktree's, not the one the environment installed).
-repo_root = os.path.abspath(os.path.join(config.test_source_root, "..", ".."))
-config.environment["PYTHONPATH"] = os.pathsep.join(
-    [repo_root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
-)
+# Every RUN line starts Python anew: its bytecode goes to one cache beside the results, out of
+# the source tree, so that the hundreds of `tilec` runs compile tilec's modules once, not each
+# (0.33 s a run; with PYTHONDONTWRITEBYTECODE, which keeps the tree clean, 0.67).
+config.environment.pop("PYTHONDONTWRITEBYTECODE", None)
+config.environment["PYTHONPYCACHEPREFIX"] = os.path.join(config.test_exec_root, "pycache")
 # The Python `filecheck` package implements LLVM's FileCheck.
 config.substitutions.append(("FileCheck", os.path.join(bin_dir, "filecheck")))
 config.substitutions.append(("%python", sys.executable))

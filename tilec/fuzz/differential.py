@@ -344,6 +344,7 @@ def _check(
         },
     )
     finals: dict[str, tuple] = {}
+    seen: dict[tuple, list] = {}  # interpreter outputs by (kernel, IR, tile sizes): `_interpret`
     # f8 tiles: PTX converts them only on sm_90 and later, so kernels with f8 tensors are not
     # lowered for sm_80; the others of a batch are, as a batch of their own.
     sm90_only = _sm90_only_kernels(program)
@@ -365,7 +366,7 @@ def _check(
         duplicate = final in finals.values()
         finals[arch] = final
         if not duplicate:  # sm_80 often takes the same decisions as sm_90a: run them once
-            result.stages += _interpret(stages, funcs, inputs, arch, found)
+            result.stages += _interpret(stages, funcs, inputs, arch, found, seen)
         if ptxas:
             result.ptxas_kernels += _assemble(stages[-1][1], arch, len(funcs), found)
     return result
@@ -503,33 +504,46 @@ def _run_passes(
     return stages
 
 
-def _interpret(stages, funcs, inputs, arch, found) -> int:
+def _interpret(stages, funcs, inputs, arch, found, seen: dict | None = None) -> int:
+    """Run each kernel of `funcs` in the interpreter after every stage that changed its IR,
+    comparing each stage's outputs with the stage's before it; the interpreter runs made.
+    `seen`: outputs already computed for this program, by (kernel, `structure` key, tile
+    sizes) -- the final stage's, which gives the tile sizes, and the stages that the other
+    arch's pipeline left the same (the passes before tiling, and every pass of a kernel
+    without dots, mostly): the same IR run at the same tile sizes computes the same."""
     runs = 0
+    seen = {} if seen is None else seen
     final = stages[-1][1]
     for name in funcs:
         try:
-            _, tile_sizes = _run(final, name, inputs[name], None)
+            outputs, tile_sizes = _run(final, name, inputs[name], None)
+            runs += 1
         except Exception as e:
             found("interpreter-error", stages[-1][0], _message(e), kernel=name, arch=arch)
             continue
+        sizes = tuple(sorted(tile_sizes.items()))
+        seen.setdefault((name, stages[-1][2], sizes), outputs)
         previous = None
         for index, (stage, module, key, exact) in enumerate(stages):
             if index and key == stages[index - 1][2]:
                 continue  # the pass changed nothing: same IR, same results
-            try:
-                outputs, _ = _run(module, name, inputs[name], tile_sizes)
-            except Exception as e:
-                found(
-                    "interpreter-error",
-                    stage,
-                    _message(e),
-                    kernel=name,
-                    arch=arch,
-                    before=stages[index - 1][1] if index else None,
-                    after=module,
-                )
-                break
-            runs += 1
+            outputs = seen.get((name, key, sizes))
+            if outputs is None:
+                try:
+                    outputs, _ = _run(module, name, inputs[name], tile_sizes)
+                except Exception as e:
+                    found(
+                        "interpreter-error",
+                        stage,
+                        _message(e),
+                        kernel=name,
+                        arch=arch,
+                        before=stages[index - 1][1] if index else None,
+                        after=module,
+                    )
+                    break
+                runs += 1
+                seen[(name, key, sizes)] = outputs
             if previous is not None:
                 changed = [
                     i for i, (a, b) in enumerate(zip(outputs, previous)) if not _same(a, b, exact)
