@@ -152,7 +152,7 @@ class Launch:
         self.grid_axes = grid_axes
         # Caches shared by all blocks: resolved types, and per-op constants (immutable arrays).
         self.shapes: dict[Type, tuple[int | None, ...]] = {}
-        self.result_checks: dict[Type, Any] = {}
+        self.result_checks: dict[Any, Any] = {}  # by result value: BlockState._checked
         self.op_cache: dict[Operation, Any] = {}
         # The workspace and ticket counters of a split kernel (tilec.interp.split).
         self.split_state = SplitState()

@@ -69,9 +69,9 @@ class BlockState:
             result = handler(self, op, [values[v] for v in op.operands])
             results = op.results
             if len(results) == 1:
-                result = values[results[0]] = self._checked(op, results[0].type, result)
+                result = values[results[0]] = self._checked(op, results[0], result)
             elif results:
-                result = [self._checked(op, r.type, v) for r, v in zip(results, result)]
+                result = [self._checked(op, r, v) for r, v in zip(results, result)]
                 values.update(zip(results, result))
             if self.trace is not None:
                 self.trace(op, self, result)
@@ -84,12 +84,15 @@ class BlockState:
             f"'{op.name}' {message} (in the block with program id ({where}))", op.loc, hint=hint
         )
 
-    def _checked(self, op: Operation, t: Type, value: Any) -> Any:
+    def _checked(self, op: Operation, r: Value, value: Any) -> Any:
+        """`value`, the result `r` of `op`, checked against `r`'s type (its shape at this
+        launch's extents, its dtype). The checks are kept by result, whose identity hashes
+        at no cost (a type's hash walks its shape and layout)."""
         checks = self.launch.result_checks
-        check = checks.get(t)
+        check = checks.get(r)
         if check is None:
-            check = checks[t] = _result_check(self.launch, t)
-        kind, shape, dtype = check
+            check = checks[r] = _result_check(self.launch, r.type)
+        kind, shape, dtype, t = check
         if kind == "tile":
             if value.shape != shape and not _matches(value.shape, shape):
                 raise self.error(
@@ -114,12 +117,12 @@ class BlockState:
         return ", ".join(f"{n}={symbols[n]}" for n in dict.fromkeys(names)) or "static"
 
 
-def _result_check(launch: Launch, t: Type) -> tuple[str, Any, Any]:
+def _result_check(launch: Launch, t: Type) -> tuple[str, Any, Any, Type]:
     if isinstance(t, TileType):
-        return "tile", launch.shape(t), dtype_of(t)
+        return "tile", launch.shape(t), dtype_of(t), t
     if is_scalar(t):
-        return "scalar", (), dtype_of(t)
-    return "other", None, None
+        return "scalar", (), dtype_of(t), t
+    return "other", None, None, t
 
 
 def _matches(actual: tuple[int, ...], expected: tuple[int | None, ...]) -> bool:
