@@ -146,6 +146,8 @@ class Operand(_Field):
     def __get__(self, op: Operation | None, owner: type) -> Any:
         if op is None:
             return self
+        if owner.single_operands:  # every operand one value: its index is its place
+            return op.operands[self.index]
         start, size = op._operand_range(self.index)
         if self.variadic:
             return op.operands[start : start + size]
@@ -162,6 +164,8 @@ class Result(_Field):
     def __get__(self, op: Operation | None, owner: type) -> Any:
         if op is None:
             return self
+        if not owner.has_variadic_result:  # every result one value: its index is its place
+            return op.results[self.index]
         defs = type(op).result_defs
         n_variadic = len(op.results) - (len(defs) - 1)
         start = sum(n_variadic if d.variadic else 1 for d in defs[: self.index])
@@ -299,6 +303,7 @@ class Operation:
     attr_defs: ClassVar[tuple[Attr, ...]] = ()
     region_defs: ClassVar[tuple[RegionDef, ...]] = ()
     needs_segments: ClassVar[bool] = False
+    single_operands: ClassVar[bool] = True  # no variadic or optional operand
     has_variadic_result: ClassVar[bool] = False
     variadic_result_index: ClassVar[int] = -1
     _trait_set: ClassVar[frozenset[type[Trait]]] = frozenset()
@@ -326,6 +331,7 @@ class Operation:
         cls.attr_defs = tuple(attrs)
         cls.region_defs = tuple(regions)
         cls.needs_segments = sum(not d.single for d in cls.operand_defs) > 1
+        cls.single_operands = all(d.single for d in cls.operand_defs)
         variadic_results = [r.index for r in cls.result_defs if r.variadic]
         if len(variadic_results) > 1:
             raise TypeError(f"{cls.name}: at most one variadic result group is supported")
