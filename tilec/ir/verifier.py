@@ -7,8 +7,11 @@ wrong; the first failure is raised.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.core import (
+    ANY_TYPE,
     SEGMENTS_ATTR,
     IsolatedFromAbove,
     Operation,
@@ -55,6 +58,15 @@ def _verify_nested(op: Operation, visible: set[Value]) -> None:
     op.verify_()
 
 
+# Per op class: the attribute names it declares (with the operand segments').
+_DECLARED: dict[type, frozenset[str]] = {}
+
+
+def _results_of(d: Any, op: Operation, cls: type) -> list:
+    value = d.__get__(op, cls)
+    return value if d.variadic else [value]
+
+
 def verify_op_structure(op: Operation) -> None:
     """Check operand/result/attribute/region counts, kinds and type constraints."""
     cls = type(op)
@@ -89,12 +101,16 @@ def verify_op_structure(op: Operation) -> None:
         ):
             expected = f"{fixed}" if not has_group else f"at least {fixed}"
             raise op.error(f"expects {expected} operand(s), but has {n}")
-    for d, group in zip(defs, op.operand_groups()):
-        for v in group:
-            if not d.constraint(v.type):
-                raise op.error(
-                    f"operand '{d.name}' must be {d.constraint.description}, but has type {v.type}"
-                )
+    pairs = (
+        zip(defs, op.operands)  # every operand one value (its count checked above)
+        if cls.single_operands
+        else ((d, v) for d, group in zip(defs, op.operand_groups()) for v in group)
+    )
+    for d, v in pairs:
+        if d.constraint is not ANY_TYPE and not d.constraint(v.type):
+            raise op.error(
+                f"operand '{d.name}' must be {d.constraint.description}, but has type {v.type}"
+            )
     rdefs = cls.result_defs
     if cls.has_variadic_result:
         if len(op.results) < len(rdefs) - 1:
@@ -103,14 +119,19 @@ def verify_op_structure(op: Operation) -> None:
             )
     elif len(op.results) != len(rdefs):
         raise op.error(f"expects {len(rdefs)} result(s), but has {len(op.results)}")
-    for d in rdefs:
-        value = d.__get__(op, cls)
-        for r in value if d.variadic else [value]:
-            if not d.constraint(r.type):
-                raise op.error(
-                    f"result '{d.name}' must be {d.constraint.description}, but has type {r.type}"
-                )
-    declared = {d.name for d in cls.attr_defs} | {SEGMENTS_ATTR}
+    result_pairs = (
+        zip(rdefs, op.results)  # every result one value (its count checked above)
+        if not cls.has_variadic_result
+        else ((d, r) for d in rdefs for r in _results_of(d, op, cls))
+    )
+    for d, r in result_pairs:
+        if d.constraint is not ANY_TYPE and not d.constraint(r.type):
+            raise op.error(
+                f"result '{d.name}' must be {d.constraint.description}, but has type {r.type}"
+            )
+    declared = _DECLARED.get(cls)
+    if declared is None:
+        declared = _DECLARED[cls] = frozenset({d.name for d in cls.attr_defs} | {SEGMENTS_ATTR})
     for d in cls.attr_defs:
         attr = op.attributes.get(d.name)
         if attr is None:
