@@ -208,7 +208,8 @@ def int8_byte_copies(kernel: FuncOp) -> list[str]:
 
 
 def pitched_operands(kernel: FuncOp) -> tuple[tuple[int, tuple[str, ...]], ...]:
-    """`(index, reuse)` for each of the kernel's 2-D tensor arguments that it only reads (every
+    """`(index, reuse)` for each of the kernel's tensor arguments of two or more dimensions
+    (a batch of matrices: `bmm`'s) that it only reads (every
     use a `tile.load` or a `tile.dim`) and reads as an operand of a `tile.dot` (through a cast,
     transpose, reshape or select: `operand_load`): those a launch may copy into a buffer with
     16-byte rows when theirs are not (`tilec.runtime.pitched`), since nothing the kernel
@@ -229,7 +230,7 @@ def pitched_operands(kernel: FuncOp) -> tuple[tuple[int, tuple[str, ...]], ...]:
     return tuple(
         (i, tuple(sorted(reuse)))
         for i, reuse in sorted(found.items())
-        if getattr(arguments[i].type, "rank", 0) == 2
+        if getattr(arguments[i].type, "rank", 0) >= 2
         and all(isinstance(u, (T.LoadOp, T.DimOp)) for u in arguments[i].uses)
         and all(u.view is arguments[i] for u in arguments[i].uses)
     )

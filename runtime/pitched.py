@@ -11,10 +11,13 @@ one write of it, which a GEMM that reads each operand tile from many blocks repa
 the kernel compiled for the copy (its specialization says 16-byte rows) takes TMA.
 
 What is copied (`JitFunction._pitched`, from `tilec.passes.tiling_operands.pitched_operands`):
-a 2-D tensor argument that the kernel only reads, and reads as an operand of a matrix product
+a tensor argument that the kernel only reads, and reads as an operand of a matrix product
 (`tile.dot`), whose last stride is 1 and whose row stride (in bytes) is not a multiple of 16
-or whose address is not 16-byte aligned (`needs_pitch`). The copy is `cuMemcpy2DAsync` on the
-launch's stream, into a buffer per (GPU, stream, argument) kept for later calls and grown
+or whose address is not 16-byte aligned (`needs_pitch`). A batched operand (`bmm`'s
+`[Z, M, K]`) is copied as the rows of all its matrices when its dimensions before the last
+flatten into rows of one stride (each batch right after the one before, as a contiguous
+tensor's are: `flat_rows`); one whose batches are scattered is read where it is. The copy is
+`cuMemcpy2DAsync` on the launch's stream, into a buffer per (GPU, stream, argument) kept for later calls and grown
 (never freed: a CUDA graph that captured a launch keeps using its buffer). Under graph capture
 nothing is allocated: a launch whose buffer is missing or too small reads the argument where it
 is (correct, on the element-copy path). `@tilec.jit(pitch_operands=False)` turns it off.
@@ -34,9 +37,11 @@ __all__ = [
     "PITCH_BYTES",
     "PITCH_REUSE",
     "PitchedCopies",
+    "flat_rows",
     "needs_pitch",
     "pitch_arguments",
     "pitched_row_bytes",
+    "pitched_strides",
 ]
 
 PITCH_BYTES = 16  # rows of the copy start this many bytes apart (TMA's stride granule)
@@ -47,24 +52,55 @@ PITCH_BYTES = 16  # rows of the copy start this many bytes apart (TMA's stride g
 PITCH_REUSE = 256
 
 
+def flat_rows(tensor: DeviceTensor) -> tuple[int, int] | None:
+    """`(rows, row stride)` of `tensor` seen as one matrix of its last dimension's rows: its
+    dimensions before the last flatten into rows one stride apart (each stride the next
+    one's times its extent, as in a contiguous tensor; size-1 dimensions fit any stride);
+    None when they do not, or for fewer than two dimensions."""
+    if len(tensor.shape) < 2:
+        return None
+    row = tensor.strides[-2]
+    rows = tensor.shape[-2]
+    for d in range(len(tensor.shape) - 3, -1, -1):
+        if tensor.shape[d] != 1 and tensor.strides[d] != rows * row:
+            return None
+        rows *= tensor.shape[d]
+    return rows, row
+
+
 def needs_pitch(tensor: DeviceTensor) -> bool:
-    """Whether `tensor` (on the GPU) is a matrix with unit last stride whose rows a 16-byte
-    copy cannot reach: its row stride in bytes, or its address, not a multiple of 16."""
-    if tensor.host is not None or len(tensor.shape) != 2 or tensor.strides[1] != 1:
+    """Whether `tensor` (on the GPU) is a matrix, or a batch of matrices that `flat_rows`
+    makes one, with unit last stride, whose rows a 16-byte copy cannot reach: its row stride
+    in bytes, or its address, not a multiple of 16."""
+    if tensor.host is not None or len(tensor.shape) < 2 or tensor.strides[-1] != 1:
         return False
-    rows, cols = tensor.shape
-    if rows == 0 or cols == 0 or 0 < tensor.strides[0] < cols:
+    flat = flat_rows(tensor)
+    if flat is None:
+        return False  # batches apart from each other: not one 2-D copy
+    rows, stride = flat
+    cols = tensor.shape[-1]
+    if rows == 0 or cols == 0 or 0 < stride < cols:
         return False  # nothing to copy, or rows that overlap (no copy would be the same)
     size = ELEMENT_BYTES[tensor.dtype]
     if rows == 1:
         return bool(tensor.pointer % PITCH_BYTES)
-    return bool((tensor.strides[0] * size) % PITCH_BYTES or tensor.pointer % PITCH_BYTES)
+    return bool((stride * size) % PITCH_BYTES or tensor.pointer % PITCH_BYTES)
 
 
 def pitched_row_bytes(tensor: DeviceTensor) -> int:
     """The bytes between rows of `tensor`'s pitched copy: its row, rounded up to 16."""
-    row = tensor.shape[1] * ELEMENT_BYTES[tensor.dtype]
+    row = tensor.shape[-1] * ELEMENT_BYTES[tensor.dtype]
     return -(-row // PITCH_BYTES) * PITCH_BYTES
+
+
+def pitched_strides(tensor: DeviceTensor) -> tuple[int, ...]:
+    """The strides (in elements) of `tensor`'s pitched copy: rows `pitched_row_bytes` apart,
+    each matrix of a batch right after the one before."""
+    shape = tensor.shape
+    strides = [1, pitched_row_bytes(tensor) // ELEMENT_BYTES[tensor.dtype]]
+    for d in range(len(shape) - 3, -1, -1):  # each matrix (or batch) after the one before
+        strides.append(strides[-1] * shape[d + 1])
+    return tuple(reversed(strides))
 
 
 def pitch_arguments(
@@ -102,8 +138,8 @@ def pitch_arguments(
         if copy is None:
             continue  # graph capture without a buffer: read it where it is
         record[names[i]] = (
-            f"rows {tensor.strides[0]} elements apart at address 0x{tensor.pointer:x}: copied "
-            f"to rows of {copy.strides[0]} (16-byte multiples) before the kernel, so that its "
+            f"rows {tensor.strides[-2]} elements apart at address 0x{tensor.pointer:x}: copied "
+            f"to rows of {copy.strides[-2]} (16-byte multiples) before the kernel, so that its "
             "tiles move in 16-byte pieces (TMA, cp.async) instead of an element at a time"
         )
         values[i] = copy
@@ -133,7 +169,8 @@ class PitchedCopies:
 
         _, driver = cuda_modules()
         pitch = pitched_row_bytes(tensor)
-        rows, cols = tensor.shape
+        rows, row_stride = flat_rows(tensor)  # type: ignore[misc]  (needs_pitch said so)
+        cols = tensor.shape[-1]
         size = ELEMENT_BYTES[tensor.dtype]
         buffer = self._buffer(tensor.device, stream, slot, pitch * rows)
         if buffer is None:
@@ -142,7 +179,7 @@ class PitchedCopies:
         params = driver.CUDA_MEMCPY2D()
         params.srcMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
         params.srcDevice = tensor.pointer
-        params.srcPitch = max(tensor.strides[0], cols) * size
+        params.srcPitch = max(row_stride, cols) * size
         params.dstMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
         params.dstDevice = buffer.address
         params.dstPitch = pitch
@@ -151,7 +188,7 @@ class PitchedCopies:
         (err,) = driver.cuMemcpy2DAsync(params, stream)
         check(driver, err, "cuMemcpy2DAsync (pitched copy of an operand)")
         return DeviceTensor(
-            buffer.address, tensor.shape, (pitch // size, 1), tensor.dtype, tensor.device
+            buffer.address, tensor.shape, pitched_strides(tensor), tensor.dtype, tensor.device
         )
 
     def _buffer(self, ordinal: int, stream: int, slot: int, size: int) -> _Buffer | None:

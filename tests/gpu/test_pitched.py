@@ -91,3 +91,25 @@ def test_a_weight_read_once_is_not_copied():
     torch.cuda.synchronize()
     assert set(gemm.pitched_copies) == {"a"}
     assert torch.allclose(c.float(), ref, rtol=2e-2, atol=0.25)
+
+
+@pytest.mark.parametrize("z, m, n, k", [(4, 300, 513, 77), (3, 1001, 1001, 999)])
+def test_a_batch_of_odd_rows_is_copied_whole_and_the_product_is_torchs(z, m, n, k):
+    """bmm's [Z, M, K] and [Z, K, N], contiguous: each copied as the rows of all its
+    matrices (`flat_rows`); a view whose batches are apart is read where it is."""
+    torch.manual_seed(z + m + n + k)
+    a = torch.randn(z, m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(z, k, n, device="cuda", dtype=torch.float16)
+    bmm = load_kernel(EXAMPLES / "bmm.tile")
+    c = torch.full((z, m, n), float("nan"), device="cuda", dtype=torch.float16)
+    bmm(a, b, c)
+    torch.cuda.synchronize()
+    assert set(bmm.pitched_copies) == {"a", "b"}
+    assert torch.allclose(c.float(), a.float() @ b.float(), rtol=2e-2, atol=0.25)
+    bmm.pitched_copies.clear()
+    wide = torch.randn(z, m + 5, k, device="cuda", dtype=torch.float16)
+    view = wide[:, :m, :]  # each matrix 5 rows short of the next: no single copy
+    bmm(view, b, c)
+    torch.cuda.synchronize()
+    assert set(bmm.pitched_copies) == {"b"}
+    assert torch.allclose(c.float(), view.float() @ b.float(), rtol=2e-2, atol=0.25)
