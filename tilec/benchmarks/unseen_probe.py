@@ -1,0 +1,288 @@
+"""Kernels nobody here tuned, against what a user has: `torch.compile` and eager torch.
+
+    python -m tilec.benchmarks.unseen_probe [--only l2norm,col_cumsum] [--json OUT]
+
+The kernels of `unseen.tile` (beside this file) are of classes the suite's heuristics were not
+written for -- a residual add fused with RMSNorm, an L2 normalisation of rows of odd widths, a
+cumulative sum down columns, a two-pass log-softmax over a vocabulary of 50257, SiLU-and-multiply
+on 3-D tiles, a masked mean over a sequence -- each at shapes no power of two divides. Each is
+checked against torch first, then timed in interleaved rounds with its peers (the suite's clock,
+`tilec.benchmarks.gpu.time_ms`, inputs rotated past the L2 cache), beside a 1 GiB copy of the
+same run. One table: milliseconds, tilec over the best peer (a time ratio: above 1, tilec is
+slower), tilec's bandwidth as a fraction of the copy's. Needs a GPU.
+
+The cases are `CASES`: (name, kernel, shape, make, bytes moved, torch's expression, check).
+`tests/unit/test_unseen_probe.py` runs every kernel in the interpreter against the same
+expressions on small shapes, so the probe's kernels stay correct without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CASES", "KERNELS", "Case", "main"]
+
+KERNELS = Path(__file__).resolve().parent / "unseen.tile"
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel at one shape: `inputs(shape, new)` makes its arguments with `new(shape,
+    dtype, kind)` (kind "randn", "mask" or "empty"), in the kernel's order, outputs last;
+    `outputs` how many of them are; `scalars` the trailing scalars of the call; `torch(*ins)`
+    the expression a user would write (its results in the outputs' order); `moved` the bytes
+    the kernel must read and write."""
+
+    kernel: str
+    shape: tuple[int, ...]
+    inputs: Callable[[tuple, Callable], list]
+    outputs: int
+    torch: Callable[..., Any]
+    moved: Callable[[tuple], int]
+    scalars: tuple = ()
+    rtol: float = 1e-2
+    atol: float = 1e-2
+
+
+def _add_rmsnorm(x: Any, r: Any, w: Any) -> tuple:
+    t = x.float() + r.float()
+    return t.to(x.dtype), (t * (t * t).mean(1, keepdim=True).add(1e-6).rsqrt() * w.float()).to(
+        x.dtype
+    )
+
+
+def _l2norm(x: Any) -> Any:
+    return x * ((x * x).sum(1, keepdim=True) + 1e-12).rsqrt()
+
+
+def _col_cumsum(x: Any) -> Any:
+    return x.cumsum(0)
+
+
+def _log_softmax(x: Any) -> Any:
+    return x.float().log_softmax(1).to(x.dtype)
+
+
+def _silu_mul(a: Any, b: Any) -> Any:
+    af = a.float()
+    return (af * af.sigmoid() * b.float()).to(a.dtype)
+
+
+def _masked_mean(x: Any, m: Any) -> Any:
+    return (x * m[:, :, None]).sum(1) / m.sum(1, keepdim=True)
+
+
+def _rows(shape: tuple, new: Callable, dtype: str, ins: int, outs: int) -> list:
+    return [new(shape, dtype, "randn") for _ in range(ins)] + [
+        new(shape, dtype, "empty") for _ in range(outs)
+    ]
+
+
+CASES: list[Case] = [
+    *(
+        Case(
+            "add_rmsnorm",
+            s,
+            lambda s, new: [
+                new(s, "bf16", "randn"),
+                new(s, "bf16", "randn"),
+                new(s[1:], "bf16", "randn"),
+                new(s, "bf16", "empty"),
+                new(s, "bf16", "empty"),
+            ],
+            2,
+            _add_rmsnorm,
+            lambda s: 4 * s[0] * s[1] * 2,
+            scalars=(1e-6,),
+            rtol=2e-2,
+            atol=3e-2,
+        )
+        for s in ((4096, 4096), (3000, 5120), (2048, 4000))
+    ),
+    *(
+        Case(
+            "l2norm",
+            s,
+            lambda s, new: _rows(s, new, "f32", 1, 1),
+            1,
+            _l2norm,
+            lambda s: 2 * s[0] * s[1] * 4,
+            rtol=1e-4,
+            atol=1e-5,
+        )
+        for s in ((8192, 777), (2000, 10000))
+    ),
+    *(
+        Case(
+            "col_cumsum",
+            s,
+            lambda s, new: _rows(s, new, "f32", 1, 1),
+            1,
+            _col_cumsum,
+            lambda s: 2 * s[0] * s[1] * 4,
+            rtol=1e-3,
+            atol=1e-2,
+        )
+        for s in ((8192, 1000), (100000, 64))
+    ),
+    *(
+        Case(
+            "log_softmax",
+            s,
+            lambda s, new: _rows(s, new, "f16", 1, 1),
+            1,
+            _log_softmax,
+            lambda s: 2 * s[0] * s[1] * 2,
+            atol=2e-2,
+        )
+        for s in ((2048, 50257), (4096, 32000))
+    ),
+    *(
+        Case(
+            "silu_mul_3d",
+            s,
+            lambda s, new: _rows(s, new, "f16", 2, 1),
+            1,
+            _silu_mul,
+            lambda s: 3 * s[0] * s[1] * s[2] * 2,
+        )
+        for s in ((8, 1000, 1000), (32, 513, 768))
+    ),
+    *(
+        Case(
+            "masked_mean",
+            s,
+            lambda s, new: [
+                new(s, "f32", "randn"),
+                new(s[:2], "f32", "mask"),
+                new((s[0], s[2]), "f32", "empty"),
+            ],
+            1,
+            _masked_mean,
+            lambda s: s[0] * s[1] * s[2] * 4,
+            rtol=1e-3,
+            atol=1e-4,
+        )
+        for s in ((16, 1000, 768), (64, 333, 1024))
+    ),
+]
+
+
+def _torch_new(shape: tuple, dtype: str, kind: str) -> Any:
+    import torch
+
+    dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    if kind == "randn":
+        return torch.randn(*shape, device="cuda", dtype=dt)
+    if kind == "mask":  # about 70% ones, at least one a row
+        mask = (torch.rand(*shape, device="cuda") > 0.3).to(dt)
+        mask[..., 0] = 1
+        return mask
+    return torch.empty(*shape, device="cuda", dtype=dt)
+
+
+def _measure(case: Case, copy_gbs: float) -> dict[str, Any]:
+    import torch
+
+    from tilec.benchmarks.gpu import _sets, time_ms
+    from tilec.jit import load_kernel
+
+    kernel = load_kernel(KERNELS, case.kernel)
+    ins = len(case.inputs(case.shape, lambda *a: None)) - case.outputs
+    compiled = torch.compile(case.torch)
+    sets = _sets(lambda: case.inputs(case.shape, _torch_new), case.moved(case.shape))
+    runs = {
+        "tilec": lambda *a: kernel(*a, *case.scalars),
+        "torch.compile": lambda *a: compiled(*a[:ins]),
+        "torch eager": lambda *a: case.torch(*a[:ins]),
+    }
+    first = sets[0]
+    for run in runs.values():
+        run(*first)
+    torch.cuda.synchronize()
+    expected = case.torch(*first[:ins])
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    ok = all(
+        torch.allclose(got.float(), want.float(), rtol=case.rtol, atol=case.atol)
+        for got, want in zip(first[ins:], expected)
+    )
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, run in runs.items():
+            times[name].append(time_ms(run, sets))
+    ms = {name: statistics.median(v) for name, v in times.items()}
+    peer = min((v, name) for name, v in ms.items() if name != "tilec")
+    return {
+        "kernel": case.kernel,
+        "shape": list(case.shape),
+        "ok": ok,
+        "ms": ms,
+        "best_peer": peer[1],
+        "ratio": ms["tilec"] / peer[0],
+        "copy_fraction": case.moved(case.shape) / (ms["tilec"] * 1e-3) / 1e9 / copy_gbs,
+    }
+
+
+def _copy_gbs() -> float:
+    import torch
+
+    from tilec.benchmarks.gpu import time_ms
+
+    n = 1 << 28  # f32: 1 GiB read and 1 GiB written
+    src, dst = torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
+    ms = statistics.median(
+        time_ms(lambda s, d: d.copy_(s), [(src, dst), (dst, src)]) for _ in range(ROUNDS)
+    )
+    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tilec.benchmarks.unseen_probe")
+    parser.add_argument("--only", help="comma-separated kernel names")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args(argv)
+    wanted = set(args.only.split(",")) if args.only else None
+    cases = [c for c in CASES if wanted is None or c.kernel in wanted]
+    if not cases:
+        print(f"no case of {sorted(wanted or ())}; kernels: {sorted({c.kernel for c in CASES})}")
+        return 1
+    copy = _copy_gbs()
+    print(f"copy {copy:.0f} GB/s (1 GiB, this run)")
+    print(
+        f"{'kernel':12} {'shape':>16} {'tilec':>8} {'compile':>8} {'eager':>8} {'t/best':>7} {'copy':>6}"
+    )
+    rows = []
+    for case in cases:
+        row = _measure(case, copy)
+        rows.append(row)
+        ms = row["ms"]
+        print(
+            f"{case.kernel:12} {'x'.join(map(str, case.shape)):>16} {ms['tilec']:8.4f} "
+            f"{ms['torch.compile']:8.4f} {ms['torch eager']:8.4f} {row['ratio']:7.3f} "
+            f"{100 * row['copy_fraction']:5.1f}%" + ("" if row["ok"] else "  WRONG"),
+            flush=True,
+        )
+    ratios = [r["ratio"] for r in rows if r["ok"]]
+    if ratios:
+        mean = statistics.geometric_mean(ratios)
+        worst = max(rows, key=lambda r: r["ratio"] if r["ok"] else 0)
+        print(
+            f"geomean tilec/best peer {mean:.3f} over {len(ratios)} rows (above 1 tilec is "
+            f"slower); worst {worst['kernel']} {'x'.join(map(str, worst['shape']))} "
+            f"{worst['ratio']:.3f}; ms: medians of {ROUNDS} interleaved rounds"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"copy_gbs": copy, "rows": rows}, indent=1) + "\n")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
