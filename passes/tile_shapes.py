@@ -15,7 +15,10 @@ that order, for `tiling`:
    Where a loop walks another axis (column sums walk the rows) the run is one warp's 16-byte
    accesses, and where the extents are known and the grid would have fewer than
    `FILL_BLOCKS` blocks an SM, it halves down to one `LINE_BYTES` line a row while that
-   multiplies the blocks: column sums of 65536 x 128 f32 as 128 x 32 tiles (4 blocks, each
+   multiplies the blocks -- and down to one `SECTOR_BYTES` sector where the loop cannot be
+   split across blocks either (`split_plan` refuses it: a cumulative sum down the columns
+   stores every tile it walks), since then the grid is all the parallelism the kernel has
+   (column cumsum of 8192 x 1000 f32: 32 blocks of 32 columns for 132 SMs; 125 of 8): column sums of 65536 x 128 f32 as 128 x 32 tiles (4 blocks, each
    split at launch) took 0.0150 ms on the H200 against 0.0199 as 32 x 128 (1 block) -- the
    split's combine reads a block's partials one round after another, and more blocks along
    the grid share them out (the regret run of b1ca8d8; the launch's own split model,
@@ -77,6 +80,9 @@ FILL_BLOCKS = 2
 # The bytes of a cache line: the memory moves whole lines, so a tile row of one line wastes
 # nothing of what it fetches.
 LINE_BYTES = 128
+# The least the memory moves: an L2 sector. A tile row of one sector fetches nothing it does
+# not use, though each warp instruction then reaches fewer bytes than a line's.
+SECTOR_BYTES = 32
 
 # The rows a block of a scanning loop starts with: one a warp at assign-layouts' fewest warps.
 ROWS_PER_WARP_SCAN = AUTO_WARPS[0]
@@ -235,7 +241,7 @@ def shape_streamed_tiles(
                 f"runs of {fill} fill it, option fills)"
             )
         if across:
-            _narrow_for_grid(plan, grid, run, LINE_BYTES // _narrowest_moved(kernel))
+            _narrow_for_grid(kernel, plan, grid, run, _narrowest_moved(kernel))
     sequential = _sequential_symbols(kernel)
     order = sorted(others, key=lambda s: (s.name not in sequential, s.name))
     for s in order:
@@ -272,23 +278,41 @@ def shape_streamed_tiles(
     return True
 
 
-def _narrow_for_grid(plan: TilePlan, grid: _Grid, run: TileSize, line: int) -> None:
+def _narrow_for_grid(
+    kernel: FuncOp, plan: TilePlan, grid: _Grid, run: TileSize, narrowest: int
+) -> None:
     """Where a loop walks another axis and the grid, known, has fewer than `FILL_BLOCKS`
-    blocks an SM, halve the contiguous run -- down to one `line` of elements a row, which
-    still moves whole lines -- while that multiplies the blocks (module doc, 1.)."""
+    blocks an SM, halve the contiguous run -- down to one line of elements a row, which
+    still moves whole lines, or one sector where the loop cannot be split either -- while that
+    multiplies the blocks (module doc, 1.)."""
     blocks = grid.blocks(plan)
+    line = LINE_BYTES // narrowest
     if blocks is None or blocks >= FILL_BLOCKS * grid.sm_count or run.size <= line:
         return
+    floor, unit = line, "whole lines"
+    if not _splittable(kernel):
+        floor, unit = max(1, SECTOR_BYTES // narrowest), "whole sectors: the loop is not split"
     before = blocks
-    while run.size > line and blocks < FILL_BLOCKS * grid.sm_count:
+    while run.size > floor and blocks < FILL_BLOCKS * grid.sm_count:
         run.size //= 2
         blocks = grid.blocks(plan) or blocks
     run.adjusted = (
-        f"the contiguous axis: {run.size} ({run.size * LINE_BYTES // line} bytes a row, whole "
-        "lines): "
+        f"the contiguous axis: {run.size} ({run.size * narrowest} bytes a row, {unit}): "
         f"a loop walks another axis, and at the known extents wider tiles leave the grid "
         f"{before} block(s), under {FILL_BLOCKS} an SM ({grid.sm_count} SMs); now {blocks}"
     )
+
+
+def _splittable(kernel: FuncOp) -> bool:
+    """Whether `split-reduction` could split the kernel's loop across blocks (`split_plan`,
+    asked before tiling), which multiplies a small grid at launch."""
+    from tilec.passes.split_plan import NotSplit, split_plan
+
+    try:
+        split_plan(kernel, tiled=False)
+    except NotSplit:
+        return False
+    return True
 
 
 def _scan_rows(
