@@ -92,7 +92,8 @@ class BlockState:
         check = checks.get(r)
         if check is None:
             check = checks[r] = _result_check(self.launch, r.type)
-        kind, shape, dtype, t = check
+        kind, shape, dtype = check
+        t = r.type
         if kind == "tile":
             if value.shape != shape and not _matches(value.shape, shape):
                 raise self.error(
@@ -117,12 +118,12 @@ class BlockState:
         return ", ".join(f"{n}={symbols[n]}" for n in dict.fromkeys(names)) or "static"
 
 
-def _result_check(launch: Launch, t: Type) -> tuple[str, Any, Any, Type]:
+def _result_check(launch: Launch, t: Type) -> tuple[str, Any, Any]:
     if isinstance(t, TileType):
-        return "tile", launch.shape(t), dtype_of(t), t
+        return "tile", launch.shape(t), dtype_of(t)
     if is_scalar(t):
-        return "scalar", (), dtype_of(t), t
-    return "other", None, None, t
+        return "scalar", (), dtype_of(t)
+    return "other", None, None
 
 
 def _matches(actual: tuple[int, ...], expected: tuple[int | None, ...]) -> bool:

@@ -7,8 +7,6 @@ wrong; the first failure is raised.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tilec.ir.attributes import ArrayAttr, IntegerAttr
 from tilec.ir.core import (
     ANY_TYPE,
@@ -60,11 +58,6 @@ def _verify_nested(op: Operation, visible: set[Value]) -> None:
 
 # Per op class: the attribute names it declares (with the operand segments').
 _DECLARED: dict[type, frozenset[str]] = {}
-
-
-def _results_of(d: Any, op: Operation, cls: type) -> list:
-    value = d.__get__(op, cls)
-    return value if d.variadic else [value]
 
 
 def verify_op_structure(op: Operation) -> None:
@@ -119,16 +112,15 @@ def verify_op_structure(op: Operation) -> None:
             )
     elif len(op.results) != len(rdefs):
         raise op.error(f"expects {len(rdefs)} result(s), but has {len(op.results)}")
-    result_pairs = (
-        zip(rdefs, op.results)  # every result one value (its count checked above)
-        if not cls.has_variadic_result
-        else ((d, r) for d in rdefs for r in _results_of(d, op, cls))
-    )
-    for d, r in result_pairs:
-        if d.constraint is not ANY_TYPE and not d.constraint(r.type):
-            raise op.error(
-                f"result '{d.name}' must be {d.constraint.description}, but has type {r.type}"
-            )
+    for d in rdefs:
+        if d.constraint is ANY_TYPE:
+            continue
+        value = d.__get__(op, cls)  # an index, without variadic results (`Result.__get__`)
+        for r in value if d.variadic else [value]:
+            if not d.constraint(r.type):
+                raise op.error(
+                    f"result '{d.name}' must be {d.constraint.description}, but has type {r.type}"
+                )
     declared = _DECLARED.get(cls)
     if declared is None:
         declared = _DECLARED[cls] = frozenset({d.name for d in cls.attr_defs} | {SEGMENTS_ATTR})
