@@ -244,7 +244,9 @@ class _KernelLayouts:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def default(self, t: TileType) -> BlockedLayout:
+    def default(self, t: TileType, widest: bool = False) -> BlockedLayout:
+        """The default layout of `t`'s shape: runs of the widest access its loads and stores
+        can make (`widest`: of 16 bytes, as an aligned row's, whatever they can make)."""
         for d in t.shape:
             if not isinstance(d, int):
                 raise TileError(
@@ -252,7 +254,11 @@ class _KernelLayouts:
                     self.kernel.loc,
                     hint="run 'specialize' first",
                 )
-        vector = self.vectors.get(run_key(t.shape), ACCESS_BYTES // 4)
+        vector = (
+            max(1, ACCESS_BYTES // element_bytes(t.element))
+            if widest
+            else self.vectors.get(run_key(t.shape), ACCESS_BYTES // 4)
+        )
         # A tile too small to give every thread a whole run gets shorter runs, not idle
         # threads holding copies.
         while vector > 1 and prod(t.shape) < vector * WARP_SIZE * self.num_warps:

@@ -28,14 +28,13 @@ CUB's block scans transpose a warp-striped load into per-thread runs the same wa
 
 from __future__ import annotations
 
-from math import prod
 from typing import Any
 
 from tilec.dialects import scan as S
 from tilec.ir.attributes import BlockedLayout, BoolAttr
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
-from tilec.lowering.layouts import WARP_SIZE, ThreadMap, default_layout, element_bytes, slice_layout
+from tilec.lowering.layouts import ThreadMap, slice_layout
 from tilec.lowering.scan import scan_plan
 
 __all__ = [
@@ -79,24 +78,13 @@ def lane_step_shuffles(t: TileType, axis: int) -> int:
     return plan.repeats * ((plan.lanes - 1).bit_length() + 2)
 
 
-def _runs_layout(t: TileType, num_warps: int) -> BlockedLayout:
-    """The default layout of `t`'s shape with the widest access's runs, as an aligned row has
-    (shorter where the tile has too few elements to give every thread a whole run)."""
-    from tilec.passes.occupancy import ACCESS_BYTES  # occupancy imports this module
-
-    run = max(1, ACCESS_BYTES // element_bytes(t.element))
-    while run > 1 and prod(t.shape) < run * WARP_SIZE * num_warps:
-        run //= 2
-    return default_layout(t.shape, num_warps, run)  # type: ignore[arg-type]
-
-
 def _wider_runs(layouts: Any, op: Operation, source: TileType) -> BlockedLayout | None:
     """The 16-byte-run layout for a scan along the last axis whose operand's runs are
     shorter, where its shuffles and two exchanges cost less than the operand's shuffles;
     None to keep the operand's layout. Remarks either way when it differs."""
     if not isinstance(op, S.ScanOp) or op.axis != source.rank - 1:
         return None
-    target = _runs_layout(source, layouts.num_warps)
+    target = layouts.default(source, widest=True)
     if target == source.layout:
         return None
     kernel = layouts.kernel
