@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections.abc import Callable
@@ -80,99 +81,52 @@ def _masked_mean(x: Any, m: Any) -> Any:
     return (x * m[:, :, None]).sum(1) / m.sum(1, keepdim=True)
 
 
-def _rows(shape: tuple, new: Callable, dtype: str, ins: int, outs: int) -> list:
-    return [new(shape, dtype, "randn") for _ in range(ins)] + [
-        new(shape, dtype, "empty") for _ in range(outs)
+def _alike(dtype: str, ins: int, outs: int) -> Callable[[tuple, Callable], list]:
+    """Inputs of `ins` random tensors of the kernel's shape, then `outs` outputs of it."""
+    return lambda shape, new: (
+        [new(shape, dtype, "randn") for _ in range(ins)]
+        + [new(shape, dtype, "empty") for _ in range(outs)]
+    )
+
+
+def _add_rmsnorm_inputs(shape: tuple, new: Callable) -> list:
+    x, r, s, y = _alike("bf16", 2, 2)(shape, new)
+    return [x, r, new(shape[1:], "bf16", "randn"), s, y]
+
+
+def _masked_mean_inputs(shape: tuple, new: Callable) -> list:
+    return [
+        new(shape, "f32", "randn"),
+        new(shape[:2], "f32", "mask"),
+        new((shape[0], shape[2]), "f32", "empty"),
     ]
 
 
+def _bytes(tensors: int, size: int) -> Callable[[tuple], int]:
+    """The bytes moved: `tensors` tensors of the kernel's shape, of `size`-byte elements."""
+    return lambda shape: tensors * size * math.prod(shape)
+
+
+# (kernel, shapes, inputs, outputs, torch's expression, bytes moved, options of `Case`)
+_TABLE: list[tuple] = [
+    ("add_rmsnorm", ((4096, 4096), (3000, 5120), (2048, 4000)), _add_rmsnorm_inputs, 2,
+     _add_rmsnorm, _bytes(4, 2), {"scalars": (1e-6,), "rtol": 2e-2, "atol": 3e-2}),
+    ("l2norm", ((8192, 777), (2000, 10000)), _alike("f32", 1, 1), 1, _l2norm, _bytes(2, 4),
+     {"rtol": 1e-4, "atol": 1e-5}),
+    ("col_cumsum", ((8192, 1000), (100000, 64)), _alike("f32", 1, 1), 1, _col_cumsum,
+     _bytes(2, 4), {"rtol": 1e-3, "atol": 1e-2}),
+    ("log_softmax", ((2048, 50257), (4096, 32000)), _alike("f16", 1, 1), 1, _log_softmax,
+     _bytes(2, 2), {"atol": 2e-2}),
+    ("silu_mul_3d", ((8, 1000, 1000), (32, 513, 768)), _alike("f16", 2, 1), 1, _silu_mul,
+     _bytes(3, 2), {}),
+    ("masked_mean", ((16, 1000, 768), (64, 333, 1024)), _masked_mean_inputs, 1, _masked_mean,
+     _bytes(1, 4), {"rtol": 1e-3, "atol": 1e-4}),
+]  # fmt: skip
+
 CASES: list[Case] = [
-    *(
-        Case(
-            "add_rmsnorm",
-            s,
-            lambda s, new: [
-                new(s, "bf16", "randn"),
-                new(s, "bf16", "randn"),
-                new(s[1:], "bf16", "randn"),
-                new(s, "bf16", "empty"),
-                new(s, "bf16", "empty"),
-            ],
-            2,
-            _add_rmsnorm,
-            lambda s: 4 * s[0] * s[1] * 2,
-            scalars=(1e-6,),
-            rtol=2e-2,
-            atol=3e-2,
-        )
-        for s in ((4096, 4096), (3000, 5120), (2048, 4000))
-    ),
-    *(
-        Case(
-            "l2norm",
-            s,
-            lambda s, new: _rows(s, new, "f32", 1, 1),
-            1,
-            _l2norm,
-            lambda s: 2 * s[0] * s[1] * 4,
-            rtol=1e-4,
-            atol=1e-5,
-        )
-        for s in ((8192, 777), (2000, 10000))
-    ),
-    *(
-        Case(
-            "col_cumsum",
-            s,
-            lambda s, new: _rows(s, new, "f32", 1, 1),
-            1,
-            _col_cumsum,
-            lambda s: 2 * s[0] * s[1] * 4,
-            rtol=1e-3,
-            atol=1e-2,
-        )
-        for s in ((8192, 1000), (100000, 64))
-    ),
-    *(
-        Case(
-            "log_softmax",
-            s,
-            lambda s, new: _rows(s, new, "f16", 1, 1),
-            1,
-            _log_softmax,
-            lambda s: 2 * s[0] * s[1] * 2,
-            atol=2e-2,
-        )
-        for s in ((2048, 50257), (4096, 32000))
-    ),
-    *(
-        Case(
-            "silu_mul_3d",
-            s,
-            lambda s, new: _rows(s, new, "f16", 2, 1),
-            1,
-            _silu_mul,
-            lambda s: 3 * s[0] * s[1] * s[2] * 2,
-        )
-        for s in ((8, 1000, 1000), (32, 513, 768))
-    ),
-    *(
-        Case(
-            "masked_mean",
-            s,
-            lambda s, new: [
-                new(s, "f32", "randn"),
-                new(s[:2], "f32", "mask"),
-                new((s[0], s[2]), "f32", "empty"),
-            ],
-            1,
-            _masked_mean,
-            lambda s: s[0] * s[1] * s[2] * 4,
-            rtol=1e-3,
-            atol=1e-4,
-        )
-        for s in ((16, 1000, 768), (64, 333, 1024))
-    ),
+    Case(kernel, shape, inputs, outputs, expression, moved, **options)
+    for kernel, shapes, inputs, outputs, expression, moved, options in _TABLE
+    for shape in shapes
 ]
 
 
