@@ -18,7 +18,8 @@ that order, for `tiling`:
    multiplies the blocks -- and down to one `SECTOR_BYTES` sector where the loop cannot be
    split across blocks either (`split_plan` refuses it: a cumulative sum down the columns
    stores every tile it walks), since then the grid is all the parallelism the kernel has
-   (column cumsum of 8192 x 1000 f32: 32 blocks of 32 columns for 132 SMs; 125 of 8): column sums of 65536 x 128 f32 as 128 x 32 tiles (4 blocks, each
+   (column cumsum of 8192 x 1000 f32: 32 blocks of 32 columns for 132 SMs; 125 of 8).
+   Column sums of 65536 x 128 f32 as 128 x 32 tiles (4 blocks, each
    split at launch) took 0.0150 ms on the H200 against 0.0199 as 32 x 128 (1 block) -- the
    split's combine reads a block's partials one round after another, and more blocks along
    the grid share them out (the regret run of b1ca8d8; the launch's own split model,

@@ -17,10 +17,11 @@ or whose address is not 16-byte aligned (`needs_pitch`). A batched operand (`bmm
 `[Z, M, K]`) is copied as the rows of all its matrices when its dimensions before the last
 flatten into rows of one stride (each batch right after the one before, as a contiguous
 tensor's are: `flat_rows`); one whose batches are scattered is read where it is. The copy is
-`cuMemcpy2DAsync` on the launch's stream, into a buffer per (GPU, stream, argument) kept for later calls and grown
-(never freed: a CUDA graph that captured a launch keeps using its buffer). Under graph capture
-nothing is allocated: a launch whose buffer is missing or too small reads the argument where it
-is (correct, on the element-copy path). `@tilec.jit(pitch_operands=False)` turns it off.
+`cuMemcpy2DAsync` on the launch's stream, into a buffer per (GPU, stream, argument) kept for
+later calls and grown (never freed: a CUDA graph that captured a launch keeps using its buffer).
+Under graph capture nothing is allocated: a launch whose buffer is missing or too small reads
+the argument where it is (correct, on the element-copy path). `@tilec.jit(pitch_operands=False)`
+turns it off.
 """
 
 from __future__ import annotations

@@ -508,9 +508,10 @@ def _interpret(stages, funcs, inputs, arch, found, seen: dict | None = None) -> 
     """Run each kernel of `funcs` in the interpreter after every stage that changed its IR,
     comparing each stage's outputs with the stage's before it; the interpreter runs made.
     `seen`: outputs already computed for this program, by (kernel, `structure` key, tile
-    sizes) -- the final stage's, which gives the tile sizes, and the stages that the other
-    arch's pipeline left the same (the passes before tiling, and every pass of a kernel
-    without dots, mostly): the same IR run at the same tile sizes computes the same."""
+    sizes): the final stage's, run first for its tile sizes, is not run again when the loop
+    reaches it, and a stage the other arch ran with the same IR at the same tile sizes is
+    not either (rare: the archs mostly tile differently). The same IR run at the same tile
+    sizes computes the same."""
     runs = 0
     seen = {} if seen is None else seen
     final = stages[-1][1]
