@@ -180,6 +180,26 @@ def test_a_wrong_pass_is_named_and_its_ir_saved(tmp_path):
     assert json.loads((saved_dir / "case.json").read_text())["extents"]["M"] == 37
 
 
+def test_a_program_checked_end_to_end_runs_the_stages_between_only_to_name_a_pass(monkeypatch):
+    """Half the programs (`differential.every_stage`) run after the frontend and the last pass
+    only; the stages between run when those two differ, so the wrong pass is still named."""
+    program = _program(ADD, {"M": 37, "N": 19})
+    runs = {}
+    for every in (True, False):
+        monkeypatch.setattr(differential, "every_stage", lambda seed, every=every: every)
+        result = differential.check_program(program, arches=("sm_90a",), ptxas=False)
+        assert not result.findings
+        runs[every] = result.stages
+        wrong = differential.check_program(
+            program,
+            arches=("sm_90a",),
+            ptxas=False,
+            passes=_with_pass_after("tiling", Miscompile()),
+        )
+        assert [(f.kind, f.stage) for f in wrong.findings] == [("mismatch", "miscompile")]
+    assert runs[False] == 2 < runs[True]
+
+
 def test_a_crashing_pass_is_named(tmp_path):
     program = _program(ADD, {"M": 5, "N": 3})
     result = differential.check_program(
