@@ -31,6 +31,7 @@ A finding writes a directory: the program (`program.tile`), its extents and seed
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -362,8 +363,10 @@ def _check(
             result.findings += other.findings
             result.pin_rejections += other.pin_rejections
         arches = [a for a in arches if a != "sm_80"]
+    every = every_stage(program.seed)
+    run, rest = (program, frontend), (passes, found, positive)
     for arch in arches:
-        stages = _run_passes(program, frontend, arch, passes, found, positive)
+        stages = _run_passes(*run, arch, *rest, every)
         if stages is None:
             continue
         result.features |= _reached(stages[-1][1], arch)
@@ -371,8 +374,8 @@ def _check(
         duplicate = final in finals.values()
         finals[arch] = final
         if not duplicate:  # sm_80 often takes the same decisions as sm_90a: run them once
-            every = every_stage(program.seed)
-            result.stages += _interpret(stages, funcs, inputs, arch, found, seen, every)
+            walk = None if every else functools.cache(lambda a=arch: _run_passes(*run, a, *rest))
+            result.stages += _interpret(stages, funcs, inputs, arch, found, seen, walk)
         if ptxas:
             result.ptxas_kernels += _assemble(stages[-1][1], arch, len(funcs), found)
     return result
@@ -480,11 +483,13 @@ def _pins_to_blame(
 
 
 def _run_passes(
-    program, frontend, arch, passes, found, positive: Sequence[str] = ()
+    program, frontend, arch, passes, found, positive: Sequence[str] = (), every: bool = True
 ) -> list[tuple[str, Any, tuple, bool]] | None:
     """[(stage name, module after it, its `structure` key, its pass's `exact`)], frontend
     first; None when a pass failed. `positive`: the float scalars the run passes positive
-    (`positive_scalars`)."""
+    (`positive_scalars`). Without `every`, only the frontend's stage and the last pass's
+    (`exact` when every pass is), the IR verified once at the end; a failure runs the
+    passes again keeping every stage, to report it at its pass."""
     module = frontend.clone()
     tiles = _small_tiles(frontend) if program.seed % 4 else ""
     variant = {} if tiles else PIPELINE_VARIANTS[program.seed // 4 % len(PIPELINE_VARIANTS)]
@@ -502,6 +507,16 @@ def _run_passes(
     # and nothing new to verify).
     # (stage, module, key, whether its pass keeps every bit: `Pass.exact`)
     stages: list[tuple[str, Any, tuple, bool]] = [("frontend", frontend, structure(frontend), True)]
+    if not every:
+        try:
+            for p in pipeline:
+                context.current_pass = p.name
+                p.run(module, context)
+            verify(module)
+        except Exception:
+            return _run_passes(program, frontend, arch, passes, found, positive)
+        exact = all(p.exact for p in pipeline)
+        return [*stages, (pipeline[-1].name, module, structure(module), exact)]
     for p in pipeline:
         before = stages[-1][1]
         context.current_pass = p.name
@@ -526,12 +541,13 @@ def _run_passes(
 
 
 def _interpret(
-    stages, funcs, inputs, arch, found, seen: dict | None = None, every_stage: bool = True
+    stages, funcs, inputs, arch, found, seen: dict | None = None, all_stages=None
 ) -> int:
     """Run each kernel of `funcs` in the interpreter after every stage that changed its IR,
     comparing each stage's outputs with the stage's before it; the interpreter runs made.
-    Without `every_stage`, the frontend's outputs are compared with the final stage's first,
-    and the stages between run only when those differ (to name the pass).
+    With `all_stages`, `stages` are the frontend's and the last pass's only: their outputs
+    are compared, and where they differ `all_stages()` (the passes run again, keeping every
+    stage) gives the stages between, to name the pass.
     `seen`: outputs already computed for this program, by (kernel, `structure` key, tile
     sizes): the final stage's, run first for its tile sizes, is not run again when the loop
     reaches it, and a stage the other arch ran with the same IR at the same tile sizes is
@@ -550,7 +566,8 @@ def _interpret(
             continue
         sizes = tuple(sorted(tile_sizes.items()))
         seen.setdefault((name, stages[-1][2], sizes), outputs)
-        if not every_stage:
+        walked = stages
+        if all_stages is not None:
             first = seen.get((name, stages[0][2], sizes))
             if first is None:
                 try:
@@ -561,9 +578,12 @@ def _interpret(
                     first = None  # the walk below reports it at its stage
             if first is not None and all(_same(a, b, exact) for a, b in zip(outputs, first)):
                 continue
+            walked = all_stages()
+            if walked is None:  # pragma: no cover - the passes ran once already
+                continue
         previous = None
-        for index, (stage, module, key, exact) in enumerate(stages):
-            if index and key == stages[index - 1][2]:
+        for index, (stage, module, key, exact) in enumerate(walked):
+            if index and key == walked[index - 1][2]:
                 continue  # the pass changed nothing: same IR, same results
             outputs = seen.get((name, key, sizes))
             if outputs is None:
@@ -576,7 +596,7 @@ def _interpret(
                         _message(e),
                         kernel=name,
                         arch=arch,
-                        before=stages[index - 1][1] if index else None,
+                        before=walked[index - 1][1] if index else None,
                         after=module,
                     )
                     break
@@ -595,7 +615,7 @@ def _interpret(
                         message + f"\ntile sizes: {tile_sizes}",
                         kernel=name,
                         arch=arch,
-                        before=stages[index - 1][1],
+                        before=walked[index - 1][1],
                         after=module,
                     )
                     break
