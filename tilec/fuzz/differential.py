@@ -364,7 +364,14 @@ def _check(
             result.pin_rejections += other.pin_rejections
         arches = [a for a in arches if a != "sm_80"]
     every = every_stage(program.seed)
-    run, rest = (program, frontend), (passes, found, positive)
+    # Stages are keyed by a number per distinct `structure` (hashed once, not at every lookup
+    # of `seen` and every comparison: a type's hash walks its shape and layout).
+    numbers: dict[tuple, int] = {}
+
+    def key_of(module: Any) -> int:
+        return numbers.setdefault(structure(module), len(numbers))
+
+    run, rest = (program, frontend), (passes, found, positive, key_of)
     for arch in arches:
         stages = _run_passes(*run, arch, *rest, every)
         if stages is None:
@@ -483,11 +490,19 @@ def _pins_to_blame(
 
 
 def _run_passes(
-    program, frontend, arch, passes, found, positive: Sequence[str] = (), every: bool = True
-) -> list[tuple[str, Any, tuple, bool]] | None:
-    """[(stage name, module after it, its `structure` key, its pass's `exact`)], frontend
-    first; None when a pass failed. `positive`: the float scalars the run passes positive
-    (`positive_scalars`). Without `every`, only the frontend's stage and the last pass's
+    program,
+    frontend,
+    arch,
+    passes,
+    found,
+    positive: Sequence[str] = (),
+    key_of: Callable[[Any], Any] = structure,
+    every: bool = True,
+) -> list[tuple[str, Any, Any, bool]] | None:
+    """[(stage name, module after it, its key, its pass's `exact`)], frontend first; None
+    when a pass failed. `positive`: the float scalars the run passes positive
+    (`positive_scalars`); `key_of(module)`: a key equal for equal `structure`s. Without
+    `every`, only the frontend's stage and the last pass's
     (`exact` when every pass is), the IR verified once at the end; a failure runs the
     passes again keeping every stage, to report it at its pass."""
     module = frontend.clone()
@@ -506,7 +521,7 @@ def _run_passes(
     # Each stage's `structure` key tells a pass that changed nothing (same key: same results,
     # and nothing new to verify).
     # (stage, module, key, whether its pass keeps every bit: `Pass.exact`)
-    stages: list[tuple[str, Any, tuple, bool]] = [("frontend", frontend, structure(frontend), True)]
+    stages: list[tuple[str, Any, Any, bool]] = [("frontend", frontend, key_of(frontend), True)]
     if not every:
         try:
             for p in pipeline:
@@ -514,15 +529,15 @@ def _run_passes(
                 p.run(module, context)
             verify(module)
         except Exception:
-            return _run_passes(program, frontend, arch, passes, found, positive)
+            return _run_passes(program, frontend, arch, passes, found, positive, key_of)
         exact = all(p.exact for p in pipeline)
-        return [*stages, (pipeline[-1].name, module, structure(module), exact)]
+        return [*stages, (pipeline[-1].name, module, key_of(module), exact)]
     for p in pipeline:
         before = stages[-1][1]
         context.current_pass = p.name
         try:
             p.run(module, context)
-            key = structure(module)
+            key = key_of(module)
             if key != stages[-1][2]:  # the same structure as the stage verified before it
                 verify(module)
         except TileError as e:
