@@ -42,6 +42,7 @@ __all__ = [
     "SCAN_RUNS_ATTRIBUTE",
     "lane_step_shuffles",
     "lay_out_scan_op",
+    "runs_along",
     "scan_plan_text",
 ]
 
@@ -78,13 +79,33 @@ def lane_step_shuffles(t: TileType, axis: int) -> int:
     return plan.repeats * ((plan.lanes - 1).bit_length() + 2)
 
 
+def runs_along(layout: BlockedLayout, shape: tuple, axis: int) -> BlockedLayout:
+    """`layout` with its repeats along `axis` folded into each thread's run: the same lanes
+    and warps, each thread holding consecutive elements of the axis instead of elements a
+    lane-and-warp span apart. Along any axis but the last the accesses stay as they were
+    (a thread's elements of one row are the same run of the last axis), so a load or store
+    of the tile is as coalesced in either."""
+    d = ThreadMap(layout, shape).dims[axis]
+    span = d.lane_mul * (d.lane_mask + 1) * (d.warp_mask + 1)
+    repeats = max(1, shape[axis] // span)
+    if repeats == 1:
+        return layout
+    spt = list(layout.size_per_thread)
+    spt[axis] *= repeats
+    return BlockedLayout(tuple(spt), layout.threads_per_warp, layout.warps_per_cta, layout.order)
+
+
 def _wider_runs(layouts: Any, op: Operation, source: TileType) -> BlockedLayout | None:
-    """The 16-byte-run layout for a scan along the last axis whose operand's runs are
-    shorter, where its shuffles and two exchanges cost less than the operand's shuffles;
-    None to keep the operand's layout. Remarks either way when it differs."""
-    if not isinstance(op, S.ScanOp) or op.axis != source.rank - 1:
+    """A layout of longer runs along the scan's axis -- 16-byte runs along the last axis,
+    the repeats folded into each thread's run along another (`runs_along`) -- where its
+    shuffles and two exchanges cost less than the operand's shuffles; None to keep the
+    operand's layout. Remarks either way when it differs."""
+    if not isinstance(op, S.ScanOp):
         return None
-    target = layouts.default(source, widest=True)
+    if op.axis == source.rank - 1:
+        target = layouts.default(source, widest=True)
+    else:
+        target = runs_along(source.layout, source.shape, op.axis)
     if target == source.layout:
         return None
     kernel = layouts.kernel
@@ -101,17 +122,21 @@ def _wider_runs(layouts: Any, op: Operation, source: TileType) -> BlockedLayout 
         if now:
             layouts.ctx.remark(
                 op,
-                f"kept: {cost}; 16-byte runs would take {then} and {exchanged} shared-memory "
+                f"kept: {cost}; {_runs_text(op, source)} would take {then} and {exchanged} shared-memory "
                 "accesses to exchange the operand and the result",
             )
         return None
     kernel.attributes[SCAN_RUNS_ATTRIBUTE] = BoolAttr(True)
     layouts.ctx.remark(
         op,
-        f"operand converted to 16-byte runs: {then} shuffles a thread and {exchanged} "
+        f"operand converted to {_runs_text(op, source)}: {then} shuffles a thread and {exchanged} "
         f"shared-memory accesses to exchange the operand and the result, against {cost}",
     )
     return target
+
+
+def _runs_text(op: Operation, source: TileType) -> str:
+    return "16-byte runs" if op.axis == source.rank - 1 else f"runs along axis {op.axis}"
 
 
 def lay_out_scan_op(layouts: Any, op: Operation) -> None:
@@ -122,7 +147,7 @@ def lay_out_scan_op(layouts: Any, op: Operation) -> None:
         source = op.input.type
     wider = _wider_runs(layouts, op, source)
     if wider is not None:
-        layouts.convert(op, 0, wider, f"{op.name} operand (16-byte runs for the scan)")
+        layouts.convert(op, 0, wider, f"{op.name} operand ({_runs_text(op, source)} for the scan)")
         source = op.input.type
     layout = source.layout
     if isinstance(op, S.ArgReduceOp):

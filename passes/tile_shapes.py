@@ -69,7 +69,13 @@ from tilec.dialects.scan import ScanOp
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import WARP_SIZE, element_bytes
-from tilec.passes.occupancy import ACCESS_BYTES, AUTO_WARPS, BYTES_IN_FLIGHT, _Occupancy
+from tilec.passes.occupancy import (
+    ACCESS_BYTES,
+    AUTO_WARPS,
+    BYTES_IN_FLIGHT,
+    _grid_in_flight,
+    _Occupancy,
+)
 from tilec.passes.specialize import TilePlan, TileSize, attribute_pairs, bind_tile_sizes
 
 # Blocks per SM below which a grid axis's tile stops growing, where the extents are known: an
@@ -141,16 +147,24 @@ def _scans_in_walk(kernel: FuncOp, contiguous: str | int | None) -> bool:
     return False
 
 
-def _in_flight(kernel: FuncOp, plan: TilePlan) -> int:
+def _in_flight(kernel: FuncOp, plan: TilePlan, grid: _Grid | None = None) -> tuple[int, str]:
     """The bytes in flight per SM of the warps the occupancy model chooses for `plan`'s
-    sizes (what `assign-layouts` will then choose for them)."""
+    sizes (what `assign-layouts` will then choose for them): its blocks an SM times a
+    block's bytes -- or, on a `grid` whose blocks are known and fewer than the SMs hold, the
+    blocks the grid gives each SM (`occupancy._grid_in_flight`; a column cumsum of 8192 x
+    1000 has 125 blocks of 8 columns for 132 SMs: one block's tile is all an SM moves)."""
     trial = kernel.clone()
     assert isinstance(trial, Operation)
     bind_tile_sizes(trial, plan)  # type: ignore[arg-type]
     occupancy = _Occupancy.of(trial)  # type: ignore[arg-type]
     if occupancy is None or not occupancy.candidates:
-        return 0
-    return next(c.in_flight for c in occupancy.candidates if c.warps == occupancy.choice)
+        return 0, ""
+    chosen = next(c for c in occupancy.candidates if c.warps == occupancy.choice)
+    blocks = grid.blocks(plan) if grid is not None else None
+    if grid is None or blocks is None or blocks >= chosen.blocks * grid.sm_count:
+        return chosen.in_flight, ""
+    held = int(_grid_in_flight(chosen, (blocks, grid.sm_count)))
+    return held, f": the grid's {blocks} blocks for {grid.sm_count} SMs"
 
 
 @dataclass(frozen=True)
@@ -249,7 +263,10 @@ def shape_streamed_tiles(
         s.adjusted = "1 row: the most blocks"
     if run is not None and run.free and _scans_in_walk(kernel, contiguous):
         _scan_rows(plan, grid, run, [s for s in order if s.name not in sequential], maximum)
-    in_flight = _in_flight(kernel, plan)
+    # A loop split across blocks multiplies the grid at launch to fill the SMs; one that is
+    # not leaves each SM the blocks the grid has.
+    held = None if _splittable(kernel) else grid
+    in_flight, why = _in_flight(kernel, plan, held)
     while order:
         if in_flight >= BYTES_IN_FLIGHT or _elements(plan, largest) >= maximum:
             break
@@ -273,9 +290,9 @@ def shape_streamed_tiles(
             continue
         s.adjusted = (
             f"grown to {s.size}: with fewer, an SM keeps under "
-            f"{BYTES_IN_FLIGHT // 1024} KiB in flight ({in_flight // 1024} KiB)"
+            f"{BYTES_IN_FLIGHT // 1024} KiB in flight ({in_flight // 1024} KiB{why})"
         )
-        in_flight = _in_flight(kernel, plan)
+        in_flight, why = _in_flight(kernel, plan, held)
     return True
 
 

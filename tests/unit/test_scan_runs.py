@@ -18,7 +18,7 @@ from tilec.interp.runner import random_arguments
 from tilec.ir.attributes import BlockedLayout
 from tilec.ir.types import TileType, bf16, f32
 from tilec.ir.verifier import verify
-from tilec.passes.scan_layouts import SCAN_RUNS_ATTRIBUTE, lane_step_shuffles
+from tilec.passes.scan_layouts import SCAN_RUNS_ATTRIBUTE, lane_step_shuffles, runs_along
 from tilec.passmanager import PassContext, parse_pipeline
 from tilec.tune.space import read_back
 
@@ -100,3 +100,40 @@ def test_aligned_rows_keep_their_runs_and_the_option_keeps_any():
     scans = [op for op in func.walk() if isinstance(op, S.ScanOp)]
     assert all(s.input.type.layout.size_per_thread[-1] == 1 for s in scans)
     assert read_back(func)["assign-layouts.scan_runs"] is False
+
+
+UNSEEN = os.path.join(ROOT, "tilec", "benchmarks", "unseen.tile")
+
+
+def test_a_scan_down_the_columns_takes_runs_of_rows_and_computes_the_same():
+    """Along an axis other than the last, a thread's repeats of the axis fold into one run of
+    consecutive rows (`runs_along`): one lane step instead of one a repeat, the same accesses."""
+    pipeline = 'assume{all="aligned,unit,divisible"},' + DEFAULT_PIPELINE.replace(
+        "tiling,", 'tiling{extents="M=300,N=24" tiles="BM=256,BN=8"},'
+    )
+    module = tilec.compile(UNSEEN, kernels=["col_cumsum"]).module
+    inputs = random_arguments(module.lookup("col_cumsum"), {"M": 300, "N": 24}, seed=3)
+    context = check_each_pass(module, "col_cumsum", pipeline, inputs)
+    func = module.lookup("col_cumsum")
+    scans = [op for op in func.walk() if isinstance(op, S.ScanOp)]  # (mask-bounds peels one)
+    assert scans
+    for scan in scans:
+        t = scan.input.type
+        # 256 rows on 16 lanes and 4 warps: 4 rows a thread, once, where the load repeats 4 times
+        assert t.layout.size_per_thread == (4, 4)
+        assert isinstance(scan.input.owner, T.ConvertLayoutOp)
+        loaded = scan.input.owner.input.type
+        assert loaded.layout.size_per_thread == (1, 4)
+        assert lane_step_shuffles(t, 0) * 4 == lane_step_shuffles(loaded, 0)
+    assert read_back(func)["assign-layouts.scan_runs"] is True
+    said = [r.message for r in context.remarks if "runs along axis 0" in r.message]
+    assert said and "operand converted" in said[0], said
+
+
+def test_runs_along_folds_only_the_repeats_of_the_axis():
+    # 64 rows on 16 lanes and 4 warps: no repeats, nothing to fold
+    layout = BlockedLayout((1, 4), (16, 2), (4, 1), (1, 0))
+    assert runs_along(layout, (64, 8), 0) == layout
+    assert runs_along(layout, (512, 8), 0).size_per_thread == (8, 4)
+    # the last axis's run is left alone: its repeats are the next lanes' accesses
+    assert runs_along(layout, (512, 8), 1) == layout
