@@ -80,3 +80,18 @@ def test_cases_are_well_formed():
         assert [kind for *_, kind in made[-case.outputs :]] == ["empty"] * case.outputs
         assert len(case.shape) in SMALL and case.moved(case.shape) > 0
     assert unseen_probe.main(["--only", "no_such_kernel"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--shape", "300,24"], "--shape needs --only"),
+        (["--only", "l2norm", "--shape", "3,300,24"], "other ranks"),
+        (["--only", "l2norm", "--config", "BM={not json"], "--config NAME=JSON"),
+        (["--only", "l2norm", "--shape", "300,x"], "--shape D,D"),
+    ],
+)
+def test_bad_shapes_and_configurations_are_refused_before_anything_runs(argv, said, capsys):
+    with pytest.raises(SystemExit) as e:
+        unseen_probe.main(argv)
+    assert e.value.code == 2 and said in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """Kernels nobody here tuned, against what a user has: `torch.compile` and eager torch.
 
     python -m tilec.benchmarks.unseen_probe [--only l2norm,col_cumsum] [--json OUT]
+        [--shape 30000,300 ...] [--config 'NAME={"tile.M": 256}' ...]
 
 The kernels of `unseen.tile` (beside this file) are of classes the suite's heuristics were not
 written for -- a residual add fused with RMSNorm, an L2 normalisation of rows of odd widths, a
@@ -9,7 +10,9 @@ on 3-D tiles, a masked mean over a sequence -- each at shapes no power of two di
 checked against torch first, then timed in interleaved rounds with its peers (the suite's clock,
 `tilec.benchmarks.gpu.time_ms`, inputs rotated past the L2 cache), beside a 1 GiB copy of the
 same run. One table: milliseconds, tilec over the best peer (a time ratio: above 1, tilec is
-slower), tilec's bandwidth as a fraction of the copy's. Needs a GPU.
+slower), tilec's bandwidth as a fraction of the copy's; with `--config`, tilec under each
+configuration (the tuner's names, as `tilec.benchmarks.ab` takes them) over its heuristics'
+time, each checked first; `--shape` times the `--only` kernels at other shapes. Needs a GPU.
 
 The cases are `CASES`: (name, kernel, shape, make, bytes moved, torch's expression, check).
 `tests/unit/test_unseen_probe.py` runs every kernel in the interpreter against the same
@@ -19,6 +22,8 @@ expressions on small shapes, so the probe's kernels stay correct without a GPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -143,44 +148,60 @@ def _torch_new(shape: tuple, dtype: str, kind: str) -> Any:
     return torch.empty(*shape, device="cuda", dtype=dt)
 
 
-def _measure(case: Case, copy_gbs: float) -> dict[str, Any]:
+PEERS = ("torch.compile", "torch eager")
+
+
+def _call(kernel: Any, scalars: tuple, *tensors: Any) -> Any:
+    return kernel(*tensors, *scalars)
+
+
+def _measure(case: Case, copy_gbs: float, configs: dict[str, dict] | None = None) -> dict:
+    """`case` timed against its peers in interleaved rounds, and under each of `configs`
+    (name: a configuration of the tuner's names) beside the heuristics' own choice."""
     import torch
 
     from tilec.benchmarks.gpu import _sets, time_ms
     from tilec.jit import load_kernel
+    from tilec.tune.space import split_config
 
-    kernel = load_kernel(KERNELS, case.kernel)
+    kernels = {"tilec": load_kernel(KERNELS, case.kernel)}
+    for name, config in (configs or {}).items():
+        options, pass_options = split_config(config)
+        kernels[f"tilec {name}"] = load_kernel(
+            KERNELS, case.kernel, **options, pass_options=pass_options
+        )
     ins = len(case.inputs(case.shape, lambda *a: None)) - case.outputs
     compiled = torch.compile(case.torch)
     sets = _sets(lambda: case.inputs(case.shape, _torch_new), case.moved(case.shape))
-    runs = {
-        "tilec": lambda *a: kernel(*a, *case.scalars),
-        "torch.compile": lambda *a: compiled(*a[:ins]),
-        "torch eager": lambda *a: case.torch(*a[:ins]),
-    }
+    runs = {name: functools.partial(_call, k, case.scalars) for name, k in kernels.items()}
+    runs["torch.compile"] = lambda *a: compiled(*a[:ins])
+    runs["torch eager"] = lambda *a: case.torch(*a[:ins])
     first = sets[0]
-    for run in runs.values():
-        run(*first)
-    torch.cuda.synchronize()
     expected = case.torch(*first[:ins])
     expected = expected if isinstance(expected, tuple) else (expected,)
-    ok = all(
-        torch.allclose(got.float(), want.float(), rtol=case.rtol, atol=case.atol)
-        for got, want in zip(first[ins:], expected)
-    )
+    right = {}
+    for name, run in runs.items():  # each tilec kernel's outputs checked (the peers' are torch's)
+        run(*first)
+        torch.cuda.synchronize()
+        right[name] = all(
+            torch.allclose(got.float(), want.float(), rtol=case.rtol, atol=case.atol)
+            for got, want in zip(first[ins:], expected)
+        )
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(ROUNDS):
         for name, run in runs.items():
             times[name].append(time_ms(run, sets))
     ms = {name: statistics.median(v) for name, v in times.items()}
-    peer = min((v, name) for name, v in ms.items() if name != "tilec")
+    peer = min((ms[name], name) for name in PEERS)
     return {
         "kernel": case.kernel,
         "shape": list(case.shape),
-        "ok": ok,
+        "ok": all(right[name] for name in kernels),
+        "right": {name: right[name] for name in kernels},
         "ms": ms,
         "best_peer": peer[1],
         "ratio": ms["tilec"] / peer[0],
+        "configs": {name: ms[f"tilec {name}"] / ms["tilec"] for name in configs or {}},
         "copy_fraction": case.moved(case.shape) / (ms["tilec"] * 1e-3) / 1e9 / copy_gbs,
     }
 
@@ -202,12 +223,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilec.benchmarks.unseen_probe")
     parser.add_argument("--only", help="comma-separated kernel names")
     parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="D,D,...",
+        help="time the --only kernels at this shape instead of their table's (repeatable)",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="also time tilec under this configuration of the tuner's names, e.g. "
+        "'BM=256={\"tile.M\": 256}' (repeatable; printed as its time over the heuristics')",
+    )
     args = parser.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
     cases = [c for c in CASES if wanted is None or c.kernel in wanted]
     if not cases:
         print(f"no case of {sorted(wanted or ())}; kernels: {sorted({c.kernel for c in CASES})}")
         return 1
+    try:
+        configs = {n: json.loads(j) for n, j in (c.split("=", 1) for c in args.config)}
+        shapes = [tuple(int(d) for d in s.split(",")) for s in args.shape]
+    except ValueError as e:
+        parser.error(f"--config NAME=JSON, --shape D,D,...: {e}")
+    if shapes:
+        if wanted is None:
+            parser.error("--shape needs --only: the shape is one kernel's")
+        first = {c.kernel: c for c in cases}
+        bad = [s for c in first.values() for s in shapes if len(s) != len(c.shape)]
+        if bad:
+            parser.error(f"--shape {bad[0]}: the kernels' shapes have other ranks")
+        cases = [dataclasses.replace(c, shape=s) for c in first.values() for s in shapes]
     copy = _copy_gbs()
     print(f"copy {copy:.0f} GB/s (1 GiB, this run)")
     print(
@@ -215,13 +264,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = []
     for case in cases:
-        row = _measure(case, copy)
+        row = _measure(case, copy, configs)
         rows.append(row)
         ms = row["ms"]
+        wrong = [n for n, right in row["right"].items() if not right]
         print(
             f"{case.kernel:12} {'x'.join(map(str, case.shape)):>16} {ms['tilec']:8.4f} "
             f"{ms['torch.compile']:8.4f} {ms['torch eager']:8.4f} {row['ratio']:7.3f} "
-            f"{100 * row['copy_fraction']:5.1f}%" + ("" if row["ok"] else "  WRONG"),
+            f"{100 * row['copy_fraction']:5.1f}%"
+            + "".join(f"  {n}: {r:.3f}" for n, r in row["configs"].items())
+            + (f"  WRONG: {', '.join(wrong)}" if wrong else ""),
             flush=True,
         )
     ratios = [r["ratio"] for r in rows if r["ok"]]
