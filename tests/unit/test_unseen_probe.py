@@ -5,6 +5,8 @@ figures are of right kernels; and its cases are well formed."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -95,3 +97,22 @@ def test_bad_shapes_and_configurations_are_refused_before_anything_runs(argv, sa
     with pytest.raises(SystemExit) as e:
         unseen_probe.main(argv)
     assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_compile_only_reads_a_column_scan_before_it_is_timed(capsys):
+    """`--compile-only` compiles as the jit would, on the CPU: the column cumsum's scan takes
+    runs of rows (one lane step where 8 repeats took one each) unless the option says not."""
+    argv = ["--compile-only", "--only", "col_cumsum", "--shape", "8192,1000"]
+    argv += ["--config", 'no runs={"assign-layouts.scan_runs": false}']
+    assert unseen_probe.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "heuristics: built" in out and "no runs: built" in out
+    case = dataclasses.replace(
+        next(c for c in unseen_probe.CASES if c.kernel == "col_cumsum"), shape=(8192, 1000)
+    )
+    runs = unseen_probe.compiled(case)
+    plain = unseen_probe.compiled(case, {"assign-layouts.scan_runs": False})
+    assert runs["decisions"]["assign-layouts.scan_runs"] is True
+    assert runs["decisions"]["tile.M"] == 512  # 125 blocks: a block's tile is all its SM moves
+    assert 0 < runs["shuffles"] < plain["shuffles"] // 4
+    assert runs["accesses"] == plain["accesses"] and runs["accesses"]["ld.v4.32"] > 0

@@ -1,7 +1,7 @@
 """Kernels nobody here tuned, against what a user has: `torch.compile` and eager torch.
 
     python -m tilec.benchmarks.unseen_probe [--only l2norm,col_cumsum] [--json OUT]
-        [--shape 30000,300 ...] [--config 'NAME={"tile.M": 256}' ...]
+        [--shape 30000,300 ...] [--config 'NAME={"tile.M": 256}' ...] [--compile-only]
 
 The kernels of `unseen.tile` (beside this file) are of classes the suite's heuristics were not
 written for -- a residual add fused with RMSNorm, an L2 normalisation of rows of odd widths, a
@@ -12,7 +12,10 @@ checked against torch first, then timed in interleaved rounds with its peers (th
 same run. One table: milliseconds, tilec over the best peer (a time ratio: above 1, tilec is
 slower), tilec's bandwidth as a fraction of the copy's; with `--config`, tilec under each
 configuration (the tuner's names, as `tilec.benchmarks.ab` takes them) over its heuristics'
-time, each checked first; `--shape` times the `--only` kernels at other shapes. Needs a GPU.
+time, each checked first; `--shape` times the `--only` kernels at other shapes. Needs a GPU,
+but for `--compile-only`: each case (and configuration) compiled on the CPU as the jit would
+compile it for its shape, with its decisions, ptxas's registers and spills, its shuffles and its
+global accesses by width -- what can be read of a kernel before it is timed.
 
 The cases are `CASES`: (name, kernel, shape, make, bytes moved, torch's expression, check).
 `tests/unit/test_unseen_probe.py` runs every kernel in the interpreter against the same
@@ -26,6 +29,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import statistics
 import sys
 from collections.abc import Callable
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CASES", "KERNELS", "Case", "main"]
+__all__ = ["CASES", "KERNELS", "Case", "compiled", "main"]
 
 KERNELS = Path(__file__).resolve().parent / "unseen.tile"
 ROUNDS = 3
@@ -206,6 +210,71 @@ def _measure(case: Case, copy_gbs: float, configs: dict[str, dict] | None = None
     }
 
 
+def _meta_new(shape: tuple, dtype: str, kind: str) -> Any:
+    import torch
+
+    dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    return torch.empty(*shape, device="meta", dtype=dt)
+
+
+GLOBAL_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[a-z]+)*?(\.v[248])?\.[bfus](\d+)")
+
+
+def compiled(case: Case, config: dict | None = None) -> dict[str, Any]:
+    """`case` compiled on the CPU as `@tilec.jit` would compile it for its shape (arguments
+    described by meta tensors: shapes, strides, dtypes, 16-byte aligned): the decisions, the
+    PTX's global accesses by width (e.g. "ld.v4.32": 16 bytes), its shuffles and lines, and
+    ptxas's registers and spilled bytes where ptxas is found."""
+    from tilec.benchmarks.regret_replay import _described
+    from tilec.jit import load_kernel
+    from tilec.lowering.ptxas import PtxasError, assemble
+    from tilec.tune.api import problem_for_call
+    from tilec.tune.worker import build_candidate
+
+    function = load_kernel(KERNELS, case.kernel)
+    arguments = [*case.inputs(case.shape, _meta_new), *case.scalars]
+    problem = problem_for_call(function, [_described(v) for v in arguments], arch="sm_90a")
+    build = build_candidate(problem, dict(config or {}))
+    ptx = build.ptx or ""
+    accesses: dict[str, int] = {}
+    for m in GLOBAL_ACCESS.finditer(ptx):
+        key = f"{m.group(1)}{m.group(2) or ''}.{m.group(3)}"
+        accesses[key] = accesses.get(key, 0) + 1
+    row: dict[str, Any] = {
+        "kernel": case.kernel,
+        "shape": list(case.shape),
+        "status": build.status,
+        "reason": build.reason,
+        "decisions": build.decisions,
+        "accesses": accesses,
+        "shuffles": ptx.count("shfl.sync"),
+        "ptx_lines": ptx.count("\n"),
+    }
+    try:
+        (resources,) = assemble(ptx, "sm_90a").values()
+    except (PtxasError, ValueError):
+        return row
+    row["registers"] = resources.registers
+    row["spilled_bytes"] = resources.spill_stores + resources.spill_loads
+    return row
+
+
+def _print_compiled(row: dict[str, Any]) -> None:
+    shape = "x".join(map(str, row["shape"]))
+    decided = ", ".join(f"{k}={v}" for k, v in row["decisions"].items())
+    registers = (
+        f"{row['registers']} registers, {row['spilled_bytes']} bytes spilled"
+        if "registers" in row
+        else "no ptxas"
+    )
+    accesses = " ".join(f"{k}:{n}" for k, n in sorted(row["accesses"].items()))
+    print(
+        f"{row['kernel']:12} {shape:>16} {row['config']}: {row['status']} {row['reason']}".rstrip()
+    )
+    print(f"    {decided}")
+    print(f"    {registers}; {row['shuffles']} shuffles, {row['ptx_lines']} PTX lines; {accesses}")
+
+
 def _copy_gbs() -> float:
     import torch
 
@@ -238,6 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also time tilec under this configuration of the tuner's names, e.g. "
         "'BM=256={\"tile.M\": 256}' (repeatable; printed as its time over the heuristics')",
     )
+    parser.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="no GPU: compile each case as the jit would and print its decisions, registers, "
+        "shuffles and global accesses by width",
+    )
     args = parser.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
     cases = [c for c in CASES if wanted is None or c.kernel in wanted]
@@ -257,6 +332,15 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             parser.error(f"--shape {bad[0]}: the kernels' shapes have other ranks")
         cases = [dataclasses.replace(c, shape=s) for c in first.values() for s in shapes]
+    if args.compile_only:
+        rows = []
+        for case in cases:
+            for name, config in [("heuristics", {}), *configs.items()]:
+                rows.append({**compiled(case, config), "config": name})
+                _print_compiled(rows[-1])
+        if args.json:
+            args.json.write_text(json.dumps({"compiled": rows}, indent=1, default=str) + "\n")
+        return 0 if all(r["status"] == "built" and not r["reason"] for r in rows) else 1
     copy = _copy_gbs()
     print(f"copy {copy:.0f} GB/s (1 GiB, this run)")
     print(
