@@ -6,7 +6,8 @@
 The kernels of `unseen.tile` (beside this file) are of classes the suite's heuristics were not
 written for -- a residual add fused with RMSNorm, an L2 normalisation of rows of odd widths, a
 cumulative sum down columns, a two-pass log-softmax over a vocabulary of 50257, SiLU-and-multiply
-on 3-D tiles, a masked mean over a sequence -- each at shapes no power of two divides. Each is
+on 3-D tiles, a masked mean over a sequence, a matrix-vector product, a maximum over a
+sequence, a DiT's scale-and-shift modulation -- each at shapes no power of two divides. Each is
 checked against torch first, then timed in interleaved rounds with its peers (the suite's clock,
 `tilec.benchmarks.gpu.time_ms`, inputs rotated past the L2 cache), beside a 1 GiB copy of the
 same run. One table: milliseconds, tilec over the best peer (a time ratio: above 1, tilec is
@@ -111,6 +112,40 @@ def _masked_mean_inputs(shape: tuple, new: Callable) -> list:
     ]
 
 
+def _gemv(x: Any, v: Any) -> Any:
+    return (x.float() @ v.float()).to(x.dtype)
+
+
+def _gemv_inputs(shape: tuple, new: Callable) -> list:
+    return [
+        new(shape, "f16", "randn"),
+        new(shape[1:], "f16", "randn"),
+        new(shape[:1], "f16", "empty"),
+    ]
+
+
+def _seq_max(x: Any) -> Any:
+    return x.amax(1)
+
+
+def _seq_max_inputs(shape: tuple, new: Callable) -> list:
+    return [new(shape, "f32", "randn"), new((shape[0], shape[2]), "f32", "empty")]
+
+
+def _modulate(x: Any, scale: Any, shift: Any) -> Any:
+    return (x.float() * (1 + scale.float()[:, None, :]) + shift.float()[:, None, :]).to(x.dtype)
+
+
+def _modulate_inputs(shape: tuple, new: Callable) -> list:
+    rows = (shape[0], shape[2])
+    return [
+        new(shape, "bf16", "randn"),
+        new(rows, "bf16", "randn"),
+        new(rows, "bf16", "randn"),
+        new(shape, "bf16", "empty"),
+    ]
+
+
 def _bytes(tensors: int, size: int) -> Callable[[tuple], int]:
     """The bytes moved: `tensors` tensors of the kernel's shape, of `size`-byte elements."""
     return lambda shape: tensors * size * math.prod(shape)
@@ -130,6 +165,14 @@ _TABLE: list[tuple] = [
      _bytes(3, 2), {}),
     ("masked_mean", ((16, 1000, 768), (64, 333, 1024)), _masked_mean_inputs, 1, _masked_mean,
      _bytes(1, 4), {"rtol": 1e-3, "atol": 1e-4}),
+    # the thirteenth session's: a matrix-vector product (a decode step's linear), the maximum
+    # over a sequence, a DiT's adaptive-norm modulation (per-sample scale and shift rows)
+    ("gemv", ((8192, 4097), (11008, 4096), (50000, 1000)), _gemv_inputs, 1, _gemv,
+     lambda s: 2 * (s[0] * s[1] + s[0] + s[1]), {"rtol": 2e-2, "atol": 5e-2}),
+    ("seq_max", ((16, 1000, 768), (4, 30011, 1000)), _seq_max_inputs, 1, _seq_max,
+     lambda s: 4 * (s[0] * s[1] * s[2] + s[0] * s[2]), {"rtol": 0, "atol": 0}),
+    ("modulate", ((8, 1024, 1152), (4, 4097, 3072)), _modulate_inputs, 1, _modulate,
+     lambda s: 2 * (2 * s[0] * s[1] * s[2] + 2 * s[0] * s[2]), {"rtol": 2e-2, "atol": 2e-2}),
 ]  # fmt: skip
 
 CASES: list[Case] = [
