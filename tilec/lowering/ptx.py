@@ -14,13 +14,15 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping
-
-import llvmlite.binding as llvm
+from typing import TYPE_CHECKING
 
 from tilec.diagnostics import Location, TileError
 from tilec.dialects.builtin import ModuleOp
 from tilec.lowering.abi import Specialization
 from tilec.lowering.llvm import ARCHES, DATA_LAYOUT, TRIPLE, lower_to_llvm
+
+if TYPE_CHECKING:  # LLVM's library loads when PTX is first made, not with the compiler (80 ms)
+    import llvmlite.binding as llvm
 
 __all__ = [
     "PTX_VERSION",
@@ -38,6 +40,8 @@ PTX_VERSION = "ptx81"
 @functools.cache
 def target_machine(arch: str) -> llvm.TargetMachine:
     """LLVM's NVPTX target machine for `arch` (one of `ARCHES`)."""
+    import llvmlite.binding as llvm
+
     if arch not in ARCHES:
         raise TileError(f"unknown architecture '{arch}'", hint="one of " + ", ".join(ARCHES))
     llvm.initialize_all_targets()
@@ -50,6 +54,8 @@ def target_machine(arch: str) -> llvm.TargetMachine:
 
 def optimize(text: str, arch: str) -> llvm.ModuleRef:
     """Parse, verify and optimize (O3) LLVM IR text for `arch`."""
+    import llvmlite.binding as llvm
+
     module = llvm.parse_assembly(text)
     module.verify()
     machine = target_machine(arch)
