@@ -38,6 +38,16 @@ def column_cumsum(x: f32[M, N], s: f32[M, N]):
 
 
 @tilec.jit
+def column_cumsum_walked(x: f32[M, N], s: f32[M, N]):
+    for tn in tiles(N):
+        total = zeros([1, tn], f32)
+        for tm in tiles(M):
+            t = x[tm, tn]
+            s[tm, tn] = cumsum(t, axis=0) + total
+            total = total + sum(t, axis=0, keepdims=True)
+
+
+@tilec.jit
 def int_row_scans(x: i32[M, N], s: i32[M, N], hi: i32[M, N]):
     for tm in tiles(M):
         s[tm, :] = cumsum(x[tm, :], axis=1)
@@ -112,6 +122,20 @@ def test_column_cumsum_matches_torch(shape, warps):
     s = torch.empty(shape, device="cuda")
     kernel(_cuda(x), s)
     torch.testing.assert_close(s, torch.cumsum(_cuda(x), 0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(8192, 1000), (1000, 24), (300, 5), (2049, 129)])
+@pytest.mark.parametrize("pins", [{}, {"tile": {"M": 256, "N": 8}}, {"tile": {"M": 64}}])
+def test_a_column_cumsum_walking_its_rows_matches_torch(shape, pins):
+    """The loop's tiles of rows scanned in runs of consecutive rows a thread
+    (`scan_layouts.runs_along`: the heuristics' 512 x 8 at 8192 x 1000, and 256 x 8 pinned),
+    the running total carried between them."""
+    kernel = _pinned(column_cumsum_walked, **pins) if pins else column_cumsum_walked
+    x = _data(shape, 2)
+    s = torch.empty(shape, device="cuda")
+    kernel(_cuda(x), s)
+    want = torch.cumsum(_cuda(x).double(), 0).float()
+    torch.testing.assert_close(s, want, rtol=1e-4, atol=1e-3 * shape[0] ** 0.5)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
