@@ -182,10 +182,16 @@ CASES: list[Case] = [
 ]
 
 
+def _torch_dtype(dtype: str) -> Any:
+    import torch
+
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+
+
 def _torch_new(shape: tuple, dtype: str, kind: str) -> Any:
     import torch
 
-    dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    dt = _torch_dtype(dtype)
     if kind == "randn":
         return torch.randn(*shape, device="cuda", dtype=dt)
     if kind == "mask":  # about 70% ones, at least one a row
@@ -256,8 +262,7 @@ def _measure(case: Case, copy_gbs: float, configs: dict[str, dict] | None = None
 def _meta_new(shape: tuple, dtype: str, kind: str) -> Any:
     import torch
 
-    dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    return torch.empty(*shape, device="meta", dtype=dt)
+    return torch.empty(*shape, device="meta", dtype=_torch_dtype(dtype))
 
 
 GLOBAL_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[a-z]+)*?(\.v[248])?\.[bfus](\d+)")
