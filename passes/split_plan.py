@@ -1,7 +1,9 @@
 """What `split-reduction` (passes/split_reduction.py) recognises: a kernel whose grid body runs
 one loop that only reduces, each carried value updated by a ⊕ (`COMBINES`), a dot's
 accumulate, or as a sum rescaled by a carried maximum (an online softmax's normalizer,
-`_rescaled_sums`), to a tensor's extent or to at most one (`_extent_bound`). `split_plan` says
+`_rescaled_sums`), to a tensor's extent or to at most one (`_extent_bound`) -- or a scan: a
+loop whose carried values are ⊕-reductions and which stores tiles (what the carried values
+have reached, `_scan_stores`). `split_plan` says
 what splitting would do, or raises `NotSplit` saying why not (the pass's remark)."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from tilec.dialects import arith, scf
+from tilec.dialects import gather as G
 from tilec.dialects import math as M
 from tilec.dialects import split as W
 from tilec.dialects import tile as T
@@ -93,6 +96,7 @@ class Plan:
     carried: list[Carried]
     atomic: bool = False  # the epilogue's atomics combine the partials: no workspace
     bounded: bool = False  # the loop runs to at most the extent `dim` (`_extent_bound`)
+    scan: bool = False  # the loop stores what its carried values reach (`split_scan.py`)
 
 
 class NotSplit(Exception):
@@ -132,19 +136,45 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
     dim = extent.view.type.shape[extent.axis]
     if dim is None:
         raise NotSplit("the loop's extent is '?', which the launch cannot name")
-    for op in loop.body.block.ops:
-        if _stores(op):
-            raise NotSplit(f"the loop has an effect ({_effect(op).name})")
+    scan = _scan_stores(loop, atomics)
     if not loop.iter_args:
         raise NotSplit("the loop carries no value")
-    rescaled = {} if atomics else _rescaled_sums(loop)
+    rescaled = {} if atomics or scan else _rescaled_sums(loop)
     carried = [
-        _carried(loop, i, workspace=not atomics, static=tiled, rescaled=rescaled)
+        _carried(loop, i, workspace=not atomics, static=tiled, rescaled=rescaled, scan=scan)
         for i in range(len(loop.iter_args))
     ]
     if atomics:
         _check_atomic_epilogue(loop, carried, atomics)
-    return Plan(loop, dim, step or 0, carried, atomic=bool(atomics), bounded=extent.bounded)
+    return Plan(
+        loop, dim, step or 0, carried, atomic=bool(atomics), bounded=extent.bounded, scan=scan
+    )
+
+
+def _scan_stores(loop: scf.ForOp, atomics: list) -> bool:
+    """Whether `loop` is a scan (it stores tiles, what its carried values have reached as it
+    goes: a cumulative sum); raises `NotSplit` for any other effect. A scan's chunks are run
+    twice, the first time without its stores (`split_scan.py`), so nothing in the loop may
+    read what the loop stores."""
+    stores = []
+    for op in loop.body.walk():
+        if op is loop or _effect_of(op) is None:
+            continue
+        if not isinstance(op, T.StoreOp):
+            raise NotSplit(f"the loop has an effect ({op.name})")
+        stores.append(op)
+    if not stores:
+        return False
+    if atomics:
+        raise NotSplit("the loop stores (a scan) and the kernel has atomics")
+    stored = {op.view for op in stores}
+    for op in loop.body.walk():
+        if isinstance(op, (T.LoadOp, G.GatherOp)) and op.view in stored:
+            raise NotSplit(
+                f"the loop reads a tensor it stores ({op.name}): its chunks could not be "
+                "reduced before they are stored"
+            )
+    return True
 
 
 def splits_dot_loop(kernel: FuncOp) -> bool:
@@ -205,6 +235,7 @@ def _carried(
     workspace: bool = True,
     static: bool = True,
     rescaled: dict[int, int] | None = None,
+    scan: bool = False,
 ) -> Carried:
     rescaled = rescaled or {}
     arg = loop.iter_args[i]
@@ -212,7 +243,14 @@ def _carried(
     users = arg.uses
     scale = rescaled.get(i)
     through: set[Value] = set()  # values an addend may read carried values through
-    if scale is not None:  # x' = x * exp(m - m') + g: the add is the update, g the addend
+    yielded_value = loop.yield_op.operands[i]
+    if scan:
+        # A scan's carried values may be read by what it stores; its update is the op that
+        # makes the yielded value, from the carried value itself.
+        update = yielded_value.op if isinstance(yielded_value, OpResult) else None
+        if update is None or arg not in update.operands:
+            raise NotSplit(f"carried value {name} is not updated from itself: not a scan")
+    elif scale is not None:  # x' = x * exp(m - m') + g: the add is the update, g the addend
         update = users[0].results[0].uses[0]
         through.add(loop.yield_op.operands[scale])  # g may read m'
     elif i in rescaled.values():  # m' = maximum(m, h), m also read by the rescalings
@@ -224,7 +262,7 @@ def _carried(
         )
     else:
         update = users[0]
-    combine = _dot_combine(update, arg) or COMBINES.get(type(update))
+    combine = (None if scan else _dot_combine(update, arg)) or COMBINES.get(type(update))
     if combine is None or update.parent is not loop.body.block:
         raise NotSplit(
             f"carried value {name} is updated by {update.name}"
@@ -248,7 +286,8 @@ def _carried(
         )
     result = update.results[0]
     yielded = loop.yield_op.operands
-    used_inside = len(result.uses) != 1 and i not in rescaled.values()
+    # (A scan may store its updated values too.)
+    used_inside = len(result.uses) != 1 and i not in rescaled.values() and not scan
     if yielded[i] is not result or used_inside:
         raise NotSplit(f"carried value {name}'s update is used in the loop: not a ⊕-reduction")
     t = arg.type
@@ -409,11 +448,28 @@ def _stores(op: Operation) -> bool:
 
 def _effect(op: Operation) -> Operation | None:
     for inner in [op, *op.walk()]:
-        if isinstance(inner, (T.StoreOp, W.WorkspaceStoreOp, W.LastArrivalOp)):
-            return inner
-        if inner.name.startswith("tile.") and inner.name in _SHARED_EFFECTS:
+        if _effect_of(inner) is not None:
             return inner
     return None
+
+
+def _effect_of(op: Operation) -> Operation | None:
+    """`op` itself where it writes memory (or takes a ticket), else None."""
+    if isinstance(op, (T.StoreOp, *_SPLIT_EFFECTS)):
+        return op
+    if op.name.startswith("tile.") and op.name in _SHARED_EFFECTS:
+        return op
+    return None
+
+
+_SPLIT_EFFECTS = (
+    W.WorkspaceStoreOp,
+    W.LastArrivalOp,
+    W.SplitTicketOp,
+    W.PublishOp,
+    W.WaitPublishedOp,
+    W.ClearCountersOp,
+)
 
 
 _SHARED_EFFECTS = {"tile.async_copy", "tile.store_shared", "tile.barrier", "tile.scatter"}

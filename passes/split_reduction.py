@@ -32,6 +32,7 @@ from tilec.passes.split_plan import (
     splits_dot_loop,
 )
 from tilec.passes.split_rewrite import Rewrite
+from tilec.passes.split_scan import ScanRewrite
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
@@ -178,7 +179,7 @@ def _split_kernel(
             "tiles fill the SMs, or the extents are unknown; tilec.split_k is not set)",
         )
         return
-    rewrite = Rewrite(kernel, plan, options.combine_elements)
+    rewrite = (ScanRewrite if plan.scan else Rewrite)(kernel, plan, options.combine_elements)
     rewrite.run(fixed)
     source = "pinned by the kernel" if pinned else "option split"
     _remark(kernel, plan, rewrite, fixed, source, ctx)
@@ -211,7 +212,16 @@ def _remark(
         )
         for c in plan.carried
     )
-    if plan.atomic:
+    if plan.scan:
+        ctx.remark(
+            loop,
+            f"a scan ({combines}; the loop stores as it goes): each block takes the chunk of "
+            "its ticket (the order blocks arrive in), reduces it without the stores, publishes "
+            "its partials, waits for those of the chunks before it and combines them in slot "
+            f"order ({rewrite.rows_per_round} a round), then runs its chunk from there; the "
+            "block with the last chunk runs the epilogue (S = 1: the loop runs as written)",
+        )
+    elif plan.atomic:
         ctx.remark(
             loop,
             f"combine: {combines}, by the epilogue's atomics: each of the S blocks adds its "
@@ -228,10 +238,11 @@ def _remark(
     grid = attribute_pairs(kernel, "tilec.grid")
     blocks = " x ".join(f"ceil({d}/{sizes.get(t, t)})" for d, t in grid) or "1"
     if not plan.atomic:
+        counters = "2 + S 4-byte counters" if plan.scan else "one 4-byte counter"
         ctx.remark(
             loop,
             f"workspace: {format_bytes(rewrite.slot_bytes)} per slot x S x {blocks} blocks, and "
-            "one 4-byte counter per block (hidden kernel parameters the launcher keeps)",
+            f"{counters} per block (hidden kernel parameters the launcher keeps)",
         )
     if pinned:
         ctx.remark(loop, f"S = {pinned} ({source})")
@@ -251,6 +262,10 @@ def _remark(
         "S chosen at launch, the count of least modelled time (tilec.runtime.split): each "
         f"block's chain of iterations ({format_bytes(rewrite.trip_bytes)} each) and the "
         "bandwidth of the SMs its blocks occupy, against "
-        + ("the S updates each element's atomics make" if plan.atomic else "the combine's rounds")
+        + (
+            "the S updates each element's atomics make"
+            if plan.atomic
+            else "the combine's rounds" + (" (a scan runs each chunk twice)" if plan.scan else "")
+        )
         + "; 1 when the other axes fill the GPU",
     )

@@ -146,17 +146,7 @@ class Rewrite:
         tile_index = self.base_block(e)
         slot_base = e.create(arith.MulIOp, lhs=tile_index, rhs=splits).result
         slot = e.create(arith.AddIOp, lhs=slot_base, rhs=split).result
-        for c in self.plan.carried:
-            value = loop.results[c.index]
-            if c.scalar:
-                value = e.create(T.SplatOp, input=value, result_types=[c.type]).result
-            e.create(
-                W.WorkspaceStoreOp,
-                value=value,
-                slot=slot,
-                offset=c.offset,
-                slot_bytes=self.slot_bytes,
-            )
+        self.store_partials(e, [loop.results[c.index] for c in self.plan.carried], slot)
         last = e.create(W.LastArrivalOp, counter=tile_index, count=splits).result
         last.name_hint = "last"
         gather = e.create(
@@ -191,6 +181,20 @@ class Rewrite:
         for c, final in zip(self.plan.carried, finals):
             loop.results[c.index].replace_uses_if(final, guard.is_ancestor_of)
         # Carried values that are not partial results (none: every one is) keep their uses.
+
+    def store_partials(self, b: Builder, values: list[Value], slot: Value) -> None:
+        """Each carried value's partial (`values`, in `plan.carried`'s order) to its place in
+        workspace slot `slot` (a scalar as its 1-element tile)."""
+        for c, value in zip(self.plan.carried, values):
+            if c.scalar:
+                value = b.create(T.SplatOp, input=value, result_types=[c.type]).result
+            b.create(
+                W.WorkspaceStoreOp,
+                value=value,
+                slot=slot,
+                offset=c.offset,
+                slot_bytes=self.slot_bytes,
+            )
 
     def carried_type(self, c: Carried) -> Any:
         """The type the loop carries `c` in (its slot holds a scalar as a 1-element tile)."""

@@ -15,6 +15,10 @@ round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
   bandwidth (`SM_BYTES_PER_S`, the copy bandwidth over 132 SMs) moves in that time: an SM
   with one block of 16 KiB iterations streams 23 GB/s, with four the SM's whole share, so
   splits that leave some SMs one block and others two are as slow as the SMs with two.
+* **A split scan** (`scan`: the loop stores as it goes, `passes/split_scan.py`) runs each
+  block's chunk twice, once reduced and once scanned from the chunks before it: twice the
+  iterations, at the bytes of the scanning pass (its loads and stores; the reducing pass's
+  loads are the same and mostly L2 hits the second time, which the model does not credit).
 * **The combine** (S > 1): the last block of each output tile reads the S partials `rows` a
   round, `COMBINE_ROUND_S` each. A kernel whose atomics combine the partials (`atomic`, from
   `accumulate-atomics`: each split block adds its own) has no combine rounds; each element of
@@ -96,19 +100,20 @@ def choose_split(
     trip_bytes: int,
     rows: int,
     atomic: bool = False,
+    scan: bool = False,
 ) -> int:
     """The split count S for a launch whose other axes have `base_blocks` blocks, on a GPU of
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
     iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (or,
-    `atomic`, is the atomics of each block): the count of least `split_time` (the module
-    docstring says why)."""
+    `atomic`, is the atomics of each block; `scan`: a split scan, whose blocks run their chunks
+    twice): the count of least `split_time` (the module docstring says why)."""
     if base_blocks <= 0 or trips <= 1 or base_blocks >= sm_count:
         # Nothing to split, or every SM has a block of the other axes already: splits would
         # only add blocks to busy SMs, whose chains of iterations overlap there already.
         return 1
     resident = sm_count * max(blocks_per_sm, 1)
     most = min(trips, MAX_SPLIT, max(1, 4 * resident // base_blocks))
-    args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic)
+    args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic, scan)
     best, best_s = 1, split_time(1, *args)
     for count in range(2, most + 1):
         t = split_time(count, *args)
@@ -192,6 +197,7 @@ def split_time(
     trip_bytes: int,
     rows: int,
     atomic: bool = False,
+    scan: bool = False,
 ) -> float:
     """The modelled seconds of a launch split `count` ways (the module docstring)."""
     blocks = base_blocks * count
@@ -200,7 +206,9 @@ def split_time(
     # The busiest SM of a wave holds this many blocks; their iterations share its bandwidth.
     busiest = min(per_sm, -(-blocks // sm_count))
     iteration = max(ITERATION_S, busiest * max(trip_bytes, 1) / SM_BYTES_PER_S)
-    block = -(-trips // count) * iteration + (SPLIT_FIXED_S if count > 1 else 0.0)
+    # A split scan runs its chunk twice: reduced, then scanned from the chunks before it.
+    passes = 2 if scan and count > 1 else 1
+    block = passes * -(-trips // count) * iteration + (SPLIT_FIXED_S if count > 1 else 0.0)
     t = waves * block
     if atomic:
         t += count * ATOMIC_UPDATE_S
@@ -303,6 +311,7 @@ def split_grid(
             trip_bytes=split.trip_bytes,
             rows=split.rows,
             atomic=bool(split.atomic),
+            scan=bool(split.scan),
         )
     if count == 1:
         return grid, (0, 0)
@@ -310,7 +319,10 @@ def split_grid(
         full = list(grid)
         full[axis] = count
         return (full[0], full[1], full[2]), (0, 0)
-    addresses = WORKSPACES.get(ordinal, stream, base * count * split.slot_bytes, base)
+    # A split scan's counters: a ticket and a finish counter per block of the other axes, then
+    # its S flags (passes/split_scan.py).
+    counters = base * (2 + count) if split.scan else base
+    addresses = WORKSPACES.get(ordinal, stream, base * count * split.slot_bytes, counters)
     if addresses is None:
         return grid, (0, 0)  # capturing, and no workspace yet: unsplit
     full = list(grid)

@@ -138,6 +138,40 @@ def test_a_column_cumsum_walking_its_rows_matches_torch(shape, pins):
     torch.testing.assert_close(s, want, rtol=1e-4, atol=1e-3 * shape[0] ** 0.5)
 
 
+@pytest.mark.parametrize("shape", [(100000, 64), (30000, 300), (7, 5), (4099, 1)])
+@pytest.mark.parametrize("split", [None, 1, 2, 7])
+def test_a_split_column_cumsum_matches_torch_launch_after_launch(shape, split):
+    """A tall column scan split across blocks (`passes/split_scan.py`: chunks by ticket, each
+    reduced, published, waited for and scanned), at the launch's S and pinned ones; three
+    launches in a row, so that tickets and flags left set would show in the second."""
+    kernel = column_cumsum_walked if split is None else _pinned(column_cumsum_walked, split=split)
+    for seed in range(3):
+        x = _data(shape, 10 + seed)
+        s = torch.full(shape, float("nan"), device="cuda")
+        kernel(_cuda(x), s)
+        want = torch.cumsum(_cuda(x).double(), 0).float()
+        torch.testing.assert_close(s, want, rtol=1e-4, atol=1e-3 * shape[0] ** 0.5)
+
+
+@tilec.jit
+def long_row_running_max(x: f32[M, N], y: f32[M, N]):
+    for tm in tiles(M):
+        best = full([tm, 1], -inf, f32)
+        for tn in tiles(N):
+            t = x[tm, tn]
+            y[tm, tn] = maximum(cummax(t, axis=1), best)
+            best = maximum(best, max(t, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("shape", [(3, 200000), (1, 65537), (40, 5000)])
+def test_a_split_running_max_along_few_long_rows_matches_torch(shape):
+    x = torch.from_numpy(_data(shape, 4)).cuda()
+    y = torch.empty_like(x)
+    for _ in range(2):
+        long_row_running_max(x, y)
+        torch.testing.assert_close(y, torch.cummax(x, 1).values, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("warps", WARPS)
 def test_integer_scans_wrap_like_torch(shape, warps):

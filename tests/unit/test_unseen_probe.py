@@ -101,7 +101,8 @@ def test_bad_shapes_and_configurations_are_refused_before_anything_runs(argv, sa
 
 def test_compile_only_reads_a_column_scan_before_it_is_timed(capsys):
     """`--compile-only` compiles as the jit would, on the CPU: the column cumsum's scan takes
-    runs of rows (one lane step where 8 repeats took one each) unless the option says not."""
+    runs of rows (one lane step where the repeats took one each) unless the option says not,
+    and, split across blocks at launch (a split scan), its tiles are a line of columns wide."""
     argv = ["--compile-only", "--only", "col_cumsum", "--shape", "8192,1000"]
     argv += ["--config", 'no runs={"assign-layouts.scan_runs": false}']
     assert unseen_probe.main(argv) == 0
@@ -113,6 +114,7 @@ def test_compile_only_reads_a_column_scan_before_it_is_timed(capsys):
     runs = unseen_probe.compiled(case)
     plain = unseen_probe.compiled(case, {"assign-layouts.scan_runs": False})
     assert runs["decisions"]["assign-layouts.scan_runs"] is True
-    assert runs["decisions"]["tile.M"] == 512  # 125 blocks: a block's tile is all its SM moves
-    assert 0 < runs["shuffles"] < plain["shuffles"] // 4
+    assert runs["decisions"]["split"] == "auto"
+    assert (runs["decisions"]["tile.M"], runs["decisions"]["tile.N"]) == (64, 32)
+    assert 0 < runs["shuffles"] < plain["shuffles"] // 2
     assert runs["accesses"] == plain["accesses"] and runs["accesses"]["ld.v4.32"] > 0

@@ -12,6 +12,16 @@ kernel parameters hold what they share (docs/abi.md): the *workspace*, an array 
     %q = tile.workspace_read slot %j offset 0 slot_bytes 256 : tile<64xf32>
     %p = tile.workspace_load slots %first count %n offset 0 slot_bytes 256 {padding = 0.0} : tile<32x64xf32>
 
+A split *scan* (a loop that also stores what its carried values have reached: a cumulative
+sum) has every block wait for the partials of the chunks before its own, so its blocks take
+their chunks in the order they arrive and tell each other when a partial is written, through
+more words of the counters:
+
+    %k = tile.split_ticket counter %t arrivals %S
+    tile.publish counter %f
+    tile.wait_published counters %first count %k
+    tile.clear_counters counters %first count %S
+
 * `tile.workspace_store` writes a tile, row-major, at byte `offset` of slot `slot`.
 * `tile.last_arrival` takes a ticket on counter `counter`: true in exactly one of the
   `arrivals` blocks that take one, the last to arrive, which also puts the counter back to 0
@@ -24,6 +34,15 @@ kernel parameters hold what they share (docs/abi.md): the *workspace*, an array 
 * `tile.workspace_load` reads rows `first, first + 1, ...` of its result from consecutive
   slots (the tile one `tile.workspace_store` of the remaining shape wrote at `offset`); rows
   at or past `count` are not read and take `padding` (the combine's identity).
+* `tile.split_ticket` takes a ticket on counter `counter`: the i-th of the `arrivals` blocks
+  that take one gets i - 1 (0, 1, ..., arrivals - 1), and the last puts the counter back to 0.
+  A block that got ticket k runs after every block that got a smaller one has started, so
+  it may wait for them (forward progress: they wait only for smaller tickets still).
+* `tile.publish` sets counter `counter` to 1 after every workspace store the block made
+  before it (release at GPU scope); `tile.wait_published` waits until counters
+  `first .. first + count - 1` are all set, after which the stores published before them are
+  visible to the block (acquire); `tile.clear_counters` sets counters `first .. first +
+  count - 1` back to 0 (plain stores: the next launch, in stream order, sees them).
 
 The interpreter (`tilec.interp.semantics`) runs blocks one after another, so a ticket is a
 count there; it reports a load of a slot no block of this launch wrote.
@@ -35,10 +54,14 @@ from tilec.ir.attributes import BoolAttr, FloatAttr, IntegerAttr
 from tilec.ir.constraints import INDEX, TILE
 from tilec.ir.core import Attr, Operand, Operation, Result, register_op
 from tilec.ir.folding import check_constant_fits
-from tilec.ir.types import TileType, i1
+from tilec.ir.types import TileType, i1, index
 
 __all__ = [
+    "ClearCountersOp",
     "LastArrivalOp",
+    "PublishOp",
+    "SplitTicketOp",
+    "WaitPublishedOp",
     "WorkspaceLoadOp",
     "WorkspaceReadOp",
     "WorkspaceStoreOp",
@@ -147,3 +170,53 @@ class LastArrivalOp(Operation):
     @classmethod
     def infer_result_types(cls, operands, attributes):
         return [i1]
+
+
+@register_op
+class SplitTicketOp(Operation):
+    """A ticket on counter `counter`: 0 for the first of `arrivals` blocks to take one, 1 for
+    the next, ...; the last resets the counter to 0. A split scan's chunk is its ticket."""
+
+    name = "tile.split_ticket"
+    summary = "Take a numbered ticket on a split counter (arrival order, from 0)."
+    counter = Operand(INDEX)
+    count = Operand(INDEX)
+    result = Result()
+    assembly_format = "`counter` $counter `arrivals` $count attr-dict"
+
+    @classmethod
+    def infer_result_types(cls, operands, attributes):
+        return [index]
+
+
+@register_op
+class PublishOp(Operation):
+    """Set counter `counter` to 1, after (release) the block's workspace stores before it."""
+
+    name = "tile.publish"
+    summary = "Mark a split partial written: its counter set to 1, release at GPU scope."
+    counter = Operand(INDEX)
+    assembly_format = "`counter` $counter attr-dict"
+
+
+@register_op
+class WaitPublishedOp(Operation):
+    """Wait until counters `first .. first + count - 1` are all set (acquire): the
+    workspace stores published before them are then visible to the block."""
+
+    name = "tile.wait_published"
+    summary = "Wait for split partials: spin until a range of counters is set (acquire)."
+    first = Operand(INDEX)
+    count = Operand(INDEX)
+    assembly_format = "`counters` $first `count` $count attr-dict"
+
+
+@register_op
+class ClearCountersOp(Operation):
+    """Set counters `first .. first + count - 1` back to 0 for the next launch."""
+
+    name = "tile.clear_counters"
+    summary = "Reset a range of split counters to 0 (for the next launch)."
+    first = Operand(INDEX)
+    count = Operand(INDEX)
+    assembly_format = "`counters` $first `count` $count attr-dict"

@@ -55,8 +55,11 @@ DEFAULT_BLOCK_SEED = 0
 
 
 def uses_atomics(func: FuncOp) -> bool:
-    """Whether `func` has an atomic op (its blocks then run shuffled)."""
-    return any(isinstance(op, atomic.ATOMIC_OPS) for op in func.walk())
+    """Whether `func` has an atomic op, or a split scan's ticket (whose chunk is the order
+    blocks arrive in): its blocks then run shuffled."""
+    from tilec.dialects.split import SplitTicketOp
+
+    return any(isinstance(op, (*atomic.ATOMIC_OPS, SplitTicketOp)) for op in func.walk())
 
 
 def block_seed(requested: int | None) -> int:

@@ -4,9 +4,10 @@ The interpreter runs the blocks of the grid one after another, so the tickets of
 `tile.last_arrival` need no atomics: a count per counter, kept with the workspace in the
 `Launch` (`SplitState`). What it checks, at the op that breaks it: a `tile.workspace_load` or
 `tile.workspace_read` of
-a slot that no block of this launch wrote, a counter taken more times than its arrivals, and
-(at the end of the launch) a counter that was not put back to 0, which on the GPU would leave
-the next launch's tickets wrong.
+a slot that no block of this launch wrote, a counter taken more times than its arrivals, a
+wait for a partial no block published before (on the GPU it would wait forever: a block that
+runs after it cannot publish first), and (at the end of the launch) a counter that was not put
+back to 0, which on the GPU would leave the next launch's tickets and flags wrong.
 """
 
 from __future__ import annotations
@@ -99,5 +100,49 @@ def _workspace_load(state: BlockState, op: Operation, args: list[Any]) -> Any:
                 f"reads slot {first + row} (offset {op.offset}), which no block of this "
                 "launch wrote",
             )
-        result[row] = written
+        result[row] = written.reshape(shape[1:])  # a slot holds its tile's elements row-major
     return result
+
+
+@semantics(split.SplitTicketOp)
+def _split_ticket(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    counter, count = int(args[0]), int(args[1])
+    split_state = _state(state)
+    ticket = split_state.counters.get(counter, 0)
+    if ticket >= count:
+        raise state.error(op, f"took ticket {ticket + 1} on counter {counter}, of {count} arrivals")
+    split_state.taken_by[counter] = op
+    split_state.counters[counter] = 0 if ticket + 1 == count else ticket + 1
+    return np.int64(ticket)
+
+
+@semantics(split.PublishOp)
+def _publish(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    counter = int(args[0])
+    split_state = _state(state)
+    split_state.counters[counter] = 1
+    split_state.taken_by[counter] = op
+    return []
+
+
+@semantics(split.WaitPublishedOp)
+def _wait_published(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    first, count = int(args[0]), int(args[1])
+    counters = _state(state).counters
+    for counter in range(first, first + max(count, 0)):
+        if not counters.get(counter):
+            raise state.error(
+                op,
+                f"waits for counter {counter}, which no block before it published: on the GPU "
+                "it would wait forever",
+            )
+    return []
+
+
+@semantics(split.ClearCountersOp)
+def _clear_counters(state: BlockState, op: Operation, args: list[Any]) -> Any:
+    first, count = int(args[0]), int(args[1])
+    counters = _state(state).counters
+    for counter in range(first, first + max(count, 0)):
+        counters[counter] = 0
+    return []

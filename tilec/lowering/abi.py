@@ -303,7 +303,10 @@ class SplitAxis:
     dimension `dim` (a name, or a fixed extent) by `step`, `ceil(extent / step)` iterations
     that each load `trip_bytes`; a workspace slot, one per (block of the other axes, split),
     is `slot_bytes`; the combine reads `rows` slots a round. `atomic`: the kernel's atomics
-    combine the partials instead, each split block adding its own (no workspace)."""
+    combine the partials instead, each split block adding its own (no workspace). `scan`: the
+    loop stores as it goes (a split scan, `passes/split_scan.py`): each block waits for the
+    partials of the chunks before its own, through S flags per block of the other axes in the
+    counters besides its two counters (docs/abi.md)."""
 
     dim: str | int
     step: int
@@ -318,6 +321,7 @@ class SplitAxis:
     dot_bn: int = 0
     dot_bytes: int = 0
     dot_dims: str = ""  # the grid's dimensions, "M,N": A and B hold (M + N) x K elements
+    scan: int = 0  # 1: a split scan (its chunks run twice; counters 2 + S per other block)
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))

@@ -25,6 +25,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.atomic import ATOMIC_OPS
 from tilec.dialects.gather import BincountOp
 from tilec.dialects.scan import ArgReduceOp, ScanOp, TopKOp
+from tilec.dialects.split import SplitTicketOp
 from tilec.ir.core import Operation
 from tilec.ir.types import TileType
 from tilec.lowering.layouts import (
@@ -232,6 +233,8 @@ def op_scratch_bytes(op: Operation) -> int:
             return 0  # a tensor-core dot reads its operands from their own buffers
         b = op.b.type
         return dot_b_offset(op) + math.prod(b.shape) * element_bytes(b.element)
+    if isinstance(op, SplitTicketOp):  # thread 0's ticket, to every thread
+        return 4
     if isinstance(op, BincountOp):  # the bins, zeroed and counted between barriers
         t = op.result.type
         return math.prod(t.shape) * element_bytes(t.element)

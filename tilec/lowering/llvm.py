@@ -759,6 +759,7 @@ LOWERINGS: dict[type, Any] = {
     W.WorkspaceLoadOp: split.lower_workspace_load,
     W.WorkspaceReadOp: split.lower_workspace_read,
     W.LastArrivalOp: split.lower_last_arrival,
+    **split.LOWERINGS,  # a split scan's tickets and flags
     R.PhiloxOp: random.lower_philox,
     R.RandThresholdOp: random.lower_rand_threshold,
     **atomic_lowering.LOWERINGS,

@@ -17,7 +17,22 @@ The ticket is CUDA's threadFenceReduction pattern in the PTX memory model's term
     every thread:  fence.acq_rel.gpu         the other blocks' partials, acquired
 
 `atom.inc` with bound S - 1 counts 0, 1, ..., S - 1 and wraps to 0 on the last arrival, so
-the counter is back at 0 for the next launch without another store. Both barriers sit under
+the counter is back at 0 for the next launch without another store.
+
+A split scan's ops (`tile.split_ticket`, `tile.publish`, `tile.wait_published`,
+`tile.clear_counters`) are the same counters as flags:
+
+    split_ticket:   thread 0: atom.relaxed.gpu.global.inc.u32 (the order of arrival; only
+                    forward progress hangs on it, no data), through 4 bytes of the shared
+                    scratch and a barrier to every thread
+    publish:        every thread: fence.acq_rel.gpu; bar.sync; thread 0: st.release.gpu 1
+    wait_published: thread t spins on counters first + t, first + t + threads, ... with
+                    ld.acquire.gpu (a nanosleep between tries); bar.sync; fence.acq_rel.gpu
+    clear_counters: thread t stores 0 to its counters (st.relaxed.gpu; the kernel's end
+                    orders them before the next launch)
+
+The barrier after the waits carries each thread's acquire to the whole block (causality is
+transitive through bar.sync, as CUDA's grid synchronisation relies on). Both barriers sit under
 uniform control flow: the split count is the same in every thread. The verdict once went
 through a static shared-memory word; a kernel with one has its dynamic shared memory placed
 after it, which broke the 1024-byte alignment that swizzled TMA and wgmma buffers need (a
@@ -33,11 +48,13 @@ from llvmlite import ir
 from tilec.dialects import split as W
 from tilec.dialects.tile_layouts import MmaLayout
 from tilec.ir.core import Operation
+from tilec.ir.types import i32
 from tilec.lowering.exchange import thread_map
 from tilec.lowering.layouts import row_major_strides
 from tilec.lowering.llvm_types import register_kind
 
 __all__ = [
+    "LOWERINGS",
     "lower_last_arrival",
     "lower_workspace_load",
     "lower_workspace_read",
@@ -272,3 +289,115 @@ def lower_last_arrival(lowering: Any, op: Operation) -> list[Any]:
     lowering.unfenced_reads = []
     _fence(b)
     return [b.icmp_unsigned("!=", verdict, ir.Constant(I32, 0))]
+
+
+def _counter(lowering: Any, index: ir.Value) -> ir.Value:
+    _, counters = split_parameters(lowering)
+    return lowering.b.gep(counters, [index], source_etype=I32)
+
+
+def lower_split_ticket(lowering: Any, op: Operation) -> list[Any]:
+    b = lowering.b
+    first = b.icmp_unsigned("==", lowering._sreg("tid.x"), ir.Constant(I32, 0))
+    bound = b.trunc(b.sub(lowering.values[op.count], ir.Constant(I64, 1)), I32)
+    atom = ir.InlineAsm(
+        ir.FunctionType(I32, [I1, GLOBAL_PTR, I32]),
+        "mov.u32 $0, 0;\n\t@$1 atom.relaxed.gpu.global.inc.u32 $0, [$2], $3;",
+        "=r,b,l,r,~{memory}",
+        side_effect=True,
+    )
+    ticket = b.call(atom, [first, _counter(lowering, lowering.values[op.counter]), bound])
+    lowering.before_scratch_write(op)
+    lowering.when(first, lambda: lowering.scratch_store(i32, ir.Constant(I32, 0), ticket))
+    lowering.barrier()
+    shared = lowering.scratch_load(i32, ir.Constant(I32, 0))
+    lowering.after_scratch_read(op)
+    return [b.zext(shared, I64)]
+
+
+def lower_publish(lowering: Any, op: Operation) -> None:
+    b = lowering.b
+    _fence(b)
+    lowering.barrier()
+    first = b.icmp_unsigned("==", lowering._sreg("tid.x"), ir.Constant(I32, 0))
+    store = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [GLOBAL_PTR]),
+        "st.release.gpu.global.u32 [$0], 1;",
+        "l,~{memory}",
+        side_effect=True,
+    )
+    counter = _counter(lowering, lowering.values[op.counter])
+    lowering.when(first, lambda: b.call(store, [counter]))
+    return None
+
+
+def _each_counter(lowering: Any, op: Operation, name: str, emit) -> None:
+    """`emit(index)` in a loop over counters first + t, first + t + threads, ... below
+    first + count, t the thread (a loop of LLVM blocks: the counts are run-time values)."""
+    b = lowering.b
+    threads = ir.Constant(I64, lowering.num_warps * 32)
+    start = b.add(lowering.values[op.first], b.zext(lowering._sreg("tid.x"), I64))
+    end = b.add(lowering.values[op.first], lowering.values[op.count])
+    entry = b.block
+    head = lowering.fn.append_basic_block(f"{name}.head")
+    body = lowering.fn.append_basic_block(f"{name}.body")
+    done = lowering.fn.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(start, entry)
+    b.cbranch(b.icmp_signed("<", i, end), body, done)
+    b.position_at_end(body)
+    emit(i)
+    i.add_incoming(b.add(i, threads), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+def lower_wait_published(lowering: Any, op: Operation) -> None:
+    b = lowering.b
+    poll = ir.InlineAsm(
+        ir.FunctionType(I32, [GLOBAL_PTR]),
+        "ld.acquire.gpu.global.u32 $0, [$1];",
+        "=r,l,~{memory}",
+        side_effect=True,
+    )
+    pause = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "nanosleep.u32 64;", "", True)
+
+    def spin(i: ir.Value) -> None:
+        counter = _counter(lowering, i)
+        again = lowering.fn.append_basic_block("wait.spin")
+        ready = lowering.fn.append_basic_block("wait.ready")
+        b.branch(again)
+        b.position_at_end(again)
+        flag = b.call(poll, [counter])
+        unset = b.icmp_unsigned("==", flag, ir.Constant(I32, 0))
+        with b.if_then(unset):
+            b.call(pause, [])
+        b.cbranch(unset, again, ready)
+        b.position_at_end(ready)
+
+    _each_counter(lowering, op, "wait", spin)
+    lowering.barrier()
+    _fence(b)
+    return None
+
+
+def lower_clear_counters(lowering: Any, op: Operation) -> None:
+    b = lowering.b
+    store = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [GLOBAL_PTR]),
+        "st.relaxed.gpu.global.u32 [$0], 0;",
+        "l,~{memory}",
+        side_effect=True,
+    )
+    _each_counter(lowering, op, "clear", lambda i: b.call(store, [_counter(lowering, i)]))
+    return None
+
+
+LOWERINGS = {
+    W.SplitTicketOp: lower_split_ticket,
+    W.PublishOp: lower_publish,
+    W.WaitPublishedOp: lower_wait_published,
+    W.ClearCountersOp: lower_clear_counters,
+}
