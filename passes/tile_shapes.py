@@ -50,9 +50,17 @@ that order, for `tiling`:
    yet take threads and instructions: 5000 columns in tiles of 4096 leave 39% of them idle
    (a second tile of 904). The jit's size class (N <= 8192) cannot tell, so it records the
    longest run that fills the exact extent (`tilec.jit_sizes.fill_run`: 1024 for 5000, within 5%
-   of the best fill) and passes it as option `fills`; the contiguous run stays within it, and
+   of the best fill; down to one 128-byte line a row: 128 for 1152 bf16 columns, a warp then
+   spanning two rows) and passes it as option `fills`; the contiguous run stays within it, and
    step 2 grows the rows to keep the bytes in flight. bias + GELU over 4096 x 5000 f16 took
    1.47x torch.compile's time in 1 x 4096 tiles (H100, 2026-12-06).
+
+5. **Grow the axis whose extent leaves the fewest lanes idle.** The jit tells `tiling` a size
+   class per dimension, which stands for any extent above half of it, and the lowest class
+   (64) for any extent at all: a DiT's modulation over [B, S, D] with B = 2 grew B and S in
+   turn (4 x 4 rows, then 8 x 4), half and then three quarters of its lanes past B. Where
+   the extents are known, step 2 doubles first the axis whose doubled tile may leave the
+   smallest fraction of its lanes past the extent (`_idle_when_doubled`), then the smallest.
 
 A kernel whose moved tiles end in different symbols (a transpose: rows in, columns out) keeps
 `specialize`'s heuristic: square-ish tiles give both accesses runs of their own.
@@ -76,7 +84,13 @@ from tilec.passes.occupancy import (
     _grid_in_flight,
     _Occupancy,
 )
-from tilec.passes.specialize import TilePlan, TileSize, attribute_pairs, bind_tile_sizes
+from tilec.passes.specialize import (
+    SIZE_CLASS_LIMITS,
+    TilePlan,
+    TileSize,
+    attribute_pairs,
+    bind_tile_sizes,
+)
 
 # Blocks per SM below which a grid axis's tile stops growing, where the extents are known: an
 # SM with one block idles while it waits on a reduction or a barrier. Top-k routing over 4096
@@ -242,7 +256,10 @@ def shape_streamed_tiles(
         if run.cap is not None:
             size = min(size, run.cap)
         fill = (fills or {}).get(run.dim or "")
-        fitted = size if across or fill is None else min(size, max(fill, warp_run))
+        # A run that fills the row may be shorter than a warp's 16-byte accesses (a warp
+        # then spans rows), never than one line a row.
+        line = max(1, LINE_BYTES // _narrowest_moved(kernel))
+        fitted = size if across or fill is None else min(size, max(fill, line))
         run.size = max(fitted, 2)
         run.adjusted = (
             f"the contiguous axis: {run.size}, one warp's 16-byte accesses a row: a loop walks "
@@ -275,7 +292,17 @@ def shape_streamed_tiles(
         growable = [s for s in order if (s.cap is None or s.size < s.cap) and s.size * 2 <= maximum]
         if not growable:
             break
-        s = min(growable, key=lambda s: (s.size, order.index(s)))
+        # Sequential axes first; then the axis whose doubled tile may leave the fewest lanes
+        # past its extent (5.); then the smallest.
+        s = min(
+            growable,
+            key=lambda s: (
+                s.name not in sequential,
+                _idle_when_doubled(s, grid.extents),
+                s.size,
+                order.index(s),
+            ),
+        )
         s.size *= 2
         blocks = grid.blocks(plan)
         if s.name not in sequential and blocks is not None and blocks < FILL_BLOCKS * sm_count:
@@ -294,6 +321,20 @@ def shape_streamed_tiles(
         )
         in_flight, why = _in_flight(kernel, plan, held)
     return True
+
+
+def _idle_when_doubled(s: TileSize, extents: dict[str, int]) -> float:
+    """The largest fraction of a tile's lanes along `s`'s dimension that its extent may leave
+    idle once `s` doubles (module doc, 5.): the extent told is a size class, which stands for
+    any extent above half of it -- or, the lowest class, for any extent at all (a batch of 2
+    in a class of 64). 0 where the extent is not known."""
+    extent = extents.get(s.dim or "")
+    if extent is None:
+        return 0.0
+    lowest = 1 if extent <= SIZE_CLASS_LIMITS[0] else extent // 2 + 1
+    tile = 2 * s.size
+    padded = -(-lowest // tile) * tile
+    return (padded - lowest) / padded
 
 
 def _narrow_for_grid(

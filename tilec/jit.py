@@ -225,6 +225,23 @@ class JitFunction:
         return tuple(sorted(d for d in last if d not in self._whole_dims))
 
     @functools.cached_property
+    def _row_bytes(self) -> dict[str, int]:
+        """Each row dimension's narrowest element, in bytes, of the tensors it ends: the
+        shortest run `fill_run` considers is one line of those."""
+        from tilec.runtime.arguments import ELEMENT_BYTES
+
+        narrowest: dict[str, int] = {}
+        for _name, kind, dtype, dims in self._checker.arguments:
+            if kind != "scalar" and dims and str(dims[-1]) in self._row_dims:
+                d = str(dims[-1])
+                width = ELEMENT_BYTES.get(str(dtype), 1)
+                narrowest[d] = min(narrowest.get(d, width), width)
+        return narrowest
+
+    def _fill(self, dim: str, n: int) -> int | None:
+        return fill_run(n, self._row_bytes.get(dim, 1))
+
+    @functools.cached_property
     def _sign_scalars(self) -> tuple[tuple[int, str, str], ...]:
         """(argument index, name, dtype) of each float scalar whose sign the specialization
         records (`Specialization.positive`): those `hoist-scale` could use
@@ -476,7 +493,7 @@ class JitFunction:
             if dim not in self._whole_dims:
                 parts.append(size_class(extents[dim]))
         for dim in self._row_dims:
-            parts.append(fill_run(extents[dim]) if dim in extents else None)
+            parts.append(self._fill(dim, extents[dim]) if dim in extents else None)
         return tuple(parts)
 
     def _launcher(self, key: tuple, arguments: Any, values: Sequence[Any] = ()) -> Any:
@@ -552,7 +569,7 @@ class JitFunction:
         extents = whole
         pass_options = self.pass_options
         # The contiguous runs that fill the exact extents of the rows (`fill_run`).
-        fills = {d: fill_run(n) for d, n in given.items() if d in self._row_dims}
+        fills = {d: self._fill(d, n) for d, n in given.items() if d in self._row_dims}
         fills_text = ",".join(f"{d}={r}" for d, r in sorted(fills.items()) if r is not None)
         if extents and "extents" not in pass_options.get("tiling", {}):
             text = ",".join(f"{d}={n}" for d, n in extents.items())

@@ -112,6 +112,61 @@ def test_the_run_that_fills_a_rows_extent(n, run):
     assert fill_run(n) == run
 
 
+@pytest.mark.parametrize(
+    ("n", "element_bytes", "run"),
+    [
+        (1152, 2, 128),  # a DiT's hidden size: 256 leave a tenth of the lanes idle, 128 none
+        (896, 2, 128),  # 1024 (the class) an eighth idle
+        (640, 2, 128),
+        (1152, 1, 128),
+        (777, 4, 64),  # one line of f32 is 32 elements: 64 is within the slack of 32's fill
+        (777, 1, 128),  # one line of 8-bit elements is 128
+    ],
+)
+def test_the_shortest_run_that_fills_a_row_is_one_line(n, element_bytes, run):
+    """The shortest run `fill_run` considers is one 128-byte line of the row's narrowest
+    element, not a fixed count of elements whatever their width."""
+    from tilec.jit_sizes import fill_run
+
+    assert fill_run(n, element_bytes) == run
+
+
+MODULATE = """
+def modulate(x: bf16[B, S, D], scale: bf16[B, D], shift: bf16[B, D], y: bf16[B, S, D]):
+    for tb, ts, td in tiles(B, S, D):
+        sc = scale[tb, td].to(f32)
+        sh = shift[tb, td].to(f32)
+        y[tb, ts, td] = x[tb, ts, td].to(f32) * (1.0 + sc[:, None, :]) + sh[:, None, :]
+"""
+
+
+@pytest.mark.parametrize(
+    ("extents", "fills", "sizes"),
+    [
+        # B's class (64, the lowest) stands for any batch, 2 among them: S grows, not B.
+        ("B=64,S=4096,D=2048", "D=128", {"BB": 1, "BS": 32, "BD": 128}),
+        ("B=64,S=1024,D=1024", "", {"BB": 1, "BS": 4, "BD": 1024}),
+        # Two classes above the lowest (B > 256, S > 2048): each doubling goes to the axis
+        # whose doubled tile may idle the fewer lanes (S at 16 rows: 15 of 2064; B at 2: 1 of
+        # 258, at 4: 3 of 260), and the rows end 2 x 16.
+        ("B=512,S=4096,D=2048", "D=128", {"BB": 2, "BS": 16, "BD": 128}),
+    ],
+)
+def test_rows_grow_along_the_axis_that_leaves_the_fewest_lanes_idle(extents, fills, sizes):
+    """`tile_shapes` (5.): a size class stands for any extent above half of it, the lowest for
+    any extent at all, so the rows grow along the axis whose doubled tile may leave the
+    smallest fraction of its lanes past its extent (a DiT's modulation with a batch of 2 took
+    4 x 4 rows, half of them past B, then 8 x 4)."""
+    from tilec.compiler import compile_source
+
+    options = f'extents="{extents}"' + (f' fills="{fills}"' if fills else "")
+    program = compile_source(
+        MODULATE, target="tir", pipeline=f"canonicalize,cse,tiling{{{options}}}"
+    )
+    (kernel,) = [op for op in program.module.walk() if isinstance(op, FuncOp)]
+    assert {k: v for k, v in _sizes(kernel).items() if k in sizes} == sizes
+
+
 def test_a_grid_along_an_awkward_row_takes_the_run_that_fills_it():
     """bias_gelu over 4096 x 5000: the jit's size class says N <= 8192, and tiles of 4096 would
     leave 39% of the lanes idle; with `fills` (what the jit passes) the contiguous run is 1024
