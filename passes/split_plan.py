@@ -153,9 +153,10 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
 
 def _scan_stores(loop: scf.ForOp, atomics: list) -> bool:
     """Whether `loop` is a scan (it stores tiles, what its carried values have reached as it
-    goes: a cumulative sum); raises `NotSplit` for any other effect. A scan's chunks are run
-    twice, the first time without its stores (`split_scan.py`), so nothing in the loop may
-    read what the loop stores."""
+    goes: a cumulative sum); raises `NotSplit` for any other effect. Each store must be at the
+    loop's variable (iterations write apart: chunks run in other blocks, in no order), and,
+    since a scan's chunks are run twice, the first time without its stores
+    (`split_scan.py`), nothing in the loop may read what the loop stores."""
     stores = []
     for op in loop.body.walk():
         if op is loop or _effect_of(op) is None:
@@ -167,6 +168,14 @@ def _scan_stores(loop: scf.ForOp, atomics: list) -> bool:
         return False
     if atomics:
         raise NotSplit("the loop stores (a scan) and the kernel has atomics")
+    step = loop.body.block.args[0]
+    for op in stores:
+        if not any(_uncast(v) is step for v in op.offsets):
+            # Another chunk's block would write the same tiles, in no defined order.
+            raise NotSplit(
+                "a store in the loop is not indexed by the loop's variable: every iteration "
+                "may write the same tiles"
+            )
     stored = {op.view for op in stores}
     for op in loop.body.walk():
         if isinstance(op, (T.LoadOp, G.GatherOp)) and op.view in stored:

@@ -658,7 +658,7 @@ def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options,
 # tile's, `split_tile`), splits an online sum (a
 # running maximum and the sum it rescales, combined by the last block: `split-reduction`'s
 # rescaled sums, S = 3 in the interpreter), or issues a streamed load before the reductions
-# written before it (`hoist-loads`).
+# written before it (`hoist-loads`), or splits a running scan (`split_scan`).
 REACHING_SEEDS = [
     *[(seed, "split_online") for seed in (24, 30, 42)],
     *[(seed, "warp_specialize") for seed in (380, 8408, 13792)],
@@ -666,6 +666,9 @@ REACHING_SEEDS = [
     *[(seed, "split_k") for seed in (6, 22, 150)],
     (167, "split_tile"),  # the one seed below 1,500 that splits a carried 2-D tile without a dot
     *[(seed, "hoisted_load") for seed in (14, 29, 68)],
+    # A running scan (the generator's `running_scan`) split across blocks by ticket: cumsum
+    # (94, 121) and cummax (81).
+    *[(seed, "split_scan") for seed in (81, 94, 121)],
 ]
 
 

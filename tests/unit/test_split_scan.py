@@ -155,6 +155,21 @@ def test_a_scan_that_reads_what_it_stores_is_not_split():
     assert module_abi(_compiled("col_cumsum", source=source).module)["col_cumsum"].split is None
 
 
+def test_a_scan_whose_iterations_store_over_each_other_is_not_split():
+    """A store in the loop at a place that does not move with the loop (`y[0, tn] = ...` in
+    it: every iteration overwrites it, the last one wins) would be written by every chunk's
+    block in no defined order: not split."""
+    source = KERNELS.replace(
+        "            y[tm, tn] = cumsum(t, axis=0) + total\n",
+        "            y[tm, tn] = cumsum(t, axis=0) + total\n            y[0, tn] = sum(total, axis=0)\n",
+        1,
+    )
+    program = compile_source(source, kernels=["col_cumsum"], pipeline="canonicalize,cse")
+    kernel = next(op for op in program.module.walk() if getattr(op, "sym_name", "") == "col_cumsum")
+    with pytest.raises(NotSplit, match="not indexed by the loop's variable"):
+        split_plan(kernel, tiled=False)
+
+
 def test_a_wait_for_a_partial_nobody_published_is_reported():
     text = """
 module {

@@ -263,7 +263,8 @@ def _reached(module: Any, arch: str) -> set[str]:
     atomic adds as vector `red`s (`vector` on an atomic), a split-K GEMM (a split kernel's
     partials read back by `tile.workspace_read`; without a dot, a split reduction of a 2-D
     carried tile), a split reduction (`tile.workspace_load`),
-    one of sums rescaled by a running maximum (an exp in its combine's round), a load issued before the reductions that
+    one of sums rescaled by a running maximum (an exp in its combine's round), a split scan
+    (`tile.split_ticket`), a load issued before the reductions that
     preceded it (`hoist-loads`' `tilec.hoisted_loads`)."""
     from tilec.dialects import math as M
     from tilec.dialects import split as W
@@ -285,6 +286,8 @@ def _reached(module: Any, arch: str) -> set[str]:
                 kernel = kernel.parent_op
             dots = kernel is not None and any(o.name == "tile.dot" for o in kernel.walk())
             reached.add(f"reached:{'split_k' if dots else 'split_tile'}:{arch}")
+        elif isinstance(op, W.SplitTicketOp):  # a split scan: chunks by ticket
+            reached.add(f"reached:split_scan:{arch}")
         elif isinstance(op, W.WorkspaceLoadOp):
             reached.add(f"reached:split:{arch}")
             if any(isinstance(o, M.ExpOp) for o in op.parent.ops):  # a rescaled sum's round

@@ -107,6 +107,9 @@ class GeneratedProgram:
 
 
 ONLINE_SHARE = 15  # percent of the kernels without a dot that get an online sum after their body
+# Percent of the other kernels without a dot and with a 1-D grid of rows that get a running
+# scan before their body (what split-reduction splits as a scan, passes/split_scan.py).
+SCAN_SHARE = 20
 
 
 class KernelWriter(ExpressionWriter):
@@ -150,6 +153,18 @@ class KernelWriter(ExpressionWriter):
             online, values = self.online_sum(2)
             self.c = main
             body = online + body + [line for v in values for line in self.sink(2, v)]
+        elif (
+            self.idioms is not None
+            and not self.has_dot
+            and not self.grid_n
+            and chance(self.idioms, SCAN_SHARE)
+        ):
+            # The same for a running scan (what split-reduction splits as a scan); the other
+            # ops of the body follow it, so the kernel's first loop is the scan's.
+            main, self.c = self.c, self.idioms
+            scan = self.running_scan(2)
+            self.c = main
+            body = scan + body
         # Every dimension a loop or a shape names must be a dimension of some tensor.
         known = {d for t in self.tensors for d in t.dims}
         # (An atomic's output may leave out grid dimensions.)
@@ -471,6 +486,42 @@ class KernelWriter(ExpressionWriter):
         self.features.add("loop:K")
         self.loop_dims.add("K")
         return lines, [Value(m, "f32", ("BM",)), Value(total, "f32", ("BM",))]
+
+    def running_scan(self, indent: int) -> list[str]:
+        """A running scan over a K loop: each row's tiles of a read scanned along K (`cumsum`
+        or `cummax`), the running total (or maximum) of the tiles before added, stored at the
+        loop's variable, and the total carried (what split-reduction splits as a scan)."""
+        pad = "    " * indent
+        total, s = self.fresh("run"), self.fresh("s")
+        rows = self.shape_list(("BM",))
+        kind = choose(self.c, ("sum", "max"))
+        self.features.add(f"loop:scan-{kind}")
+        self.loops.append(Loop("tk", "K", "BK"))
+        read = self.read(("BM", "BK"), "f32")
+        self.loops.pop()
+        value = read.text if read.dtype == "f32" else f"({read.text}).to(f32)"
+        dims = (("B",) if self.grid_b else ()) + ("M", "K")
+        where = (["b"] if self.grid_b else []) + ["tm", "tk"]
+        out = Tensor(self.fresh("y"), "f32", dims, written=True)
+        self.tensors.append(out)
+        target = f"{out.name}[{', '.join(where)}]"
+        if kind == "sum":
+            start = f"zeros({rows}, f32)"
+            stored = f"cumsum({s}, axis=1) + {total}[:, None]"
+            update = f"{total} + sum({s}, axis=1)"
+        else:
+            start = f"full({rows}, -inf, f32)"
+            stored = f"maximum(cummax({s}, axis=1), {total}[:, None])"
+            update = f"maximum({total}, max({s}, axis=1))"
+        self.features.add("loop:K")
+        self.loop_dims.add("K")
+        return [
+            f"{pad}{total} = {start}",
+            f"{pad}for tk in tiles(K):",
+            f"{pad}    {s} = {value}",
+            f"{pad}    {target} = {stored}",
+            f"{pad}    {total} = {update}",
+        ]
 
     def random_shape(self) -> tuple:
         symbols = self.symbols()
