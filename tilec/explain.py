@@ -222,7 +222,8 @@ class _Kernel:
         """Loops mask-bounds shortened (or left whole, and why): only kernels with such masks."""
         if not self.ran("mask-bounds"):
             return
-        said = [m for op in self.ops for m in self.said(op, "mask-bounds")]
+        # (A split scan's two loops say the same: one line.)
+        said = list(dict.fromkeys(m for op in self.ops for m in self.said(op, "mask-bounds")))
         if said:
             self.line("masks", said[0], said[1:])
 
