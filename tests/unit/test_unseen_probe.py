@@ -99,6 +99,13 @@ def test_bad_shapes_and_configurations_are_refused_before_anything_runs(argv, sa
     assert e.value.code == 2 and said in capsys.readouterr().err
 
 
+def test_a_configurations_name_may_hold_an_equals_sign():
+    assert unseen_probe._config('BM=128={"tile.M": 128}') == ("BM=128", {"tile.M": 128})
+    assert unseen_probe._config('plain={"warps":8}') == ("plain", {"warps": 8})
+    with pytest.raises(ValueError, match="not NAME=JSON"):
+        unseen_probe._config('{"warps": 8}')
+
+
 def test_compile_only_reads_a_column_scan_before_it_is_timed(capsys):
     """`--compile-only` compiles as the jit would, on the CPU: the column cumsum's scan takes
     runs of rows (one lane step where the repeats took one each) unless the option says not,

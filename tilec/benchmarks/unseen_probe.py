@@ -307,6 +307,19 @@ def compiled(case: Case, config: dict | None = None) -> dict[str, Any]:
     return row
 
 
+def _config(text: str) -> tuple[str, dict]:
+    """`NAME=JSON` of `--config`: the name runs to the `=` before the JSON's `{` (so a name may
+    hold one: `BM=128={"tile.M": 128}`)."""
+    brace = text.find("{")
+    cut = text.rfind("=", 0, brace) if brace > 0 else text.find("=")
+    if cut <= 0:
+        raise ValueError(f"{text!r} is not NAME=JSON")
+    try:
+        return text[:cut], json.loads(text[cut + 1 :])
+    except ValueError as e:
+        raise ValueError(f"{text!r}: {e}") from None
+
+
 def _print_compiled(row: dict[str, Any]) -> None:
     shape = "x".join(map(str, row["shape"]))
     decided = ", ".join(f"{k}={v}" for k, v in row["decisions"].items())
@@ -368,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no case of {sorted(wanted or ())}; kernels: {sorted({c.kernel for c in CASES})}")
         return 1
     try:
-        configs = {n: json.loads(j) for n, j in (c.split("=", 1) for c in args.config)}
+        configs = dict(_config(c) for c in args.config)
         shapes = [tuple(int(d) for d in s.split(",")) for s in args.shape]
     except ValueError as e:
         parser.error(f"--config NAME=JSON, --shape D,D,...: {e}")
