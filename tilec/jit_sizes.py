@@ -53,7 +53,7 @@ def fill_run(n: int, element_bytes: int = 2) -> int | None:
     specialization key (a few classes of runs per size class), and given to `tiling` (option
     `fills`)."""
     top = size_class(n)
-    if n >= top:
+    if n >= top or n < 1:
         return None
     floor = max(FILL_FLOOR_BYTES // max(element_bytes, 1), 1)
     runs = []

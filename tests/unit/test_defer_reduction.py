@@ -100,11 +100,19 @@ def _remarks(kernel: str, pipeline: str) -> list[str]:
 
 def test_what_is_not_a_reduction_is_left_alone():
     # A rescaled running sum (an online softmax's) and a value read inside the loop: no
-    # rewrite, no attribute, no remark claiming one.
-    for kernel in ("rescaled", "read_inside"):
-        module = _compiled(kernel, DEFAULT_PIPELINE)
+    # rewrite, no attribute, no remark claiming one. (read_inside is a scan, which
+    # split-reduction splits: the copy of its loop that only reduces each chunk is a
+    # reduction like col_max's, deferred; the loop that stores is not.)
+    unsplit = DEFAULT_PIPELINE.replace("split-reduction,", "")
+    for kernel, pipeline in (("rescaled", DEFAULT_PIPELINE), ("read_inside", unsplit)):
+        module = _compiled(kernel, pipeline)
         assert module.functions[0].attributes.get("tilec.deferred_reductions") is None
-        assert not any("deferred past" in r for r in _remarks(kernel, DEFAULT_PIPELINE))
+        assert not any("deferred past" in r for r in _remarks(kernel, pipeline))
+    split = _compiled("read_inside", DEFAULT_PIPELINE)
+    for loop in [op for op in split.walk() if op.name == "scf.for"]:
+        stores = any(op.name == "tile.store" for op in loop.walk())
+        carried = [a for a in loop.body.block.args[1:] if getattr(a.type, "rank", 0) == 2]
+        assert not (stores and carried), "the scan's own loop carries a deferred 2-D tile"
 
 
 def test_the_options_turn_it_off_and_bound_the_carried_tile():
@@ -127,7 +135,7 @@ def test_the_options_turn_it_off_and_bound_the_carried_tile():
 def test_deferrable_predicts_what_the_pass_moves(kernel):
     """`deferrable` (which the occupancy model asks before the pass runs) is true of exactly
     the reductions the pass then moves past their loops: col_max's and row_min_count's, not
-    a rescaled sum's or one read inside its loop."""
+    a rescaled sum's; read_inside's scan only in the copy of its loop that reduces a chunk."""
     from tilec.dialects import tile as T
     from tilec.dialects.builtin import FuncOp
     from tilec.passes.defer_reduction import deferrable
@@ -140,4 +148,5 @@ def test_deferrable_predicts_what_the_pass_moves(kernel):
     moved = func.attributes.get("tilec.deferred_reductions")
     assert predicted == (moved.value if moved is not None else 0)
     # (mask-bounds split each loop into its full tiles and a remainder: a reduction each)
-    assert bool(predicted) == (kernel in ("col_max", "row_min_count"))
+    # (read_inside's: the reducing copy of its loop that split-reduction's scan split makes)
+    assert bool(predicted) == (kernel in ("col_max", "row_min_count", "read_inside"))
