@@ -20,7 +20,7 @@ from tilec.ir.types import TileType, i1, i32, index
 from tilec.passes.specialize import attribute_pairs
 from tilec.passes.split_plan import Carried, Plan, identity_attr, is_identity
 
-__all__ = ["SLOT_ALIGNMENT", "Rewrite"]
+__all__ = ["SLOT_ALIGNMENT", "Rewrite", "ceil_div_i32"]
 
 
 SLOT_ALIGNMENT = 16  # a slot starts 16-byte aligned: its tiles may be read 16 bytes at a time
@@ -63,7 +63,7 @@ class Rewrite:
         # The chunk of iterations [k0, k1) of this block.
         step = loop.step
         trips = b.create(arith.CeilDivSIOp, lhs=loop.upper, rhs=step).result
-        chunk = _ceil_div_i32(b, trips, splits)
+        chunk = ceil_div_i32(b, trips, splits)
         first = b.create(arith.MulIOp, lhs=split, rhs=chunk).result
         end = b.create(arith.AddIOp, lhs=first, rhs=chunk).result
         end = b.create(arith.MinSIOp, lhs=end, rhs=trips).result
@@ -342,7 +342,7 @@ def _element_bytes(t: TileType) -> int:
     return max(getattr(t.element, "width", 16) // 8, 1)
 
 
-def _ceil_div_i32(b: Builder, lhs: Value, rhs: Value) -> Value:
+def ceil_div_i32(b: Builder, lhs: Value, rhs: Value) -> Value:
     """`ceil(lhs / rhs)` of a trip count and a block count, computed in i32: both are below
     2**31 (extents are), and a 64-bit division by a run-time value is a subroutine call in
     SASS, which makes nvJitLink serialize every `wgmma` of a split GEMM

@@ -43,7 +43,7 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Pure, Region, Value
 from tilec.ir.types import TileType, index
 from tilec.passes.split_plan import Carried, Plan, identity_attr
-from tilec.passes.split_rewrite import Rewrite, _ceil_div_i32
+from tilec.passes.split_rewrite import Rewrite, ceil_div_i32
 
 __all__ = ["ScanRewrite"]
 
@@ -63,7 +63,7 @@ class ScanRewrite(Rewrite):
         splits = b.create(T.NumProgramsOp, axis=self.base_axes).result
         splits.name_hint = "splits"
         trips = b.create(arith.CeilDivSIOp, lhs=loop.upper, rhs=loop.step).result
-        chunk = _ceil_div_i32(b, trips, splits)
+        chunk = ceil_div_i32(b, trips, splits)
         one = self.constant(b, 1)
         alone = b.create(arith.CmpIOp, predicate="eq", lhs=splits, rhs=one).result
         inits = [loop.inits[c.index] for c in self.plan.carried]
