@@ -279,9 +279,13 @@ class Rewrite:
         r.create(scf.YieldOp, values=updated)
         return list(gather.results)
 
-    def read_round(self, r: Builder, c: Carried, first: Value, left: Value) -> Value:
+    def read_round(
+        self, r: Builder, c: Carried, first: Value, left: Value, row: TileType | None = None
+    ) -> Value:
         """The `rows` partials of `c` in slots first .. first + rows - 1, the slots past the
-        last (`left` of them remain) read as ⊕'s identity."""
+        last (`left` of them remain) read as ⊕'s identity; each a row of type `row` (default:
+        `c`'s own; a slot holds its tile's elements row-major, so any shape of them)."""
+        row = row or c.type
         return r.create(
             W.WorkspaceLoadOp,
             first=first,
@@ -289,7 +293,7 @@ class Rewrite:
             offset=c.offset,
             slot_bytes=self.slot_bytes,
             padding=identity_attr(c.combine, c.type),
-            result_types=[TileType((self.rows_per_round, *c.type.shape), c.type.element)],
+            result_types=[TileType((self.rows_per_round, *row.shape), row.element)],
         ).result
 
     def rescaled_round(

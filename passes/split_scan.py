@@ -180,15 +180,7 @@ class ScanRewrite(Rewrite):
         left = r.create(arith.SubIOp, lhs=count, rhs=j).result
         updated = []
         for c, t, acc in zip(self.plan.carried, flat, accs):
-            read = r.create(
-                W.WorkspaceLoadOp,
-                first=first,
-                count=left,
-                offset=c.offset,
-                slot_bytes=self.slot_bytes,
-                padding=identity_attr(c.combine, c.type),
-                result_types=[TileType((self.rows_per_round, *t.shape), t.element)],
-            ).result
+            read = self.read_round(r, c, first, left, t)
             reduced = r.create(T.ReduceOp, kind=c.combine.reduce_kind, input=read, axis=0).result
             updated.append(r.create(c.combine.op, lhs=acc, rhs=reduced).result)
         r.create(scf.YieldOp, values=updated)
