@@ -142,16 +142,21 @@ def test_a_split_scan_has_the_tickets_and_flags_and_leaves_them_at_zero():
         assert text in ptx
 
 
+def _plan_of_col_cumsum(source: str):
+    """`split_plan` of `source`'s col_cumsum, asked before tiling (as `tile_shapes` asks)."""
+    program = compile_source(source, kernels=["col_cumsum"], pipeline="canonicalize,cse")
+    kernel = next(op for op in program.module.walk() if getattr(op, "sym_name", "") == "col_cumsum")
+    return split_plan(kernel, tiled=False)
+
+
 def test_a_scan_that_reads_what_it_stores_is_not_split():
     source = KERNELS.replace(
         "            t = x[tm, tn]\n            y[tm, tn] = cumsum(t, axis=0) + total",
         "            t = x[tm, tn] + y[tm, tn]\n            y[tm, tn] = cumsum(t, axis=0) + total",
         1,
     )
-    program = compile_source(source, kernels=["col_cumsum"], pipeline="canonicalize,cse")
-    kernel = next(op for op in program.module.walk() if getattr(op, "sym_name", "") == "col_cumsum")
     with pytest.raises(NotSplit, match="reads a tensor it stores"):
-        split_plan(kernel, tiled=False)
+        _plan_of_col_cumsum(source)
     assert module_abi(_compiled("col_cumsum", source=source).module)["col_cumsum"].split is None
 
 
@@ -164,10 +169,8 @@ def test_a_scan_whose_iterations_store_over_each_other_is_not_split():
         "            y[tm, tn] = cumsum(t, axis=0) + total\n            y[0, tn] = sum(total, axis=0)\n",
         1,
     )
-    program = compile_source(source, kernels=["col_cumsum"], pipeline="canonicalize,cse")
-    kernel = next(op for op in program.module.walk() if getattr(op, "sym_name", "") == "col_cumsum")
     with pytest.raises(NotSplit, match="not indexed by the loop's variable"):
-        split_plan(kernel, tiled=False)
+        _plan_of_col_cumsum(source)
 
 
 def test_a_wait_for_a_partial_nobody_published_is_reported():

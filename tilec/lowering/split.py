@@ -258,20 +258,9 @@ def lower_workspace_load(lowering: Any, op: Operation) -> list[Any]:
 
 def lower_last_arrival(lowering: Any, op: Operation) -> list[Any]:
     b = lowering.b
-    _, counters = split_parameters(lowering)
     _fence(b)
     lowering.barrier()
-    thread = lowering._sreg("tid.x")
-    first = b.icmp_unsigned("==", thread, ir.Constant(I32, 0))
-    counter = b.gep(counters, [lowering.values[op.counter]], source_etype=I32)
-    bound = b.trunc(b.sub(lowering.values[op.count], ir.Constant(I64, 1)), I32)
-    atom = ir.InlineAsm(
-        ir.FunctionType(I32, [I1, GLOBAL_PTR, I32]),
-        "mov.u32 $0, 0;\n\t@$1 atom.acq_rel.gpu.global.inc.u32 $0, [$2], $3;",
-        "=r,b,l,r,~{memory}",
-        side_effect=True,
-    )
-    old = b.call(atom, [first, counter, bound])
+    first, old, bound = _ticket(lowering, op, "acq_rel")
     mine = b.and_(first, b.icmp_unsigned("==", old, bound))
     # Thread 0's verdict to every thread: a barrier that ORs one predicate over the block.
     if lowering.barrier_scope is None:
@@ -296,17 +285,27 @@ def _counter(lowering: Any, index: ir.Value) -> ir.Value:
     return lowering.b.gep(counters, [index], source_etype=I32)
 
 
-def lower_split_ticket(lowering: Any, op: Operation) -> list[Any]:
+def _ticket(lowering: Any, op: Operation, order: str) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Thread 0's `atom.<order>.gpu.global.inc.u32` on counter `op.counter` with bound
+    `op.count` - 1 (0, 1, ..., count - 1, then back to 0): (thread 0?, the old value -- 0 in
+    the other threads --, the bound)."""
     b = lowering.b
     first = b.icmp_unsigned("==", lowering._sreg("tid.x"), ir.Constant(I32, 0))
+    counter = _counter(lowering, lowering.values[op.counter])
     bound = b.trunc(b.sub(lowering.values[op.count], ir.Constant(I64, 1)), I32)
     atom = ir.InlineAsm(
         ir.FunctionType(I32, [I1, GLOBAL_PTR, I32]),
-        "mov.u32 $0, 0;\n\t@$1 atom.relaxed.gpu.global.inc.u32 $0, [$2], $3;",
+        f"mov.u32 $0, 0;\n\t@$1 atom.{order}.gpu.global.inc.u32 $0, [$2], $3;",
         "=r,b,l,r,~{memory}",
         side_effect=True,
     )
-    ticket = b.call(atom, [first, _counter(lowering, lowering.values[op.counter]), bound])
+    old = b.call(atom, [first, counter, bound])
+    return first, old, bound
+
+
+def lower_split_ticket(lowering: Any, op: Operation) -> list[Any]:
+    b = lowering.b
+    first, ticket, _ = _ticket(lowering, op, "relaxed")
     lowering.before_scratch_write(op)
     lowering.when(first, lambda: lowering.scratch_store(i32, ir.Constant(I32, 0), ticket))
     lowering.barrier()
