@@ -3,7 +3,9 @@ one loop that only reduces, each carried value updated by a ⊕ (`COMBINES`), a 
 accumulate, or as a sum rescaled by a carried maximum (an online softmax's normalizer,
 `_rescaled_sums`), to a tensor's extent or to at most one (`_extent_bound`) -- or a scan: a
 loop whose carried values are ⊕-reductions and which stores tiles (what the carried values
-have reached, `_scan_stores`). `split_plan` says
+have reached, `_scan_stores`) -- or a two-pass kernel: such a reducing loop followed by a
+second loop over the same extent that applies its results as it stores (a column softmax, a
+normalization over a long axis, `_apply_loop`). `split_plan` says
 what splitting would do, or raises `NotSplit` saying why not (the pass's remark)."""
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "NotSplit",
     "Plan",
     "constant_index",
+    "first_effect",
     "identity_attr",
     "is_identity",
     "split_plan",
@@ -97,6 +100,8 @@ class Plan:
     atomic: bool = False  # the epilogue's atomics combine the partials: no workspace
     bounded: bool = False  # the loop runs to at most the extent `dim` (`_extent_bound`)
     scan: bool = False  # the loop stores what its carried values reach (`split_scan.py`)
+    # A two-pass kernel's second loop, which applies the first's results (`split_two_pass.py`).
+    apply: scf.ForOp | None = None
 
 
 class NotSplit(Exception):
@@ -116,8 +121,11 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
     loops = [op for op in body.ops if isinstance(op, scf.ForOp)]
     if not loops:
         raise NotSplit("no loop in the grid body")
-    if len(loops) > 1:
-        raise NotSplit(f"{len(loops)} top-level loops: only a kernel with one is split")
+    if len(loops) > 2:
+        raise NotSplit(
+            f"{len(loops)} top-level loops: only a kernel with one, or with a reduction and a "
+            "loop that applies it, is split"
+        )
     loop = loops[0]
     position = body.ops.index(loop)
     for op in body.ops[:position]:
@@ -136,7 +144,16 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
     dim = extent.view.type.shape[extent.axis]
     if dim is None:
         raise NotSplit("the loop's extent is '?', which the launch cannot name")
+    apply = _apply_loop(loops[1], loop, extent, step) if len(loops) == 2 else None
+    if apply is not None:
+        for op in body.ops[position + 1 :]:
+            if op is not apply and _stores(op) and op.results:
+                raise NotSplit(f"an effect between or after the loops has results ({op.name})")
     scan = _scan_stores(loop, atomics)
+    if apply is not None and (scan or atomics):
+        raise NotSplit(
+            "two top-level loops, and the first " + ("stores" if scan else "kernel has atomics")
+        )
     if not loop.iter_args:
         raise NotSplit("the loop carries no value")
     rescaled = {} if atomics or scan else _rescaled_sums(loop)
@@ -147,8 +164,63 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
     if atomics:
         _check_atomic_epilogue(loop, carried, atomics)
     return Plan(
-        loop, dim, step or 0, carried, atomic=bool(atomics), bounded=extent.bounded, scan=scan
+        loop,
+        dim,
+        step or 0,
+        carried,
+        atomic=bool(atomics),
+        bounded=extent.bounded,
+        scan=scan,
+        apply=apply,
     )
+
+
+def _apply_loop(
+    second: scf.ForOp, first: scf.ForOp, extent: _Extent, step: int | None
+) -> scf.ForOp:
+    """`second` where it is a loop that applies `first`'s results (a two-pass kernel,
+    `split_two_pass.py`): over the same extent by the same step, carrying nothing, its only
+    effects stores at its own variable, reading no tensor it stores; raises `NotSplit` saying
+    why not. Its chunks then run in other blocks than the first loop's, in no order, each after
+    every chunk of the first has been reduced."""
+    body = first.parent
+    if constant_index(second.lower) != 0 or constant_index(second.step) != step:
+        raise NotSplit(
+            "two top-level loops, and the second does not run from 0 by the first's step"
+        )
+    other = _extent_bound(second.upper, body)
+    if other is None or (other.view.type.shape[other.axis], other.bounded) != (
+        extent.view.type.shape[extent.axis],
+        extent.bounded,
+    ):
+        raise NotSplit("two top-level loops over different extents")
+    if second.iter_args:
+        raise NotSplit(
+            "two top-level loops, and the second carries values: only a loop that applies the "
+            "first's results as it stores is split with it"
+        )
+    stores = []
+    for op in second.body.walk():
+        effect = _effect_of(op)
+        if effect is None:
+            continue
+        if not isinstance(op, T.StoreOp):
+            raise NotSplit(f"two top-level loops, and the second has an effect ({op.name})")
+        stores.append(op)
+    if not stores:
+        raise NotSplit("two top-level loops, and the second stores nothing")
+    variable = second.body.block.args[0]
+    if any(not any(_uncast(v) is variable for v in op.offsets) for op in stores):
+        raise NotSplit(
+            "a store in the second loop is not indexed by its variable: its chunks, run in "
+            "other blocks, may write the same tiles"
+        )
+    stored = {op.view for op in stores}
+    if any(
+        isinstance(op, (T.LoadOp, G.GatherOp)) and op.view in stored for op in second.body.walk()
+    ):
+        raise NotSplit("the second loop reads a tensor it stores")
+    return second
 
 
 def _scan_stores(loop: scf.ForOp, atomics: list) -> bool:
@@ -230,7 +302,7 @@ def _check_atomic_epilogue(loop: scf.ForOp, carried: list[Carried], atomics: lis
         if isinstance(op, (ReturnOp, *ATOMIC_OPS)):
             continue
         if _stores(op):
-            raise NotSplit(f"the epilogue has an effect ({_effect(op).name}) besides atomics")
+            raise NotSplit(f"the epilogue has an effect ({first_effect(op).name}) besides atomics")
     for result in loop.results:
         if any(not isinstance(u, ATOMIC_OPS) for u in result.uses):
             raise NotSplit("a loop result is used other than by an atomic that combines it")
@@ -307,13 +379,6 @@ def _carried(
         return Carried(i, name, update, combine, slot, scaled_by=scale, scalar=True)
     if workspace and static and not t.is_static:
         raise NotSplit(f"carried value {name} is {t}: only tiles of static size are combined")
-    if workspace and t.rank != 1 and (scale is not None or i in rescaled.values()):
-        # A tile of 2 or more dimensions is combined a slot a round in its own layout (as a
-        # dot's accumulator is); a rescaled sum and its maximum are combined along rows of
-        # slots, which only 1-D tiles have.
-        raise NotSplit(
-            f"carried value {name} is {t}: only 1-D tiles are combined rescaled by a maximum"
-        )
     return Carried(i, name, update, combine, t, scaled_by=scale)
 
 
@@ -452,10 +517,10 @@ def _reads_carried(v: Value, loop: scf.ForOp, through: set[Value] | None = None)
 
 
 def _stores(op: Operation) -> bool:
-    return _effect(op) is not None
+    return first_effect(op) is not None
 
 
-def _effect(op: Operation) -> Operation | None:
+def first_effect(op: Operation) -> Operation | None:
     for inner in [op, *op.walk()]:
         if _effect_of(inner) is not None:
             return inner

@@ -33,6 +33,7 @@ from tilec.passes.split_plan import (
 )
 from tilec.passes.split_rewrite import Rewrite
 from tilec.passes.split_scan import ScanRewrite
+from tilec.passes.split_two_pass import TwoPassRewrite
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
@@ -179,7 +180,8 @@ def _split_kernel(
             "tiles fill the SMs, or the extents are unknown; tilec.split_k is not set)",
         )
         return
-    rewrite = (ScanRewrite if plan.scan else Rewrite)(kernel, plan, options.combine_elements)
+    kind = ScanRewrite if plan.scan else TwoPassRewrite if plan.apply is not None else Rewrite
+    rewrite = kind(kernel, plan, options.combine_elements)
     rewrite.run(fixed)
     source = "pinned by the kernel" if pinned else "option split"
     _remark(kernel, plan, rewrite, fixed, source, ctx)
@@ -212,7 +214,17 @@ def _remark(
         )
         for c in plan.carried
     )
-    if plan.scan:
+    if plan.apply is not None:
+        ctx.remark(
+            loop,
+            f"a reduction ({combines}) and a loop that applies it (line {plan.apply.loc.line}): "
+            "the first ceil(S/2) blocks to take a ticket reduce chunks of this loop and publish "
+            "their partials; the others wait for all of them, combine them in slot order "
+            f"({rewrite.rows_per_round} a round) and run what follows this loop on the result, "
+            "each over its chunk of the second loop; effects outside the loops run in the "
+            "first of them (S = 1: both loops run as written)",
+        )
+    elif plan.scan:
         ctx.remark(
             loop,
             f"a scan ({combines}; the loop stores as it goes): each block takes the chunk of "
@@ -238,7 +250,8 @@ def _remark(
     grid = attribute_pairs(kernel, "tilec.grid")
     blocks = " x ".join(f"ceil({d}/{sizes.get(t, t)})" for d, t in grid) or "1"
     if not plan.atomic:
-        counters = "2 + S 4-byte counters" if plan.scan else "one 4-byte counter"
+        flagged = plan.scan or plan.apply is not None
+        counters = "2 + S 4-byte counters" if flagged else "one 4-byte counter"
         ctx.remark(
             loop,
             f"workspace: {format_bytes(rewrite.slot_bytes)} per slot x S x {blocks} blocks, and "
@@ -265,7 +278,9 @@ def _remark(
         + (
             "the S updates each element's atomics make"
             if plan.atomic
-            else "the combine's rounds" + (" (a scan runs each chunk twice)" if plan.scan else "")
+            else "the combine's rounds"
+            + (" (a scan runs each chunk twice)" if plan.scan else "")
+            + (" (reducers' chunks, then appliers')" if plan.apply is not None else "")
         )
         + "; 1 when the other axes fill the GPU",
     )

@@ -20,7 +20,7 @@ from tilec.ir.types import TileType, i1, i32, index
 from tilec.passes.specialize import attribute_pairs
 from tilec.passes.split_plan import Carried, Plan, identity_attr, is_identity
 
-__all__ = ["SLOT_ALIGNMENT", "Rewrite", "ceil_div_i32"]
+__all__ = ["SLOT_ALIGNMENT", "Rewrite", "ceil_div_i32", "chunk_bounds", "stored_bytes"]
 
 
 SLOT_ALIGNMENT = 16  # a slot starts 16-byte aligned: its tiles may be read 16 bytes at a time
@@ -43,11 +43,22 @@ class Rewrite:
         self.trip_bytes = _trip_bytes(plan.loop)
         if plan.atomic:
             self.rows_per_round = 0
-        elif any(c.type.rank > 1 for c in plan.carried):
+        elif any(self.slot_a_round(c) for c in plan.carried):
             # A dot's accumulator is read back a slot a round, in its own layout.
             self.rows_per_round = 1
         else:
             self.rows_per_round = min(self.rows(c) for c in plan.carried)
+
+    def slot_a_round(self, c: Carried) -> bool:
+        """Whether the combine reads `c` back a slot a round in its own layout (a tile of two
+        or more dimensions: a dot's accumulator, a reduction over the middle axis of [B, S,
+        D]) rather than `rows` slots a round reduced along the slots: a rescaled sum and its
+        maximum, whatever their rank, go by rows (the rescaling weighs each slot's sum by its
+        own maximum)."""
+        rescaling = c.scaled_by is not None or any(
+            x.scaled_by == c.index for x in self.plan.carried
+        )
+        return c.type.rank > 1 and not rescaling
 
     def constant(self, b: Builder, value: int | bool) -> Value:
         t = i1 if isinstance(value, bool) else index
@@ -220,6 +231,14 @@ class Rewrite:
             linear = b.create(arith.AddIOp, lhs=linear, rhs=pid).result
         return linear if linear is not None else self.constant(b, 0)
 
+    def base_count(self, b: Builder) -> Value:
+        """The blocks of the grid's other axes."""
+        count: Value = self.constant(b, 1)
+        for axis in range(self.base_axes):
+            n = b.create(T.NumProgramsOp, axis=axis).result
+            count = b.create(arith.MulIOp, lhs=count, rhs=n).result
+        return count
+
     def rows(self, c: Carried) -> int:
         """Partials of `c` the combine reads a round: a power of two, about
         `combine_elements` elements in all."""
@@ -253,7 +272,7 @@ class Rewrite:
             if c.scaled_by is not None:
                 updated.append(acc)  # below, once its maximum's round is combined
                 continue
-            if c.type.rank > 1:
+            if self.slot_a_round(c):
                 # A slot a round, read back in the partial's own layout (a GEMM's
                 # accumulator): nothing to reduce along the slots.
                 read = r.create(
@@ -365,3 +384,23 @@ def _trip_bytes(loop: scf.ForOp) -> int:
         if isinstance(op, T.LoadOp) and op.result.type.is_static
     }
     return sum(regions.values())
+
+
+def chunk_bounds(b: Builder, ticket: Value, chunk: Value, trips: Value, step: Value):
+    """The loop bounds of chunk `ticket`: iterations [ticket·chunk, min((ticket+1)·chunk,
+    trips)) times the step."""
+    first = b.create(arith.MulIOp, lhs=ticket, rhs=chunk).result
+    end = b.create(arith.AddIOp, lhs=first, rhs=chunk).result
+    end = b.create(arith.MinSIOp, lhs=end, rhs=trips).result
+    lower = b.create(arith.MulIOp, lhs=first, rhs=step).result
+    upper = b.create(arith.MulIOp, lhs=end, rhs=step).result
+    return lower, upper
+
+
+def stored_bytes(loop: scf.ForOp) -> int:
+    """Bytes the stores of one iteration of `loop` write."""
+    return sum(
+        W.tile_bytes(op.value.type)
+        for op in loop.body.walk()
+        if isinstance(op, T.StoreOp) and op.value.type.is_static
+    )

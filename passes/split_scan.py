@@ -43,7 +43,7 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Pure, Region, Value
 from tilec.ir.types import TileType, index
 from tilec.passes.split_plan import Carried, Plan, identity_attr
-from tilec.passes.split_rewrite import Rewrite, ceil_div_i32
+from tilec.passes.split_rewrite import Rewrite, ceil_div_i32, chunk_bounds, stored_bytes
 
 __all__ = ["ScanRewrite"]
 
@@ -55,7 +55,7 @@ class ScanRewrite(Rewrite):
         super().__init__(kernel, plan, combine_elements)
         # Every partial is read back flat, `rows` slots a round, whatever its rank.
         self.rows_per_round = min(self.rows(c) for c in plan.carried)
-        self.trip_bytes += _stored_bytes(plan.loop)
+        self.trip_bytes += stored_bytes(plan.loop)
 
     def run(self, pinned: int | None) -> None:
         loop = self.plan.loop
@@ -81,7 +81,7 @@ class ScanRewrite(Rewrite):
         e.create(scf.YieldOp, values=[ticket, *entering])
         ticket, *entering = route.results
         ticket.name_hint = "chunk"
-        lower, upper = _bounds(b, ticket, chunk, trips, loop.step)
+        lower, upper = chunk_bounds(b, ticket, chunk, trips, loop.step)
         loop.set_operand(0, lower)
         loop.set_operand(1, upper)
         for c, v in zip(self.plan.carried, entering):
@@ -109,7 +109,7 @@ class ScanRewrite(Rewrite):
         blocks = self.base_count(e)
         ticket = e.create(W.SplitTicketOp, counter=tile_index, count=splits).result
         ticket.name_hint = "ticket"
-        lower, upper = _bounds(e, ticket, chunk, trips, loop.step)
+        lower, upper = chunk_bounds(e, ticket, chunk, trips, loop.step)
         partials = self.reduced_chunk(e, lower, upper)
         slot_base = e.create(arith.MulIOp, lhs=tile_index, rhs=splits).result
         slot = e.create(arith.AddIOp, lhs=slot_base, rhs=ticket).result
@@ -132,14 +132,6 @@ class ScanRewrite(Rewrite):
         c.create(W.ClearCountersOp, first=flags, count=splits)
         c.create(scf.YieldOp, values=[])
         return ticket, entering
-
-    def base_count(self, b: Builder) -> Value:
-        """The blocks of the grid's other axes."""
-        count: Value = self.constant(b, 1)
-        for axis in range(self.base_axes):
-            n = b.create(T.NumProgramsOp, axis=axis).result
-            count = b.create(arith.MulIOp, lhs=count, rhs=n).result
-        return count
 
     def reduced_chunk(self, b: Builder, lower: Value, upper: Value) -> list[Value]:
         """The loop over [lower, upper) without its stores, from ⊕'s identity: its results."""
@@ -213,17 +205,6 @@ class ScanRewrite(Rewrite):
         Builder.at_end(guard.then.block, loc=loop.loc).create(scf.YieldOp, values=[])
 
 
-def _bounds(b: Builder, ticket: Value, chunk: Value, trips: Value, step: Value):
-    """The loop bounds of chunk `ticket`: iterations [ticket·chunk, min((ticket+1)·chunk,
-    trips)) times the step."""
-    first = b.create(arith.MulIOp, lhs=ticket, rhs=chunk).result
-    end = b.create(arith.AddIOp, lhs=first, rhs=chunk).result
-    end = b.create(arith.MinSIOp, lhs=end, rhs=trips).result
-    lower = b.create(arith.MulIOp, lhs=first, rhs=step).result
-    upper = b.create(arith.MulIOp, lhs=end, rhs=step).result
-    return lower, upper
-
-
 def _erase_dead(op: Operation) -> None:
     """Erase the pure ops nested in `op` whose results nothing reads, until none is left."""
     changed = True
@@ -235,12 +216,3 @@ def _erase_dead(op: Operation) -> None:
             if all(not r.uses for r in inner.results):
                 inner.erase()
                 changed = True
-
-
-def _stored_bytes(loop: scf.ForOp) -> int:
-    """Bytes the stores of one iteration of `loop` write."""
-    return sum(
-        W.tile_bytes(op.value.type)
-        for op in loop.body.walk()
-        if isinstance(op, T.StoreOp) and op.value.type.is_static
-    )

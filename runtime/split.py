@@ -19,6 +19,11 @@ round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
   block's chunk twice, once reduced and once scanned from the chunks before it: twice the
   iterations, at the bytes of the scanning pass (its loads and stores; the reducing pass's
   loads are the same and mostly L2 hits the second time, which the model does not credit).
+* **A split two-pass kernel** (`two_pass`: a reduction, then a loop that applies it,
+  `passes/split_two_pass.py`) has R = ceil(S / 2) blocks reduce chunks of the first loop and
+  the other S - R, once every partial is published, apply chunks of the second: a chain of
+  ceil(trips / R) iterations and then ceil(trips / (S - R)) (unsplit, both loops: 2 x trips),
+  and a combine of R partials in every applier.
 * **The combine** (S > 1): the last block of each output tile reads the S partials `rows` a
   round, `COMBINE_ROUND_S` each. A kernel whose atomics combine the partials (`atomic`, from
   `accumulate-atomics`: each split block adds its own) has no combine rounds; each element of
@@ -101,19 +106,21 @@ def choose_split(
     rows: int,
     atomic: bool = False,
     scan: bool = False,
+    two_pass: bool = False,
 ) -> int:
     """The split count S for a launch whose other axes have `base_blocks` blocks, on a GPU of
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
     iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (or,
     `atomic`, is the atomics of each block; `scan`: a split scan, whose blocks run their chunks
-    twice): the count of least `split_time` (the module docstring says why)."""
+    twice; `two_pass`: reducers, then appliers): the count of least `split_time` (the module
+    docstring says why)."""
     if base_blocks <= 0 or trips <= 1 or base_blocks >= sm_count:
         # Nothing to split, or every SM has a block of the other axes already: splits would
         # only add blocks to busy SMs, whose chains of iterations overlap there already.
         return 1
     resident = sm_count * max(blocks_per_sm, 1)
     most = min(trips, MAX_SPLIT, max(1, 4 * resident // base_blocks))
-    args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic, scan)
+    args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic, scan, two_pass)
     best, best_s = 1, split_time(1, *args)
     for count in range(2, most + 1):
         t = split_time(count, *args)
@@ -198,6 +205,7 @@ def split_time(
     rows: int,
     atomic: bool = False,
     scan: bool = False,
+    two_pass: bool = False,
 ) -> float:
     """The modelled seconds of a launch split `count` ways (the module docstring)."""
     blocks = base_blocks * count
@@ -206,14 +214,21 @@ def split_time(
     # The busiest SM of a wave holds this many blocks; their iterations share its bandwidth.
     busiest = min(per_sm, -(-blocks // sm_count))
     iteration = max(ITERATION_S, busiest * max(trip_bytes, 1) / SM_BYTES_PER_S)
-    # A split scan runs its chunk twice: reduced, then scanned from the chunks before it.
-    passes = 2 if scan and count > 1 else 1
-    block = passes * -(-trips // count) * iteration + (SPLIT_FIXED_S if count > 1 else 0.0)
-    t = waves * block
+    fixed = SPLIT_FIXED_S if count > 1 else 0.0
+    combined = count  # partials the combine reads back
+    if two_pass:
+        # Reducers' chunks of the first loop, then appliers' chunks of the second.
+        reducers = -(-count // 2)
+        chain = -(-trips // reducers) + -(-trips // max(count - reducers, 1))
+        combined = reducers
+    else:
+        # A split scan runs its chunk twice: reduced, then scanned from the chunks before it.
+        chain = (2 if scan and count > 1 else 1) * -(-trips // count)
+    t = waves * (chain * iteration + fixed)
     if atomic:
         t += count * ATOMIC_UPDATE_S
     elif count > 1:
-        t += -(-count // max(rows, 1)) * COMBINE_ROUND_S
+        t += -(-combined // max(rows, 1)) * COMBINE_ROUND_S
     return t
 
 
@@ -312,6 +327,7 @@ def split_grid(
             rows=split.rows,
             atomic=bool(split.atomic),
             scan=bool(split.scan),
+            two_pass=bool(split.two_pass),
         )
     if count == 1:
         return grid, (0, 0)
@@ -319,9 +335,10 @@ def split_grid(
         full = list(grid)
         full[axis] = count
         return (full[0], full[1], full[2]), (0, 0)
-    # A split scan's counters: a ticket and a finish counter per block of the other axes, then
-    # its S flags (passes/split_scan.py).
-    counters = base * (2 + count) if split.scan else base
+    # A split scan's (or two-pass kernel's) counters: a ticket and a finish counter per block
+    # of the other axes, then its S flags (passes/split_scan.py, split_two_pass.py).
+    flagged = split.scan or split.two_pass
+    counters = base * (2 + count) if flagged else base
     addresses = WORKSPACES.get(ordinal, stream, base * count * split.slot_bytes, counters)
     if addresses is None:
         return grid, (0, 0)  # capturing, and no workspace yet: unsplit

@@ -146,6 +146,27 @@ def _modulate_inputs(shape: tuple, new: Callable) -> list:
     ]
 
 
+def _col_softmax(x: Any) -> Any:
+    import torch
+
+    return torch.softmax(x, 0)
+
+
+def _center_seq(x: Any) -> Any:
+    return x - x.mean(1, keepdim=True)
+
+
+def _col_norm(x: Any) -> tuple:
+    mu = x.mean(0)
+    r = ((x * x).mean(0) - mu * mu + 1e-5).rsqrt()
+    return (x - mu) * r, mu, r
+
+
+def _col_norm_inputs(shape: tuple, new: Callable) -> list:
+    x, y = _alike("f32", 1, 1)(shape, new)
+    return [x, y, new(shape[1:], "f32", "empty"), new(shape[1:], "f32", "empty")]
+
+
 def _bytes(tensors: int, size: int) -> Callable[[tuple], int]:
     """The bytes moved: `tensors` tensors of the kernel's shape, of `size`-byte elements."""
     return lambda shape: tensors * size * math.prod(shape)
@@ -173,6 +194,13 @@ _TABLE: list[tuple] = [
      lambda s: 4 * (s[0] * s[1] * s[2] + s[0] * s[2]), {"rtol": 0, "atol": 0}),
     ("modulate", ((8, 1024, 1152), (4, 4097, 3072)), _modulate_inputs, 1, _modulate,
      lambda s: 2 * (2 * s[0] * s[1] * s[2] + 2 * s[0] * s[2]), {"rtol": 2e-2, "atol": 2e-2}),
+    # the fifteenth session's: a reduction over a long axis, then a loop applying it
+    ("col_softmax", ((50000, 64), (4096, 1000)), _alike("f32", 1, 1), 1, _col_softmax,
+     _bytes(2, 4), {"rtol": 1e-4, "atol": 1e-6}),
+    ("center_seq", ((4, 8000, 100), (16, 1000, 768)), _alike("f32", 1, 1), 1, _center_seq,
+     _bytes(2, 4), {"rtol": 1e-4, "atol": 1e-4}),
+    ("col_norm", ((100000, 128), (30000, 300)), _col_norm_inputs, 3, _col_norm,
+     _bytes(2, 4), {"rtol": 1e-3, "atol": 1e-3}),
 ]  # fmt: skip
 
 CASES: list[Case] = [

@@ -1,0 +1,299 @@
+"""Split two-pass kernels (`passes/split_two_pass.py`): a loop that reduces and a loop over the
+same extent that applies its results as it stores (a softmax down the columns, a mean taken
+out of the middle axis of [B, S, D], a column norm that also stores its statistics), split
+across blocks: the first ceil(n / 2) blocks to take a ticket reduce chunks of the first loop,
+the others wait for all their partials and apply chunks of the second. Checked in the
+interpreter against numpy at split counts 1, 2, 3 and more than the loops have iterations,
+with the blocks in shuffled orders (a block's role is its ticket), and the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilec.compiler import DEFAULT_PIPELINE, compile_source
+from tilec.dialects import scf
+from tilec.dialects import tile as T
+from tilec.interp import TensorView, prepare_launch
+from tilec.lowering import compile_to_ptx, module_abi
+from tilec.passes.split_plan import NotSplit, split_plan
+from tilec.runtime.split import choose_split, split_grid, split_time
+
+KERNELS = """
+def col_softmax(x: f32[M, N], y: f32[M, N]):
+    for tn in tiles(N):
+        m_i = full([1, tn], -inf, f32)
+        l_i = zeros([1, tn], f32)
+        for tm in tiles(M):
+            s = x[tm, tn]
+            m_new = maximum(m_i, max(s, axis=0, keepdims=True))
+            l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), axis=0, keepdims=True)
+            m_i = m_new
+        for tm in tiles(M):
+            y[tm, tn] = exp(x[tm, tn] - m_i) / l_i
+
+
+def center_seq(x: f32[B, S, D], y: f32[B, S, D]):
+    for tb, td in tiles(B, D):
+        acc = zeros([tb, td], f32)
+        for ts in tiles(S):
+            acc += sum(x[tb, ts, td], axis=1)
+        mu = acc / S
+        for ts in tiles(S):
+            y[tb, ts, td] = x[tb, ts, td] - mu[:, None, :]
+
+
+def col_norm(x: f32[M, N], y: f32[M, N], mu_out: f32[N], rstd: f32[N]):
+    for tn in tiles(N):
+        s1 = zeros([tn], f32)
+        s2 = zeros([tn], f32)
+        for tm in tiles(M):
+            t = x[tm, tn]
+            s1 += sum(t, axis=0)
+            s2 += sum(t * t, axis=0)
+        mu = s1 / M
+        r = rsqrt(s2 / M - mu * mu + 1e-5)
+        mu_out[tn] = mu
+        rstd[tn] = r
+        for tm in tiles(M):
+            y[tm, tn] = (x[tm, tn] - mu[None, :]) * r[None, :]
+
+
+def row_share(x: f32[B, N], y: f32[B, N]):
+    for b in tiles(B, tile={B: 1}):
+        total = 0.25
+        for tn in tiles(N):
+            total += sum(x[b, tn])
+        for tn in tiles(N):
+            y[b, tn] = x[b, tn] / total
+"""
+
+
+def _softmax(x: np.ndarray) -> list[np.ndarray]:
+    e = np.exp(x - x.max(0, keepdims=True))
+    return [e / e.sum(0, keepdims=True)]
+
+
+def _col_norm(x: np.ndarray) -> list[np.ndarray]:
+    x64 = x.astype(np.float64)
+    mu = x64.mean(0)
+    r = 1 / np.sqrt((x64 * x64).mean(0) - mu * mu + 1e-5)
+    return [(x64 - mu) * r, mu, r]
+
+
+REFERENCES = {
+    "col_softmax": _softmax,
+    "center_seq": lambda x: [x - x.mean(1, keepdims=True, dtype=np.float64)],
+    "col_norm": _col_norm,
+    "row_share": lambda x: [x / (0.25 + x.sum(1, keepdims=True, dtype=np.float64))],
+}
+SHAPES = {
+    "col_softmax": [(1, 1), (100, 3), (37, 40), (200, 17)],
+    "center_seq": [(2, 70, 20), (1, 33, 5), (3, 16, 17)],
+    "col_norm": [(100, 3), (57, 33)],
+    "row_share": [(1, 1), (2, 15), (3, 300)],
+}
+# Small tiles, so that each loop has several iterations to share out.
+TILES = {
+    "col_softmax": "BM=16,BN=16",
+    "center_seq": "BB=1,BS=16,BD=16",
+    "col_norm": "BM=8,BN=16",
+    "row_share": "BN=16",
+}
+
+
+def _compiled(kernel: str, source: str = KERNELS):
+    pipeline = DEFAULT_PIPELINE.replace("tiling", f'tiling{{tiles="{TILES[kernel]}"}}')
+    return compile_source(source, kernels=[kernel], pipeline=pipeline)
+
+
+def _input(kernel: str, shape: tuple[int, ...]) -> np.ndarray:
+    rng = np.random.default_rng(sum(shape) + len(kernel))
+    if kernel == "row_share":
+        return rng.uniform(0.5, 1, size=shape).astype(np.float32)
+    return rng.uniform(-2, 2, size=shape).astype(np.float32)
+
+
+def _interpret(module, kernel: str, x: np.ndarray, split: int, seed: int):
+    outputs = [np.full(r.shape, np.nan, np.float32) for r in REFERENCES[kernel](x)]
+    launch = prepare_launch(module, kernel, [x, *outputs], split=split, block_seed=seed)
+    launch.run()
+    return [v.array for v in launch.arguments[1:] if isinstance(v, TensorView)], launch
+
+
+@pytest.mark.parametrize(
+    ("kernel", "shape"),
+    [(k, s) for k, shapes in SHAPES.items() for s in shapes],
+    ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)),
+)
+def test_a_split_two_pass_kernel_computes_what_its_loops_do(kernel, shape):
+    x = _input(kernel, shape)
+    module = _compiled(kernel).module
+    assert module_abi(module)[kernel].split.two_pass == 1
+    trips = -(-(shape[1] if kernel in ("center_seq", "row_share") else shape[0]) // 16)
+    want = REFERENCES[kernel](x)
+    for count in (1, 2, 3, 2 * trips + 3):
+        for seed in (0, 1, 2):  # blocks in three orders: a block's role is its ticket
+            got, launch = _interpret(module, kernel, x, count, seed)
+            assert launch.grid[-1] == count
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+            assert launch.split_state.unreset() is None  # tickets and flags back to 0
+
+
+SPREAD = """
+def spread_sum(x: f32[M, N], y: f32[M, N]):
+    for tn in tiles(N):
+        a = zeros([1, tn], f32)
+        for tm in tiles(M):
+            a += sum(x[tm, tn], axis=0, keepdims=True)
+        for tm in tiles(M):
+            y[tm, tn] = x[tm, tn] * 0.0 + a
+"""
+
+
+def test_every_applier_sees_the_same_combined_result_bit_for_bit():
+    """Each applier combines the same partials in the same slot order, so the rows that
+    different appliers write hold one column sum, to the bit."""
+    pipeline = DEFAULT_PIPELINE.replace("tiling", 'tiling{tiles="BM=16,BN=16"}')
+    module = compile_source(SPREAD, kernels=["spread_sum"], pipeline=pipeline).module
+    x = np.random.default_rng(3).uniform(-1, 1, (300, 20)).astype(np.float32)
+    for count in (3, 5, 11):
+        y = np.zeros_like(x)
+        launch = prepare_launch(module, "spread_sum", [x, y], split=count, block_seed=count)
+        launch.run()
+        y = launch.arguments[1].array
+        assert (y == y[:1]).all()
+        np.testing.assert_allclose(y[0], x.sum(0, dtype=np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_effects_between_the_loops_run_in_the_first_applier_only():
+    module = _compiled("col_norm").module
+    stores = [op for op in module.walk() if isinstance(op, T.StoreOp) and op.view.type.rank == 1]
+    assert len(stores) == 2  # mean and rstd
+    for op in stores:
+        guards = [p for p in _ancestors(op) if isinstance(p, scf.IfOp)]
+        assert len(guards) == 2  # in an applier, and in the first one
+
+
+def _ancestors(op):
+    parent = op.parent_op
+    while parent is not None:
+        yield parent
+        parent = parent.parent_op
+
+
+def test_the_rewrite_lowers_to_tickets_flags_and_waits():
+    ptx = compile_to_ptx(_compiled("col_softmax").module, "sm_90a")
+    assert "atom.relaxed.gpu" in ptx or "atom.gpu" in ptx  # the ticket
+    assert "st.release.gpu" in ptx  # publish
+    assert "ld.acquire.gpu" in ptx  # the appliers' wait
+
+
+def test_the_remark_says_who_reduces_and_who_applies():
+    program = _compiled("center_seq")
+    texts = [r.message for r in program.remarks if r.pass_name == "split-reduction"]
+    assert any("a loop that applies it" in t and "ceil(S/2)" in t for t in texts), texts
+    assert any("2 + S 4-byte counters" in t for t in texts), texts
+
+
+REFUSED = """
+def second_carries(x: f32[M, N], y: f32[N]):
+    for tn in tiles(N):
+        a = zeros([tn], f32)
+        for tm in tiles(M):
+            a += sum(x[tm, tn], axis=0)
+        b = zeros([tn], f32)
+        for tm in tiles(M):
+            b += sum(x[tm, tn] - a[None, :], axis=0)
+        y[tn] = b
+
+
+def other_extent(x: f32[M, N], z: f32[K, N], y: f32[K, N]):
+    for tn in tiles(N):
+        a = zeros([1, tn], f32)
+        for tm in tiles(M, tile={M: 32}):
+            a += sum(x[tm, tn], axis=0, keepdims=True)
+        for tk in tiles(K, tile={K: 32}):
+            y[tk, tn] = z[tk, tn] - a
+
+
+def reads_what_it_stores(x: f32[M, N], y: f32[M, N]):
+    for tn in tiles(N):
+        a = zeros([1, tn], f32)
+        for tm in tiles(M):
+            a += sum(x[tm, tn], axis=0, keepdims=True)
+        for tm in tiles(M):
+            y[tm, tn] = y[tm, tn] + a
+
+
+def same_tile_every_time(x: f32[M, N], y: f32[M, N]):
+    for tn in tiles(N):
+        a = zeros([1, tn], f32)
+        for tm in tiles(M):
+            a += sum(x[tm, tn], axis=0, keepdims=True)
+        for tm in tiles(M):
+            y[0:1, tn] = a
+
+
+def three_loops(x: f32[M, N], y: f32[M, N]):
+    for tn in tiles(N):
+        a = zeros([1, tn], f32)
+        for tm in tiles(M):
+            a += sum(x[tm, tn], axis=0, keepdims=True)
+        for tm in tiles(M):
+            y[tm, tn] = x[tm, tn] - a
+        for tm in tiles(M):
+            y[tm, tn] = y[tm, tn] * 2.0
+"""
+
+
+@pytest.mark.parametrize(
+    ("kernel", "why"),
+    [
+        ("second_carries", "the second carries values"),
+        ("other_extent", "different extents"),
+        ("reads_what_it_stores", "reads a tensor it stores"),
+        ("three_loops", "3 top-level loops"),
+    ],
+)
+def test_two_loops_that_are_not_a_reduction_and_its_application_are_not_split(kernel, why):
+    # The IR split-reduction sees (mask-bounds, after it, cuts loops in two).
+    pipeline = DEFAULT_PIPELINE[: DEFAULT_PIPELINE.index(",split-reduction")]
+    module = compile_source(REFUSED, kernels=[kernel], pipeline=pipeline).module
+    (func,) = [f for f in module.functions if f.sym_name == kernel]
+    with pytest.raises(NotSplit, match=why):
+        split_plan(func)
+
+
+def test_the_launch_counts_reducers_then_appliers():
+    """Unsplit, the block runs both loops (2 x trips iterations); split n ways, ceil(n/2)
+    chains of the first loop and then n - ceil(n/2) of the second."""
+    args = (132, 8, 2, 800, 8192, 64)
+    unsplit = split_time(1, *args, two_pass=True)
+    assert unsplit == pytest.approx(split_time(1, *args) * 2)
+    assert split_time(8, *args, two_pass=True) < unsplit / 3
+    count = choose_split(
+        sm_count=132, blocks_per_sm=8, base_blocks=2, trips=800, trip_bytes=8192, rows=64,
+        two_pass=True,
+    )  # fmt: skip
+    assert count > 8
+
+
+def test_the_launch_gives_a_two_pass_split_its_flags(monkeypatch):
+    """Counters as a split scan's: a ticket and a finish counter per block of the other
+    axes, then n flags (the reducers' first ceil(n / 2) of them)."""
+    from tilec.runtime import split as R
+
+    axis = module_abi(_compiled("col_softmax").module)["col_softmax"].split
+    asked = {}
+
+    def get(ordinal, stream, slot_bytes, counters):
+        asked.update(slot_bytes=slot_bytes, counters=counters)
+        return 4096, 0
+
+    monkeypatch.setattr(R.WORKSPACES, "get", get)
+    grid, _ = split_grid(axis, 1, (3, 1, 1), {"M": 100000, "N": 40}, (132, 8), 0, 0, None)
+    count = grid[1]
+    assert count > 2
+    assert asked == {"slot_bytes": 3 * count * axis.slot_bytes, "counters": 3 * (2 + count)}
