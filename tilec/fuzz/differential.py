@@ -286,8 +286,12 @@ def _reached(module: Any, arch: str) -> set[str]:
                 kernel = kernel.parent_op
             dots = kernel is not None and any(o.name == "tile.dot" for o in kernel.walk())
             reached.add(f"reached:{'split_k' if dots else 'split_tile'}:{arch}")
-        elif isinstance(op, W.SplitTicketOp):  # a split scan: chunks by ticket
-            reached.add(f"reached:split_scan:{arch}")
+        elif isinstance(op, W.SplitTicketOp):  # chunks by ticket: a scan, or two passes
+            kernel = op.parent_op
+            while kernel is not None and kernel.name != "builtin.func":
+                kernel = kernel.parent_op
+            two = kernel is not None and "two_pass" in str(kernel.attributes.get("tilec.split"))
+            reached.add(f"reached:{'split_two_pass' if two else 'split_scan'}:{arch}")
         elif isinstance(op, W.WorkspaceLoadOp):
             reached.add(f"reached:split:{arch}")
             if any(isinstance(o, M.ExpOp) for o in op.parent.ops):  # a rescaled sum's round

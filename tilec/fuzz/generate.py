@@ -110,6 +110,10 @@ ONLINE_SHARE = 15  # percent of the kernels without a dot that get an online sum
 # Percent of the other kernels without a dot and with a 1-D grid of rows that get a running
 # scan before their body (what split-reduction splits as a scan, passes/split_scan.py).
 SCAN_SHARE = 20
+# Percent of the kernels left (no dot, a 1-D grid of rows, no online sum or scan) that get a
+# two-pass idiom before their body: a row reduction over K, then a loop over K applying it
+# (what split-reduction splits into reducers and appliers, passes/split_two_pass.py).
+TWO_PASS_SHARE = 30
 
 
 class KernelWriter(ExpressionWriter):
@@ -165,6 +169,16 @@ class KernelWriter(ExpressionWriter):
             scan = self.running_scan(2)
             self.c = main
             body = scan + body
+        elif (
+            self.idioms is not None
+            and not self.has_dot
+            and not self.grid_n
+            and chance(self.idioms, TWO_PASS_SHARE)
+        ):
+            main, self.c = self.c, self.idioms
+            passes = self.two_pass(2)
+            self.c = main
+            body = passes + body
         # Every dimension a loop or a shape names must be a dimension of some tensor.
         known = {d for t in self.tensors for d in t.dims}
         # (An atomic's output may leave out grid dimensions.)
@@ -521,6 +535,42 @@ class KernelWriter(ExpressionWriter):
             f"{pad}    {s} = {value}",
             f"{pad}    {target} = {stored}",
             f"{pad}    {total} = {update}",
+        ]
+
+    def two_pass(self, indent: int) -> list[str]:
+        """A reduction of each row's tiles over a K loop (a sum, or a maximum), then a second
+        loop over K that stores a read combined with it (`x - m`, `x * s`), at the loop's
+        variable: two passes over the rows, the second applying the first."""
+        pad = "    " * indent
+        total, s = self.fresh("red"), self.fresh("s")
+        rows = self.shape_list(("BM",))
+        kind = choose(self.c, ("sum", "max"))
+        self.features.add(f"loop:two-pass-{kind}")
+        self.loops.append(Loop("tk", "K", "BK"))
+        first = self.read(("BM", "BK"), "f32")
+        second = self.read(("BM", "BK"), "f32")
+        self.loops.pop()
+        dims = (("B",) if self.grid_b else ()) + ("M", "K")
+        where = (["b"] if self.grid_b else []) + ["tm", "tk"]
+        out = Tensor(self.fresh("y"), "f32", dims, written=True)
+        self.tensors.append(out)
+        value = first.text if first.dtype == "f32" else f"({first.text}).to(f32)"
+        applied = second.text if second.dtype == "f32" else f"({second.text}).to(f32)"
+        if kind == "sum":
+            start, update = f"zeros({rows}, f32)", f"{total} + sum({s}, axis=1)"
+            stored = f"{applied} * {total}[:, None]"
+        else:
+            start, update = f"full({rows}, -inf, f32)", f"maximum({total}, max({s}, axis=1))"
+            stored = f"{applied} - {total}[:, None]"
+        self.features.add("loop:K")
+        self.loop_dims.add("K")
+        return [
+            f"{pad}{total} = {start}",
+            f"{pad}for tk in tiles(K):",
+            f"{pad}    {s} = {value}",
+            f"{pad}    {total} = {update}",
+            f"{pad}for tk in tiles(K):",
+            f"{pad}    {out.name}[{', '.join(where)}] = {stored}",
         ]
 
     def random_shape(self) -> tuple:
