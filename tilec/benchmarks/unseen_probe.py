@@ -167,6 +167,12 @@ def _col_norm_inputs(shape: tuple, new: Callable) -> list:
     return [x, y, new(shape[1:], "f32", "empty"), new(shape[1:], "f32", "empty")]
 
 
+def _tanh_gelu(x: Any) -> Any:
+    import torch
+
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
 def _bytes(tensors: int, size: int) -> Callable[[tuple], int]:
     """The bytes moved: `tensors` tensors of the kernel's shape, of `size`-byte elements."""
     return lambda shape: tensors * size * math.prod(shape)
@@ -201,6 +207,8 @@ _TABLE: list[tuple] = [
      _bytes(2, 4), {"rtol": 1e-4, "atol": 1e-4}),
     ("col_norm", ((100000, 128), (30000, 300)), _col_norm_inputs, 3, _col_norm,
      _bytes(2, 4), {"rtol": 1e-3, "atol": 1e-3}),
+    ("tanh_gelu", ((8192, 8192), (3000, 7001)), _alike("bf16", 1, 1), 1, _tanh_gelu,
+     _bytes(2, 2), {"rtol": 2e-2, "atol": 2e-2}),
 ]  # fmt: skip
 
 CASES: list[Case] = [
