@@ -475,6 +475,13 @@ class _KernelFacts:
             if name is None:
                 return 1
             return self._extent_multiple(name, op.view.type.shape[op.axis], op.axis)
+        if isinstance(op, scf.IfOp) and not op.otherwise.empty:
+            # Either branch's value (a split's loop bounds: the whole loop's, or a chunk's).
+            index = op.results.index(v)
+            return min(
+                self.multiple(region.block.ops[-1].operands[index])
+                for region in (op.then, op.otherwise)
+            )
         return 1
 
     # -- random offsets -------------------------------------------------------------------------

@@ -297,3 +297,34 @@ def test_the_launch_gives_a_two_pass_split_its_flags(monkeypatch):
     count = grid[1]
     assert count > 2
     assert asked == {"slot_bytes": 3 * count * axis.slot_bytes, "counters": 3 * (2 + count)}
+
+
+LONG_ROWS = """
+def log_softmax(x: f16[M, V], y: f16[M, V]):
+    for tm in tiles(M):
+        m_i = full([tm], -inf, f32)
+        l_i = zeros([tm], f32)
+        for tv in tiles(V):
+            s = x[tm, tv].to(f32)
+            m_new = maximum(m_i, max(s, axis=1))
+            l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new[:, None]), axis=1)
+            m_i = m_new
+        lse = m_i + log(l_i)
+        for tv in tiles(V):
+            y[tm, tv] = x[tm, tv].to(f32) - lse[:, None]
+"""
+
+
+def test_chunks_of_long_rows_keep_their_16_byte_accesses(tmp_path):
+    """A two-pass kernel over a few long rows splits along the rows; each chunk starts at a
+    multiple of the step in either branch of the split's route (`vectorize` reads an `scf.if`
+    result as both branches' yields), so its loads and stores stay 16 bytes wide."""
+    from tilec.jit import load_kernel
+
+    path = tmp_path / "long_rows.tile"
+    path.write_text(LONG_ROWS)
+    x = np.zeros((16, 65536), np.float16)
+    compiled = load_kernel(path, "log_softmax").compile_for(x, x.copy(), arch="sm_90a")
+    assert compiled.abi.split is not None and compiled.abi.split.two_pass == 1
+    assert "ld.global.v4" in compiled.ptx or "ld.global.nc.v4" in compiled.ptx
+    assert "ld.global.b16" not in compiled.ptx and "ld.global.u16" not in compiled.ptx
