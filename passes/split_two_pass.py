@@ -47,9 +47,9 @@ class TwoPassRewrite(Rewrite):
     def __init__(self, kernel: FuncOp, plan: Plan, combine_elements: int):
         super().__init__(kernel, plan, combine_elements)
         assert plan.apply is not None
-        # The busier pass sets an iteration's bytes (the launch's model).
-        applied = _loaded_bytes(plan.apply) + stored_bytes(plan.apply)
-        self.trip_bytes = max(self.trip_bytes, applied)
+        # What an iteration of the second loop moves (the launch's model; `trip_bytes`: the
+        # first loop's loads).
+        self.apply_bytes = max(_loaded_bytes(plan.apply) + stored_bytes(plan.apply), 1)
 
     def run(self, pinned: int | None) -> None:
         first, second = self.plan.loop, self.plan.apply
@@ -141,7 +141,7 @@ class TwoPassRewrite(Rewrite):
                 ["trip_bytes", self.trip_bytes],
                 ["rows", self.rows_per_round],
                 ["pinned", pinned or 0],
-                ["two_pass", 1],
+                ["two_pass", self.apply_bytes],
             ]
         )
 

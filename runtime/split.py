@@ -22,8 +22,10 @@ round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
 * **A split two-pass kernel** (`two_pass`: a reduction, then a loop that applies it,
   `passes/split_two_pass.py`) has R = ceil(S / 2) blocks reduce chunks of the first loop and
   the other S - R, once every partial is published, apply chunks of the second: a chain of
-  ceil(trips / R) iterations and then ceil(trips / (S - R)) (unsplit, both loops: 2 x trips),
-  and a combine of R partials in every applier.
+  ceil(trips / R) iterations, the R x B reducers alone sharing the SMs' bandwidth at the first
+  loop's bytes, and then ceil(trips / (S - R)), the appliers alone, at the second's (`two_pass`:
+  its loads and stores an iteration); unsplit, both loops one after the other; and a combine
+  of R partials in every applier.
 * **The combine** (S > 1): the last block of each output tile reads the S partials `rows` a
   round, `COMBINE_ROUND_S` each. A kernel whose atomics combine the partials (`atomic`, from
   `accumulate-atomics`: each split block adds its own) has no combine rounds; each element of
@@ -106,13 +108,13 @@ def choose_split(
     rows: int,
     atomic: bool = False,
     scan: bool = False,
-    two_pass: bool = False,
+    two_pass: int = 0,
 ) -> int:
     """The split count S for a launch whose other axes have `base_blocks` blocks, on a GPU of
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
     iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (or,
     `atomic`, is the atomics of each block; `scan`: a split scan, whose blocks run their chunks
-    twice; `two_pass`: reducers, then appliers): the count of least `split_time` (the module
+    twice; `two_pass`: reducers, then appliers whose iterations move `two_pass` bytes): the count of least `split_time` (the module
     docstring says why)."""
     if base_blocks <= 0 or trips <= 1 or base_blocks >= sm_count:
         # Nothing to split, or every SM has a block of the other axes already: splits would
@@ -205,26 +207,34 @@ def split_time(
     rows: int,
     atomic: bool = False,
     scan: bool = False,
-    two_pass: bool = False,
+    two_pass: int = 0,
 ) -> float:
     """The modelled seconds of a launch split `count` ways (the module docstring)."""
     blocks = base_blocks * count
     per_sm = max(blocks_per_sm, 1)
     waves = -(-blocks // (sm_count * per_sm))
-    # The busiest SM of a wave holds this many blocks; their iterations share its bandwidth.
-    busiest = min(per_sm, -(-blocks // sm_count))
-    iteration = max(ITERATION_S, busiest * max(trip_bytes, 1) / SM_BYTES_PER_S)
+
+    def chain_time(active: int, iterations: int, trip: int) -> float:
+        # The busiest SM of a wave holds this many of the `active` blocks; their iterations
+        # share its bandwidth.
+        busiest = min(per_sm, -(-active // sm_count))
+        return iterations * max(ITERATION_S, busiest * max(trip, 1) / SM_BYTES_PER_S)
+
     fixed = SPLIT_FIXED_S if count > 1 else 0.0
     combined = count  # partials the combine reads back
     if two_pass:
-        # Reducers' chunks of the first loop, then appliers' chunks of the second.
+        # The reducers' chunks of the first loop, then (the reducers done, the appliers
+        # alone loading) the appliers' chunks of the second, moving `two_pass` bytes each.
         reducers = -(-count // 2)
-        chain = -(-trips // reducers) + -(-trips // max(count - reducers, 1))
+        appliers = max(count - reducers, 1)
+        chains = chain_time(base_blocks * reducers, -(-trips // reducers), trip_bytes)
+        chains += chain_time(base_blocks * appliers, -(-trips // appliers), two_pass)
         combined = reducers
     else:
         # A split scan runs its chunk twice: reduced, then scanned from the chunks before it.
         chain = (2 if scan and count > 1 else 1) * -(-trips // count)
-    t = waves * (chain * iteration + fixed)
+        chains = chain_time(blocks, chain, trip_bytes)
+    t = waves * (chains + fixed)
     if atomic:
         t += count * ATOMIC_UPDATE_S
     elif count > 1:
@@ -327,7 +337,7 @@ def split_grid(
             rows=split.rows,
             atomic=bool(split.atomic),
             scan=bool(split.scan),
-            two_pass=bool(split.two_pass),
+            two_pass=split.two_pass,
         )
     if count == 1:
         return grid, (0, 0)

@@ -306,10 +306,11 @@ class SplitAxis:
     combine the partials instead, each split block adding its own (no workspace). `scan`: the
     loop stores as it goes (a split scan, `passes/split_scan.py`): each block waits for the
     partials of the chunks before its own, through S flags per block of the other axes in the
-    counters besides its two counters (docs/abi.md). `two_pass`: a reduction and a loop that
-    applies it (`passes/split_two_pass.py`): the first ceil(S / 2) blocks to arrive reduce
-    chunks of the loop, the others wait for all their flags and apply chunks of the second
-    loop; counters as a scan's."""
+    counters besides its two counters (docs/abi.md). `two_pass` (non-zero): a reduction and a
+    loop that applies it (`passes/split_two_pass.py`), whose iterations move `two_pass` bytes
+    (loads and stores; `trip_bytes` is the first loop's): the first ceil(S / 2) blocks to
+    arrive reduce chunks of the first loop, the others wait for all their flags and apply
+    chunks of the second; counters as a scan's."""
 
     dim: str | int
     step: int
@@ -325,7 +326,7 @@ class SplitAxis:
     dot_bytes: int = 0
     dot_dims: str = ""  # the grid's dimensions, "M,N": A and B hold (M + N) x K elements
     scan: int = 0  # 1: a split scan (its chunks run twice; counters 2 + S per other block)
-    two_pass: int = 0  # 1: a split two-pass kernel (reducers, then appliers; counters as a scan's)
+    two_pass: int = 0  # a split two-pass kernel: its second loop's bytes an iteration (0: none)
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
