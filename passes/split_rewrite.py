@@ -103,6 +103,21 @@ class Rewrite:
             attrs.append(["dot_dims", ",".join(str(d) for d, _ in grid)])
         self.kernel.attributes["tilec.split"] = to_attribute(attrs)
 
+    def record(self, pinned: int | None, kind: list) -> None:
+        """`tilec.split` for a split that shares a workspace (`kind`: its own last entry,
+        ["scan", 1] or ["two_pass", bytes])."""
+        self.kernel.attributes["tilec.split"] = to_attribute(
+            [
+                ["dim", self.plan.dim],
+                ["step", self.plan.step],
+                ["slot_bytes", self.slot_bytes],
+                ["trip_bytes", self.trip_bytes],
+                ["rows", self.rows_per_round],
+                ["pinned", pinned or 0],
+                kind,
+            ]
+        )
+
     def dot(self) -> T.DotOp | None:
         """The dot whose accumulator the loop carries (a split-K GEMM), if any."""
         for c in self.plan.carried:

@@ -38,7 +38,6 @@ from tilec.dialects import split as W
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ReturnOp
 from tilec.dialects.tile_shapes import ReshapeOp
-from tilec.ir.attributes import to_attribute
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Operation, Pure, Region, Value
 from tilec.ir.types import TileType, index
@@ -87,17 +86,7 @@ class ScanRewrite(Rewrite):
         for c, v in zip(self.plan.carried, entering):
             loop.set_operand(3 + c.index, v)
         self.epilogue_in_last_chunk(ticket, splits)
-        self.kernel.attributes["tilec.split"] = to_attribute(
-            [
-                ["dim", self.plan.dim],
-                ["step", self.plan.step],
-                ["slot_bytes", self.slot_bytes],
-                ["trip_bytes", self.trip_bytes],
-                ["rows", self.rows_per_round],
-                ["pinned", pinned or 0],
-                ["scan", 1],
-            ]
-        )
+        self.record(pinned, ["scan", 1])
 
     def prefix(
         self, e: Builder, splits: Value, chunk: Value, trips: Value

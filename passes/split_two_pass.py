@@ -31,7 +31,6 @@ from tilec.dialects import arith, scf
 from tilec.dialects import split as W
 from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp, ReturnOp
-from tilec.ir.attributes import to_attribute
 from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Region, Value
 from tilec.ir.types import i1, index
@@ -133,17 +132,7 @@ class TwoPassRewrite(Rewrite):
         t.create(scf.YieldOp, values=[])
         for carried, final in zip(self.plan.carried, finals):
             first.results[carried.index].replace_uses_if(final, apply.is_ancestor_of)
-        self.kernel.attributes["tilec.split"] = to_attribute(
-            [
-                ["dim", self.plan.dim],
-                ["step", self.plan.step],
-                ["slot_bytes", self.slot_bytes],
-                ["trip_bytes", self.trip_bytes],
-                ["rows", self.rows_per_round],
-                ["pinned", pinned or 0],
-                ["two_pass", self.apply_bytes],
-            ]
-        )
+        self.record(pinned, ["two_pass", self.apply_bytes])
 
     def route(
         self,

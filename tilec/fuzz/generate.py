@@ -153,32 +153,16 @@ class KernelWriter(ExpressionWriter):
         if self.idioms is not None and not self.has_dot and chance(self.idioms, ONLINE_SHARE):
             # Written last, from its own chooser (the main chooser's program is unchanged),
             # but placed first: a loop with no store before it, as split-reduction wants.
-            main, self.c = self.c, self.idioms
-            online, values = self.online_sum(2)
-            self.c = main
+            online, values = self.idiom(self.online_sum)
             body = online + body + [line for v in values for line in self.sink(2, v)]
-        elif (
-            self.idioms is not None
-            and not self.has_dot
-            and not self.grid_n
-            and chance(self.idioms, SCAN_SHARE)
-        ):
-            # The same for a running scan (what split-reduction splits as a scan); the other
-            # ops of the body follow it, so the kernel's first loop is the scan's.
-            main, self.c = self.c, self.idioms
-            scan = self.running_scan(2)
-            self.c = main
-            body = scan + body
-        elif (
-            self.idioms is not None
-            and not self.has_dot
-            and not self.grid_n
-            and chance(self.idioms, TWO_PASS_SHARE)
-        ):
-            main, self.c = self.c, self.idioms
-            passes = self.two_pass(2)
-            self.c = main
-            body = passes + body
+        elif self.idioms is not None and not self.has_dot and not self.grid_n:
+            # The same for a running scan (what split-reduction splits as a scan) or two passes
+            # (a reduction, then a loop applying it); the other ops of the body follow, so the
+            # kernel's first loops are the idiom's.
+            if chance(self.idioms, SCAN_SHARE):
+                body = self.idiom(self.running_scan) + body
+            elif chance(self.idioms, TWO_PASS_SHARE):
+                body = self.idiom(self.two_pass) + body
         # Every dimension a loop or a shape names must be a dimension of some tensor.
         known = {d for t in self.tensors for d in t.dims}
         # (An atomic's output may leave out grid dimensions.)
@@ -195,6 +179,14 @@ class KernelWriter(ExpressionWriter):
         parameters += [f"{name}: {dtype}" for name, dtype in self.scalars]
         lines = [*decorator, f"def {self.name}({', '.join(parameters)}):", grid, *body]
         return "\n".join(lines) + "\n"
+
+    def idiom(self, write: Any) -> Any:
+        """`write(2)` with the idioms' chooser in place of the main one."""
+        main, self.c = self.c, self.idioms
+        try:
+            return write(2)
+        finally:
+            self.c = main
 
     def decorator(self, pinned_b: bool) -> list[str]:
         """`@kernel(...)` pins, sometimes (B: 1 must be pinned somewhere when B is a grid
