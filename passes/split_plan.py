@@ -3,9 +3,10 @@ one loop that only reduces, each carried value updated by a ⊕ (`COMBINES`), a 
 accumulate, or as a sum rescaled by a carried maximum (an online softmax's normalizer,
 `_rescaled_sums`), to a tensor's extent or to at most one (`_extent_bound`) -- or a scan: a
 loop whose carried values are ⊕-reductions and which stores tiles (what the carried values
-have reached, `_scan_stores`) -- or a two-pass kernel: such a reducing loop followed by a
-second loop over the same extent that applies its results as it stores (a column softmax, a
-normalization over a long axis, `_apply_loop`). `split_plan` says
+have reached, `_scan_stores`) -- or a multi-pass kernel: such a reducing loop, up to two more
+reductions over the same extent (`_later_reduction`: a variance after a mean), and a last
+loop that applies their results as it stores (a column softmax, a normalization over a long
+axis, `_apply_loop`). `split_plan` says
 what splitting would do, or raises `NotSplit` saying why not (the pass's remark)."""
 
 from __future__ import annotations
@@ -100,8 +101,20 @@ class Plan:
     atomic: bool = False  # the epilogue's atomics combine the partials: no workspace
     bounded: bool = False  # the loop runs to at most the extent `dim` (`_extent_bound`)
     scan: bool = False  # the loop stores what its carried values reach (`split_scan.py`)
-    # A two-pass kernel's second loop, which applies the first's results (`split_two_pass.py`).
+    # A multi-pass kernel (`split_passes.py`): the reductions after the first loop, each a plan
+    # of its own loop and carried values, and the last loop, which applies their results.
+    reductions: list[Plan] = dataclasses.field(default_factory=list)
     apply: scf.ForOp | None = None
+
+    @property
+    def passes(self) -> int:
+        """The kernel's passes over the extent: 1, or its reductions and the applying loop."""
+        return 1 if self.apply is None else 2 + len(self.reductions)
+
+
+# The most top-level loops split as passes: each pass needs a block, so a split of n blocks
+# needs n >= passes (the launch and the interpreter keep to it).
+MAX_PASSES = 4
 
 
 class NotSplit(Exception):
@@ -121,10 +134,10 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
     loops = [op for op in body.ops if isinstance(op, scf.ForOp)]
     if not loops:
         raise NotSplit("no loop in the grid body")
-    if len(loops) > 2:
+    if len(loops) > MAX_PASSES:
         raise NotSplit(
-            f"{len(loops)} top-level loops: only a kernel with one, or with a reduction and a "
-            "loop that applies it, is split"
+            f"{len(loops)} top-level loops: only a kernel with one, or with up to "
+            f"{MAX_PASSES - 1} reductions and a loop that applies them, is split"
         )
     loop = loops[0]
     position = body.ops.index(loop)
@@ -144,15 +157,18 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
     dim = extent.view.type.shape[extent.axis]
     if dim is None:
         raise NotSplit("the loop's extent is '?', which the launch cannot name")
-    apply = _apply_loop(loops[1], loop, extent, step) if len(loops) == 2 else None
+    later = loops[1:]
+    apply = _apply_loop(later[-1], loop, extent, step) if later else None
+    reductions = [_later_reduction(r, loop, extent, step, tiled) for r in later[:-1]]
     if apply is not None:
         for op in body.ops[position + 1 :]:
-            if op is not apply and _stores(op) and op.results:
+            if op not in later and _stores(op) and op.results:
                 raise NotSplit(f"an effect between or after the loops has results ({op.name})")
     scan = _scan_stores(loop, atomics)
     if apply is not None and (scan or atomics):
         raise NotSplit(
-            "two top-level loops, and the first " + ("stores" if scan else "kernel has atomics")
+            f"{len(loops)} top-level loops, and the first "
+            + ("stores" if scan else "kernel has atomics")
         )
     if not loop.iter_args:
         raise NotSplit("the loop carries no value")
@@ -171,56 +187,76 @@ def split_plan(kernel: FuncOp, tiled: bool = True) -> Plan:
         atomic=bool(atomics),
         bounded=extent.bounded,
         scan=scan,
+        reductions=reductions,
         apply=apply,
     )
 
 
-def _apply_loop(
-    second: scf.ForOp, first: scf.ForOp, extent: _Extent, step: int | None
-) -> scf.ForOp:
-    """`second` where it is a loop that applies `first`'s results (a two-pass kernel,
-    `split_two_pass.py`): over the same extent by the same step, carrying nothing, its only
-    effects stores at its own variable, reading no tensor it stores; raises `NotSplit` saying
-    why not. Its chunks then run in other blocks than the first loop's, in no order, each after
-    every chunk of the first has been reduced."""
-    body = first.parent
-    if constant_index(second.lower) != 0 or constant_index(second.step) != step:
+def _same_range(later: scf.ForOp, first: scf.ForOp, extent: _Extent, step: int | None) -> None:
+    """Raises `NotSplit` unless `later` runs from 0 over `first`'s extent by its step."""
+    if constant_index(later.lower) != 0 or constant_index(later.step) != step:
         raise NotSplit(
-            "two top-level loops, and the second does not run from 0 by the first's step"
+            "two top-level loops or more, and a later one does not run from 0 by the first's step"
         )
-    other = _extent_bound(second.upper, body)
+    other = _extent_bound(later.upper, first.parent)
     if other is None or (other.view.type.shape[other.axis], other.bounded) != (
         extent.view.type.shape[extent.axis],
         extent.bounded,
     ):
-        raise NotSplit("two top-level loops over different extents")
-    if second.iter_args:
+        raise NotSplit("two top-level loops or more, over different extents")
+
+
+def _later_reduction(
+    loop: scf.ForOp, first: scf.ForOp, extent: _Extent, step: int | None, tiled: bool
+) -> Plan:
+    """A loop between the first and the last of a multi-pass kernel: a reduction like the
+    first (its addends may read what the loops before it found), over the same range, without
+    effects; raises `NotSplit` saying why not."""
+    _same_range(loop, first, extent, step)
+    effect = next((op for op in loop.body.walk() if _effect_of(op) is not None), None)
+    if effect is not None:
+        raise NotSplit(f"a loop between the first and the last has an effect ({effect.name})")
+    if not loop.iter_args:
+        raise NotSplit("a loop between the first and the last carries no value")
+    rescaled = _rescaled_sums(loop)
+    carried = [
+        _carried(loop, i, static=tiled, rescaled=rescaled) for i in range(len(loop.iter_args))
+    ]
+    dim = extent.view.type.shape[extent.axis]
+    return Plan(loop, dim, step or 0, carried, bounded=extent.bounded)
+
+
+def _apply_loop(last: scf.ForOp, first: scf.ForOp, extent: _Extent, step: int | None) -> scf.ForOp:
+    """`last` where it is a loop that applies the results of the loops before it (a
+    multi-pass kernel, `split_passes.py`): over `first`'s extent by its step, carrying nothing,
+    its only effects stores at its own variable, reading no tensor it stores; raises
+    `NotSplit` saying why not. Its chunks then run in other blocks than the reductions', in
+    no order, each after every chunk of the reductions has been reduced."""
+    _same_range(last, first, extent, step)
+    if last.iter_args:
         raise NotSplit(
-            "two top-level loops, and the second carries values: only a loop that applies the "
-            "first's results as it stores is split with it"
+            "two top-level loops or more, and the last carries values: only a loop that applies "
+            "the results before it as it stores is split with them"
         )
     stores = []
-    for op in second.body.walk():
-        effect = _effect_of(op)
-        if effect is None:
+    for op in last.body.walk():
+        if _effect_of(op) is None:
             continue
         if not isinstance(op, T.StoreOp):
-            raise NotSplit(f"two top-level loops, and the second has an effect ({op.name})")
+            raise NotSplit(f"the last top-level loop has an effect ({op.name})")
         stores.append(op)
     if not stores:
-        raise NotSplit("two top-level loops, and the second stores nothing")
-    variable = second.body.block.args[0]
+        raise NotSplit("two top-level loops or more, and the last stores nothing")
+    variable = last.body.block.args[0]
     if any(not any(_uncast(v) is variable for v in op.offsets) for op in stores):
         raise NotSplit(
-            "a store in the second loop is not indexed by its variable: its chunks, run in "
+            "a store in the last loop is not indexed by its variable: its chunks, run in "
             "other blocks, may write the same tiles"
         )
     stored = {op.view for op in stores}
-    if any(
-        isinstance(op, (T.LoadOp, G.GatherOp)) and op.view in stored for op in second.body.walk()
-    ):
-        raise NotSplit("the second loop reads a tensor it stores")
-    return second
+    if any(isinstance(op, (T.LoadOp, G.GatherOp)) and op.view in stored for op in last.body.walk()):
+        raise NotSplit("the last loop reads a tensor it stores")
+    return last
 
 
 def _scan_stores(loop: scf.ForOp, atomics: list) -> bool:

@@ -20,6 +20,7 @@ from tilec.dialects import tile as T
 from tilec.dialects.builtin import FuncOp
 from tilec.ir.core import Operation
 from tilec.passes.specialize import attribute_pairs, grid_blocks, parse_assignments
+from tilec.passes.split_passes import PassesRewrite
 from tilec.passes.split_plan import (
     COMBINES,
     Combine,
@@ -33,7 +34,6 @@ from tilec.passes.split_plan import (
 )
 from tilec.passes.split_rewrite import Rewrite
 from tilec.passes.split_scan import ScanRewrite
-from tilec.passes.split_two_pass import TwoPassRewrite
 from tilec.passmanager import Pass, PassContext, option, register_pass
 
 __all__ = [
@@ -168,6 +168,13 @@ def _split_kernel(
         ctx.remark(kernel, f"not split: {why}")
         return
     fixed = pinned if pinned is not None else (options.split or None)
+    if fixed is not None and plan.apply is not None and 1 < fixed < plan.passes:
+        raise TileError(
+            f"kernel '{kernel.sym_name}': split={fixed} cannot work: its {plan.passes} passes "
+            "need a block each",
+            kernel.loc,
+            hint=f"split=1 runs the loops in one block; split={plan.passes} or more splits them",
+        )
     full = "" if fixed is not None else _fills_the_gpu(kernel, extents, options.sm_count)
     if full:
         ctx.remark(kernel, f"not split: {full}")
@@ -180,7 +187,7 @@ def _split_kernel(
             "tiles fill the SMs, or the extents are unknown; tilec.split_k is not set)",
         )
         return
-    kind = ScanRewrite if plan.scan else TwoPassRewrite if plan.apply is not None else Rewrite
+    kind = ScanRewrite if plan.scan else PassesRewrite if plan.apply is not None else Rewrite
     rewrite = kind(kernel, plan, options.combine_elements)
     rewrite.run(fixed)
     source = "pinned by the kernel" if pinned else "option split"
@@ -215,14 +222,23 @@ def _remark(
         for c in plan.carried
     )
     if plan.apply is not None:
+        others = [
+            f"{c.name} by {c.combine.name} (line {r.loop.loc.line})"
+            for r in plan.reductions
+            for c in r.carried
+        ]
+        reductions = f"a reduction ({combines})" + (
+            f", then {len(plan.reductions)} more ({', '.join(others)})" if others else ""
+        )
         ctx.remark(
             loop,
-            f"a reduction ({combines}) and a loop that applies it (line {plan.apply.loc.line}): "
-            "the first ceil(S/2) blocks to take a ticket reduce chunks of this loop and publish "
-            "their partials; the others wait for all of them, combine them in slot order "
-            f"({rewrite.rows_per_round} a round) and run what follows this loop on the result, "
-            "each over its chunk of the second loop; effects outside the loops run in the "
-            "first of them (S = 1: both loops run as written)",
+            f"{plan.passes} passes: {reductions}, and a loop that applies them (line "
+            f"{plan.apply.loc.line}): each of the S blocks runs one pass, by its ticket (about "
+            f"S/{plan.passes} blocks a pass): a reducing pass's blocks reduce their chunks and "
+            "publish their partials; a block of a later pass first waits for each earlier "
+            f"pass's partials and combines them in slot order ({rewrite.rows_per_round} a "
+            "round); the last pass's blocks apply their chunks of the last loop; effects "
+            "outside the loops run in its first block (S = 1: the loops run as written)",
         )
     elif plan.scan:
         ctx.remark(
@@ -280,7 +296,7 @@ def _remark(
             if plan.atomic
             else "the combine's rounds"
             + (" (a scan runs each chunk twice)" if plan.scan else "")
-            + (" (reducers' chunks, then appliers')" if plan.apply is not None else "")
+            + (" (each pass's chunks after the pass before)" if plan.apply is not None else "")
         )
         + "; 1 when the other axes fill the GPU",
     )

@@ -105,7 +105,7 @@ class Rewrite:
 
     def record(self, pinned: int | None, kind: list) -> None:
         """`tilec.split` for a split that shares a workspace (`kind`: its own last entry,
-        ["scan", 1] or ["two_pass", bytes])."""
+        ["scan", 1] or ["passes", [bytes, ...]])."""
         self.kernel.attributes["tilec.split"] = to_attribute(
             [
                 ["dim", self.plan.dim],

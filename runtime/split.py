@@ -19,13 +19,12 @@ round reads) and what the loaded kernel's occupancy says (SMs, blocks per SM):
   block's chunk twice, once reduced and once scanned from the chunks before it: twice the
   iterations, at the bytes of the scanning pass (its loads and stores; the reducing pass's
   loads are the same and mostly L2 hits the second time, which the model does not credit).
-* **A split two-pass kernel** (`two_pass`: a reduction, then a loop that applies it,
-  `passes/split_two_pass.py`) has R = ceil(S / 2) blocks reduce chunks of the first loop and
-  the other S - R, once every partial is published, apply chunks of the second: a chain of
-  ceil(trips / R) iterations, the R x B reducers alone sharing the SMs' bandwidth at the first
-  loop's bytes, and then ceil(trips / (S - R)), the appliers alone, at the second's (`two_pass`:
-  its loads and stores an iteration); unsplit, both loops one after the other; and a combine
-  of R partials in every applier.
+* **A split multi-pass kernel** (`passes`: reductions over one extent, then a loop that
+  applies them, `passes/split_passes.py`; the bytes an iteration of each pass moves) runs its
+  k passes one after another, pass p on R_p = (S + k - 1 - p) // k blocks: a chain of
+  ceil(trips / R_p) iterations, its R_p x B blocks alone sharing the SMs' bandwidth at its
+  bytes; unsplit, the loops one after the other in each block. S is 1 or at least k (a block a
+  pass), and every block of a later pass combines the partials of the passes before it.
 * **The combine** (S > 1): the last block of each output tile reads the S partials `rows` a
   round, `COMBINE_ROUND_S` each. A kernel whose atomics combine the partials (`atomic`, from
   `accumulate-atomics`: each split block adds its own) has no combine rounds; each element of
@@ -108,23 +107,25 @@ def choose_split(
     rows: int,
     atomic: bool = False,
     scan: bool = False,
-    two_pass: int = 0,
+    passes: tuple[int, ...] = (),
 ) -> int:
     """The split count S for a launch whose other axes have `base_blocks` blocks, on a GPU of
     `sm_count` SMs that each hold `blocks_per_sm` blocks of the kernel, of a loop of `trips`
     iterations loading `trip_bytes` each, whose combine reads `rows` partials a round (or,
     `atomic`, is the atomics of each block; `scan`: a split scan, whose blocks run their chunks
-    twice; `two_pass`: reducers, then appliers whose iterations move `two_pass` bytes): the count of least `split_time` (the module
-    docstring says why)."""
+    twice; `passes`: a multi-pass kernel's passes, the bytes an iteration of each moves): the
+    count of least `split_time` (the module docstring says why), 1 or at least a block a
+    pass."""
     if base_blocks <= 0 or trips <= 1 or base_blocks >= sm_count:
         # Nothing to split, or every SM has a block of the other axes already: splits would
         # only add blocks to busy SMs, whose chains of iterations overlap there already.
         return 1
     resident = sm_count * max(blocks_per_sm, 1)
-    most = min(trips, MAX_SPLIT, max(1, 4 * resident // base_blocks))
-    args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic, scan, two_pass)
+    k = max(len(passes), 1)
+    most = min(k * trips, MAX_SPLIT, max(k, 4 * resident // base_blocks))
+    args = (sm_count, blocks_per_sm, base_blocks, trips, trip_bytes, rows, atomic, scan, passes)
     best, best_s = 1, split_time(1, *args)
-    for count in range(2, most + 1):
+    for count in range(max(2, k), most + 1):
         t = split_time(count, *args)
         if t < best_s * (1 - 1e-9):
             best, best_s = count, t
@@ -207,7 +208,7 @@ def split_time(
     rows: int,
     atomic: bool = False,
     scan: bool = False,
-    two_pass: int = 0,
+    passes: tuple[int, ...] = (),
 ) -> float:
     """The modelled seconds of a launch split `count` ways (the module docstring)."""
     blocks = base_blocks * count
@@ -222,14 +223,15 @@ def split_time(
 
     fixed = SPLIT_FIXED_S if count > 1 else 0.0
     combined = count  # partials the combine reads back
-    if two_pass:
-        # The reducers' chunks of the first loop, then (the reducers done, the appliers
-        # alone loading) the appliers' chunks of the second, moving `two_pass` bytes each.
-        reducers = -(-count // 2)
-        appliers = max(count - reducers, 1)
-        chains = chain_time(base_blocks * reducers, -(-trips // reducers), trip_bytes)
-        chains += chain_time(base_blocks * appliers, -(-trips // appliers), two_pass)
-        combined = reducers
+    if passes:
+        # Each pass's chunks after the pass before, its blocks alone loading; the last pass's
+        # blocks read back the partials of every pass before it.
+        k = len(passes)
+        counts = [max((count + k - 1 - p) // k, 1) for p in range(k)]
+        chains = sum(
+            chain_time(base_blocks * r, -(-trips // r), trip) for r, trip in zip(counts, passes)
+        )
+        combined = sum(counts[:-1]) if count > 1 else 0
     else:
         # A split scan runs its chunk twice: reduced, then scanned from the chunks before it.
         chain = (2 if scan and count > 1 else 1) * -(-trips // count)
@@ -337,7 +339,7 @@ def split_grid(
             rows=split.rows,
             atomic=bool(split.atomic),
             scan=bool(split.scan),
-            two_pass=split.two_pass,
+            passes=tuple(split.passes),
         )
     if count == 1:
         return grid, (0, 0)
@@ -346,8 +348,8 @@ def split_grid(
         full[axis] = count
         return (full[0], full[1], full[2]), (0, 0)
     # A split scan's (or two-pass kernel's) counters: a ticket and a finish counter per block
-    # of the other axes, then its S flags (passes/split_scan.py, split_two_pass.py).
-    flagged = split.scan or split.two_pass
+    # of the other axes, then its S flags (passes/split_scan.py, split_passes.py).
+    flagged = split.scan or split.passes
     counters = base * (2 + count) if flagged else base
     addresses = WORKSPACES.get(ordinal, stream, base * count * split.slot_bytes, counters)
     if addresses is None:

@@ -658,8 +658,8 @@ def test_no_wgmma_group_stays_in_flight_over_an_operand_the_warps_store(options,
 # tile's, `split_tile`), splits an online sum (a
 # running maximum and the sum it rescales, combined by the last block: `split-reduction`'s
 # rescaled sums, S = 3 in the interpreter), or issues a streamed load before the reductions
-# written before it (`hoist-loads`), or splits a running scan (`split_scan`) or a two-pass
-# kernel (`split_two_pass`).
+# written before it (`hoist-loads`), or splits a running scan (`split_scan`) or a multi-pass
+# kernel (`split_passes`).
 REACHING_SEEDS = [
     *[(seed, "split_online") for seed in (24, 30, 42)],
     *[(seed, "warp_specialize") for seed in (380, 8408, 13792)],
@@ -671,8 +671,8 @@ REACHING_SEEDS = [
     # (94, 121) and cummax (81).
     *[(seed, "split_scan") for seed in (81, 94, 121)],
     # A reduction over K and a loop over K applying it (the generator's `two_pass`) split into
-    # reducers and appliers by ticket: a maximum (35, 298) and a sum (267).
-    *[(seed, "split_two_pass") for seed in (35, 267, 298)],
+    # a pass of blocks each by ticket: a maximum (35, 298) and a sum (267).
+    *[(seed, "split_passes") for seed in (35, 267, 298)],
 ]
 
 

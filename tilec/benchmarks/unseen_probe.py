@@ -167,6 +167,17 @@ def _col_norm_inputs(shape: tuple, new: Callable) -> list:
     return [x, y, new(shape[1:], "f32", "empty"), new(shape[1:], "f32", "empty")]
 
 
+def _layernorm3(x: Any, w: Any, b: Any) -> Any:
+    import torch
+
+    return torch.nn.functional.layer_norm(x, x.shape[1:], w, b, 1e-5)
+
+
+def _layernorm3_inputs(shape: tuple, new: Callable) -> list:
+    x, y = _alike("f32", 1, 1)(shape, new)
+    return [x, new(shape[1:], "f32", "randn"), new(shape[1:], "f32", "randn"), y]
+
+
 def _tanh_gelu(x: Any) -> Any:
     import torch
 
@@ -206,6 +217,8 @@ _TABLE: list[tuple] = [
     ("center_seq", ((4, 8000, 100), (16, 1000, 768)), _alike("f32", 1, 1), 1, _center_seq,
      _bytes(2, 4), {"rtol": 1e-4, "atol": 1e-4}),
     ("col_norm", ((100000, 128), (30000, 300)), _col_norm_inputs, 3, _col_norm,
+     _bytes(2, 4), {"rtol": 1e-3, "atol": 1e-3}),
+    ("layernorm3", ((16, 500000), (4096, 8192)), _layernorm3_inputs, 1, _layernorm3,
      _bytes(2, 4), {"rtol": 1e-3, "atol": 1e-3}),
     ("tanh_gelu", ((8192, 8192), (3000, 7001)), _alike("bf16", 1, 1), 1, _tanh_gelu,
      _bytes(2, 2), {"rtol": 2e-2, "atol": 2e-2}),

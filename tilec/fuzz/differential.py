@@ -290,8 +290,8 @@ def _reached(module: Any, arch: str) -> set[str]:
             kernel = op.parent_op
             while kernel is not None and kernel.name != "builtin.func":
                 kernel = kernel.parent_op
-            two = kernel is not None and "two_pass" in str(kernel.attributes.get("tilec.split"))
-            reached.add(f"reached:{'split_two_pass' if two else 'split_scan'}:{arch}")
+            passes = kernel is not None and "passes" in str(kernel.attributes.get("tilec.split"))
+            reached.add(f"reached:{'split_passes' if passes else 'split_scan'}:{arch}")
         elif isinstance(op, W.WorkspaceLoadOp):
             reached.add(f"reached:split:{arch}")
             if any(isinstance(o, M.ExpOp) for o in op.parent.ops):  # a rescaled sum's round

@@ -125,7 +125,7 @@ class Summary:
                 f"{what} {self.features[f'reached:{what}:sm_90a']}"
                 for what in (
                     *("tma", "warp_specialize", "persistent", "vector_red", "split_k"),
-                    *("split_online", "split_tile", "split_scan", "split_two_pass"),
+                    *("split_online", "split_tile", "split_scan", "split_passes"),
                 )
             ),
             f"{len(self.findings)} finding(s); {len(self.known)} of known bugs "

@@ -112,7 +112,7 @@ ONLINE_SHARE = 15  # percent of the kernels without a dot that get an online sum
 SCAN_SHARE = 20
 # Percent of the kernels left (no dot, a 1-D grid of rows, no online sum or scan) that get a
 # two-pass idiom before their body: a row reduction over K, then a loop over K applying it
-# (what split-reduction splits into reducers and appliers, passes/split_two_pass.py).
+# (what split-reduction splits into a pass of blocks each, passes/split_passes.py).
 TWO_PASS_SHARE = 30
 
 
@@ -506,11 +506,7 @@ class KernelWriter(ExpressionWriter):
         read = self.read(("BM", "BK"), "f32")
         self.loops.pop()
         value = read.text if read.dtype == "f32" else f"({read.text}).to(f32)"
-        dims = (("B",) if self.grid_b else ()) + ("M", "K")
-        where = (["b"] if self.grid_b else []) + ["tm", "tk"]
-        out = Tensor(self.fresh("y"), "f32", dims, written=True)
-        self.tensors.append(out)
-        target = f"{out.name}[{', '.join(where)}]"
+        target = self.row_output()
         if kind == "sum":
             start = f"zeros({rows}, f32)"
             stored = f"cumsum({s}, axis=1) + {total}[:, None]"
@@ -529,6 +525,15 @@ class KernelWriter(ExpressionWriter):
             f"{pad}    {total} = {update}",
         ]
 
+    def row_output(self) -> str:
+        """A new f32 output over ([B,] M, K), indexed at the grid's rows and the K loop's
+        variable (where the idioms' K loops store)."""
+        dims = (("B",) if self.grid_b else ()) + ("M", "K")
+        where = (["b"] if self.grid_b else []) + ["tm", "tk"]
+        out = Tensor(self.fresh("y"), "f32", dims, written=True)
+        self.tensors.append(out)
+        return f"{out.name}[{', '.join(where)}]"
+
     def two_pass(self, indent: int) -> list[str]:
         """A reduction of each row's tiles over a K loop (a sum, or a maximum), then a second
         loop over K that stores a read combined with it (`x - m`, `x * s`), at the loop's
@@ -542,10 +547,7 @@ class KernelWriter(ExpressionWriter):
         first = self.read(("BM", "BK"), "f32")
         second = self.read(("BM", "BK"), "f32")
         self.loops.pop()
-        dims = (("B",) if self.grid_b else ()) + ("M", "K")
-        where = (["b"] if self.grid_b else []) + ["tm", "tk"]
-        out = Tensor(self.fresh("y"), "f32", dims, written=True)
-        self.tensors.append(out)
+        target = self.row_output()
         value = first.text if first.dtype == "f32" else f"({first.text}).to(f32)"
         applied = second.text if second.dtype == "f32" else f"({second.text}).to(f32)"
         if kind == "sum":
@@ -562,7 +564,7 @@ class KernelWriter(ExpressionWriter):
             f"{pad}    {s} = {value}",
             f"{pad}    {total} = {update}",
             f"{pad}for tk in tiles(K):",
-            f"{pad}    {out.name}[{', '.join(where)}] = {stored}",
+            f"{pad}    {target} = {stored}",
         ]
 
     def random_shape(self) -> tuple:

@@ -606,10 +606,18 @@ def split_count(func: FuncOp, requested: int | None) -> int | None:
     pinned = plan.get("pinned")
     if pinned:
         return int(pinned)
+    # A multi-pass kernel needs a block a pass (passes/split_passes.py).
+    passes = len(plan.get("passes") or ())
     if requested is None:
-        return DEFAULT_SPLIT
+        return max(DEFAULT_SPLIT, passes)
     if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or requested < 1:
         raise LaunchError(f"split must be a positive integer, got {requested!r}", func.loc)
+    if 1 < requested < passes:
+        raise LaunchError(
+            f"split={requested} cannot run kernel '{func.sym_name}': its {passes} passes need a "
+            "block each (1 runs them in one block)",
+            func.loc,
+        )
     return int(requested)
 
 

@@ -306,11 +306,11 @@ class SplitAxis:
     combine the partials instead, each split block adding its own (no workspace). `scan`: the
     loop stores as it goes (a split scan, `passes/split_scan.py`): each block waits for the
     partials of the chunks before its own, through S flags per block of the other axes in the
-    counters besides its two counters (docs/abi.md). `two_pass` (non-zero): a reduction and a
-    loop that applies it (`passes/split_two_pass.py`), whose iterations move `two_pass` bytes
-    (loads and stores; `trip_bytes` is the first loop's): the first ceil(S / 2) blocks to
-    arrive reduce chunks of the first loop, the others wait for all their flags and apply
-    chunks of the second; counters as a scan's."""
+    counters besides its two counters (docs/abi.md). `passes` (non-empty): a multi-pass kernel
+    (`passes/split_passes.py`: reductions over one extent, then a loop that applies them), the
+    bytes an iteration of each pass moves; its S >= len(passes) blocks (or 1) run one pass each
+    by ticket, about S / len(passes) a pass, each pass's after the one before; counters as a
+    scan's."""
 
     dim: str | int
     step: int
@@ -326,10 +326,13 @@ class SplitAxis:
     dot_bytes: int = 0
     dot_dims: str = ""  # the grid's dimensions, "M,N": A and B hold (M + N) x K elements
     scan: int = 0  # 1: a split scan (its chunks run twice; counters 2 + S per other block)
-    two_pass: int = 0  # a split two-pass kernel: its second loop's bytes an iteration (0: none)
+    passes: tuple[int, ...] = ()  # a split multi-pass kernel: each pass's bytes an iteration
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "passes", tuple(self.passes))  # (JSON and attributes: lists)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(vars(self))
+        return {**vars(self), "passes": list(self.passes)}
 
 
 def split_axis(kernel: FuncOp) -> SplitAxis | None:

@@ -1,7 +1,7 @@
-"""Split two-pass kernels on the GPU (`passes/split_two_pass.py`): a reduction over a long
-axis and a loop that applies it, split into reducers and appliers by ticket, against torch at
-the launch's S and pinned ones, launched several times in a row (tickets, the finish counter
-and flags left set would show in the next launch)."""
+"""Split multi-pass kernels on the GPU (`passes/split_passes.py`): reductions over a long axis
+and a loop that applies them, each block running the pass of its ticket, against torch at the
+launch's S and pinned ones, launched several times in a row (tickets, the finish counter and
+flags left set would show in the next launch)."""
 
 from __future__ import annotations
 
@@ -57,3 +57,17 @@ def test_a_split_column_norm_stores_its_statistics_once(shape):
         torch.testing.assert_close(mu, want_mu.float(), rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(r, want_r.float(), rtol=1e-3, atol=1e-4)
         torch.testing.assert_close(y, ((x64 - want_mu) * want_r).float(), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(16, 500000), (3, 100003), (1, 7)])
+@pytest.mark.parametrize("split", [None, 1, 3, 4, 11])
+def test_a_three_pass_layer_norm_of_few_long_rows_matches_torch(shape, split):
+    kernel = _kernel("layernorm3", split)
+    for seed in range(2):
+        g = torch.Generator("cuda").manual_seed(seed)
+        x = torch.randn(shape, device="cuda", generator=g) * 3 + 1
+        w, b = (torch.randn(shape[1], device="cuda", generator=g) for _ in "wb")
+        y = torch.full(shape, float("nan"), device="cuda")
+        kernel(x, w, b, y)
+        want = torch.nn.functional.layer_norm(x.double(), shape[1:], w.double(), b.double(), 1e-5)
+        torch.testing.assert_close(y, want.float(), rtol=1e-4, atol=1e-4)
