@@ -671,8 +671,9 @@ REACHING_SEEDS = [
     # (94, 121) and cummax (81).
     *[(seed, "split_scan") for seed in (81, 94, 121)],
     # A reduction over K and a loop over K applying it (the generator's `two_pass`) split into
-    # a pass of blocks each by ticket: a maximum (35, 298) and a sum (267).
-    *[(seed, "split_passes") for seed in (35, 267, 298)],
+    # a pass of blocks each by ticket: a maximum (35, 298) and a sum (267); three passes, the
+    # squares about the first's result between (513 a sum, 522 a maximum).
+    *[(seed, "split_passes") for seed in (35, 267, 298, 513, 522)],
 ]
 
 

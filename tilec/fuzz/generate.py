@@ -537,7 +537,8 @@ class KernelWriter(ExpressionWriter):
     def two_pass(self, indent: int) -> list[str]:
         """A reduction of each row's tiles over a K loop (a sum, or a maximum), then a second
         loop over K that stores a read combined with it (`x - m`, `x * s`), at the loop's
-        variable: two passes over the rows, the second applying the first."""
+        variable: two passes over the rows, the second applying the first; sometimes a
+        reduction between them, of the squares about the first's result (three passes)."""
         pad = "    " * indent
         total, s = self.fresh("red"), self.fresh("s")
         rows = self.shape_list(("BM",))
@@ -558,14 +559,25 @@ class KernelWriter(ExpressionWriter):
             stored = f"{applied} - {total}[:, None]"
         self.features.add("loop:K")
         self.loop_dims.add("K")
-        return [
+        lines = [
             f"{pad}{total} = {start}",
             f"{pad}for tk in tiles(K):",
             f"{pad}    {s} = {value}",
             f"{pad}    {total} = {update}",
-            f"{pad}for tk in tiles(K):",
-            f"{pad}    {target} = {stored}",
         ]
+        # Drawn last (the two-pass programs stay as they were): now and then a third pass
+        # between, the squares about the first's result (a variance about a mean).
+        if chance(self.c, 40):
+            self.features.add("loop:three-pass")
+            spread, d = self.fresh("var"), self.fresh("d")
+            lines += [
+                f"{pad}{spread} = zeros({rows}, f32)",
+                f"{pad}for tk in tiles(K):",
+                f"{pad}    {d} = {value} - {total}[:, None]",
+                f"{pad}    {spread} = {spread} + sum({d} * {d}, axis=1)",
+            ]
+            stored = f"({stored}) * rsqrt({spread} + 1.0)[:, None]"
+        return [*lines, f"{pad}for tk in tiles(K):", f"{pad}    {target} = {stored}"]
 
     def random_shape(self) -> tuple:
         symbols = self.symbols()
