@@ -39,7 +39,13 @@ from tilec.ir.builder import Builder
 from tilec.ir.core import Block, Region, Value
 from tilec.ir.types import index
 from tilec.passes.split_plan import Plan, first_effect
-from tilec.passes.split_rewrite import Rewrite, ceil_div_i32, chunk_bounds, stored_bytes
+from tilec.passes.split_rewrite import (
+    Rewrite,
+    ceil_div_i32,
+    chunk_bounds,
+    loaded_bytes,
+    stored_bytes,
+)
 
 __all__ = ["PassesRewrite"]
 
@@ -60,7 +66,7 @@ class PassesRewrite(Rewrite):
             s.slot_bytes = slot_bytes
         # What an iteration of each pass moves (the launch's model): the reductions' loads,
         # the last loop's loads and stores.
-        applied = _loaded_bytes(plan.apply) + stored_bytes(plan.apply)
+        applied = loaded_bytes(plan.apply) + stored_bytes(plan.apply)
         self.pass_bytes = [max(s.trip_bytes, 1) for s in self.stages] + [max(applied, 1)]
 
     def run(self, pinned: int | None) -> None:
@@ -249,12 +255,7 @@ class PassesRewrite(Rewrite):
         first = g.create(arith.AddIOp, lhs=flags, rhs=starts[p]).result
         g.create(W.WaitPublishedOp, first=first, count=counts[p])
         base = g.create(arith.AddIOp, lhs=slot_base, rhs=starts[p]).result
-        combined = stage.combine(g, base, counts[p])
-        combined = [  # a scalar's 1-element tile, read back as the scalar
-            g.create(T.ReduceOp, kind="max", input=v, axis=0).result if c.scalar else v
-            for c, v in zip(stage.plan.carried, combined)
-        ]
-        g.create(scf.YieldOp, values=combined)
+        g.create(scf.YieldOp, values=stage.combine(g, base, counts[p]))
         skip = Builder.at_end(read.otherwise.block, loc=loop.loc)
         skip.create(scf.YieldOp, values=[stage.identity(skip, c) for c in stage.plan.carried])
         e.create(scf.YieldOp, values=list(read.results))
@@ -274,11 +275,3 @@ def _unless(b: Builder, condition: Value) -> Builder:
     )
     Builder.at_end(guard.then.block, loc=b.loc).create(scf.YieldOp, values=[])
     return Builder.at_end(guard.otherwise.block, loc=b.loc)
-
-
-def _loaded_bytes(loop: scf.ForOp) -> int:
-    return sum(
-        W.tile_bytes(op.result.type)
-        for op in loop.body.walk()
-        if isinstance(op, T.LoadOp) and op.result.type.is_static
-    )

@@ -20,7 +20,14 @@ from tilec.ir.types import TileType, i1, i32, index
 from tilec.passes.specialize import attribute_pairs
 from tilec.passes.split_plan import Carried, Plan, identity_attr, is_identity
 
-__all__ = ["SLOT_ALIGNMENT", "Rewrite", "ceil_div_i32", "chunk_bounds", "stored_bytes"]
+__all__ = [
+    "SLOT_ALIGNMENT",
+    "Rewrite",
+    "ceil_div_i32",
+    "chunk_bounds",
+    "loaded_bytes",
+    "stored_bytes",
+]
 
 
 SLOT_ALIGNMENT = 16  # a slot starts 16-byte aligned: its tiles may be read 16 bytes at a time
@@ -40,7 +47,7 @@ class Rewrite:
             c.offset = offset
             offset += W.tile_bytes(c.type)
         self.slot_bytes = -(-offset // SLOT_ALIGNMENT) * SLOT_ALIGNMENT
-        self.trip_bytes = _trip_bytes(plan.loop)
+        self.trip_bytes = loaded_bytes(plan.loop)
         if plan.atomic:
             self.rows_per_round = 0
         elif any(self.slot_a_round(c) for c in plan.carried):
@@ -183,12 +190,7 @@ class Rewrite:
             otherwise=Region([Block()]),
         )
         g = Builder.at_end(gather.then.block, loc=loop.loc)
-        combined = self.combine(g, slot_base, splits)
-        combined = [  # a scalar's 1-element tile, read back as the scalar
-            g.create(T.ReduceOp, kind="max", input=v, axis=0).result if c.scalar else v
-            for c, v in zip(self.plan.carried, combined)
-        ]
-        g.create(scf.YieldOp, values=combined)
+        g.create(scf.YieldOp, values=self.combine(g, slot_base, splits))
         # A block that is not the last has no result: it yields ⊕'s identity, so that its
         # partials' registers are free once they are in the workspace.
         idle = Builder.at_end(gather.otherwise.block, loc=loop.loc)
@@ -263,7 +265,8 @@ class Rewrite:
 
     def combine(self, b: Builder, slot_base: Value, splits: Value) -> list[Value]:
         """The S partials, read back in slot order and combined: one loop, whose rounds read
-        `rows` consecutive slots of each carried value and reduce them along the slots."""
+        `rows` consecutive slots of each carried value and reduce them along the slots; the
+        results in the types the loop carries."""
         loop = self.plan.loop
         rows = self.rows_per_round
         zero = self.constant(b, 0)
@@ -311,7 +314,10 @@ class Rewrite:
                     r, c, partials[k], first, left, rows_read[c.scaled_by], partials[m], updated[m]
                 )
         r.create(scf.YieldOp, values=updated)
-        return list(gather.results)
+        return [  # as the loop carries them: a scalar's 1-element tile read back as the scalar
+            b.create(T.ReduceOp, kind="max", input=v, axis=0).result if c.scalar else v
+            for c, v in zip(self.plan.carried, gather.results)
+        ]
 
     def read_round(
         self, r: Builder, c: Carried, first: Value, left: Value, row: TileType | None = None
@@ -390,7 +396,7 @@ def ceil_div_i32(b: Builder, lhs: Value, rhs: Value) -> Value:
     return b.create(arith.IndexCastOp, input=result, result_types=[index]).result
 
 
-def _trip_bytes(loop: scf.ForOp) -> int:
+def loaded_bytes(loop: scf.ForOp) -> int:
     """Bytes the loads of one iteration of `loop` read from memory: a region loaded twice
     (`x[tn] * x[tn]` is two loads of one tile) counts once, its second read hitting L1."""
     regions = {
