@@ -9,6 +9,7 @@ from tilec.passes import (  # noqa: F401  (registers the passes)
     cse,
     dce,
     defer_reduction,
+    flatten,
     fold_padding,
     hoist_loads,
     hoist_scale,

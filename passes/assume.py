@@ -39,8 +39,9 @@ class Assume(Pass):
     extents or strides that are multiples of m = 2, 4 or 8 (`x.stride.0=8`: rows of 1000
     f16 are 16-byte vectors though not 16 elements); `positive` -- float scalars that are
     finite and above zero (`scale`: what lets `hoist-scale` take `max(s * scale)` as
-    `max(s) * scale`). `all` is a list of blanket assumptions (`aligned,unit,divisible`, and
-    `positive` only when listed) for every argument: every pointer aligned, every last stride
+    `max(s) * scale`); `dense` -- tensors row-major with no gaps (what lets `flatten` run an
+    element-wise kernel as one dimension). `all` is a list of blanket assumptions (`aligned,unit,divisible`, and
+    `positive` and `dense` only when listed) for every argument: every pointer aligned, every last stride
     1, every other stride and every extent a multiple of 16, every float scalar positive. A
     kernel gets `tilec.aligned`, `tilec.unit`, `tilec.divisible`, `tilec.positive` (sorted
     names), `tilec.multiples` (pairs), replacing earlier ones; a name that none of the
@@ -60,13 +61,15 @@ class Assume(Pass):
             "", 'extents/strides that are multiples of 2, 4 or 8, e.g. "x.stride.0=8"'
         )
         positive: str = option("", 'float scalars finite and above zero, e.g. "scale"')
+        dense: str = option("", 'tensors row-major with no gaps (flatten), e.g. "x,y"')
         all: str = option(
             "", 'blanket assumptions for every argument: "aligned,unit,divisible" (+ "positive")'
         )
 
     def run(self, module: Operation, ctx: PassContext) -> None:
         opts = self.options
-        named = {f: _names(getattr(opts, f)) for f in ("aligned", "unit", "divisible", "positive")}
+        fields = ("aligned", "unit", "divisible", "positive", "dense")
+        named = {f: _names(getattr(opts, f)) for f in fields}
         blanket = _names(opts.all)
         for kind in blanket - set(ASSUMPTIONS):
             raise TileError(
@@ -121,7 +124,7 @@ def assume_pass_text(specialization: Specialization) -> str:
     """The `assume` pass, as pipeline text, that records `specialization` on a kernel (what
     `@tilec.jit` and the fuzzers' differential compile start with)."""
     facts = specialization.to_json()
-    fields = ("aligned", "unit", "divisible", "positive")
+    fields = ("aligned", "unit", "divisible", "positive", "dense")
     options = [f'{k}="{",".join(facts[k])}"' for k in fields if facts.get(k)]
     if facts["multiples"]:
         options.append('multiples="' + ",".join(f"{n}={m}" for n, m in facts["multiples"]) + '"')

@@ -192,6 +192,19 @@ class Vectorize(Pass):
                     "others element by element" + bounds,
                 )
                 return
+        if v < widest and _walks_its_view(op, facts, limits, widest):
+            op.attributes["vector"] = IntegerAttr(widest)
+            op.attributes["checked"] = BoolAttr(True)
+            dim = op.view.type.shape[0]
+            ctx.remark(
+                op,
+                f"{what}: {widest * size}-byte accesses ({widest} x {size} bytes) checked at run "
+                f"time: the blocks walk {dim} in whole tiles, and {dim} is not known to be a "
+                f"multiple of {widest}, so only the last block's last run may be partial: a run "
+                "whose elements are all inside moves in one access, that one element by element"
+                + bounds,
+            )
+            return
         if v > 1:
             op.attributes["vector"] = IntegerAttr(v)
         message = f"{what}: {v * size}-byte accesses ({v} x {size} bytes)"
@@ -211,6 +224,33 @@ def _vector_red(op: Operation) -> bool:
     if op.view.type.element not in _RED_VECTOR_TYPES:
         return False
     return A.memory_order(op) in ("relaxed", "release")
+
+
+def _walks_its_view(
+    op: Operation,
+    facts: _KernelFacts,
+    limits: list[tuple[int, str]],
+    widest: int,
+    registers: bool = True,
+) -> bool:
+    """Whether `op` moves the tile of its block in a one-dimensional view the grid walks in
+    whole tiles (`offset = program_id * B`, B a multiple of `widest`: a vector add, a
+    flattened kernel), and nothing but the view's extent keeps it below `widest`: then every
+    run is inside but the last block's last, and runs checked at run time (`checked`) move
+    the rest in one access each. (A row of weights read by every block, or a tile of a 2-D
+    view, is not walked so: its runs would all take the slow path where they start
+    unaligned, which is what `align-rows` measured.)"""
+    if not isinstance(op, (T.LoadOp, T.StoreOp)) or op.view.type.rank != 1:
+        return False
+    if any(limit < widest and not reason.startswith("extent of dim") for limit, reason in limits):
+        return False
+    tile = (op.result.type if isinstance(op, T.LoadOp) else op.value.type).shape[0]
+    if not isinstance(tile, int) or tile % widest:
+        return False
+    if not facts._tile_start(op.offsets[0], str(op.view.type.shape[0]), tile):
+        return False
+    checked = facts.limits(op, widest, registers, checked=True)
+    return min([widest] + [limit for limit, _ in checked]) == widest
 
 
 def _framed(op: Operation) -> bool:
@@ -247,7 +287,10 @@ def widths_before_layouts(kernel: FuncOp, max_bytes: int = 16) -> dict[Operation
         if isinstance(op, _ACCESSES):
             widest = max(1, max_bytes // element_bytes(op.view.type.element))
             limits = facts.limits(op, widest, False, checked=_framed(op))
-            widths[op] = min([widest] + [v for v, _ in limits])
+            width = min([widest] + [v for v, _ in limits])
+            if width < widest and _walks_its_view(op, facts, limits, widest, False):
+                width = widest  # runs checked at run time (`_walks_its_view`)
+            widths[op] = width
     return widths
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "Arguments",
     "DeviceTensor",
     "LaunchError",
+    "is_dense",
     "is_positive",
     "scalar_converter",
     "signature_text",
@@ -113,6 +114,18 @@ class DeviceTensor:
     def __repr__(self) -> str:
         where = "host" if self.host is not None else f"cuda:{self.device}"
         return f"<{self.dtype}{list(self.shape)} strides {list(self.strides)} on {where}>"
+
+
+def is_dense(tensor: DeviceTensor) -> bool:
+    """Whether `tensor` is row-major with no gaps: element (i, j, ..) at the offset a
+    contiguous tensor of its shape gives it (strides of dimensions of one element are free).
+    What a kernel `flatten` ran as one dimension needs of its tensors."""
+    expected = 1
+    for n, stride in zip(reversed(tensor.shape), reversed(tensor.strides)):
+        if n > 1 and stride != expected:
+            return False
+        expected *= n
+    return True
 
 
 class Arguments:

@@ -55,6 +55,7 @@ from tilec.runtime.arguments import (
     Arguments,
     DeviceTensor,
     LaunchError,
+    is_dense,
     is_positive,
 )
 from tilec.runtime.device import (
@@ -117,6 +118,8 @@ class Launcher:
         # Thread-block clusters (`KernelABI.cluster`): blocks a cluster along x, y, z.
         self.cluster = tuple(getattr(abi, "cluster", (1, 1, 1)))
         self._check_cluster()
+        # A kernel `flatten` ran as one dimension: (F, D1, .., Dk) (`KernelABI.flattened`).
+        self._flattened = tuple(getattr(abi, "flattened", ()))
         self._residency: dict[int, tuple[int, int]] = {}
         self._functions: dict[int, Any] = {}  # device ordinal -> CUfunction
         self._streams: dict[int, Any] = {}  # stream handle -> CUstream (`fast_launch`)
@@ -247,6 +250,11 @@ class Launcher:
         grid = [1, 1, 1]
         for axis, (dim, tile) in enumerate(self._grid):
             extent = arguments.extents.get(dim)
+            if extent is None and self._flattened and dim == self._flattened[0]:
+                # Launched on the source's tensors: F is the product of their dimensions.
+                extent = 1
+                for d in self._flattened[1:]:
+                    extent *= arguments.extents[d]
             if extent is None:
                 raise LaunchError(
                     f"grid dimension {dim} of kernel '{self.name}' is not the extent of any "
@@ -287,7 +295,7 @@ class Launcher:
                     hint=f"compile the kernel for a larger extent of {dim} (tilec.max_extent = "
                     f"{limit}); @tilec.jit does so by itself",
                 )
-        values = arguments.values
+        values = self._flat(arguments.values) if self._flattened else arguments.values
         for i, what, axis, parameter in self._promises:
             if what == "positive":
                 dtype = self.checker.arguments[i][2]
@@ -422,9 +430,34 @@ class Launcher:
         """The bytes of each tensor-map parameter for converted argument `values`."""
         return tuple(encode(values[i]) for i, encode in self._encoders)
 
+    def _flat(self, values: list) -> list:
+        """`values` as a flattened kernel takes them (`KernelABI.flattened`): each tensor
+        viewed as one dimension of its elements in order -- refused where it is not dense
+        (row-major, no gaps), which that view needs. Scalars, and tensors of one dimension
+        already (the kernel's own signature), as they are."""
+        out = []
+        for i, v in enumerate(values):
+            if type(v) is DeviceTensor and len(v.shape) != 1:
+                if not is_dense(v):
+                    self._broken(
+                        i,
+                        f"a dense tensor (row-major, no gaps: it runs as one dimension "
+                        f"{self._flattened[0]}), got strides {v.strides} for shape {v.shape}",
+                        "pass a contiguous tensor (x.contiguous()); @tilec.jit compiles "
+                        "another kernel for other layouts by itself",
+                    )
+                n = 1
+                for d in v.shape:
+                    n *= d
+                v = DeviceTensor(v.pointer, (n,), (1,), v.dtype, v.device, v.host, v.keep)
+            out.append(v)
+        return out
+
     def _launch(
         self, function: Any, grid: tuple, values: list, stream: int, ordinal: int, hidden=(0, 0)
     ):
+        if self._flattened:
+            values = self._flat(values)
         self.send(function, grid, self._pack_values, (values, hidden), stream, ordinal)
 
     def _pack_values(self, source: tuple) -> None:
@@ -491,6 +524,8 @@ class Launcher:
         GPU holds at once (`persistent_grid`), fixed here."""
         arity = len(self.checker.arguments)
         inputs = ", ".join(f"v{i}" for i in range(arity))
+        if self._flattened:  # the extents and strides below are the one-dimensional views'
+            values = self._flat(values)
         if 0 in grid:  # an empty tensor: nothing to compute (CUDA refuses an empty grid)
             return eval(f"lambda {inputs}, stream: None")
         # `grid` (from `grid`) is whole clusters already; rounding again costs nothing here

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilec.interp import TensorView, prepare_launch
+from tilec.interp.launch import run_on_copies
 from tilec.ir.types import TensorType
 
 
@@ -20,12 +20,8 @@ def kernel_dimensions(func) -> list[str]:
 
 def run_kernel(module, name: str, inputs: list, tile_sizes: dict[str, int] | None = None):
     """Run kernel `name` of `module` in the interpreter on copies of `inputs`: its tensor
-    arguments afterwards, and the tile sizes it ran with."""
-    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
-    launch = prepare_launch(module, name, args, tile_sizes=tile_sizes)
-    launch.run()
-    outputs = [v.array for v in launch.arguments if isinstance(v, TensorView)]
-    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}
+    arguments afterwards, and the tile sizes it ran with (`run_on_copies`)."""
+    return run_on_copies(module, name, inputs, tile_sizes)
 
 
 # For passes that may reorder float arithmetic: relative to the largest magnitude written.

@@ -136,7 +136,8 @@ def add_pinning_flags(parser: argparse.ArgumentParser) -> None:
         help="what every launch's arguments will satisfy, for the code to use (the 'assume' "
         "pass): aligned = pointers 16-byte aligned, unit = last strides 1, divisible = "
         "extents and other strides multiples of 16, positive = every float scalar finite and "
-        "above zero, positive=NAME = scalar NAME so; e.g. --assume aligned,unit,divisible "
+        "above zero, positive=NAME = scalar NAME so, dense = every tensor row-major with no "
+        "gaps; e.g. --assume aligned,unit,divisible,dense "
         "(what @tilec.jit finds for contiguous tensors), --assume positive=scale (what it "
         "finds for a positive scale). Default none: the code is right for any arguments",
     )

@@ -70,7 +70,7 @@ __all__ = [
 # The passes every kernel goes through after the frontend. Every pass in it is checked by
 # translation validation (tests/unit/test_translation_validation.py) on every example.
 DEFAULT_PIPELINE = (
-    "canonicalize,cse,privatize-atomics,accumulate-atomics,transpose-dot,tiling,canonicalize,"
+    "canonicalize,cse,flatten,privatize-atomics,accumulate-atomics,transpose-dot,tiling,canonicalize,"
     "split-reduction,"
     "mask-bounds,defer-reduction,align-rows,walk-tiles,hoist-loads,assign-layouts,"
     "smem-placement,pipeline,vectorize,fold-padding,hoist-scale,canonicalize,cse,dce,precision,"
@@ -83,6 +83,7 @@ DEFAULT_PIPELINE = (
 # the lowering needs, so it stays, with `specialize`'s heuristic sizes (no tensor cores) and
 # blocks in launch order; `vectorize` stays to say, per access, that it is not vectorized.
 OPTIONAL_PASSES: dict[str, dict[str, object] | None] = {
+    "flatten": None,
     "privatize-atomics": None,
     "accumulate-atomics": None,
     "transpose-dot": None,

@@ -56,9 +56,11 @@ dtype, rank or shape, no GPU) are `LaunchError`s pointing at the kernel's defini
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
+import math
 import os
 import sys
 import weakref
@@ -237,6 +239,20 @@ class JitFunction:
                 width = ELEMENT_BYTES.get(str(dtype), 1)
                 narrowest[d] = min(narrowest.get(d, width), width)
         return narrowest
+
+    @functools.cached_property
+    def _flat(self) -> Any:
+        """`passes/flatten.py`'s plan when the kernel can run as one dimension over dense
+        tensors (and `flatten` is on), else None: then the key records whether the tensors
+        are dense, and the specialization says so where they are."""
+        from tilec.passes.flatten import flattening
+
+        if "flatten" in self.disable:
+            return None
+        if str(self.pass_options.get("flatten", {}).get("enable", True)).lower() == "false":
+            return None
+        plan = flattening(self._kernel)
+        return None if isinstance(plan, str) else plan
 
     def _fill(self, dim: str, n: int) -> int | None:
         return fill_run(n, self._row_bytes.get(dim, 1))
@@ -494,6 +510,9 @@ class JitFunction:
                 parts.append(size_class(extents[dim]))
         for dim in self._row_dims:
             parts.append(self._fill(dim, extents[dim]) if dim in extents else None)
+        if self._flat is not None:  # dense tensors run as one dimension: its size class too
+            parts.append(_all_dense(values))
+            parts.append(size_class(math.prod(extents[d] for d in self._flat.dims)))
         return tuple(parts)
 
     def _launcher(self, key: tuple, arguments: Any, values: Sequence[Any] = ()) -> Any:
@@ -529,10 +548,8 @@ class JitFunction:
         return self._compile_for(arguments, arch, values)
 
     def _compile_for(self, arguments: Any, arch: str, values: Sequence[Any] = ()) -> CompiledKernel:
-        from tilec.lowering.abi import kernel_parameters
 
-        signs = [name for _i, name, _dtype in self._sign_scalars]
-        specialization = _specialization(kernel_parameters(self._kernel), arguments, signs)
+        specialization = self.specialization_of(arguments)
         extents = dict(arguments.extents)
         if self.autotune:
             from tilec.tune.api import autotuned_function
@@ -545,6 +562,21 @@ class JitFunction:
                 self.compilations += 1
                 return kernel
         return self.compile_specialized(specialization, extents, arch)
+
+    def specialization_of(self, arguments: Any) -> Any:
+        """What converted `arguments` promise (`tilec.lowering.Specialization`): the facts
+        `_key` records -- alignment, unit strides, multiples, the signs of the scalars that
+        `hoist-scale` could use, and, for a kernel `flatten` could run as one dimension,
+        its tensors dense where they all are."""
+        from tilec.lowering.abi import kernel_parameters
+
+        signs = [name for _i, name, _dtype in self._sign_scalars]
+        specialization = _specialization(kernel_parameters(self._kernel), arguments, signs)
+        if self._flat is not None and _all_dense(arguments.values):
+            specialization = dataclasses.replace(
+                specialization, dense=frozenset(self._flat.tensors)
+            )
+        return specialization
 
     def plan_specialized(
         self, specialization: Any, extents: Mapping[str, int], arch: str
@@ -566,6 +598,10 @@ class JitFunction:
         for d in sorted(extents):
             if d not in whole:
                 whole[d] = size_class(extents[d])
+        flat = self._flat
+        if flat is not None and set(flat.tensors) <= specialization.dense:
+            # `flatten` runs the kernel as one dimension: tiling sizes its tiles by it.
+            whole[flat.flat_dim] = size_class(math.prod(given[d] for d in flat.dims))
         extents = whole
         pass_options = self.pass_options
         # The contiguous runs that fill the exact extents of the rows (`fill_run`).
@@ -626,7 +662,7 @@ class JitFunction:
         specialization with these extents, for `arch`."""
         from tilec import kernel_cache
         from tilec.lowering import Specialization, compile_to_ptx, module_abi
-        from tilec.lowering.abi import KernelABI
+        from tilec.lowering.abi import KernelABI, kernel_specialization
 
         pipeline, key = self.plan_specialized(specialization, extents, arch)
         self.compilations += 1
@@ -637,11 +673,13 @@ class JitFunction:
         def compile_entry() -> dict[str, Any]:
             program = self._compile(pipeline)
             name = program.kernels[0]
-            ptx = compile_to_ptx(
-                program.module, arch, {name: specialization}, line_info=self.line_info
-            )
+            facts = specialization
+            kernel = program.module.lookup(name)
+            if "tilec.flattened" in kernel.attributes:  # the facts of its one-dimensional views
+                facts = kernel_specialization(kernel)
+            ptx = compile_to_ptx(program.module, arch, {name: facts}, line_info=self.line_info)
             abi = module_abi(program.module)[name]
-            return {"ptx": ptx, "abi": abi.to_json(), "specialization": specialization.to_json()}
+            return {"ptx": ptx, "abi": abi.to_json(), "specialization": facts.to_json()}
 
         # Processes sharing the cache compile a specialization once (`load_or_compile`).
         entry, from_disk = kernel_cache.load_or_compile(key, compile_entry)
@@ -698,6 +736,15 @@ else:
 # largest multiple below 16 a specialization records (`recorded_multiple`).
 _VECTOR_ELEMENTS = {"i1": 16, "i8": 16, "i16": 8, "i32": 4, "i64": 2, "f16": 8, "bf16": 8}
 _VECTOR_ELEMENTS.update({"f32": 4, "f64": 2, "f8e4m3": 16, "f8e5m2": 16})
+
+
+def _all_dense(values: Sequence[Any]) -> bool:
+    """Whether every tensor of `values` is dense: row-major with no gaps (what `flatten`
+    needs of a kernel's tensors to run it as one dimension of their elements)."""
+    from tilec.runtime import DeviceTensor
+    from tilec.runtime.arguments import is_dense
+
+    return all(is_dense(v) for v in values if type(v) is DeviceTensor)
 
 
 def _assume_pass(specialization: Any) -> str:

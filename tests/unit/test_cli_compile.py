@@ -324,8 +324,8 @@ def test_disable_and_pass_options_change_the_pipeline(tmp_path):
     assert result.returncode == 0, result.stderr
     headers = [ln for ln in result.stderr.splitlines() if ln.startswith("// -----// IR Dump")]
     assert [h.split()[5] for h in headers] == [
-        "canonicalize", "cse", "privatize-atomics", "accumulate-atomics", "transpose-dot", "tiling",
-        "canonicalize",
+        "canonicalize", "cse", "flatten", "privatize-atomics", "accumulate-atomics",
+        "transpose-dot", "tiling", "canonicalize",
         "split-reduction", "mask-bounds", "defer-reduction", "align-rows", "walk-tiles", "hoist-loads", "assign-layouts",
         "smem-placement", "vectorize", "fold-padding", "hoist-scale", "canonicalize", "cse", "dce",
         "precision", "skip-unit-factor",

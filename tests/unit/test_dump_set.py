@@ -167,8 +167,8 @@ def test_keep_going_returns_the_stages_before_a_failing_pass(tmp_path):
     assert "shared memory" in program.error.message
     assert program.failed_stage == "tiling"
     assert [s.name for s in program.stages] == [
-        "frontend", "canonicalize", "cse", "privatize-atomics", "accumulate-atomics",
-        "transpose-dot",
+        "frontend", "canonicalize", "cse", "flatten", "privatize-atomics",
+        "accumulate-atomics", "transpose-dot",
     ]  # fmt: skip
     assert program.module is not None and program.ptx is None
     assert "kernel matmul" in program.explain()  # what was decided before the failure
@@ -180,9 +180,10 @@ def test_keep_going_returns_the_stages_before_a_failing_pass(tmp_path):
         "01-frontend.tir",
         "02-canonicalize.tir",
         "03-cse.tir",
-        "04-privatize-atomics.tir",
-        "05-accumulate-atomics.tir",
-        "06-transpose-dot.tir",
+        "04-flatten.tir",
+        "05-privatize-atomics.tir",
+        "06-accumulate-atomics.tir",
+        "07-transpose-dot.tir",
         "remarks.json",
     ]
     assert json.loads((tmp_path / "remarks.json").read_text()) == program.remarks_json()

@@ -674,6 +674,8 @@ REACHING_SEEDS = [
     # a pass of blocks each by ticket: a maximum (35, 298) and a sum (267); three passes, the
     # squares about the first's result between (513 a sum, 522 a maximum).
     *[(seed, "split_passes") for seed in (35, 267, 298, 513, 522)],
+    # An element-wise kernel over a 2-D grid, its tensors dense: run as one dimension.
+    *[(seed, "flatten") for seed in (117, 205, 242)],
 ]
 
 

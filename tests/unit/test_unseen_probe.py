@@ -14,10 +14,13 @@ import torch
 import tilec
 from tilec.benchmarks import unseen_probe
 from tilec.compiler import DEFAULT_PIPELINE
+from tilec.fuzz.jit_pipeline import contiguous_facts
 from tilec.interp import run_kernel
+from tilec.lowering.abi import Specialization
+from tilec.passes.assume import assume_pass_text
 from tilec.passmanager import PassManager, parse_pipeline
 
-SMALL = {2: (5, 77), 3: (2, 7, 13)}  # by rank: rows and widths that no tile divides
+SMALL = {1: (1001,), 2: (5, 77), 3: (2, 7, 13)}  # by rank: extents that no tile divides
 TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 FIRST = {c.kernel: c for c in reversed(unseen_probe.CASES)}  # the first case of each kernel
 
@@ -59,6 +62,9 @@ def test_each_kernel_computes_its_torch_expression(name):
                 dims[d] = n
     extents = ",".join(f"{d}={n}" for d, n in dims.items())
     pipeline = DEFAULT_PIPELINE.replace("tiling,", f'tiling{{extents="{extents}"}},', 1)
+    # The facts the jit records for contiguous tensors (flatten's among them).
+    facts = Specialization.from_json(contiguous_facts(module, dims))
+    pipeline = assume_pass_text(facts) + "," + pipeline
     PassManager(parse_pipeline(pipeline)).run(module)
     run_kernel(module, name, [*arrays, *case.scalars])
     n_in = len(ins) - case.outputs

@@ -184,6 +184,24 @@ def _tanh_gelu(x: Any) -> Any:
     return torch.nn.functional.gelu(x, approximate="tanh")
 
 
+def _axpby(x: Any, y: Any) -> Any:
+    return 0.75 * x - 1.5 * y
+
+
+def _cast_scale(x: Any) -> Any:
+    import torch
+
+    return (x.float() * 0.125).to(torch.float16)
+
+
+def _cast_scale_inputs(shape: tuple, new: Callable) -> list:
+    return [new(shape, "bf16", "randn"), new(shape, "f16", "empty")]
+
+
+def _axpy_1d(x: Any, y: Any) -> Any:
+    return (-2.0 * x.float() + y.float()).to(x.dtype)
+
+
 def _bytes(tensors: int, size: int) -> Callable[[tuple], int]:
     """The bytes moved: `tensors` tensors of the kernel's shape, of `size`-byte elements."""
     return lambda shape: tensors * size * math.prod(shape)
@@ -222,6 +240,14 @@ _TABLE: list[tuple] = [
      _bytes(2, 4), {"rtol": 1e-3, "atol": 1e-3}),
     ("tanh_gelu", ((8192, 8192), (3000, 7001)), _alike("bf16", 1, 1), 1, _tanh_gelu,
      _bytes(2, 2), {"rtol": 2e-2, "atol": 2e-2}),
+    # the sixteenth session's: element-wise kernels `flatten` runs as one dimension, and a 1-D
+    # one whose length no vector divides (its last run checked at run time)
+    ("axpby", ((5003, 3001), (4096, 4096)), _alike("f32", 2, 1), 1, _axpby, _bytes(3, 4),
+     {"scalars": (0.75, -1.5), "rtol": 1e-5, "atol": 1e-5}),
+    ("cast_scale", ((7, 999, 1001), (64, 511, 130)), _cast_scale_inputs, 1, _cast_scale,
+     _bytes(2, 2), {"scalars": (0.125,), "rtol": 1e-3, "atol": 1e-3}),
+    ("axpy_1d", ((50_000_017,), (1_000_003,)), _alike("bf16", 2, 1), 1, _axpy_1d,
+     _bytes(3, 2), {"scalars": (-2.0,), "rtol": 2e-2, "atol": 2e-2}),
 ]  # fmt: skip
 
 CASES: list[Case] = [

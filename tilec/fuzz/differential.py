@@ -125,13 +125,9 @@ def _kernel_extents(func: Any, extents: dict[str, int]) -> dict[str, int]:
 
 
 def _run(module: Any, name: str, inputs: list, tile_sizes: dict[str, int] | None):
-    from tilec.interp import TensorView, prepare_launch
+    from tilec.interp.launch import run_on_copies
 
-    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
-    launch = prepare_launch(module, name, args, tile_sizes=tile_sizes)
-    launch.run()
-    outputs = [v.array for v in launch.arguments if isinstance(v, TensorView)]
-    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}
+    return run_on_copies(module, name, inputs, tile_sizes)
 
 
 def check_program(
@@ -265,7 +261,8 @@ def _reached(module: Any, arch: str) -> set[str]:
     carried tile), a split reduction (`tile.workspace_load`),
     one of sums rescaled by a running maximum (an exp in its combine's round), a split scan
     (`tile.split_ticket`), a load issued before the reductions that
-    preceded it (`hoist-loads`' `tilec.hoisted_loads`)."""
+    preceded it (`hoist-loads`' `tilec.hoisted_loads`), an element-wise kernel run as one
+    dimension (`tilec.flattened`)."""
     from tilec.dialects import math as M
     from tilec.dialects import split as W
     from tilec.dialects.atomic import AtomicRMWOp, AtomicScatterOp
@@ -296,6 +293,8 @@ def _reached(module: Any, arch: str) -> set[str]:
             reached.add(f"reached:split:{arch}")
             if any(isinstance(o, M.ExpOp) for o in op.parent.ops):  # a rescaled sum's round
                 reached.add(f"reached:split_online:{arch}")
+        if "tilec.flattened" in getattr(op, "attributes", {}):
+            reached.add(f"reached:flatten:{arch}")
         if "tilec.persistent" in getattr(op, "attributes", {}):
             reached.add(f"reached:persistent:{arch}")
         if "tilec.hoisted_loads" in getattr(op, "attributes", {}):

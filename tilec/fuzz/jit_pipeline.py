@@ -37,8 +37,9 @@ def contiguous_facts(
     module: Any, extents: dict[str, int], positive: Sequence[str] = ()
 ) -> dict[str, list[Any]]:
     """What contiguous, 16-byte aligned tensors of `extents` promise, by parameter name (what
-    `@tilec.jit` records for them: `tilec.jit._specialization`), and that the float scalars
-    named in `positive` are positive."""
+    `@tilec.jit` records for them: `JitFunction.specialization_of`), that the float scalars
+    named in `positive` are positive, and that the tensors of a kernel `flatten` can run as
+    one dimension are dense."""
     from tilec.lowering.abi import Specialization, kernel_parameters, recorded_multiple
     from tilec.lowering.layouts import element_bytes
 
@@ -69,7 +70,16 @@ def contiguous_facts(
                 values[p.name] = recorded_multiple(
                     "extent", p.axis, len(shape), shape[p.axis], sizes[arg]
                 )
-    return Specialization.of_values(aligned, unit, values, positive).to_json()
+    # Contiguous tensors are dense: the jit records it for a kernel `flatten` can run as one
+    # dimension (`JitFunction.specialization_of`).
+    from tilec.passes.flatten import flattening
+
+    dense = set()
+    for func in module.functions:
+        plan = flattening(func)
+        if not isinstance(plan, str):
+            dense.update(plan.tensors)
+    return Specialization.of_values(aligned, unit, values, positive, dense).to_json()
 
 
 def positive_scalars(module: Any, inputs: dict[str, dict[str, Any]]) -> list[str]:
@@ -139,16 +149,27 @@ def jit_pipeline(
 
 
 def _small_tiles(module: Any) -> str:
-    """`SMALL_TILES` for the symbols `module` uses (tiling refuses others)."""
-    dims = {
-        d
-        for f in module.functions
-        for a in f.arguments
-        if isinstance(a.type, TensorType)
-        for d in a.type.shape
-    }
-    sizes = [item for item in SMALL_TILES.split(",") if item.split("=")[0][1:] in dims]
-    return ",".join(sizes)
+    """`SMALL_TILES` for the symbols `module` uses (tiling refuses others): a kernel `flatten`
+    will run as one dimension (its tensors are contiguous here) uses that dimension's, the
+    product of its grid's small tiles."""
+    from tilec.passes.flatten import flattening
+
+    small = dict(item.split("=") for item in SMALL_TILES.split(","))
+    sizes: dict[str, str] = {}
+    for f in module.functions:
+        plan = flattening(f)
+        if not isinstance(plan, str):
+            product = 1
+            for d in plan.dims:
+                product *= int(small.get("B" + d, 1))
+            sizes[plan.flat_symbol] = str(product)
+            continue
+        for a in f.arguments:
+            if isinstance(a.type, TensorType):
+                for d in a.type.shape:
+                    if f"B{d}" in small:
+                        sizes[f"B{d}"] = small[f"B{d}"]
+    return ",".join(f"{s}={n}" for s, n in sizes.items())
 
 
 def _whole_dimensions(module: Any) -> list[str]:

@@ -34,6 +34,10 @@ integer in place of "BM" is a fixed tile size). IR without the attribute needs `
 kernel that `split-reduction` split (`tilec.split`) has one more axis, the split axis, of
 `split` programs: the kernel's pin (`split=N`), else `split=` here, else `DEFAULT_SPLIT` (3).
 
+**Flattened kernels.** A kernel `flatten` ran as one dimension (`tilec.flattened = [F, D1,
+.., Dk]`) takes its source's tensors of rank k, each viewed as its elements in order
+(C-contiguous arrays only: a strided one is refused), or tensors of one dimension F.
+
 **Overflow.** A kernel that converts `index` values to a narrower integer type (the frontend
 computes element offsets and masks in i32) is refused when an extent plus its tile size does
 not fit that type: the GPU would compute wrapped offsets, that is wrong results.
@@ -329,7 +333,9 @@ class _ArgumentProblem(Exception):
         self.hint = hint
 
 
-def _tensor_argument(arg: BlockArgument, value: Any, written: bool) -> np.ndarray:
+def _tensor_argument(
+    arg: BlockArgument, value: Any, written: bool, flattened: tuple[str, ...] = ()
+) -> np.ndarray:
     t: TensorType = arg.type
     expected_dtype = dtype_of(t)
     array, shares_memory = _as_array(value)
@@ -338,6 +344,18 @@ def _tensor_argument(arg: BlockArgument, value: Any, written: bool) -> np.ndarra
             f"expected a tensor, got {type(value).__name__}",
             hint="pass a numpy array, a CPU torch tensor, or an object numpy can convert",
         )
+    if flattened and array.ndim == len(flattened) - 1 != t.rank:
+        # A kernel `flatten` ran as one dimension takes its source's tensors, each viewed as
+        # its elements in order: only a dense (C-contiguous) array is that view.
+        if not array.flags.c_contiguous:
+            raise _ArgumentProblem(
+                f"the kernel runs as one dimension {flattened[0]} of "
+                f"[{', '.join(flattened[1:])}] (flatten), which needs a row-major array with "
+                f"no gaps; got strides {tuple(array.strides)}",
+                hint="pass a contiguous array (np.ascontiguousarray), or compile the kernel "
+                "without assuming dense tensors",
+            )
+        array = array.reshape(-1)
     if array.dtype != expected_dtype:
         raise _ArgumentProblem(
             f"expected dtype {t.element}, got {_numpy_name(array.dtype)}",
@@ -446,13 +464,14 @@ def _order_arguments(func: FuncOp, args: Sequence[Any] | Mapping[str, Any]) -> l
 
 def _convert_arguments(func: FuncOp, values: list[Any]) -> list[Any]:
     written = written_parameters(func)
+    flat = func.attributes.get("tilec.flattened")
+    flattened = tuple(str(d) for d in flat.value) if flat is not None else ()
     converted: list[Any] = []
     for arg, value in zip(func.arguments, values):
         try:
             if isinstance(arg.type, TensorType):
-                converted.append(
-                    TensorView(parameter_name(arg), _tensor_argument(arg, value, arg in written))
-                )
+                array = _tensor_argument(arg, value, arg in written, flattened)
+                converted.append(TensorView(parameter_name(arg), array))
             else:
                 converted.append(_scalar_argument(arg, value))
         except _ArgumentProblem as problem:
@@ -757,3 +776,26 @@ def run_kernel(
     prepare_launch(
         program, kernel, args, tile_sizes=tile_sizes, grid=grid, split=split, block_seed=block_seed
     ).run()
+
+
+def run_on_copies(
+    program: Any, kernel: str, inputs: Sequence[Any], tile_sizes: Mapping[str, int] | None
+) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Run `kernel` on copies of `inputs` at `tile_sizes` (those of its symbols: a size for a
+    symbol it has not -- one a later pass renamed, as `flatten` tiles one dimension where
+    there were two -- is left out): its tensor arguments afterwards, in their callers'
+    shapes, and the tile sizes it ran with. What translation validation compares, before and
+    after a pass."""
+    func = find_kernel(program, kernel)
+    grid = [str(s) for _, s in _attribute_pairs(func, "tilec.grid")]
+    known = {*tile_symbols(func), *grid}
+    sizes = None
+    if tile_sizes is not None:
+        sizes = {s: n for s, n in tile_sizes.items() if s in known}
+    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
+    launch = prepare_launch(program, kernel, args, tile_sizes=sizes)
+    launch.run()
+    # The copies themselves: the interpreter wrote into them (a flattened kernel through
+    # one-dimensional views of them).
+    outputs = [a for a, v in zip(args, launch.arguments) if isinstance(v, TensorView)]
+    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}

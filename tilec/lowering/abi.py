@@ -129,14 +129,17 @@ class Specialization:
     (name, 2, 4 or 8) -- a row of 1000 f16 is 2000 bytes, a whole number of 16-byte vectors
     though not of 16 elements), and float scalars that are `positive`: finite and above zero
     (not 0, -0.0, NaN or an infinity, as the parameter's type holds the value), which lets
-    `hoist-scale` take `max(x * c)` as `max(x) * c`. The lowering folds these into the code (a
-    unit stride becomes the constant 1); a launch whose arguments break one is refused."""
+    `hoist-scale` take `max(x * c)` as `max(x) * c`, and tensors (pointer names) that are
+    `dense`: row-major with no gaps, which lets `flatten` run an element-wise kernel over them
+    as one dimension. The lowering folds these into the code (a unit stride becomes the
+    constant 1); a launch whose arguments break one is refused."""
 
     aligned: frozenset[str] = frozenset()
     unit: frozenset[str] = frozenset()
     divisible: frozenset[str] = frozenset()
     multiples: frozenset[tuple[str, int]] = frozenset()
     positive: frozenset[str] = frozenset()
+    dense: frozenset[str] = frozenset()
 
     def multiple(self, name: str) -> int:
         """The power of two the extent or stride `name` is known to be a multiple of."""
@@ -151,17 +154,22 @@ class Specialization:
         facts["multiples"] = [[n, m] for n, m in sorted(self.multiples)]
         if self.positive:  # absent when empty: the keys of kernels without it stay as they were
             facts["positive"] = sorted(self.positive)
+        if self.dense:  # the same
+            facts["dense"] = sorted(self.dense)
         return facts
 
     def __bool__(self) -> bool:
-        return bool(self.aligned or self.unit or self.divisible or self.multiples or self.positive)
+        return bool(
+            self.aligned or self.unit or self.divisible or self.multiples or self.positive
+        ) or bool(self.dense)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Specialization:
         facts = {k: frozenset(data.get(k, ())) for k in ("aligned", "unit", "divisible")}
         multiples = frozenset((str(n), int(m)) for n, m in data.get("multiples", ()))
         positive = frozenset(map(str, data.get("positive", ())))
-        return cls(**facts, multiples=multiples, positive=positive)
+        dense = frozenset(map(str, data.get("dense", ())))
+        return cls(**facts, multiples=multiples, positive=positive, dense=dense)
 
     @classmethod
     def of_values(
@@ -170,10 +178,11 @@ class Specialization:
         unit: Iterable[str],
         multiples_of: Mapping[str, int],
         positive: Iterable[str] = (),
+        dense: Iterable[str] = (),
     ) -> Specialization:
         """The facts of pointers `aligned`, unit strides `unit`, the other extents and
-        strides known to be multiples of `multiples_of[name]` (`recorded_multiple`), and the
-        float scalars `positive`."""
+        strides known to be multiples of `multiples_of[name]` (`recorded_multiple`), the
+        float scalars `positive`, and the tensors `dense`."""
         divisible, multiples = set(), set()
         for name, m in multiples_of.items():
             if m == DIVISOR:
@@ -186,6 +195,7 @@ class Specialization:
             frozenset(divisible),
             frozenset(multiples),
             frozenset(positive),
+            frozenset(dense),
         )
 
 
@@ -200,6 +210,7 @@ SPECIALIZATION_ATTRIBUTES = {
     "divisible": "tilec.divisible",
     "multiples": "tilec.multiples",
     "positive": "tilec.positive",
+    "dense": "tilec.dense",
 }
 # The scalar types a `positive` fact may name.
 FLOAT_SCALARS = ("f16", "bf16", "f32", "f64")
@@ -234,6 +245,7 @@ def set_kernel_specialization(kernel: FuncOp, specialization: Specialization) ->
     allowed = {"aligned": ("pointer",), "unit": ("stride",), "divisible": numbers}
     allowed["multiples"] = numbers
     allowed["positive"] = ("float scalar",)
+    allowed["dense"] = ("pointer",)
     for field_name, attr in SPECIALIZATION_ATTRIBUTES.items():
         entries = sorted(getattr(specialization, field_name))
         for entry in entries:
@@ -258,7 +270,7 @@ def set_kernel_specialization(kernel: FuncOp, specialization: Specialization) ->
             kernel.attributes[attr] = ArrayAttr(tuple(StringAttr(n) for n in entries))
 
 
-ASSUMPTIONS = ("aligned", "unit", "divisible", "positive")
+ASSUMPTIONS = ("aligned", "unit", "divisible", "positive", "dense")
 
 
 def assumed_specialization(kernel: FuncOp, assumptions: Iterable[str]) -> Specialization:
@@ -266,7 +278,8 @@ def assumed_specialization(kernel: FuncOp, assumptions: Iterable[str]) -> Specia
     every argument of `kernel`, as Triton assumes for its defaults: `aligned` -- every pointer
     is 16-byte aligned; `unit` -- every tensor's last stride is 1; `divisible` -- every extent,
     and every stride that `unit` does not make 1, is a multiple of 16; `positive` -- every
-    float scalar is finite and above zero."""
+    float scalar is finite and above zero; `dense` -- every tensor is row-major with no gaps
+    (element (i, j) of an [M, N] tensor at i * N + j)."""
     assumptions = set(assumptions)
     unknown = assumptions - set(ASSUMPTIONS)
     if unknown:
@@ -283,8 +296,13 @@ def assumed_specialization(kernel: FuncOp, assumptions: Iterable[str]) -> Specia
     positive = ()
     if "positive" in assumptions:
         positive = {p.name for p in params if p.kind == "scalar" and p.dtype in FLOAT_SCALARS}
+    dense = {p.name for p in params if p.kind == "pointer"} if "dense" in assumptions else ()
     return Specialization(
-        frozenset(aligned), frozenset(unit), frozenset(divisible), positive=frozenset(positive)
+        frozenset(aligned),
+        frozenset(unit),
+        frozenset(divisible),
+        positive=frozenset(positive),
+        dense=frozenset(dense),
     )
 
 
@@ -366,10 +384,15 @@ class KernelABI:
     # requires this shape (`.reqnctapercluster`), so the launch rounds each grid axis up to a
     # multiple of it (docs/abi.md); (1, 1, 1): no clusters.
     cluster: tuple[int, int, int] = (1, 1, 1)
+    # A kernel `flatten` ran as one dimension (`tilec.flattened`): (F, D1, .., Dk), its
+    # tensors' one dimension and the dimensions of the tensors it is launched on, each
+    # viewed as its elements in order (the launcher makes the views); (): not flattened.
+    flattened: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        # From JSON: a list.
+        # From JSON: lists.
         object.__setattr__(self, "cluster", tuple(int(c) for c in self.cluster))
+        object.__setattr__(self, "flattened", tuple(str(d) for d in self.flattened))
 
     @property
     def clustered(self) -> bool:
@@ -399,6 +422,8 @@ class KernelABI:
         }
         if self.clustered:  # absent without clusters: those kernels' JSON stays as it was
             data["cluster"] = list(self.cluster)
+        if self.flattened:  # the same
+            data["flattened"] = list(self.flattened)
         return data
 
     @classmethod
@@ -416,6 +441,7 @@ class KernelABI:
             bool(data.get("persistent", False)),
             int(data.get("producer_warps", 0)),
             tuple(data.get("cluster", (1, 1, 1))),
+            tuple(data.get("flattened", ())),
         )
 
 
@@ -500,6 +526,9 @@ def kernel_abi(kernel: FuncOp) -> KernelABI:
         if "tilec.producer_warps" in kernel.attributes
         else 0,
         kernel_cluster(kernel),
+        tuple(str(d) for d in kernel.attributes["tilec.flattened"].value)
+        if "tilec.flattened" in kernel.attributes
+        else (),
     )
 
 

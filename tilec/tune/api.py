@@ -48,19 +48,14 @@ def problem_for(
     tensors, as numpy arrays of these shapes give, and the scalars `scalars` -- a reference's
     `SCALARS`, what the clock runs with -- or random ones: a positive `scale` is a fact)."""
     from tilec.interp.runner import check_sizes, random_arguments
-    from tilec.lowering.abi import kernel_parameters
     from tilec.lowering.ptx import default_arch
 
     kernel = function.ir.functions[0]
     if specialization is None:
-        from tilec.jit import _specialization
-
         # Checks the sizes (every dimension, no other) with located errors, as `tilec run`
         # does, and gives the arguments whose facts the specialization records.
         values = random_arguments(kernel, extents, seed=0, scalars=scalars)
-        arguments = function._checker.convert(values)
-        signs = [name for _i, name, _dtype in function._sign_scalars]
-        specialization = _specialization(kernel_parameters(kernel), arguments, signs)
+        specialization = function.specialization_of(function._checker.convert(values))
     else:  # the call's own arguments gave the facts: only the sizes are checked, no copy made
         check_sizes(kernel, extents)
     extents = {d.upper(): int(n) for d, n in extents.items()}
@@ -84,12 +79,8 @@ def problem_for(
 def problem_for_call(function: Any, values: Any, *, arch: str | None = None) -> Problem:
     """The problem of tuning `function` for a call with these arguments (GPU tensors in the
     layout the call passes them: strides, alignment, extents)."""
-    from tilec.jit import _specialization
-    from tilec.lowering.abi import kernel_parameters
-
     arguments = function._checker.convert(list(values))
-    signs = [name for _i, name, _dtype in function._sign_scalars]
-    specialization = _specialization(kernel_parameters(function.ir.functions[0]), arguments, signs)
+    specialization = function.specialization_of(arguments)
     if arch is None and arguments.device is not None:
         from tilec.runtime import device_arch, get_device
 
