@@ -662,7 +662,7 @@ class JitFunction:
         specialization with these extents, for `arch`."""
         from tilec import kernel_cache
         from tilec.lowering import Specialization, compile_to_ptx, module_abi
-        from tilec.lowering.abi import KernelABI, kernel_specialization
+        from tilec.lowering.abi import KernelABI, compiled_specialization
 
         pipeline, key = self.plan_specialized(specialization, extents, arch)
         self.compilations += 1
@@ -673,10 +673,7 @@ class JitFunction:
         def compile_entry() -> dict[str, Any]:
             program = self._compile(pipeline)
             name = program.kernels[0]
-            facts = specialization
-            kernel = program.module.lookup(name)
-            if "tilec.flattened" in kernel.attributes:  # the facts of its one-dimensional views
-                facts = kernel_specialization(kernel)
+            facts = compiled_specialization(program.module.lookup(name), specialization)
             ptx = compile_to_ptx(program.module, arch, {name: facts}, line_info=self.line_info)
             abi = module_abi(program.module)[name]
             return {"ptx": ptx, "abi": abi.to_json(), "specialization": facts.to_json()}

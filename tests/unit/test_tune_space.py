@@ -218,3 +218,15 @@ def test_a_row_kernel_that_could_walk_its_rows_searches_the_walk_and_the_prefetc
     names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
     assert names["stages"].values == (1, 2) and build.decisions["stages"] == 1
     assert build_candidate(problem, {"stages": 2}).decisions["stages"] == 2
+
+
+def test_a_flattened_kernel_searches_its_own_grid_too():
+    # SwiGLU over [M, N] of dense tensors: flatten runs it as one dimension (M_N); the tuner
+    # also tries the kernel's own 2-D grid, whose tiles are then decisions of their own
+    problem, build, kernel = _heuristic("swiglu.tile", "swiglu", {"M": 3000, "N": 7001})
+    names = {d.name: d for d in applicable(kernel, problem.extents, "sm_90a")}
+    assert names["flatten.enable"].values == (True, False)
+    assert build.decisions["flatten.enable"] is True and "tile.M_N" in build.decisions
+    grid = build_candidate(problem, {"flatten.enable": False})
+    assert grid.status == "built" and "flatten.enable" not in grid.decisions
+    assert "tile.N" in grid.decisions and "tile.M_N" not in grid.decisions

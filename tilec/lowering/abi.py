@@ -232,6 +232,13 @@ def kernel_specialization(kernel: FuncOp) -> Specialization:
     return Specialization(**facts)
 
 
+def compiled_specialization(kernel: FuncOp, given: Specialization) -> Specialization:
+    """The facts a compiled kernel's parameters carry: `given` (the call's), or, where
+    `flatten` ran the kernel as one dimension, those of its views as the pass rewrote them in
+    the IR (`tilec.flattened`). What the lowering and the launcher are handed."""
+    return kernel_specialization(kernel) if "tilec.flattened" in kernel.attributes else given
+
+
 def set_kernel_specialization(kernel: FuncOp, specialization: Specialization) -> None:
     """Record `specialization` on `kernel` (replacing what it said). A name that is not a
     parameter of the right kind (a pointer for `aligned`, a stride for `unit`, an extent or a

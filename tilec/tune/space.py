@@ -16,6 +16,7 @@ A *decision* is one thing a pass decides and lets the author (or the tuner) pin:
 | `assign-layouts.min_blocks_per_sm` (occupancy) | pass option | assign-layouts |
 | `stages` 1 or 2 (kernels whose loops load tiles into registers that could be issued an iteration ahead: register prefetch) | `@kernel(stages=...)` | pipeline |
 | `tiling.inner_first` (kernels without dots whose grid tiling put in memory's order: that order, or the declared one) | pass option | tiling |
+| `flatten.enable` (element-wise kernels over dense tensors that flatten ran as one dimension: so, or over their own grid) | pass option | flatten |
 | `walk-tiles.enable` (row kernels whose rows all read one tile, a norm's weight: blocks walk the rows, loading it once) | pass option | walk-tiles |
 | `defer-reduction.enable` (loops whose reductions it deferred) | pass option | defer-reduction |
 | `assign-layouts.scan_runs` (scans along rows whose operand holds short runs: converted to 16-byte runs a thread, or scanned where they are) | pass option | assign-layouts |
@@ -64,6 +65,7 @@ from tilec.dialects.warp_specialize import PINGPONG_ATTRIBUTE, WarpSpecializeOp
 from tilec.frontend.sema_common import _MAX_STAGES, _WARP_COUNTS
 from tilec.ir.types import bf16, f16
 from tilec.lowering.wgmma import chained_wgmma_slots, is_wgmma_dot
+from tilec.passes.flatten import FLATTENED_ATTRIBUTE
 from tilec.passes.mask_bounds import MIDDLE_ATTR
 from tilec.passes.register_prefetch import REGISTER_PREFETCH_ATTRIBUTE
 from tilec.passes.scan_layouts import SCAN_RUNS_ATTRIBUTE
@@ -213,6 +215,8 @@ def read_back(kernel: FuncOp) -> dict[str, Any]:
     walk = kernel.attributes.get(WALK_TILES_ATTRIBUTE)
     if walk is not None:
         decisions["walk-tiles.enable"] = bool(walk.value)
+    if FLATTENED_ATTRIBUTE in kernel.attributes:
+        decisions["flatten.enable"] = True
     dots = [op for op in kernel.walk() if isinstance(op, T.DotOp)]
     if dots:
         layout = dots[0].result.type.layout
@@ -352,6 +356,8 @@ def applicable(
     options.append(("assign-layouts.min_blocks_per_sm", MIN_BLOCKS_VALUES))
     if "walk-tiles.enable" in chosen:
         options.append(("walk-tiles.enable", (True, False)))
+    if "flatten.enable" in chosen:  # one dimension of the elements, or the kernel's own grid
+        options.append(("flatten.enable", (True, False)))
     if "tiling.inner_first" in chosen:  # the grid reordered along memory, or as declared
         options.append(("tiling.inner_first", (True, False)))
     if "defer-reduction.enable" in chosen:

@@ -109,6 +109,7 @@ def build_candidate(problem: Problem, config: Config) -> Build:
     from tilec import kernel_cache
     from tilec.ir.printer import print_op
     from tilec.lowering import Specialization, compile_to_ptx, module_abi
+    from tilec.lowering.abi import compiled_specialization
 
     start = time.perf_counter()
     result = Build(dict(config), "failed")
@@ -126,6 +127,7 @@ def build_candidate(problem: Problem, config: Config) -> Build:
         result.compile_s = time.perf_counter() - start
         return result
     kernel = program.module.functions[0]
+    specialization = compiled_specialization(kernel, specialization)
     result.decisions = read_back(kernel)
     result.pipeline = pipeline
     result.ir = print_op(program.module)
