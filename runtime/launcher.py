@@ -54,6 +54,7 @@ from tilec.runtime.arguments import (
     ArgumentChecker,
     Arguments,
     DeviceTensor,
+    MAX_EXTENT,
     LaunchError,
     is_dense,
     is_positive,
@@ -449,6 +450,13 @@ class Launcher:
                 n = 1
                 for d in v.shape:
                     n *= d
+                if n > MAX_EXTENT:  # the kernel compares its one dimension in 32 bits
+                    self._broken(
+                        i,
+                        f"at most {MAX_EXTENT} elements (it runs as one dimension "
+                        f"{self._flattened[0]}), got {n}",
+                        "@tilec.jit compiles the kernel on its own grid for such tensors",
+                    )
                 v = DeviceTensor(v.pointer, (n,), (1,), v.dtype, v.device, v.host, v.keep)
             out.append(v)
         return out

@@ -254,6 +254,15 @@ class JitFunction:
         plan = flattening(self._kernel)
         return None if isinstance(plan, str) else plan
 
+    def _runs_flat(self, arguments: Any) -> bool:
+        """Whether `flatten` may run this call as one dimension: every tensor dense, and the
+        product of the grid's extents an extent the kernel's 32-bit bounds compare (a larger
+        one keeps the kernel's own grid)."""
+        from tilec.runtime.arguments import MAX_EXTENT
+
+        product = math.prod(arguments.extents[d] for d in self._flat.dims)
+        return product <= MAX_EXTENT and _all_dense(arguments.values)
+
     def _fill(self, dim: str, n: int) -> int | None:
         return fill_run(n, self._row_bytes.get(dim, 1))
 
@@ -511,7 +520,7 @@ class JitFunction:
         for dim in self._row_dims:
             parts.append(self._fill(dim, extents[dim]) if dim in extents else None)
         if self._flat is not None:  # dense tensors run as one dimension: its size class too
-            parts.append(_all_dense(values))
+            parts.append(self._runs_flat(arguments))
             parts.append(size_class(math.prod(extents[d] for d in self._flat.dims)))
         return tuple(parts)
 
@@ -572,7 +581,7 @@ class JitFunction:
 
         signs = [name for _i, name, _dtype in self._sign_scalars]
         specialization = _specialization(kernel_parameters(self._kernel), arguments, signs)
-        if self._flat is not None and _all_dense(arguments.values):
+        if self._flat is not None and self._runs_flat(arguments):
             specialization = dataclasses.replace(
                 specialization, dense=frozenset(self._flat.tensors)
             )

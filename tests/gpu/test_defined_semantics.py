@@ -51,6 +51,13 @@ def sin_cos(x: f32[N], s: f32[N], c: f32[N]):
         c[tn] = cos(x[tn])
 
 
+@tilec.jit
+def tanh_erf(x: f32[N], t: f32[N], e: f32[N]):
+    for tn in tiles(N):
+        t[tn] = tanh(x[tn])
+        e[tn] = erf(x[tn])
+
+
 SPECIAL = [0.0, -0.0, 0.5, -0.5, 1.7, -1.7, 126.9, 127.0, 127.5, 128.0, 255.0, 300.0, -128.0]
 SPECIAL += [-128.9, -129.0, -1000.0, 40000.0, -40000.0, 3e9, -3e9, 1e30, -1e30]
 SPECIAL += [float("inf"), float("-inf"), float("nan")]
@@ -126,3 +133,41 @@ def test_sin_and_cos_of_special_values():
     np.testing.assert_array_equal(np.signbit(s[:2]), [False, True])
     assert np.isnan(s[2:5]).all() and np.isnan(c[2:5]).all()
     assert s[5] == np.float32(1e-30) and c[5] == 1.0 and c[0] == 1.0
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """abs(got - want) in units of the f32 spacing at want (the least normal's below it)."""
+    spacing = np.spacing(np.maximum(np.abs(want), 2.0**-126).astype(np.float32)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / spacing
+
+
+def test_tanh_and_erf_within_their_stated_ulps():
+    """docs/lowering.md: tanh within 3 ulp (`ex2.approx` and `rcp.approx` above 0.625),
+    erf within 2.5 (e^Q by `ex2.approx`), over 4M arguments where each formulation changes and
+    far beyond, and the special values."""
+    import math
+
+    rng = np.random.default_rng(1)
+    x = np.concatenate(
+        [
+            rng.uniform(-1.5, 1.5, 1 << 21),  # both branches of both, and the switch
+            rng.uniform(-10, 10, 1 << 20),
+            np.exp(rng.uniform(-30, 5, 1 << 20)) * rng.choice([-1, 1], 1 << 20),
+            [0.0, -0.0, 0.625, -0.625, 1.0, -1.0, 4.0, -4.0, 9.0, 1e-30, 1e30, -1e30],
+        ]
+    ).astype(np.float32)
+    t, e = np.zeros_like(x), np.zeros_like(x)
+    tanh_erf(x, t, e)
+    wide = x.astype(np.float64)
+    tanh_ulps = _ulps(t, np.tanh(wide))
+    erf_ulps = _ulps(e, np.vectorize(math.erf)(wide))
+    worst_t, worst_e = int(np.argmax(tanh_ulps)), int(np.argmax(erf_ulps))
+    print(f"tanh: {tanh_ulps[worst_t]:.2f} ulp at {x[worst_t]!r}; erf: {erf_ulps[worst_e]:.2f} ulp")
+    assert tanh_ulps[worst_t] <= 3.0, (x[worst_t], t[worst_t])
+    assert erf_ulps[worst_e] <= 2.5, (x[worst_e], e[worst_e])
+    specials = np.array([float("inf"), float("-inf"), float("nan")], np.float32)
+    ts, es = np.zeros_like(specials), np.zeros_like(specials)
+    tanh_erf(specials, ts, es)
+    np.testing.assert_array_equal(ts[:2], [1.0, -1.0])
+    np.testing.assert_array_equal(es[:2], [1.0, -1.0])
+    assert np.isnan(ts[2]) and np.isnan(es[2])

@@ -247,6 +247,9 @@ def test_the_jit_flattens_a_call_on_dense_tensors_and_keys_the_layout(tmp_path):
     gappy = Arguments(rows, dict(dense.extents), 0, None, [])
     assert not k.specialization_of(gappy).dense
     assert k._key(gappy) != k._key(dense)
+    # 2.5e9 elements: past what the kernel's 32-bit bounds compare, so the 2-D grid
+    huge = [DeviceTensor(256, (50000, 50000), (50000, 1), "bf16", 0) for _ in range(2)]
+    assert not k.specialization_of(Arguments(huge, {"M": 50000, "N": 50000}, 0, None, [])).dense
 
     launcher = Launcher(kernel.ptx, kernel.abi, kernel.specialization)
     assert launcher.grid(dense) == (-(-3000 * 7001 // 4096), 1, 1)

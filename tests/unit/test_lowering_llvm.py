@@ -365,3 +365,18 @@ def test_a_loop_whose_body_reads_scratch_ends_each_iteration_at_a_barrier():
             i for i in range(start, len(lines)) if lines[i].endswith(":") or lines[i] == "}"
         )
         assert not any("barrier0" in line for line in lines[start:stop]), label
+
+
+def test_tanh_and_erf_take_the_approximate_units_where_their_error_analysis_allows(tmp_path):
+    """tanh's `2/(e + 1)` and erf's `e^Q` reach the result scaled down (by at most 0.8 and
+    0.19: `tilec.lowering.mathlib`), so they use `ex2.approx` and `rcp.approx` without an
+    IEEE division or the exponent's correction (its accuracy: tests/gpu/
+    test_defined_semantics.py). `exp` keeps its correction."""
+    source = tmp_path / "t.tile"
+    source.write_text(
+        "def k(x: f32[N], t: f32[N], e: f32[N], g: f32[N]):\n    for n in tiles(N):\n"
+        "        t[n] = tanh(x[n])\n        e[n] = erf(x[n])\n        g[n] = exp(x[n])\n"
+    )
+    ptx = tilec.compile(str(source), target="ptx").ptx
+    assert ptx.count("rcp.approx.ftz.f32") >= 1 and "div.rn.f32" not in ptx
+    assert ptx.count("ex2.approx") >= 3  # tanh's, erf's, exp's
