@@ -50,11 +50,11 @@ import numpy as np
 
 from tilec.diagnostics import UNKNOWN_LOC, Location
 from tilec.runtime.arguments import (
+    MAX_EXTENT,
     SCALAR_CODES,
     ArgumentChecker,
     Arguments,
     DeviceTensor,
-    MAX_EXTENT,
     LaunchError,
     is_dense,
     is_positive,
