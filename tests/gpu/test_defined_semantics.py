@@ -142,7 +142,7 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def test_tanh_and_erf_within_their_stated_ulps():
-    """docs/lowering.md: tanh within 3 ulp (`ex2.approx` and `rcp.approx` above 0.625),
+    """docs/lowering.md: tanh within 3.5 ulp (`ex2.approx` and `rcp.approx` above 0.625),
     erf within 2.5 (e^Q by `ex2.approx`), over 4M arguments where each formulation changes and
     far beyond, and the special values."""
     import math
@@ -163,7 +163,7 @@ def test_tanh_and_erf_within_their_stated_ulps():
     erf_ulps = _ulps(e, np.vectorize(math.erf)(wide))
     worst_t, worst_e = int(np.argmax(tanh_ulps)), int(np.argmax(erf_ulps))
     print(f"tanh: {tanh_ulps[worst_t]:.2f} ulp at {x[worst_t]!r}; erf: {erf_ulps[worst_e]:.2f} ulp")
-    assert tanh_ulps[worst_t] <= 3.0, (x[worst_t], t[worst_t])
+    assert tanh_ulps[worst_t] <= 3.5, (x[worst_t], t[worst_t])
     assert erf_ulps[worst_e] <= 2.5, (x[worst_e], e[worst_e])
     specials = np.array([float("inf"), float("-inf"), float("nan")], np.float32)
     ts, es = np.zeros_like(specials), np.zeros_like(specials)
