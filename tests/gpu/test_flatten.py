@@ -9,32 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.unit.test_flatten import KERNELS
 from tilec.jit import load_kernel
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = """
-def gelu_tanh(x: bf16[M, N], y: bf16[M, N]):
-    for tm, tn in tiles(M, N):
-        u = x[tm, tn].to(f32)
-        y[tm, tn] = 0.5 * u * (1.0 + tanh(0.7978845608 * (u + 0.044715 * u * u * u)))
-
-
-def pick(x: f32[M, N], g: f16[M, N], s: f32, out: f32[M, N]):
-    for tm, tn in tiles(M, N):
-        out[tm, tn] = where(x[tm, tn] > 0.0, x[tm, tn] * s, g[tm, tn].to(f32))
-
-
-def swish3(a: f32[B, S, D], b: f32[B, S, D], y: f16[B, S, D]):
-    for tb, ts, td in tiles(B, S, D):
-        t = a[tb, ts, td]
-        y[tb, ts, td] = (t * sigmoid(t) * b[tb, ts, td]).to(f16)
-
-
-def scale(x: bf16[N], y: bf16[N]):
-    for tn in tiles(N):
-        y[tn] = x[tn] * 2.0
-"""
+# The unit tests' kernels (interpreter, refusals), here against torch.
 
 
 @pytest.fixture(scope="module")
