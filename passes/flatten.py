@@ -24,9 +24,10 @@ another position (reductions, broadcasts, dots, scans, gathers, atomics, random 
 nothing that reads a position (`offsets`, extents as values); (3) every access is at the
 grid's tile starts, in order, and every tile is the grid's tile; (4) every tensor argument
 has exactly the grid's dimensions, in order, and the specialization says it is dense
-(`tilec.dense`, which `@tilec.jit` records for contiguous tensors and `tilec compile --assume
-dense` for every tensor). Otherwise the kernel is left as it is (a remark says why where (1)
-and (2) hold).
+(`tilec.dense`, which `@tilec.jit` records for contiguous tensors whose elements number at
+most 2^31 - 1, and `tilec compile --assume dense` for every tensor). Otherwise the kernel is
+left as it is, with a remark saying why for a kernel of one block over a grid of two or more
+axes without reductions or dots (the kernels that might have been flattened).
 
 **Rewrite**: each tensor argument `[D1, .., Dk]` becomes `[F]`, F a new dimension named
 `D1_.._Dk` (the kernel attribute `tilec.flattened = [F, D1, .., Dk]` records what it stands
@@ -42,8 +43,8 @@ refused there (it never reaches a kernel compiled for dense tensors: the jit's k
 
 **Pins**: a kernel that pins a tile size of its grid (`@kernel(tile={"M": 4, "N": 256})`) keeps
 its 2-D tiles; `--disable flatten` and `@tilec.jit(disable=["flatten"])` keep every kernel's.
-Option `enable`. Remarks: per kernel flattened, what and why; per element-wise kernel left
-2-D, why.
+Option `enable`; the tuner searches it (`flatten.enable`). Remarks: per kernel flattened,
+what and why; per kernel that might have been, why not.
 """
 
 from __future__ import annotations
