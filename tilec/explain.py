@@ -194,7 +194,9 @@ class _Kernel:
         if "tilec.cluster" in self.kernel.attributes:
             dims = [int(e.value) for e in self.kernel.attributes["tilec.cluster"].elements]
             text += f", in clusters of {'x'.join(map(str, dims))}"
-        reasons = self.said(self.kernel, "tiling", "block order")
+        # Whether the kernel runs over its tensors' elements as one dimension (flatten).
+        reasons = self.said(self.kernel, "flatten")
+        reasons += self.said(self.kernel, "tiling", "block order")
         reasons += persistent or self.said(self.kernel, "pipeline", "not persistent")
         self.line("grid", text, reasons + cluster)
 
