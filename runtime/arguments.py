@@ -36,6 +36,7 @@ __all__ = [
     "Arguments",
     "DeviceTensor",
     "LaunchError",
+    "flat_view",
     "is_dense",
     "is_positive",
     "scalar_converter",
@@ -126,6 +127,17 @@ def is_dense(tensor: DeviceTensor) -> bool:
             return False
         expected *= n
     return True
+
+
+def flat_view(tensor: DeviceTensor) -> DeviceTensor:
+    """A dense `tensor` as one dimension of its elements (the same memory, stride 1): how a
+    kernel `flatten` ran as one dimension sees it (`is_dense` must hold)."""
+    n = 1
+    for d in tensor.shape:
+        n *= d
+    return DeviceTensor(
+        tensor.pointer, (n,), (1,), tensor.dtype, tensor.device, tensor.host, tensor.keep
+    )
 
 
 class Arguments:

@@ -56,6 +56,7 @@ from tilec.runtime.arguments import (
     Arguments,
     DeviceTensor,
     LaunchError,
+    flat_view,
     is_dense,
     is_positive,
 )
@@ -439,25 +440,18 @@ class Launcher:
         out = []
         for i, v in enumerate(values):
             if type(v) is DeviceTensor and len(v.shape) != 1:
-                if not is_dense(v):
+                flat = flat_view(v)
+                if not is_dense(v) or flat.shape[0] > MAX_EXTENT:  # (32-bit bounds)
+                    what = f"at most {MAX_EXTENT} elements, got {flat.shape[0]}"
+                    if not is_dense(v):
+                        what = f"a dense tensor (row-major, no gaps), got strides {v.strides}"
                     self._broken(
                         i,
-                        f"a dense tensor (row-major, no gaps: it runs as one dimension "
-                        f"{self._flattened[0]}), got strides {v.strides} for shape {v.shape}",
-                        "pass a contiguous tensor (x.contiguous()); @tilec.jit compiles "
-                        "another kernel for other layouts by itself",
+                        f"{what}: it runs as one dimension {self._flattened[0]}",
+                        "pass a contiguous tensor; @tilec.jit compiles the kernel on its own "
+                        "grid for other tensors by itself",
                     )
-                n = 1
-                for d in v.shape:
-                    n *= d
-                if n > MAX_EXTENT:  # the kernel compares its one dimension in 32 bits
-                    self._broken(
-                        i,
-                        f"at most {MAX_EXTENT} elements (it runs as one dimension "
-                        f"{self._flattened[0]}), got {n}",
-                        "@tilec.jit compiles the kernel on its own grid for such tensors",
-                    )
-                v = DeviceTensor(v.pointer, (n,), (1,), v.dtype, v.device, v.host, v.keep)
+                v = flat
             out.append(v)
         return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilec.interp.launch import run_on_copies
+from tilec.interp.runner import run_on_copies
 from tilec.ir.types import TensorType
 
 

@@ -125,7 +125,7 @@ def _kernel_extents(func: Any, extents: dict[str, int]) -> dict[str, int]:
 
 
 def _run(module: Any, name: str, inputs: list, tile_sizes: dict[str, int] | None):
-    from tilec.interp.launch import run_on_copies
+    from tilec.interp.runner import run_on_copies
 
     return run_on_copies(module, name, inputs, tile_sizes)
 

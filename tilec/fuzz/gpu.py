@@ -54,7 +54,8 @@ def _written(func: Any) -> set:
 def _expected(program: GeneratedProgram, compiled_ir: Any, name: str, values: list) -> dict:
     """The interpreter's outputs, by parameter name, on copies of `values`, running the IR
     the PTX came from."""
-    from tilec.interp.launch import find_kernel, parameter_name, run_on_copies
+    from tilec.interp.launch import find_kernel, parameter_name
+    from tilec.interp.runner import run_on_copies
     from tilec.ir.types import TensorType
 
     # The copies in the arguments' own shapes (a flattened kernel views them as one dimension).

@@ -776,26 +776,3 @@ def run_kernel(
     prepare_launch(
         program, kernel, args, tile_sizes=tile_sizes, grid=grid, split=split, block_seed=block_seed
     ).run()
-
-
-def run_on_copies(
-    program: Any, kernel: str, inputs: Sequence[Any], tile_sizes: Mapping[str, int] | None
-) -> tuple[list[np.ndarray], dict[str, int]]:
-    """Run `kernel` on copies of `inputs` at `tile_sizes` (those of its symbols: a size for a
-    symbol it has not -- one a later pass renamed, as `flatten` tiles one dimension where
-    there were two -- is left out): its tensor arguments afterwards, in their callers'
-    shapes, and the tile sizes it ran with. What translation validation compares, before and
-    after a pass."""
-    func = find_kernel(program, kernel)
-    grid = [str(s) for _, s in _attribute_pairs(func, "tilec.grid")]
-    known = {*tile_symbols(func), *grid}
-    sizes = None
-    if tile_sizes is not None:
-        sizes = {s: n for s, n in tile_sizes.items() if s in known}
-    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
-    launch = prepare_launch(program, kernel, args, tile_sizes=sizes)
-    launch.run()
-    # The copies themselves: the interpreter wrote into them (a flattened kernel through
-    # one-dimensional views of them).
-    outputs = [a for a, v in zip(args, launch.arguments) if isinstance(v, TensorView)]
-    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}

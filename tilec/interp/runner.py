@@ -35,7 +35,7 @@ import importlib.util
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -48,11 +48,13 @@ from tilec.interp.gather import index_bounds
 from tilec.interp.launch import (
     Launch,
     TensorView,
+    _attribute_pairs,
     bind_sizes,
     describe_parameter,
     find_kernel,
     parameter_name,
     prepare_launch,
+    tile_symbols,
     written_parameters,
 )
 from tilec.interp.numerics import dtype_of, is_float_dtype, round_from_f64
@@ -66,6 +68,7 @@ __all__ = [
     "load_reference",
     "random_arguments",
     "reference_path",
+    "run_on_copies",
 ]
 
 # Relative tolerance by output dtype, with the reason the report prints.
@@ -470,3 +473,26 @@ def check_kernel(
             )
         )
     return report
+
+
+def run_on_copies(
+    program: Any, kernel: str, inputs: Sequence[Any], tile_sizes: Mapping[str, int] | None
+) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Run `kernel` on copies of `inputs` at `tile_sizes` (those of its symbols: a size for a
+    symbol it has not -- one a later pass renamed, as `flatten` tiles one dimension where
+    there were two -- is left out): its tensor arguments afterwards, in their callers'
+    shapes, and the tile sizes it ran with. What translation validation compares, before and
+    after a pass."""
+    func = find_kernel(program, kernel)
+    grid = [str(s) for _, s in _attribute_pairs(func, "tilec.grid")]
+    known = {*tile_symbols(func), *grid}
+    sizes = None
+    if tile_sizes is not None:
+        sizes = {s: n for s, n in tile_sizes.items() if s in known}
+    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in inputs]
+    launch = prepare_launch(program, kernel, args, tile_sizes=sizes)
+    launch.run()
+    # The copies themselves: the interpreter wrote into them (a flattened kernel through
+    # one-dimensional views of them).
+    outputs = [a for a, v in zip(args, launch.arguments) if isinstance(v, TensorView)]
+    return outputs, {s: size for s, (size, _) in launch.tile_sizes.items()}
